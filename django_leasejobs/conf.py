@@ -1,0 +1,107 @@
+"""Every ``LEASEJOBS_*`` setting, read in one place with a typed default.
+
+Settings are read on each access (not cached at import) so that ``override_settings`` in tests
+and a changed settings module in a long-running worker behave as Django users expect. A bad value
+raises ``ImproperlyConfigured`` naming the setting, rather than failing later inside the worker.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
+
+PREFIX = "LEASEJOBS_"
+
+JITTER_MODES = ("full", "equal", "none")
+
+DEFAULTS: dict[str, Any] = {
+    "DEFAULT_QUEUE": "default",
+    "MAX_ATTEMPTS": 5,
+    "BACKOFF_BASE": 2.0,
+    "BACKOFF_CAP": 3600.0,
+    "BACKOFF_JITTER": "equal",
+    "LEASE_SECONDS": 60.0,
+    "HEARTBEAT_SECONDS": 15.0,
+    "POLL_SECONDS": 1.0,
+    "MAX_PAYLOAD_BYTES": 256 * 1024,
+    "SCHEDULES": {},
+}
+
+
+def _get(name: str) -> Any:
+    return getattr(django_settings, PREFIX + name, DEFAULTS[name])
+
+
+def _number(name: str, *, minimum: float, integer: bool = False) -> Any:
+    value = _get(name)
+    kind = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind):
+        wanted = "an integer" if integer else "a number"
+        raise ImproperlyConfigured(f"{PREFIX}{name} must be {wanted}, not {value!r}.")
+    if value < minimum:
+        raise ImproperlyConfigured(f"{PREFIX}{name} must be at least {minimum}, not {value!r}.")
+    return value
+
+
+class Settings:
+    """Typed accessors for the app's settings; import the ``settings`` instance below."""
+
+    @property
+    def DEFAULT_QUEUE(self) -> str:
+        value = _get("DEFAULT_QUEUE")
+        if not isinstance(value, str) or not value:
+            raise ImproperlyConfigured(
+                f"{PREFIX}DEFAULT_QUEUE must be a non-empty string, not {value!r}."
+            )
+        return value
+
+    @property
+    def MAX_ATTEMPTS(self) -> int:
+        return int(_number("MAX_ATTEMPTS", minimum=1, integer=True))
+
+    @property
+    def BACKOFF_BASE(self) -> float:
+        return float(_number("BACKOFF_BASE", minimum=0))
+
+    @property
+    def BACKOFF_CAP(self) -> float:
+        return float(_number("BACKOFF_CAP", minimum=0))
+
+    @property
+    def BACKOFF_JITTER(self) -> str:
+        value = _get("BACKOFF_JITTER")
+        if value not in JITTER_MODES:
+            raise ImproperlyConfigured(
+                f"{PREFIX}BACKOFF_JITTER must be one of {', '.join(JITTER_MODES)}, not {value!r}."
+            )
+        return str(value)
+
+    @property
+    def LEASE_SECONDS(self) -> float:
+        return float(_number("LEASE_SECONDS", minimum=1))
+
+    @property
+    def HEARTBEAT_SECONDS(self) -> float:
+        return float(_number("HEARTBEAT_SECONDS", minimum=0.1))
+
+    @property
+    def POLL_SECONDS(self) -> float:
+        return float(_number("POLL_SECONDS", minimum=0.01))
+
+    @property
+    def MAX_PAYLOAD_BYTES(self) -> int:
+        return int(_number("MAX_PAYLOAD_BYTES", minimum=2, integer=True))
+
+    @property
+    def SCHEDULES(self) -> dict[str, dict[str, Any]]:
+        value = _get("SCHEDULES")
+        if not isinstance(value, dict):
+            raise ImproperlyConfigured(
+                f"{PREFIX}SCHEDULES must be a dict of name -> schedule, not {type(value).__name__}."
+            )
+        return value
+
+
+settings = Settings()

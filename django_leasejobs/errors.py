@@ -1,0 +1,31 @@
+"""Exceptions users see. Each one says what was wrong and what was kept (nothing half-written)."""
+
+from __future__ import annotations
+
+
+class LeaseJobsError(Exception):
+    """Base class of every error this app raises on purpose."""
+
+
+class JobValidationError(LeaseJobsError, ValueError):
+    """Enqueue input was refused before anything was written."""
+
+
+class UnknownJobError(JobValidationError):
+    """A job name that is not registered with ``@job``."""
+
+
+class PermanentError(LeaseJobsError):
+    """Raise from a handler to dead-letter the job now, without further retries."""
+
+
+class StaleAttemptError(LeaseJobsError):
+    """A write guarded by an attempt token changed no row: the lease was lost.
+
+    Raised only inside a handler (``ctx.complete()``) so that the handler's own transaction rolls
+    back; the worker loop never sees it as an exception, it sees a ``STALE`` outcome.
+    """
+
+
+class InvalidTransitionError(LeaseJobsError):
+    """An operator action (cancel, run now, replay) that the job's current state does not allow."""

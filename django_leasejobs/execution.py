@@ -1,0 +1,112 @@
+"""Run one claimed job and report its result through the lifecycle module.
+
+Kept apart from the worker loop so tests, the worker and the tasks backend run a job the same
+way: look the name up in the registry (never import it), call it outside any transaction,
+and turn what happened into one guarded write.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connections
+
+from . import lifecycle, registry
+from .context import JobContext
+from .errors import PermanentError
+from .lifecycle import Failure, Outcome
+from .models import Job
+
+logger = logging.getLogger("django_leasejobs")
+
+
+@dataclass
+class Execution:
+    """The result of running a job, before it is reported."""
+
+    job: Job
+    context: JobContext
+    ok: bool = False
+    result: Any = None
+    failure: Failure | None = None
+    retryable: bool = True
+
+
+def close_old_connections() -> None:
+    """Drop broken or expired connections between jobs, as Django does between requests.
+
+    Connections inside an atomic block (an enclosing test transaction, a caller's transaction)
+    are left alone: closing them would break the caller.
+    """
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close_if_unusable_or_obsolete()
+
+
+def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Execution:
+    """Call the job's handler; never raises for what the handler does."""
+    context = JobContext(
+        job_id=job.pk,
+        attempt=job.attempt,
+        name=job.name,
+        queue=job.queue,
+        worker_id=worker_id,
+        lease_lost_event=lease_lost or threading.Event(),
+    )
+    execution = Execution(job=job, context=context)
+    job_function = registry.lookup(job.name)
+    if job_function is None:
+        execution.failure = Failure(
+            f"No job is registered as {job.name!r}; it was not run.", kind="unregistered job"
+        )
+        execution.retryable = False
+        return execution
+    close_old_connections()
+    try:
+        args = [context, *job.args] if job_function.takes_context else list(job.args)
+        execution.result = job_function.func(*args, **job.kwargs)
+        execution.ok = True
+    except PermanentError as exc:
+        execution.failure = Failure.from_exception(exc)
+        execution.failure = Failure(
+            execution.failure.error, execution.failure.traceback, kind="permanent error"
+        )
+        execution.retryable = False
+    except Exception as exc:
+        failure = Failure.from_exception(exc)
+        if job_function.permanent and isinstance(exc, job_function.permanent):
+            failure = Failure(failure.error, failure.traceback, kind="permanent error")
+            execution.retryable = False
+        execution.failure = failure
+    finally:
+        close_old_connections()
+    return execution
+
+
+def report(execution: Execution) -> Outcome:
+    """Write the execution's result, guarded by its attempt token."""
+    job, context = execution.job, execution.context
+    if context.completed:
+        return Outcome.SUCCEEDED
+    if context.lease_lost:
+        logger.warning("job.stale id=%s attempt=%s action=report (lease lost)", job.pk, job.attempt)
+        return Outcome.STALE
+    if execution.ok:
+        return lifecycle.complete(job.pk, job.attempt, execution.result)
+    assert execution.failure is not None
+    job_function = registry.lookup(job.name)
+    return lifecycle.fail(
+        job.pk,
+        job.attempt,
+        execution.failure,
+        retryable=execution.retryable,
+        backoff=job_function.get_backoff() if job_function else None,
+    )
+
+
+def run(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Outcome:
+    """Execute and report one claimed job."""
+    return report(execute(job, worker_id, lease_lost))

@@ -1,0 +1,782 @@
+"""The lease protocol: every state change of a job, and its SQL, lives in this module.
+
+Rules that hold for every function here:
+
+* Each transition is one guarded statement. A worker's write carries its fencing token in the
+  WHERE clause (``id = ? AND attempt = ? AND status = 'running'``); an operator's write carries the
+  states it is allowed from. Nothing is read and then written unguarded.
+* "Zero rows changed" is a result, not an exception: it comes back as ``Outcome.STALE`` (or
+  ``False`` for operator actions) and is logged, so a stale worker can never overwrite a newer
+  result and the worker loop never crashes on it.
+* All times come from the database clock (``Now()``, ``STATEMENT_TIMESTAMP()``), never from the
+  worker's clock, so workers with skewed clocks agree on what is due and what has expired.
+* No function holds a transaction open longer than its own statements; handlers run outside.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import logging
+import traceback as traceback_module
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, router, transaction
+from django.db.models import F, Q
+from django.db.models.expressions import DatabaseDefault, ExpressionWrapper, Value
+from django.db.models.fields import DateTimeField
+from django.db.models.functions import Now
+
+from . import registry, validation
+from .backoff import Backoff
+from .errors import InvalidTransitionError, JobValidationError, StaleAttemptError
+from .models import CLAIMABLE, DeadLetter, Effect, Job, Status
+
+logger = logging.getLogger("django_leasejobs")
+
+ENQUEUE_OPTIONS = ("run_at", "delay", "priority", "queue", "dedupe_key", "max_attempts")
+MAX_ERROR_CHARS = 20_000
+
+
+class Outcome(enum.Enum):
+    """What a guarded write did."""
+
+    SUCCEEDED = "succeeded"
+    RETRIED = "retried"
+    DEAD = "dead"
+    RELEASED = "released"
+    STALE = "stale"
+    """Zero rows changed: the token no longer owns the job (lease lost, job reclaimed)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An attempt's error, as recorded in the job's history and its dead letter."""
+
+    error: str
+    traceback: str = ""
+    kind: str = "error"
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> Failure:
+        text = "".join(traceback_module.format_exception(type(exc), exc, exc.__traceback__))
+        return cls(f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS], text[-MAX_ERROR_CHARS:])
+
+
+def _alias(write: bool = True) -> str:
+    return (router.db_for_write(Job) if write else router.db_for_read(Job)) or DEFAULT_DB_ALIAS
+
+
+def _after(seconds: float) -> ExpressionWrapper:
+    """The database's now plus ``seconds``, as an expression evaluated inside the statement."""
+    return ExpressionWrapper(
+        Now() + Value(dt.timedelta(seconds=seconds)), output_field=DateTimeField()
+    )
+
+
+def db_now() -> dt.datetime:
+    """The database's clock, read in one cheap query (for delays computed before an INSERT)."""
+    connection = connections[_alias()]
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')", [])
+        elif connection.vendor == "postgresql":
+            cursor.execute("SELECT STATEMENT_TIMESTAMP()", [])
+        else:
+            cursor.execute("SELECT CURRENT_TIMESTAMP(6)", [])
+        raw = cursor.fetchone()[0]
+    return _as_aware(raw)
+
+
+def _as_aware(raw: Any) -> dt.datetime:
+    if isinstance(raw, str):
+        raw = dt.datetime.fromisoformat(raw)
+    if raw.tzinfo is None:
+        raw = raw.replace(tzinfo=dt.timezone.utc)
+    return raw
+
+
+# --------------------------------------------------------------------------- enqueue
+
+
+def _build(
+    name: str,
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    *,
+    run_at: dt.datetime | None = None,
+    delay: Any = None,
+    priority: int | None = None,
+    queue: str | None = None,
+    dedupe_key: str | None = None,
+    max_attempts: int | None = None,
+    now: dt.datetime | None = None,
+) -> Job:
+    """Validate everything and return an unsaved row; raise before anything is written."""
+    job_function = registry.get(name)
+    args_list, kwargs_dict = validation.check_payload(args, kwargs)
+    when, delay_seconds = validation.check_run_at(run_at, delay)
+    job = Job(
+        name=name,
+        args=args_list,
+        kwargs=kwargs_dict,
+        queue=validation.check_queue(queue if queue is not None else job_function.get_queue()),
+        priority=validation.check_priority(
+            priority if priority is not None else job_function.priority
+        ),
+        max_attempts=validation.check_max_attempts(
+            max_attempts if max_attempts is not None else job_function.get_max_attempts()
+        ),
+        lease_seconds=job_function.lease,
+        dedupe_key=validation.check_dedupe_key(dedupe_key),
+    )
+    job.live_dedupe_key = job.dedupe_key
+    if when is not None:
+        job.run_at = when
+    elif delay_seconds is not None:
+        job.run_at = (now or db_now()) + dt.timedelta(seconds=delay_seconds)
+    elif now is not None:
+        job.run_at = now
+    return job
+
+
+def _insert(job: Job, using: str) -> Job:
+    """INSERT one row; with a dedupe key, return the live job holding it instead.
+
+    The unique constraint on ``live_dedupe_key`` is the only authority: racing producers both try
+    to insert, one wins, the other gets IntegrityError inside a savepoint (so the caller's
+    transaction survives) and returns the winner's row.
+    """
+    if job.dedupe_key is None:
+        job.save(using=using, force_insert=True)
+        _refresh_defaults(job, using)
+        logger.info("job.enqueued id=%s name=%s queue=%s", job.pk, job.name, job.queue)
+        return job
+    for _ in range(5):
+        holder = Job.objects.using(using).filter(live_dedupe_key=job.dedupe_key).first()
+        if holder is not None:
+            return holder
+        try:
+            with transaction.atomic(using=using):
+                job.save(using=using, force_insert=True)
+        except IntegrityError:
+            job.pk = None
+            continue
+        _refresh_defaults(job, using)
+        logger.info(
+            "job.enqueued id=%s name=%s queue=%s dedupe_key=%s",
+            job.pk,
+            job.name,
+            job.queue,
+            job.dedupe_key,
+        )
+        return job
+    raise JobValidationError(
+        f"dedupe_key {job.dedupe_key!r} kept changing hands; nothing was enqueued."
+    )
+
+
+def _refresh_defaults(job: Job, using: str) -> None:
+    """Databases without INSERT ... RETURNING leave database defaults unread; read them."""
+    stale = [f for f in ("run_at", "created_at") if isinstance(getattr(job, f), DatabaseDefault)]
+    if stale:
+        job.refresh_from_db(using=using, fields=stale)
+
+
+def enqueue(
+    name: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, **options: Any
+) -> Job:
+    """Persist one job in the caller's transaction (one INSERT) and return it."""
+    unknown = set(options) - set(ENQUEUE_OPTIONS)
+    if unknown:
+        raise JobValidationError(f"Unknown enqueue options: {', '.join(sorted(unknown))}.")
+    job = _build(name, args, kwargs or {}, **options)
+    return _insert(job, _alias())
+
+
+def _item(item: Any) -> tuple[Sequence[Any], dict[str, Any], dict[str, Any]]:
+    if isinstance(item, dict):
+        extra = set(item) - {"args", "kwargs", *ENQUEUE_OPTIONS}
+        if extra:
+            raise JobValidationError(f"Unknown keys in enqueue_many item: {sorted(extra)}.")
+        options = {k: item[k] for k in ENQUEUE_OPTIONS if k in item}
+        return item.get("args", ()), item.get("kwargs", {}), options
+    if isinstance(item, list | tuple) and len(item) == 2:
+        return item[0], item[1], {}
+    raise JobValidationError(
+        f"enqueue_many items are (args, kwargs) pairs or dicts, not {type(item).__name__}."
+    )
+
+
+def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
+    """Validate every item first, then insert them in bulk in one transaction.
+
+    Items with a dedupe key go through the single-row path (they may return an existing job);
+    the rest are one multi-row INSERT. Jobs come back in the order given.
+    """
+    alias = _alias()
+    parsed = [_item(item) for item in items]
+    if not parsed:
+        return []
+    now = db_now()
+    jobs = [_build(name, args, kwargs, now=now, **options) for args, kwargs, options in parsed]
+    with transaction.atomic(using=alias):
+        plain = [job for job in jobs if job.dedupe_key is None]
+        Job.objects.using(alias).bulk_create(plain, batch_size=1000)
+        if plain and plain[0].pk is None:  # MySQL cannot return ids from a bulk insert
+            raise JobValidationError("This database cannot return ids from a bulk insert.")
+        result = [job if job.dedupe_key is None else _insert(job, alias) for job in jobs]
+    for job in plain:
+        _refresh_defaults(job, alias)
+    logger.info("job.enqueued_many name=%s count=%s", name, len(result))
+    return result
+
+
+# --------------------------------------------------------------------------- claim
+
+
+_CLAIM_POSTGRESQL = """
+WITH due AS (
+    SELECT id FROM {table}
+    WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP() {queue_filter}
+    ORDER BY priority DESC, run_at, id
+    LIMIT %s
+    -- SKIP LOCKED: a row another claimer is taking is passed over, not waited for, so
+    -- concurrent workers split the due rows instead of queueing behind one another.
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {table} AS j
+SET status = 'running',
+    attempt = j.attempt + 1,
+    lease_owner = %s,
+    lease_expires_at = STATEMENT_TIMESTAMP()
+        + make_interval(secs => COALESCE(j.lease_seconds, %s)),
+    started_at = STATEMENT_TIMESTAMP()
+FROM due
+-- The status test again: the compare-and-set, in case the row changed after the snapshot.
+WHERE j.id = due.id AND j.status IN ('pending', 'failed')
+RETURNING j.*
+"""
+
+# SQLite has no row locks: the whole UPDATE takes the database's single write lock, so the
+# subquery and the guarded update see one consistent state and two claimers cannot both win.
+_CLAIM_SQLITE = """
+UPDATE {table}
+SET status = 'running',
+    attempt = attempt + 1,
+    lease_owner = %s,
+    lease_expires_at = STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW',
+        '+' || COALESCE(lease_seconds, %s) || ' seconds'),
+    started_at = STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')
+WHERE id IN (
+    SELECT id FROM {table}
+    WHERE status IN ('pending', 'failed')
+      AND run_at <= STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW') {queue_filter}
+    ORDER BY priority DESC, run_at, id
+    LIMIT %s
+) AND status IN ('pending', 'failed')
+RETURNING *
+"""
+
+
+def _queue_filter(queues: Sequence[str] | None) -> tuple[str, list[str]]:
+    if queues is None:
+        return "", []
+    if len(queues) == 1:  # plain equality keeps the claim an ordered index scan
+        return "AND queue = %s", list(queues)
+    return f"AND queue IN ({', '.join(['%s'] * len(queues))})", list(queues)
+
+
+def claim(
+    worker_id: str,
+    *,
+    queues: Sequence[str] | None = None,
+    batch: int = 1,
+    lease_seconds: float = 60.0,
+) -> list[Job]:
+    """Lease up to ``batch`` due jobs to ``worker_id``; each claim increments ``attempt``.
+
+    Order: priority (high first), then ``run_at``, then id. ``queues=None`` means every queue.
+    """
+    if batch < 1:
+        return []
+    if queues is not None and not queues:
+        return []
+    alias = _alias()
+    connection = connections[alias]
+    table = connection.ops.quote_name(Job._meta.db_table)
+    queue_sql, queue_params = _queue_filter(queues)
+    if connection.vendor == "postgresql":
+        sql = _CLAIM_POSTGRESQL.format(table=table, queue_filter=queue_sql)
+        params: list[Any] = [*queue_params, batch, worker_id, lease_seconds]
+        jobs = list(Job.objects.using(alias).raw(sql, params))
+    elif connection.vendor == "sqlite":
+        sql = _CLAIM_SQLITE.format(table=table, queue_filter=queue_sql)
+        params = [worker_id, lease_seconds, *queue_params, batch]
+        jobs = list(Job.objects.using(alias).raw(sql, params))
+    else:
+        jobs = _claim_locking(alias, worker_id, queues, batch, lease_seconds)
+    jobs.sort(key=lambda j: (-j.priority, j.run_at, j.pk))
+    for job in jobs:
+        logger.info(
+            "job.running id=%s name=%s attempt=%s queue=%s worker=%s",
+            job.pk,
+            job.name,
+            job.attempt,
+            job.queue,
+            worker_id,
+        )
+    return jobs
+
+
+def _claim_locking(
+    alias: str, worker_id: str, queues: Sequence[str] | None, batch: int, lease_seconds: float
+) -> list[Job]:
+    """MySQL/MariaDB: lock due rows with SKIP LOCKED, update them guarded, read them back."""
+    due = Job.objects.using(alias).filter(status__in=CLAIMABLE, run_at__lte=Now())
+    if queues is not None:
+        due = due.filter(queue__in=list(queues))
+    with transaction.atomic(using=alias):
+        ids = list(
+            due.select_for_update(skip_locked=True)
+            .order_by("-priority", "run_at", "id")
+            .values_list("id", flat=True)[:batch]
+        )
+        if not ids:
+            return []
+        claimed = Job.objects.using(alias).filter(id__in=ids, status__in=CLAIMABLE)
+        # Per-job lease: rows with their own lease_seconds are updated separately.
+        custom = list(claimed.exclude(lease_seconds=None).values_list("id", "lease_seconds"))
+        for job_id, seconds in custom:
+            Job.objects.using(alias).filter(id=job_id, status__in=CLAIMABLE).update(
+                status=Status.RUNNING,
+                attempt=F("attempt") + 1,
+                lease_owner=worker_id,
+                lease_expires_at=_after(seconds or lease_seconds),
+                started_at=Now(),
+            )
+        claimed.filter(lease_seconds=None).update(
+            status=Status.RUNNING,
+            attempt=F("attempt") + 1,
+            lease_owner=worker_id,
+            lease_expires_at=_after(lease_seconds),
+            started_at=Now(),
+        )
+        return list(
+            Job.objects.using(alias).filter(
+                id__in=ids, status=Status.RUNNING, lease_owner=worker_id
+            )
+        )
+
+
+# --------------------------------------------------------------------------- heartbeat
+
+
+def _tokens_q(tokens: Iterable[tuple[int, int]]) -> Q:
+    q = Q(pk__in=[])
+    for job_id, attempt in tokens:
+        q |= Q(pk=job_id, attempt=attempt)
+    return q
+
+
+def heartbeat(
+    worker_id: str, tokens: Iterable[tuple[int, int]], *, lease_seconds: float = 60.0
+) -> set[int]:
+    """Extend the leases of a worker's in-flight jobs; return the ids whose lease was lost.
+
+    One UPDATE per distinct lease length (usually one), guarded by (id, attempt) and status. A
+    job missing from the result of that guard has been reclaimed or finished by someone else:
+    its handler must be told, and the worker must never write that attempt again.
+    """
+    tokens = list(tokens)
+    if not tokens:
+        return set()
+    alias = _alias()
+    by_lease: dict[float, list[tuple[int, int]]] = {}
+    leases = dict(
+        Job.objects.using(alias)
+        .filter(pk__in=[job_id for job_id, _ in tokens])
+        .values_list("pk", "lease_seconds")
+    )
+    for token in tokens:
+        seconds = leases.get(token[0]) or lease_seconds
+        by_lease.setdefault(seconds, []).append(token)
+    for seconds, group in by_lease.items():
+        Job.objects.using(alias).filter(
+            _tokens_q(group), status=Status.RUNNING, lease_owner=worker_id
+        ).update(lease_expires_at=_after(seconds))
+    kept = set(
+        Job.objects.using(alias)
+        .filter(_tokens_q(tokens), status=Status.RUNNING, lease_owner=worker_id)
+        .values_list("pk", flat=True)
+    )
+    lost = {job_id for job_id, _ in tokens} - kept
+    for job_id in sorted(lost):
+        logger.warning("job.lease_lost id=%s worker=%s", job_id, worker_id)
+    return lost
+
+
+# --------------------------------------------------------------------------- complete
+
+
+def _succeeded_fields(result: Any) -> dict[str, Any]:
+    return {
+        "status": Status.SUCCEEDED,
+        "finished_at": Now(),
+        "lease_owner": "",
+        "lease_expires_at": None,
+        "live_dedupe_key": None,
+        "result": result,
+    }
+
+
+def complete(job_id: int, attempt: int, result: Any = None) -> Outcome:
+    """Mark the job succeeded, only if ``attempt`` still owns it."""
+    try:
+        validation.check_json(result, "result")
+    except JobValidationError as exc:
+        return fail(job_id, attempt, Failure(f"Unstorable return value: {exc}"), retryable=False)
+    changed = (
+        Job.objects.using(_alias())
+        .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
+        .update(**_succeeded_fields(result))
+    )
+    return _report(changed, "succeeded", job_id, attempt, Outcome.SUCCEEDED)
+
+
+def complete_many(tokens: Iterable[tuple[int, int]]) -> dict[int, Outcome]:
+    """Mark many jobs succeeded (no return values) in one statement, each row fenced."""
+    tokens = list(tokens)
+    if not tokens:
+        return {}
+    alias = _alias()
+    Job.objects.using(alias).filter(_tokens_q(tokens), status=Status.RUNNING).update(
+        **_succeeded_fields(None)
+    )
+    done = set(
+        Job.objects.using(alias)
+        .filter(_tokens_q(tokens), status=Status.SUCCEEDED)
+        .values_list("pk", flat=True)
+    )
+    outcomes = {}
+    for job_id, attempt in tokens:
+        outcomes[job_id] = _report(
+            int(job_id in done), "succeeded", job_id, attempt, Outcome.SUCCEEDED
+        )
+    return outcomes
+
+
+def complete_in_transaction(job_id: int, attempt: int, result: Any = None) -> None:
+    """Complete the job inside the handler's own transaction (exactly-once database effects).
+
+    Raises ``StaleAttemptError`` when the token no longer owns the job, so the handler's writes
+    roll back with it.
+    """
+    alias = _alias()
+    if not connections[alias].in_atomic_block:
+        raise RuntimeError("ctx.complete() must be called inside transaction.atomic().")
+    validation.check_json(result, "result")
+    changed = (
+        Job.objects.using(alias)
+        .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
+        .update(**_succeeded_fields(result))
+    )
+    if not changed:
+        logger.warning("job.stale id=%s attempt=%s action=succeeded", job_id, attempt)
+        raise StaleAttemptError(f"Job {job_id} attempt {attempt} no longer holds its lease.")
+    logger.info("job.succeeded id=%s attempt=%s in_transaction=true", job_id, attempt)
+
+
+def _report(changed: int, action: str, job_id: int, attempt: int, outcome: Outcome) -> Outcome:
+    if not changed:
+        logger.warning("job.stale id=%s attempt=%s action=%s", job_id, attempt, action)
+        return Outcome.STALE
+    logger.info("job.%s id=%s attempt=%s", action, job_id, attempt)
+    return outcome
+
+
+# --------------------------------------------------------------------------- fail / retry / dead
+
+
+def fail(
+    job_id: int,
+    attempt: int,
+    failure: Failure,
+    *,
+    retryable: bool = True,
+    backoff: Backoff | None = None,
+) -> Outcome:
+    """Record a failed attempt: retry after backoff, or dead-letter when none is left."""
+    return _fail(job_id, attempt, failure, retryable=retryable, backoff=backoff)
+
+
+def _fail(
+    job_id: int,
+    attempt: int,
+    failure: Failure,
+    *,
+    retryable: bool,
+    backoff: Backoff | None,
+    expired_only: bool = False,
+) -> Outcome:
+    alias = _alias()
+    guard = Q(pk=job_id, attempt=attempt, status=Status.RUNNING)
+    if expired_only:
+        guard &= Q(lease_expires_at__lt=Now())
+    with transaction.atomic(using=alias):
+        row = (
+            Job.objects.using(alias)
+            .filter(guard)
+            .annotate(db_now=Now())
+            .values(
+                "name",
+                "args",
+                "kwargs",
+                "queue",
+                "errors",
+                "max_attempts",
+                "released",
+                "lease_owner",
+                "db_now",
+            )
+            .first()
+        )
+        if row is None:
+            return _report(0, "failed", job_id, attempt, Outcome.STALE)
+        entry = {
+            "attempt": attempt,
+            "worker": row["lease_owner"],
+            "at": _as_aware(row["db_now"]).isoformat(),
+            "kind": failure.kind,
+            "error": failure.error,
+            "traceback": failure.traceback,
+        }
+        errors = [*row["errors"], entry]
+        charged = attempt - row["released"]
+        if not retryable or charged >= row["max_attempts"]:
+            reason = failure.kind if not retryable else "attempts exhausted"
+            changed = (
+                Job.objects.using(alias)
+                .filter(guard)
+                .update(
+                    status=Status.DEAD,
+                    finished_at=Now(),
+                    lease_owner="",
+                    lease_expires_at=None,
+                    live_dedupe_key=None,
+                    last_error=failure.error,
+                    errors=errors,
+                )
+            )
+            if not changed:
+                return _report(0, "dead", job_id, attempt, Outcome.STALE)
+            DeadLetter.objects.using(alias).create(
+                job_id=job_id,
+                name=row["name"],
+                args=row["args"],
+                kwargs=row["kwargs"],
+                queue=row["queue"],
+                reason=reason[:200],
+                errors=errors,
+            )
+            logger.warning(
+                "job.dead id=%s name=%s attempt=%s reason=%s error=%s",
+                job_id,
+                row["name"],
+                attempt,
+                reason,
+                failure.error.splitlines()[0][:200] if failure.error else "",
+            )
+            return Outcome.DEAD
+        job_function = registry.lookup(row["name"])
+        policy = backoff or (
+            job_function.get_backoff() if job_function else Backoff.from_settings()
+        )
+        changed = (
+            Job.objects.using(alias)
+            .filter(guard)
+            .update(
+                status=Status.FAILED,
+                run_at=_after(policy.delay(charged)),
+                lease_owner="",
+                lease_expires_at=None,
+                last_error=failure.error,
+                errors=errors,
+            )
+        )
+        if not changed:
+            return _report(0, "failed", job_id, attempt, Outcome.STALE)
+        logger.info(
+            "job.failed id=%s name=%s attempt=%s error=%s",
+            job_id,
+            row["name"],
+            attempt,
+            failure.error.splitlines()[0][:200] if failure.error else "",
+        )
+        return Outcome.RETRIED
+
+
+def recover_expired(limit: int = 100) -> dict[int, Outcome]:
+    """Take back jobs whose lease expired (their worker died or stalled).
+
+    A reclaim is an attempt: the job goes to ``failed`` with backoff (not straight back to the head
+    of the queue), or to ``dead`` when its budget is spent, so a job that kills its worker every
+    time still ends. Each row is guarded by (id, attempt, running, lease still expired), so a
+    heartbeat that lands first wins and the job is left alone. Any worker may run this.
+    """
+    alias = _alias()
+    expired = list(
+        Job.objects.using(alias)
+        .filter(status=Status.RUNNING, lease_expires_at__lt=Now())
+        .order_by("lease_expires_at")
+        .values_list("pk", "attempt", "lease_owner")[:limit]
+    )
+    outcomes = {}
+    for job_id, attempt, owner in expired:
+        failure = Failure(
+            f"Lease expired (worker {owner} stopped renewing it).", kind="lease expired"
+        )
+        outcomes[job_id] = _fail(
+            job_id, attempt, failure, retryable=True, backoff=None, expired_only=True
+        )
+    return outcomes
+
+
+# --------------------------------------------------------------------------- release
+
+
+def release(job_id: int, attempt: int) -> Outcome:
+    """Hand a claimed job back unspent (graceful shutdown): pending and due now.
+
+    The token still grows on the next claim; ``released`` makes the attempt free of charge.
+    """
+    changed = (
+        Job.objects.using(_alias())
+        .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
+        .update(
+            status=Status.PENDING,
+            run_at=Now(),
+            released=F("released") + 1,
+            lease_owner="",
+            lease_expires_at=None,
+        )
+    )
+    return _report(changed, "released", job_id, attempt, Outcome.RELEASED)
+
+
+# --------------------------------------------------------------------------- operator actions
+
+
+def cancel(job_id: int) -> bool:
+    """Cancel a job that has not started (pending, or failed and waiting for a retry)."""
+    changed = (
+        Job.objects.using(_alias())
+        .filter(pk=job_id, status__in=CLAIMABLE)
+        .update(
+            status=Status.CANCELLED,
+            finished_at=Now(),
+            live_dedupe_key=None,
+        )
+    )
+    if changed:
+        logger.info("job.cancelled id=%s", job_id)
+    return bool(changed)
+
+
+def run_now(job_id: int) -> bool:
+    """Make a pending or failed job due at once (its attempt budget is unchanged)."""
+    changed = (
+        Job.objects.using(_alias()).filter(pk=job_id, status__in=CLAIMABLE).update(run_at=Now())
+    )
+    if changed:
+        logger.info("job.run_now id=%s", job_id)
+    return bool(changed)
+
+
+class _ReplayRace(Exception):
+    pass
+
+
+def replay(
+    dead_letter_id: int,
+    *,
+    args: Sequence[Any] | None = None,
+    kwargs: dict[str, Any] | None = None,
+) -> Job:
+    """Make a new job from a dead letter, with a fresh attempt budget; once only.
+
+    The dead job is never revived (its stale workers' tokens stay stale); the new job is linked
+    from the dead letter, and a second replay returns that same job.
+    """
+    alias = _alias()
+    for _ in range(3):
+        try:
+            with transaction.atomic(using=alias):
+                dead_letter = (
+                    DeadLetter.objects.using(alias)
+                    .select_for_update()
+                    .select_related("job")
+                    .get(pk=dead_letter_id)
+                )
+                if dead_letter.replayed_job_id is not None:
+                    return Job.objects.using(alias).get(pk=dead_letter.replayed_job_id)
+                original = dead_letter.job
+                new = _build(
+                    dead_letter.name,
+                    dead_letter.args if args is None else args,
+                    dead_letter.kwargs if kwargs is None else kwargs,
+                    queue=original.queue,
+                    priority=original.priority,
+                    max_attempts=original.max_attempts,
+                    dedupe_key=original.dedupe_key,
+                )
+                new = _insert(new, alias)
+                if new.status not in (Status.PENDING,) or new.attempt:
+                    raise InvalidTransitionError(
+                        f"Job {new.pk} already holds dedupe key {original.dedupe_key!r}; "
+                        "let it finish or cancel it, then replay."
+                    )
+                changed = (
+                    DeadLetter.objects.using(alias)
+                    .filter(pk=dead_letter.pk, replayed_job__isnull=True)
+                    .update(replayed_job=new, replayed_at=Now())
+                )
+                if not changed:
+                    raise _ReplayRace
+                logger.info(
+                    "job.replayed dead_letter=%s old=%s new=%s", dead_letter.pk, original.pk, new.pk
+                )
+                return new
+        except (_ReplayRace, IntegrityError):
+            continue
+    dead_letter = DeadLetter.objects.using(alias).get(pk=dead_letter_id)
+    if dead_letter.replayed_job_id is None:
+        raise InvalidTransitionError(f"Dead letter {dead_letter_id} could not be replayed.")
+    return Job.objects.using(alias).get(pk=dead_letter.replayed_job_id)
+
+
+# --------------------------------------------------------------------------- effects
+
+
+def record_effect(key: str, job_id: int | None = None) -> bool:
+    """Record ``key`` as done in the caller's transaction; False if it was already recorded.
+
+    Must run inside ``transaction.atomic()`` together with the writes it guards, so the key and
+    the effect commit or roll back together.
+    """
+    alias = _alias()
+    if not connections[alias].in_atomic_block:
+        raise RuntimeError(
+            "ctx.first_time() must be called inside transaction.atomic(), with the writes "
+            "it guards."
+        )
+    if not isinstance(key, str) or not key or len(key) > 255:
+        raise ValueError("An effect key is a non-empty string of at most 255 characters.")
+    try:
+        with transaction.atomic(using=alias):
+            Effect.objects.using(alias).create(key=key, job_id=job_id)
+    except IntegrityError:
+        return False
+    return True

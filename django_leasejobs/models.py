@@ -1,0 +1,223 @@
+"""The tables: jobs, dead letters, cron schedules and recorded effects.
+
+Every state change of a ``Job`` is made by :mod:`django_leasejobs.lifecycle`; nothing else writes
+``status``, ``attempt`` or the lease columns. The models only describe the rows.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models.functions import Now
+
+from .validation import MAX_PRIORITY, MIN_PRIORITY
+
+
+class Status(models.TextChoices):
+    """The states of a job, and what moves a job out of each one.
+
+    pending -> running -> succeeded | failed | dead; pending/failed -> cancelled.
+    """
+
+    PENDING = "pending", "Pending"
+    """Waiting for ``run_at``. Left by a worker's claim (-> running) or an operator's cancel."""
+
+    RUNNING = "running", "Running"
+    """Leased by ``lease_owner`` until ``lease_expires_at``; the worker's heartbeat extends it.
+    Left by complete (-> succeeded), fail (-> failed or dead), release (-> pending) or, once the
+    lease has expired, by lease recovery (-> failed, or dead when no attempt is left)."""
+
+    SUCCEEDED = "succeeded", "Succeeded"
+    """Final. The handler returned under the current attempt token."""
+
+    FAILED = "failed", "Failed"
+    """An attempt failed or its lease expired; a retry waits for ``run_at`` (now + backoff).
+    Left like ``pending``: claimed by a worker when due, or cancelled by an operator."""
+
+    DEAD = "dead", "Dead"
+    """Final. Attempts exhausted, a permanent error, or an unregistered name: a ``DeadLetter``
+    row holds its history. A replay makes a *new* job; this one never runs again."""
+
+    CANCELLED = "cancelled", "Cancelled"
+    """Final. An operator cancelled it before it ran."""
+
+
+CLAIMABLE = (Status.PENDING, Status.FAILED)
+LIVE = (Status.PENDING, Status.RUNNING, Status.FAILED)
+FINAL = (Status.SUCCEEDED, Status.DEAD, Status.CANCELLED)
+
+
+class Job(models.Model):
+    """One unit of work, its arguments, and its lease.
+
+    ``attempt`` is the fencing token: every claim increments it, and every write by a worker is
+    guarded by ``WHERE id = ? AND attempt = ? AND status = 'running'``. ``released`` counts claims
+    handed back on graceful shutdown; they raise the token but are not charged against
+    ``max_attempts`` (the budget is ``attempt - released``).
+    """
+
+    name = models.CharField(max_length=200, db_index=True, help_text="Registered dotted path.")
+    args = models.JSONField(default=list, blank=True)
+    kwargs = models.JSONField(default=dict, blank=True)
+    queue = models.CharField(max_length=100, default="default")
+    priority = models.SmallIntegerField(default=0, help_text="Higher runs first (-100..100).")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    run_at = models.DateTimeField(db_default=Now())
+    attempt = models.PositiveIntegerField(default=0, help_text="Fencing token: claims so far.")
+    released = models.PositiveIntegerField(default=0, help_text="Claims released unspent.")
+    max_attempts = models.PositiveIntegerField(default=5)
+    lease_seconds = models.FloatField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    dedupe_key = models.CharField(max_length=200, null=True, blank=True)
+    live_dedupe_key = models.CharField(
+        max_length=200,
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="dedupe_key while the job is live, NULL once final: the unique key that makes "
+        "dedupe apply to live jobs only, on every database (MariaDB has no partial indexes).",
+    )
+    schedule = models.ForeignKey(
+        "Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
+    )
+    occurrence_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    errors = models.JSONField(
+        default=list, blank=True, help_text="Attempt history: one entry per failed attempt."
+    )
+    result = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            # The claim path: due rows of a queue in claim order. Partial where supported, so
+            # finished rows (the bulk of a busy table) are not in the index at all.
+            models.Index(
+                fields=["queue", "-priority", "run_at", "id"],
+                name="leasejobs_claimable",
+                condition=models.Q(status__in=["pending", "failed"]),
+            ),
+            # Lease recovery reads only running rows by expiry.
+            models.Index(
+                fields=["lease_expires_at"],
+                name="leasejobs_running_lease",
+                condition=models.Q(status="running"),
+            ),
+            # Pruning finished jobs by age.
+            models.Index(fields=["status", "finished_at"], name="leasejobs_finished"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=[s.value for s in Status]),
+                name="leasejobs_job_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(priority__gte=MIN_PRIORITY, priority__lte=MAX_PRIORITY),
+                name="leasejobs_job_priority_range",
+            ),
+            models.UniqueConstraint(fields=["live_dedupe_key"], name="leasejobs_live_dedupe"),
+            models.UniqueConstraint(
+                fields=["schedule", "occurrence_at"], name="leasejobs_one_job_per_occurrence"
+            ),
+        ]
+        permissions = [
+            ("cancel_job", "Can cancel a job"),
+            ("run_job_now", "Can run a job now or retry it"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}#{self.pk} ({self.status})"
+
+    @property
+    def attempts_charged(self) -> int:
+        """Claims that count against ``max_attempts``."""
+        return self.attempt - self.released
+
+
+class DeadLetter(models.Model):
+    """A job that will not run again by itself, kept for an operator to inspect and replay."""
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="dead_letter")
+    name = models.CharField(max_length=200)
+    args = models.JSONField(default=list, blank=True)
+    kwargs = models.JSONField(default=dict, blank=True)
+    queue = models.CharField(max_length=100)
+    reason = models.CharField(max_length=200)
+    errors = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(db_default=Now(), db_index=True)
+    replayed_job = models.OneToOneField(
+        Job,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="replay_of",
+        help_text="The job a replay created; set once, so replaying twice creates one job.",
+    )
+    replayed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        permissions = [("replay_deadletter", "Can replay a dead letter")]
+
+    def __str__(self) -> str:
+        return f"dead {self.name}#{self.job_id}: {self.reason}"
+
+
+class Misfire(models.TextChoices):
+    """What a scheduler does with occurrences missed while no scheduler ran."""
+
+    ALL = "all", "Run every missed occurrence"
+    LATEST = "latest", "Run only the latest missed occurrence"
+    SKIP = "skip", "Skip missed occurrences"
+
+
+class Schedule(models.Model):
+    """A cron expression that emits one job per occurrence; the cursor survives pruning."""
+
+    name = models.CharField(max_length=200, unique=True)
+    cron = models.CharField(max_length=200)
+    timezone = models.CharField(max_length=64, default="UTC")
+    job = models.CharField(max_length=200, help_text="Registered job name (dotted path).")
+    args = models.JSONField(default=list, blank=True)
+    kwargs = models.JSONField(default=dict, blank=True)
+    queue = models.CharField(max_length=100, blank=True, default="")
+    priority = models.SmallIntegerField(null=True, blank=True)
+    max_attempts = models.PositiveIntegerField(null=True, blank=True)
+    enabled = models.BooleanField(default=True)
+    jitter = models.PositiveIntegerField(default=0, help_text="Seconds of random delay.")
+    misfire = models.CharField(max_length=8, choices=Misfire.choices, default=Misfire.LATEST)
+    catchup_window = models.PositiveIntegerField(
+        default=3600, help_text="Seconds: missed occurrences older than this are skipped."
+    )
+    last_occurrence_at = models.DateTimeField(
+        null=True, blank=True, help_text="Cursor: the latest occurrence emitted or skipped."
+    )
+    from_settings = models.BooleanField(default=False, editable=False)
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Effect(models.Model):
+    """A side effect recorded as done, in the same transaction as the handler's writes.
+
+    The unique key makes a second run of an at-least-once job skip what the first run committed.
+    """
+
+    key = models.CharField(max_length=255, unique=True)
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return self.key

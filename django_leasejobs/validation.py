@@ -1,0 +1,138 @@
+"""Checks on enqueue input, so a bad job is refused at enqueue and never fails at run time."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.utils import timezone
+
+from .conf import settings
+from .errors import JobValidationError
+
+MIN_PRIORITY = -100
+MAX_PRIORITY = 100
+QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+MAX_DEDUPE_KEY = 200
+
+
+def check_json(value: Any, path: str = "args") -> None:
+    """Refuse anything that would not come back from the database exactly as given.
+
+    ``json.dumps`` alone is not enough: it turns NaN into a token PostgreSQL rejects, int dict
+    keys into strings, and lets NUL characters through (jsonb refuses ``\\u0000``).
+    """
+    if value is None or isinstance(value, bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise JobValidationError(f"{path} contains {value!r}; JSON has no NaN or Infinity.")
+        return
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise JobValidationError(f"{path} contains a NUL character, which cannot be stored.")
+        return
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            check_json(item, f"{path}[{index}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise JobValidationError(
+                    f"{path} has the key {key!r}; JSON object keys must be strings."
+                )
+            if "\x00" in key:
+                raise JobValidationError(f"{path} has a key with a NUL character.")
+            check_json(item, f"{path}[{key!r}]")
+        return
+    raise JobValidationError(
+        f"{path} is a {type(value).__name__}, which is not JSON; job arguments are JSON only "
+        "(pass ids or ISO strings, not objects)."
+    )
+
+
+def check_payload(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
+    if not isinstance(args, Sequence) or isinstance(args, str | bytes):
+        raise JobValidationError(f"args must be a list, not {type(args).__name__}.")
+    if not isinstance(kwargs, Mapping):
+        raise JobValidationError(f"kwargs must be a dict, not {type(kwargs).__name__}.")
+    args_list, kwargs_dict = list(args), dict(kwargs)
+    check_json(args_list, "args")
+    check_json(kwargs_dict, "kwargs")
+    size = len(json.dumps([args_list, kwargs_dict], separators=(",", ":")).encode())
+    cap = settings.MAX_PAYLOAD_BYTES
+    if size > cap:
+        raise JobValidationError(
+            f"Job arguments are {size} bytes, over LEASEJOBS_MAX_PAYLOAD_BYTES ({cap}). "
+            "Store large data in your own tables and pass its id."
+        )
+    return args_list, kwargs_dict
+
+
+def check_priority(priority: Any) -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise JobValidationError(f"priority must be an integer, not {priority!r}.")
+    if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        raise JobValidationError(
+            f"priority {priority} is out of range {MIN_PRIORITY}..{MAX_PRIORITY}."
+        )
+    return priority
+
+
+def check_queue(queue: Any) -> str:
+    if not isinstance(queue, str) or not QUEUE_NAME.match(queue):
+        raise JobValidationError(
+            f"queue {queue!r} is not a valid queue name (1-100 of letters, digits, _ . : -)."
+        )
+    return queue
+
+
+def check_max_attempts(max_attempts: Any) -> int:
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise JobValidationError(f"max_attempts must be an integer >= 1, not {max_attempts!r}.")
+    return max_attempts
+
+
+def check_dedupe_key(key: Any) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key or len(key) > MAX_DEDUPE_KEY or "\x00" in key:
+        raise JobValidationError(
+            f"dedupe_key must be a non-empty string of at most {MAX_DEDUPE_KEY} characters "
+            f"without NUL, not {key!r}."
+        )
+    return key
+
+
+def check_run_at(run_at: Any, delay: Any) -> tuple[dt.datetime | None, float | None]:
+    """Return an absolute ``run_at`` or a delay in seconds (added to the database's clock)."""
+    if run_at is not None and delay is not None:
+        raise JobValidationError("Give run_at or delay, not both.")
+    if run_at is not None:
+        if not isinstance(run_at, dt.datetime):
+            raise JobValidationError(f"run_at must be a datetime, not {type(run_at).__name__}.")
+        if django_settings.USE_TZ and timezone.is_naive(run_at):
+            raise JobValidationError(
+                "run_at is a naive datetime while USE_TZ = True; pass an aware datetime "
+                "(django.utils.timezone.now() + ...)."
+            )
+        return run_at, None
+    if delay is not None:
+        if isinstance(delay, dt.timedelta):
+            seconds = delay.total_seconds()
+        elif isinstance(delay, int | float) and not isinstance(delay, bool):
+            seconds = float(delay)
+        else:
+            raise JobValidationError(f"delay must be seconds or a timedelta, not {delay!r}.")
+        if not math.isfinite(seconds) or seconds < 0:
+            raise JobValidationError(
+                f"delay must be a finite, non-negative duration, not {delay!r}."
+            )
+        return None, seconds
+    return None, None

@@ -1,0 +1,87 @@
+"""Jobs the test suite enqueues. They live in an installed app so worker subprocesses have them."""
+
+from __future__ import annotations
+
+import time
+
+from django.db import transaction
+
+from django_leasejobs import Backoff, PermanentError, job
+from django_leasejobs.context import JobContext
+
+from .models import Hit
+
+
+@job
+def noop() -> None:
+    """Does nothing: throughput and protocol tests."""
+
+
+@job
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@job(takes_context=True)
+def record(ctx: JobContext, label: str = "") -> None:
+    Hit.objects.create(job_id=ctx.job_id, attempt=ctx.attempt, label=label)
+
+
+@job(takes_context=True, max_attempts=3, backoff=Backoff(base=0, cap=0, jitter="none"))
+def always_fails(ctx: JobContext) -> None:
+    raise RuntimeError(f"boom on attempt {ctx.attempt}")
+
+
+@job(takes_context=True, max_attempts=5, backoff=Backoff(base=0, cap=0, jitter="none"))
+def flaky(ctx: JobContext, succeed_on: int = 3) -> str:
+    if ctx.attempt < succeed_on:
+        raise RuntimeError(f"flaky failure on attempt {ctx.attempt}")
+    return f"ok on attempt {ctx.attempt}"
+
+
+@job
+def permanent() -> None:
+    raise PermanentError("this input can never work")
+
+
+@job(permanent=(KeyError,))
+def missing_key() -> None:
+    raise KeyError("nope")
+
+
+@job(takes_context=True)
+def sleep(ctx: JobContext, seconds: float, label: str = "") -> None:
+    """Sleeps in small steps, stops early when the lease is lost; records its run at the end."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not ctx.lease_lost:
+        time.sleep(0.02)
+    Hit.objects.create(job_id=ctx.job_id, attempt=ctx.attempt, label=label or "slept")
+
+
+@job(takes_context=True)
+def effect_once(ctx: JobContext, key: str) -> None:
+    with transaction.atomic():
+        if ctx.first_time(key):
+            Hit.objects.create(job_id=ctx.job_id, attempt=ctx.attempt, label=key)
+
+
+@job(takes_context=True)
+def exactly_once(ctx: JobContext, label: str) -> None:
+    with transaction.atomic():
+        Hit.objects.create(job_id=ctx.job_id, attempt=ctx.attempt, label=label)
+        ctx.complete("done")
+
+
+@job
+def returns_object() -> object:
+    return object()
+
+
+@job(queue="other", priority=5)
+def other_queue() -> None:
+    pass
+
+
+@job(lease=5)
+def short_lease() -> None:
+    pass

@@ -1,0 +1,90 @@
+"""Settings for the demo and the test suite: the database comes from DATABASE_URL.
+
+Default: a SQLite file beside this project, in WAL mode with a busy timeout and IMMEDIATE
+transactions, so several worker processes can share it.
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+SECRET_KEY = env("SECRET_KEY", default="leasejobs-testproject-not-secret")
+DEBUG = env.bool("DEBUG", default=True)
+ALLOWED_HOSTS = ["*"]
+USE_TZ = True
+TIME_ZONE = "UTC"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_leasejobs",
+    "demo",
+    "testapp",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+ROOT_URLCONF = "testproject.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+STATIC_URL = "static/"
+
+DATABASES = {
+    "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'leasejobs.sqlite3'}")
+}
+_db = DATABASES["default"]
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    _db.setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
+    # Tests use a file, not memory: worker subprocesses must see the same database.
+    _db["TEST"] = {
+        "NAME": env("TEST_SQLITE_NAME", default=str(BASE_DIR / "test-leasejobs.sqlite3"))
+    }
+elif _db["ENGINE"] in ("django.db.backends.mysql",):
+    _db.setdefault("OPTIONS", {}).update({"charset": "utf8mb4"})
+    _db["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
+
+LEASEJOBS_SCHEDULES: dict[str, dict] = {}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "django_leasejobs": {
+            "handlers": ["console"],
+            "level": env("LEASEJOBS_LOG_LEVEL", default="WARNING"),
+        },
+    },
+}

@@ -1,0 +1,84 @@
+"""Settings: typed defaults, and a clear ImproperlyConfigured for a bad value."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+from hypothesis import given
+from hypothesis import strategies as st
+
+from django_leasejobs import Backoff
+from django_leasejobs.conf import settings
+
+
+def test_defaults() -> None:
+    assert settings.DEFAULT_QUEUE == "default"
+    assert settings.MAX_ATTEMPTS == 5
+    assert settings.LEASE_SECONDS == 60.0
+    assert settings.BACKOFF_JITTER == "equal"
+    assert settings.SCHEDULES == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("LEASEJOBS_MAX_ATTEMPTS", 0, "at least 1"),
+        ("LEASEJOBS_MAX_ATTEMPTS", "5", "must be an integer"),
+        ("LEASEJOBS_MAX_ATTEMPTS", True, "must be an integer"),
+        ("LEASEJOBS_LEASE_SECONDS", 0, "at least 1"),
+        ("LEASEJOBS_HEARTBEAT_SECONDS", "fast", "must be a number"),
+        ("LEASEJOBS_BACKOFF_JITTER", "random", "must be one of"),
+        ("LEASEJOBS_DEFAULT_QUEUE", "", "non-empty string"),
+        ("LEASEJOBS_SCHEDULES", [], "must be a dict"),
+        ("LEASEJOBS_MAX_PAYLOAD_BYTES", 1.5, "must be an integer"),
+    ],
+)
+def test_bad_settings_name_the_setting(name: str, value: object, message: str) -> None:
+    attribute = name.removeprefix("LEASEJOBS_")
+    with override_settings(**{name: value}), pytest.raises(ImproperlyConfigured) as info:
+        getattr(settings, attribute)
+    assert name in str(info.value)
+    assert message in str(info.value)
+
+
+@override_settings(
+    LEASEJOBS_BACKOFF_BASE=1, LEASEJOBS_BACKOFF_CAP=8, LEASEJOBS_BACKOFF_JITTER="none"
+)
+def test_backoff_from_settings_doubles_and_caps() -> None:
+    backoff = Backoff.from_settings()
+    assert [backoff.delay(n) for n in range(1, 7)] == [1, 2, 4, 8, 8, 8]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"base": -1}, "must not be negative"),
+        ({"jitter": "chaos"}, "must be one of"),
+    ],
+)
+def test_bad_backoff(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Backoff(**kwargs)
+
+
+@given(
+    attempt=st.integers(min_value=1, max_value=10_000),
+    base=st.floats(min_value=0, max_value=1e4),
+    cap=st.floats(min_value=0, max_value=1e6),
+    jitter=st.sampled_from(["full", "equal", "none"]),
+    seed=st.integers(),
+)
+def test_backoff_stays_within_its_bounds(
+    attempt: int, base: float, cap: float, jitter: str, seed: int
+) -> None:
+    backoff = Backoff(base, cap, jitter)
+    delay = backoff.delay(attempt, random.Random(seed))
+    ceiling = backoff.ceiling(attempt)
+    assert 0 <= delay <= ceiling <= cap
+    if jitter == "equal":
+        assert delay >= ceiling / 2
+    if jitter == "none":
+        assert delay == ceiling

@@ -1,0 +1,58 @@
+"""The schema guards what the code assumes: documented states only, priorities in range."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from django.core.management import call_command
+from django.db import IntegrityError, transaction
+
+from django_leasejobs.models import Job, Status
+from django_leasejobs.validation import MAX_PRIORITY, MIN_PRIORITY
+
+
+def test_status_constraint_lists_exactly_the_documented_states() -> None:
+    constraint = next(c for c in Job._meta.constraints if c.name == "leasejobs_job_status_valid")
+    ((lookup, values),) = constraint.condition.children  # type: ignore[attr-defined]
+    assert lookup == "status__in"
+    assert sorted(values) == sorted(Status.values)
+    assert sorted(Status.values) == sorted(
+        ["pending", "running", "succeeded", "failed", "dead", "cancelled"]
+    )
+
+
+def test_every_state_has_a_docstring_saying_who_moves_jobs_out() -> None:
+    import ast
+    import inspect
+
+    from django_leasejobs import models
+
+    tree = ast.parse(inspect.getsource(models.Status))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    documented = {
+        node.targets[0].id
+        for node, after in itertools.pairwise(body)
+        if isinstance(node, ast.Assign)
+        and isinstance(after, ast.Expr)
+        and isinstance(after.value, ast.Constant)
+    }
+    assert documented == {member.name for member in Status}
+
+
+@pytest.mark.django_db
+def test_database_refuses_an_undocumented_status() -> None:
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Job.objects.create(name="x", status="lost")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("priority", [MIN_PRIORITY - 1, MAX_PRIORITY + 1])
+def test_database_refuses_priority_out_of_range(priority: int) -> None:
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Job.objects.create(name="x", priority=priority)
+
+
+@pytest.mark.django_db
+def test_migrations_match_models() -> None:
+    call_command("makemigrations", "django_leasejobs", "--check", "--dry-run", verbosity=0)

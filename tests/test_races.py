@@ -1,0 +1,171 @@
+"""Two connections racing on the same rows: guarded statements let exactly one win."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection, connections, transaction
+from testapp import jobs
+
+from django_leasejobs import lifecycle
+from django_leasejobs.lifecycle import Failure, Outcome
+from django_leasejobs.models import DeadLetter, Job, Status
+
+from .conftest import shifted
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def race(*calls: Callable[[], Any]) -> list[Any]:
+    """Run the calls in threads released together; return their results (or raise their errors)."""
+    barrier = threading.Barrier(len(calls))
+    results: list[Any] = [None] * len(calls)
+    errors: list[BaseException] = []
+
+    def run(index: int, call: Callable[[], Any]) -> None:
+        try:
+            barrier.wait()
+            results[index] = call()
+        except BaseException as exc:  # re-raised in the main thread below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def test_concurrent_claimers_never_both_win_a_row() -> None:
+    jobs.noop.enqueue_many([((), {})] * 300)
+
+    def drain(worker: str) -> Callable[[], list[tuple[int, int]]]:
+        def loop() -> list[tuple[int, int]]:
+            taken = []
+            while batch := lifecycle.claim(worker, batch=7):
+                taken.extend((job.pk, job.attempt) for job in batch)
+            return taken
+
+        return loop
+
+    results = race(*(drain(f"w{i}") for i in range(4)))
+    claimed = [token for taken in results for token in taken]
+    assert len(claimed) == 300
+    assert len({job_id for job_id, _ in claimed}) == 300
+    assert {attempt for _, attempt in claimed} == {1}
+    owners = Counter(Job.objects.values_list("lease_owner", flat=True))
+    assert sum(owners.values()) == 300
+
+
+def test_postgresql_claim_skips_locked_rows_instead_of_waiting() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks with SKIP LOCKED are PostgreSQL's; SQLite has one write lock")
+    locked, free = jobs.noop.enqueue(), jobs.noop.enqueue()
+    holder = connections.create_connection("default")
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute("BEGIN")
+            cursor.execute(
+                "SELECT id FROM django_leasejobs_job WHERE id = %s FOR UPDATE", [locked.pk]
+            )
+
+            def claim_with_lock_timeout() -> list[int]:
+                with connection.cursor() as own:
+                    # Waiting on the held lock would raise instead of hanging the test.
+                    own.execute("SET lock_timeout = '5s'")
+                return [job.pk for job in lifecycle.claim("w2", batch=10)]
+
+            (claimed,) = race(claim_with_lock_timeout)
+            assert claimed == [free.pk]
+            cursor.execute("ROLLBACK")
+    finally:
+        holder.close()
+    assert [job.pk for job in lifecycle.claim("w3", batch=10)] == [locked.pk]
+
+
+def test_complete_racing_lease_recovery_has_one_winner() -> None:
+    verdicts = Counter()
+    for _ in range(30):
+        jobs.noop.enqueue()
+        (job,) = lifecycle.claim("w1", batch=1)
+        Job.objects.filter(pk=job.pk).update(lease_expires_at=shifted(-1))
+        completed, recovered = race(
+            lambda job=job: lifecycle.complete(job.pk, job.attempt),
+            lambda: lifecycle.recover_expired(),
+        )
+        status = Job.objects.get(pk=job.pk).status
+        if completed is Outcome.SUCCEEDED:
+            assert recovered.get(job.pk, Outcome.STALE) is Outcome.STALE
+            assert status == Status.SUCCEEDED
+        else:
+            assert completed is Outcome.STALE
+            assert recovered[job.pk] is Outcome.RETRIED
+            assert status == Status.FAILED
+        verdicts[status] += 1
+        lifecycle.cancel(job.pk)
+    assert sum(verdicts.values()) == 30
+
+
+def test_cancel_racing_claim_has_one_winner() -> None:
+    for _ in range(30):
+        job = jobs.noop.enqueue()
+        cancelled, claimed = race(
+            lambda job=job: lifecycle.cancel(job.pk),
+            lambda: lifecycle.claim("w1", batch=1),
+        )
+        status = Job.objects.get(pk=job.pk).status
+        if cancelled:
+            assert claimed == []
+            assert status == Status.CANCELLED
+        else:
+            assert [j.pk for j in claimed] == [job.pk]
+            assert status == Status.RUNNING
+            assert lifecycle.complete(job.pk, 1) is Outcome.SUCCEEDED
+
+
+def test_fail_racing_heartbeat_of_a_stale_worker() -> None:
+    """A stale worker's heartbeat never resurrects a job another attempt finished."""
+    jobs.noop.enqueue()
+    (old,) = lifecycle.claim("old", batch=1)
+    Job.objects.filter(pk=old.pk).update(lease_expires_at=shifted(-1))
+    lifecycle.recover_expired()
+    Job.objects.filter(pk=old.pk).update(run_at=shifted(-1))
+    (new,) = lifecycle.claim("new", batch=1)
+    lost, outcome = race(
+        lambda: lifecycle.heartbeat("old", [(old.pk, old.attempt)]),
+        lambda: lifecycle.fail(new.pk, new.attempt, Failure("x")),
+    )
+    assert lost == {old.pk}
+    assert outcome is Outcome.RETRIED
+    row = Job.objects.get(pk=old.pk)
+    assert (row.status, row.attempt, row.lease_owner) == (Status.FAILED, 2, "")
+
+
+def test_replaying_one_dead_letter_concurrently_creates_one_job() -> None:
+    job = jobs.always_fails.enqueue(max_attempts=1)
+    (claimed,) = lifecycle.claim("w1", batch=1)
+    assert lifecycle.fail(claimed.pk, claimed.attempt, Failure("x")) is Outcome.DEAD
+    letter_id = DeadLetter.objects.get(job_id=job.pk).pk
+    replayed = race(*(lambda: lifecycle.replay(letter_id).pk for _ in range(4)))
+    assert len(set(replayed)) == 1
+    assert Job.objects.count() == 2
+
+
+def test_enqueue_in_a_transaction_is_invisible_to_claimers_until_commit() -> None:
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite has one writer: a claimer waits for the open transaction to end")
+    seen_before_commit: list[list[Job]] = []
+    with transaction.atomic():
+        jobs.noop.enqueue()
+        seen_before_commit.extend(race(lambda: lifecycle.claim("w1", batch=10)))
+    assert seen_before_commit == [[]]
+    assert len(lifecycle.claim("w1", batch=10)) == 1
