@@ -55,9 +55,8 @@ TEMPLATES = [
 ]
 STATIC_URL = "static/"
 
-DATABASES = {
-    "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'leasejobs.sqlite3'}")
-}
+DATABASE_URL = env.str("DATABASE_URL", default="") or f"sqlite:///{BASE_DIR / 'leasejobs.sqlite3'}"
+DATABASES = {"default": env.db_url_config(DATABASE_URL)}
 _db = DATABASES["default"]
 if _db["ENGINE"] == "django.db.backends.sqlite3":
     _db.setdefault("OPTIONS", {}).update(
