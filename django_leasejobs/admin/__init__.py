@@ -1,0 +1,11 @@
+"""Admin for jobs, dead letters and schedules.
+
+Thin by design: every state change is a call into :mod:`django_leasejobs.lifecycle`, made only
+on POST, with its own permission, and written to the admin log.
+"""
+
+from .dead_letters import DeadLetterAdmin
+from .jobs import JobAdmin
+from .schedules import ScheduleAdmin
+
+__all__ = ["DeadLetterAdmin", "JobAdmin", "ScheduleAdmin"]

@@ -1,0 +1,71 @@
+"""What every leasejobs admin shares: rows are read-only, and operator actions are guarded.
+
+An operator action changes state only through :mod:`django_leasejobs.lifecycle`, only on POST
+(the admin's views are CSRF-protected), only with its own permission, and is written to the
+admin log. A refused action (wrong state, missing permission) changes nothing and says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Model
+from django.http import HttpRequest, HttpResponseRedirect
+from django.urls import reverse
+
+PERMISSIONS = {
+    "cancel": "cancel_job",
+    "run_now": "run_job_now",
+    "replay": "replay_deadletter",
+}
+"""Operator permission name (as used by ``allowed_permissions``) -> model permission codename."""
+
+
+def has_operator_permission(request: HttpRequest, name: str) -> bool:
+    """Does the user hold the specific permission for operator action ``name``?"""
+    return request.user.has_perm(f"django_leasejobs.{PERMISSIONS[name]}")
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows change only through the lifecycle module, never through an admin form."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    # ``allowed_permissions = ("cancel",)`` on an action calls ``has_cancel_permission``.
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return has_operator_permission(request, "cancel")
+
+    def has_run_now_permission(self, request: HttpRequest) -> bool:
+        return has_operator_permission(request, "run_now")
+
+    def has_replay_permission(self, request: HttpRequest) -> bool:
+        return has_operator_permission(request, "replay")
+
+    def require(self, request: HttpRequest, name: str) -> None:
+        """Refuse (403) a custom view's request without the action's permission or a POST."""
+        if not self.has_view_permission(request) or not has_operator_permission(request, name):
+            raise PermissionDenied(f"You do not have permission to {name.replace('_', ' ')}.")
+
+    def change_url(self, obj: Model) -> str:
+        opts = obj._meta
+        return reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+
+    def back_to(self, obj: Model) -> HttpResponseRedirect:
+        return HttpResponseRedirect(self.change_url(obj))
+
+    def done(self, request: HttpRequest, obj: Model, text: str) -> None:
+        """Report a state change to the user and write it to the admin log."""
+        self.log_change(request, obj, text)
+        self.message_user(request, text, messages.SUCCESS)
+
+    def refused(self, request: HttpRequest, text: str) -> None:
+        self.message_user(request, text, messages.ERROR)

@@ -1,0 +1,231 @@
+"""The dead-letter admin: why a job died, its full history, and replay (as is or edited)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.safestring import SafeString
+
+from .. import lifecycle
+from ..errors import InvalidTransitionError, JobValidationError
+from ..models import DeadLetter
+from . import display
+from .base import ReadOnlyAdmin
+
+
+class ReplayForm(forms.Form):
+    """Edited arguments for a replay: JSON text, then validated exactly like an enqueue."""
+
+    args = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 8, "cols": 80, "class": "leasejobs-code"}),
+        help_text="A JSON list.",
+    )
+    kwargs = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 8, "cols": 80, "class": "leasejobs-code"}),
+        help_text="A JSON object.",
+    )
+
+    def _json(self, field: str, kind: type, what: str) -> Any:
+        text = self.cleaned_data[field]
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc}.") from None
+        if not isinstance(value, kind):
+            raise forms.ValidationError(f"{field} must be a JSON {what}.")
+        return value
+
+    def clean_args(self) -> list[Any]:
+        return self._json("args", list, "list")
+
+    def clean_kwargs(self) -> dict[str, Any]:
+        return self._json("kwargs", dict, "object")
+
+
+@admin.register(DeadLetter)
+class DeadLetterAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "name",
+        "job_link",
+        "queue",
+        "reason",
+        "last_error",
+        "created_at",
+        "replayed_job_link",
+    )
+    list_display_links = ("id", "name")
+    list_filter = ("reason", "queue", "name", ("replayed_job", admin.EmptyFieldListFilter))
+    search_fields = ("=job__id", "name", "reason")
+    list_select_related = ("job", "replayed_job")
+    list_per_page = 50
+    actions = ("replay_selected",)
+    fields = (
+        "id",
+        "name",
+        "queue",
+        "reason",
+        "created_at",
+        "job_link",
+        "replayed_job_link",
+        "replayed_at",
+        "last_error_text",
+        "args_json",
+        "kwargs_json",
+        "history",
+    )
+    readonly_fields = fields
+
+    # ------------------------------------------------------------------ columns
+
+    @admin.display(description="job")
+    def job_link(self, letter: DeadLetter) -> SafeString | str:
+        return display.admin_link(letter.job, f"#{letter.job_id}")
+
+    @admin.display(description="replayed as", ordering="replayed_job")
+    def replayed_job_link(self, letter: DeadLetter) -> SafeString | str:
+        job = letter.replayed_job
+        return display.admin_link(job, f"#{job.pk} ({job.status})" if job else None)
+
+    def _last_error(self, letter: DeadLetter) -> str:
+        errors = letter.errors if isinstance(letter.errors, list) else []
+        last = errors[-1] if errors else {}
+        return str(last.get("error", "")) if isinstance(last, dict) else str(last)
+
+    @admin.display(description="last error")
+    def last_error(self, letter: DeadLetter) -> str:
+        return display.truncated(self._last_error(letter))
+
+    @admin.display(description="last error")
+    def last_error_text(self, letter: DeadLetter) -> SafeString:
+        return display.preformatted(self._last_error(letter))
+
+    @admin.display(description="args")
+    def args_json(self, letter: DeadLetter) -> SafeString:
+        return display.pretty_json(letter.args)
+
+    @admin.display(description="kwargs")
+    def kwargs_json(self, letter: DeadLetter) -> SafeString:
+        return display.pretty_json(letter.kwargs)
+
+    @admin.display(description="error history")
+    def history(self, letter: DeadLetter) -> SafeString:
+        return display.error_history(letter.errors)
+
+    # ------------------------------------------------------------------ replay
+
+    def _replay(
+        self,
+        request: HttpRequest,
+        letter: DeadLetter,
+        args: list[Any] | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> bool:
+        """Replay one dead letter, log it and say so; False (and a message) when refused."""
+        if letter.replayed_job_id is not None:
+            self.refused(
+                request,
+                f"Dead letter #{letter.pk} was already replayed as job #{letter.replayed_job_id}.",
+            )
+            return False
+        try:
+            job = lifecycle.replay(letter.pk, args=args, kwargs=kwargs)
+        except (JobValidationError, InvalidTransitionError) as exc:
+            self.refused(request, f"Dead letter #{letter.pk} was not replayed: {exc}")
+            return False
+        edited = " with edited arguments" if args is not None or kwargs is not None else ""
+        self.done(request, letter, f"Replayed dead letter #{letter.pk}{edited} as job #{job.pk}.")
+        self.log_addition(request, job, f"Created by replay of dead letter #{letter.pk}{edited}.")
+        return True
+
+    @admin.action(description="Replay selected dead letters", permissions=["replay"])
+    def replay_selected(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> None:
+        for letter in queryset.order_by("pk"):
+            self._replay(request, letter)
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "<path:object_id>/replay/",
+                self.admin_site.admin_view(self.replay_view),
+                name="django_leasejobs_deadletter_replay",
+            ),
+            *super().get_urls(),
+        ]
+
+    def replay_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """GET: the edit-and-replay form. POST: replay as is (``as_is``) or with the form's
+        arguments; invalid arguments re-show the form with the error and write nothing."""
+        self.require(request, "replay")
+        if not object_id.isdigit():
+            return HttpResponse("Not a dead letter id.", status=404)
+        letter = get_object_or_404(DeadLetter, pk=object_id)
+        if request.method == "POST" and "as_is" in request.POST:
+            self._replay(request, letter)
+            return self.back_to(letter)
+        if letter.replayed_job_id is not None:
+            self._replay(request, letter)  # refused with a message
+            return self.back_to(letter)
+        if request.method == "POST":
+            form = ReplayForm(request.POST)
+            if form.is_valid():
+                try:
+                    job = lifecycle.replay(
+                        letter.pk,
+                        args=form.cleaned_data["args"],
+                        kwargs=form.cleaned_data["kwargs"],
+                    )
+                except (JobValidationError, InvalidTransitionError) as exc:
+                    form.add_error(None, str(exc))
+                else:
+                    text = (
+                        f"Replayed dead letter #{letter.pk} with edited arguments as job #{job.pk}."
+                    )
+                    self.done(request, letter, text)
+                    self.log_addition(
+                        request, job, f"Created by replay of dead letter #{letter.pk}."
+                    )
+                    return self.back_to(job)
+        else:
+            form = ReplayForm(
+                initial={
+                    "args": json.dumps(letter.args, indent=2, ensure_ascii=False),
+                    "kwargs": json.dumps(letter.kwargs, indent=2, ensure_ascii=False),
+                }
+            )
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Replay dead letter #{letter.pk} with edited arguments",
+            "letter": letter,
+            "form": form,
+            "change_url": self.change_url(letter),
+        }
+        return TemplateResponse(request, "admin/django_leasejobs/deadletter/replay.html", context)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        context = dict(extra_context or {})
+        letter = self.get_object(request, object_id)
+        if (
+            letter is not None
+            and letter.replayed_job_id is None
+            and self.has_replay_permission(request)
+        ):
+            context["leasejobs_replay_url"] = reverse(
+                "admin:django_leasejobs_deadletter_replay", args=[letter.pk]
+            )
+        return super().change_view(request, object_id, form_url, context)

@@ -1,0 +1,110 @@
+"""HTML fragments for job data. Everything that comes from a row is escaped here.
+
+Arguments, results, error messages and tracebacks are user data (or worse, an attacker's): each
+helper builds its markup with ``format_html``/``format_html_join``, which escape every value, and
+never calls ``mark_safe`` on row data.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+LIST_PREVIEW_CHARS = 80
+"""Arguments longer than this are cut in change lists (the detail page shows them in full)."""
+
+
+def compact_json(value: Any) -> str:
+    """One-line JSON, as the arguments were given."""
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+def truncated(text: str, limit: int = LIST_PREVIEW_CHARS) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis: a huge payload keeps lists small."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def call_preview(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+    """``(1, 2, key="x")``-like preview of a job's arguments, truncated for lists."""
+    parts = [compact_json(a) for a in args]
+    parts += [f"{k}={compact_json(v)}" for k, v in kwargs.items()]
+    return truncated("(" + ", ".join(parts) + ")")
+
+
+def pretty_json(value: Any) -> SafeString:
+    """Indented JSON in a ``<pre>``, escaped."""
+    text = json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    return format_html('<pre class="leasejobs-json">{}</pre>', text)
+
+
+def preformatted(text: str) -> SafeString:
+    return format_html('<pre class="leasejobs-text">{}</pre>', text or "\u2014")
+
+
+def human_duration(seconds: float | None) -> str:
+    """``1.25 s``, ``3 min 4 s``, ``2 h 5 min``: compact, for tables."""
+    if seconds is None:
+        return "\u2014"
+    if seconds < 60:
+        return f"{seconds:.2f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min"
+    return f"{hours // 24} d {hours % 24} h"
+
+
+def duration(start: dt.datetime | None, end: dt.datetime | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return (end - start).total_seconds()
+
+
+def admin_link(obj: Any, text: str | None = None) -> SafeString | str:
+    """A link to ``obj``'s admin page (escaped text), or an em dash for ``None``."""
+    if obj is None:
+        return "\u2014"
+    opts = obj._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+    return format_html('<a href="{}">{}</a>', url, text if text is not None else str(obj))
+
+
+def error_history(errors: Any) -> SafeString:
+    """The attempt history (``Job.errors``/``DeadLetter.errors``) as a table, tracebacks folded."""
+    if not isinstance(errors, list) or not errors:
+        return format_html("<p>{}</p>", "No failed attempt recorded.")
+    rows = []
+    for entry in errors:
+        item = entry if isinstance(entry, dict) else {"error": entry}
+        rows.append(
+            (
+                str(item.get("attempt", "")),
+                str(item.get("worker", "")),
+                str(item.get("at", "")),
+                str(item.get("kind", "")),
+                str(item.get("error", "")),
+                str(item.get("traceback", "")) or "\u2014",
+            )
+        )
+    body = format_html_join(
+        "",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        '<td><pre class="leasejobs-text">{}</pre></td>'
+        '<td><details><summary>traceback</summary><pre class="leasejobs-text">{}</pre>'
+        "</details></td></tr>",
+        rows,
+    )
+    return format_html(
+        '<table class="leasejobs-history"><thead><tr><th>attempt</th><th>worker</th>'
+        "<th>at</th><th>kind</th><th>error</th><th>traceback</th></tr></thead>"
+        "<tbody>{}</tbody></table>",
+        body,
+    )

@@ -1,0 +1,301 @@
+"""The job admin: find a job, read what happened to it, and cancel, run or retry it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.db.models.functions import Now
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.views.decorators.http import require_POST
+
+from .. import lifecycle
+from ..models import CLAIMABLE, Job, Status
+from . import display
+from .base import ReadOnlyAdmin
+
+
+class JobAction:
+    """One operator action on a job: who may do it, from which states, and what it calls."""
+
+    def __init__(
+        self,
+        slug: str,
+        label: str,
+        permission: str,
+        states: tuple[str, ...],
+        call: Callable[[int], bool],
+        done: str,
+        shown_for: tuple[str, ...] | None = None,
+    ) -> None:
+        self.slug, self.label, self.permission = slug, label, permission
+        self.states, self.call, self.done = states, call, done
+        self.shown_for = shown_for or states
+        """States in which the detail page shows the button (a subset of ``states``)."""
+
+    def refusal(self, job: Job) -> str:
+        allowed = " or ".join(self.states)
+        return f"Job #{job.pk} is {job.status}: only {allowed} jobs can be {self.done.lower()}."
+
+
+JOB_ACTIONS = {
+    action.slug: action
+    for action in (
+        JobAction("cancel", "Cancel", "cancel", tuple(CLAIMABLE), lifecycle.cancel, "Cancelled"),
+        JobAction(
+            "run-now",
+            "Run now",
+            "run_now",
+            tuple(CLAIMABLE),
+            lifecycle.run_now,
+            "Made due now",
+            shown_for=(Status.PENDING,),
+        ),
+        JobAction(
+            "retry", "Retry now", "run_now", (Status.FAILED,), lifecycle.retry_now, "Retried now"
+        ),
+    )
+}
+"""Run now is shown for pending jobs, retry for failed ones; both make the job due at once."""
+
+
+@admin.register(Job)
+class JobAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "name",
+        "status",
+        "queue",
+        "priority",
+        "run_at_marked",
+        "attempts",
+        "lease_owner",
+        "lease_expires_at",
+        "arguments",
+    )
+    list_display_links = ("id", "name")
+    list_filter = ("status", "queue", "name", "schedule")
+    search_fields = ("=id", "name", "=dedupe_key")
+    list_per_page = 50
+    show_full_result_count = False  # a COUNT(*) over millions of rows is not worth it
+    actions = ("cancel_jobs", "run_jobs_now", "retry_jobs_now")
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "id",
+                    "name",
+                    "status",
+                    "queue",
+                    "priority",
+                    "run_at_marked",
+                    "dedupe_key",
+                    "schedule_link",
+                    "occurrence_at",
+                )
+            },
+        ),
+        (
+            "Attempts and lease",
+            {
+                "fields": (
+                    "attempts",
+                    "released",
+                    "lease_owner",
+                    "lease_expires_at",
+                    "created_at",
+                    "started_at",
+                    "finished_at",
+                    "run_duration",
+                )
+            },
+        ),
+        ("Arguments", {"fields": ("args_json", "kwargs_json")}),
+        ("Outcome", {"fields": ("result_json", "last_error_text", "dead_letter_link")}),
+        ("Attempt history", {"fields": ("history",)}),
+    )
+    readonly_fields = (
+        "id",
+        "name",
+        "status",
+        "queue",
+        "priority",
+        "run_at_marked",
+        "dedupe_key",
+        "schedule_link",
+        "occurrence_at",
+        "attempts",
+        "released",
+        "lease_owner",
+        "lease_expires_at",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "run_duration",
+        "args_json",
+        "kwargs_json",
+        "result_json",
+        "last_error_text",
+        "dead_letter_link",
+        "history",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
+        # The database's clock, as the workers see it, for the due/overdue marker.
+        return super().get_queryset(request).annotate(db_now=Now())
+
+    # ------------------------------------------------------------------ columns
+
+    @admin.display(description="run at", ordering="run_at")
+    def run_at_marked(self, job: Job) -> SafeString | str:
+        when = job.run_at.strftime("%Y-%m-%d %H:%M:%S %Z")
+        now = getattr(job, "db_now", None)
+        if job.status in CLAIMABLE and now is not None and job.run_at <= now:
+            late = display.human_duration((now - job.run_at).total_seconds())
+            return format_html(
+                '{} <span class="leasejobs-overdue" title="due and not yet claimed">'
+                "overdue {}</span>",
+                when,
+                late,
+            )
+        return when
+
+    @admin.display(description="attempt")
+    def attempts(self, job: Job) -> str:
+        return f"{job.attempts_charged}/{job.max_attempts}"
+
+    @admin.display(description="arguments")
+    def arguments(self, job: Job) -> str:
+        return display.call_preview(job.args, job.kwargs)
+
+    @admin.display(description="schedule")
+    def schedule_link(self, job: Job) -> SafeString | str:
+        return display.admin_link(job.schedule)
+
+    @admin.display(description="duration of the last run")
+    def run_duration(self, job: Job) -> str:
+        return display.human_duration(display.duration(job.started_at, job.finished_at))
+
+    @admin.display(description="args")
+    def args_json(self, job: Job) -> SafeString:
+        return display.pretty_json(job.args)
+
+    @admin.display(description="kwargs")
+    def kwargs_json(self, job: Job) -> SafeString:
+        return display.pretty_json(job.kwargs)
+
+    @admin.display(description="result")
+    def result_json(self, job: Job) -> SafeString:
+        return display.pretty_json(job.result)
+
+    @admin.display(description="last error")
+    def last_error_text(self, job: Job) -> SafeString:
+        return display.preformatted(job.last_error)
+
+    @admin.display(description="dead letter / replay")
+    def dead_letter_link(self, job: Job) -> SafeString | str:
+        letter = getattr(job, "dead_letter", None)
+        origin = getattr(job, "replay_of", None)
+        if letter is not None:
+            return display.admin_link(letter, f"dead letter #{letter.pk}")
+        if origin is not None:
+            return display.admin_link(origin, f"replay of dead letter #{origin.pk}")
+        return "\u2014"
+
+    @admin.display(description="attempt history")
+    def history(self, job: Job) -> SafeString:
+        return display.error_history(job.errors)
+
+    # ------------------------------------------------------------------ bulk actions
+
+    def _bulk(self, request: HttpRequest, queryset: QuerySet[Job], slug: str) -> None:
+        action = JOB_ACTIONS[slug]
+        changed, refused = [], []
+        for job in queryset.order_by("pk"):
+            if action.call(job.pk):
+                self.log_change(request, job, action.done)
+                changed.append(job.pk)
+            else:
+                refused.append(job)
+        if changed:
+            self.message_user(request, f"{action.done}: {len(changed)} job(s).")
+        for job in refused[:20]:
+            job.refresh_from_db(fields=["status"])
+            self.refused(request, action.refusal(job))
+        if len(refused) > 20:
+            self.refused(request, f"... and {len(refused) - 20} more refused.")
+
+    @admin.action(description="Cancel selected jobs (pending or failed)", permissions=["cancel"])
+    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._bulk(request, queryset, "cancel")
+
+    @admin.action(description="Run selected pending jobs now", permissions=["run_now"])
+    def run_jobs_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._bulk(request, queryset, "run-now")
+
+    @admin.action(description="Retry selected failed jobs now", permissions=["run_now"])
+    def retry_jobs_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._bulk(request, queryset, "retry")
+
+    # ------------------------------------------------------------------ detail page buttons
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(require_POST(self.job_action_view))
+        return [
+            *(
+                path(
+                    f"<path:object_id>/{slug}/",
+                    view,
+                    {"slug": slug},
+                    name=f"django_leasejobs_job_{slug.replace('-', '_')}",
+                )
+                for slug in JOB_ACTIONS
+            ),
+            *super().get_urls(),
+        ]
+
+    def job_action_view(self, request: HttpRequest, object_id: str, slug: str) -> HttpResponse:
+        """POST target of the buttons on a job's page; refuses without permission or state."""
+        action = JOB_ACTIONS[slug]
+        self.require(request, action.permission)
+        job = get_object_or_404(Job, pk=object_id) if object_id.isdigit() else None
+        if job is None:
+            return HttpResponse("Not a job id.", status=404)
+        if action.call(job.pk):
+            self.done(request, job, f"Job #{job.pk}: {action.done.lower()}.")
+        else:
+            job.refresh_from_db(fields=["status"])
+            self.refused(request, action.refusal(job))
+        return self.back_to(job)
+
+    def available_actions(self, request: HttpRequest, job: Job) -> list[dict[str, str]]:
+        """The buttons to show: only with the permission, and only from an allowed state."""
+        buttons = []
+        for action in JOB_ACTIONS.values():
+            allowed = getattr(self, f"has_{action.permission}_permission")(request)
+            if allowed and job.status in action.shown_for:
+                url = reverse(
+                    f"admin:django_leasejobs_job_{action.slug.replace('-', '_')}", args=[job.pk]
+                )
+                buttons.append({"url": url, "label": action.label, "slug": action.slug})
+        return buttons
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        context = dict(extra_context or {})
+        job = self.get_object(request, object_id)
+        if job is not None:
+            context["leasejobs_actions"] = self.available_actions(request, job)
+        return super().change_view(request, object_id, form_url, context)

@@ -1,0 +1,168 @@
+"""The dead-letter admin: detail, replay one or many, replay with edited arguments."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+
+from django_leasejobs.models import DeadLetter, Job, Status
+
+from .conftest import SCRIPT, url
+
+pytestmark = pytest.mark.django_db
+
+
+def messages(response) -> list[str]:
+    return [str(m) for m in response.context["messages"]]
+
+
+class TestListAndDetail:
+    def test_list_shows_reason_last_error_and_links(self, admin_client, dead_letter) -> None:
+        letter = dead_letter(error="ValueError: bad order")
+        page = admin_client.get(url("deadletter_changelist")).content.decode()
+        assert "attempts exhausted" in page
+        assert "ValueError: bad order" in page
+        assert url("job_change", letter.job_id) in page
+
+    def test_detail_shows_history_and_links_both_ways(self, admin_client, dead_letter) -> None:
+        letter = dead_letter(error="ValueError: bad order", traceback="File jobs.py, line 3")
+        page = admin_client.get(url("deadletter_change", letter.pk)).content.decode()
+        assert "File jobs.py, line 3" in page
+        assert "admin-test-worker" in page
+        assert url("job_change", letter.job_id) in page
+        job_page = admin_client.get(url("job_change", letter.job_id)).content.decode()
+        assert url("deadletter_change", letter.pk) in job_page
+
+    def test_script_in_arguments_error_and_traceback_is_escaped(
+        self, admin_client, dead_letter
+    ) -> None:
+        letter = dead_letter(SCRIPT, 1, error=SCRIPT, traceback=SCRIPT)
+        for page_url in (
+            url("deadletter_changelist"),
+            url("deadletter_change", letter.pk),
+            url("deadletter_replay", letter.pk),
+        ):
+            page = admin_client.get(page_url).content.decode()
+            assert "<script>alert" not in page, page_url
+            assert "&lt;script&gt;alert" in page, page_url
+
+
+class TestReplay:
+    def test_replay_button_creates_one_linked_job_that_succeeds(
+        self, operator, dead_letter, run_due
+    ) -> None:
+        letter = dead_letter(2, 3)
+        response = operator.post(url("deadletter_replay", letter.pk), {"as_is": "1"}, follow=True)
+        letter.refresh_from_db()
+        new = letter.replayed_job
+        assert new is not None
+        assert new.pk != letter.job_id
+        assert (new.status, new.attempt, new.args) == (Status.PENDING, 0, [2, 3])
+        assert f"Replayed dead letter #{letter.pk} as job #{new.pk}." in messages(response)
+        assert LogEntry.objects.filter(
+            object_id=str(letter.pk), action_flag=CHANGE, change_message__contains="Replayed"
+        ).exists()
+        assert LogEntry.objects.filter(object_id=str(new.pk), action_flag=ADDITION).exists()
+        assert [(j.pk, j.status, j.result) for j in run_due()] == [(new.pk, "succeeded", 5)]
+        page = operator.get(url("job_change", new.pk)).content.decode()
+        assert url("deadletter_change", letter.pk) in page
+
+    def test_replaying_twice_creates_one_job(self, operator, dead_letter) -> None:
+        letter = dead_letter()
+        operator.post(url("deadletter_replay", letter.pk), {"as_is": "1"})
+        response = operator.post(url("deadletter_replay", letter.pk), {"as_is": "1"}, follow=True)
+        letter.refresh_from_db()
+        assert (
+            f"Dead letter #{letter.pk} was already replayed as job #{letter.replayed_job_id}."
+            in (messages(response))
+        )
+        assert Job.objects.count() == 2
+        page = operator.get(url("deadletter_change", letter.pk)).content.decode()
+        assert 'id="leasejobs-replay"' not in page
+
+    def test_bulk_replay(self, operator, dead_letter) -> None:
+        letters = [dead_letter(i, i) for i in range(3)]
+        data = {"action": "replay_selected", "_selected_action": [x.pk for x in letters]}
+        operator.post(url("deadletter_changelist"), data)
+        response = operator.post(url("deadletter_changelist"), data, follow=True)
+        replayed = DeadLetter.objects.exclude(replayed_job=None).count()
+        assert replayed == 3
+        assert Job.objects.count() == 6
+        assert sum("already replayed" in t for t in messages(response)) == 3
+
+    def test_bulk_replay_of_an_unregistered_job_is_refused(self, operator, dead_letter) -> None:
+        good, bad = dead_letter(), dead_letter()
+        DeadLetter.objects.filter(pk=bad.pk).update(name="gone.module.job")
+        response = operator.post(
+            url("deadletter_changelist"),
+            {"action": "replay_selected", "_selected_action": [good.pk, bad.pk]},
+            follow=True,
+        )
+        texts = messages(response)
+        assert any(
+            f"Dead letter #{bad.pk} was not replayed: No job is registered" in t for t in texts
+        )
+        assert DeadLetter.objects.get(pk=bad.pk).replayed_job_id is None
+        assert DeadLetter.objects.get(pk=good.pk).replayed_job_id is not None
+
+
+class TestReplayEdited:
+    def test_form_is_prefilled_with_the_dead_arguments(self, operator, dead_letter) -> None:
+        letter = dead_letter(7, 8)
+        response = operator.get(url("deadletter_replay", letter.pk))
+        form = response.context["form"]
+        assert json.loads(form.initial["args"]) == [7, 8]
+        assert json.loads(form.initial["kwargs"]) == {}
+
+    def test_edited_arguments_are_used(self, operator, dead_letter, run_due) -> None:
+        letter = dead_letter(7, 8)
+        response = operator.post(
+            url("deadletter_replay", letter.pk), {"args": "[40, 2]", "kwargs": "{}"}
+        )
+        letter.refresh_from_db()
+        assert response.status_code == 302
+        assert response["Location"] == url("job_change", letter.replayed_job_id)
+        assert [(j.status, j.result) for j in run_due()] == [("succeeded", 42)]
+        assert LogEntry.objects.filter(
+            object_id=str(letter.pk), change_message__contains="with edited arguments"
+        ).exists()
+
+    @pytest.mark.parametrize(
+        ("args", "kwargs", "error"),
+        [
+            ("[1, ", "{}", "Not valid JSON"),
+            ('{"a": 1}', "{}", "args must be a JSON list."),
+            ("[1]", "[]", "kwargs must be a JSON object."),
+            ("[NaN, 1]", "{}", "NaN"),
+            ('["\\u0000"]', "{}", "NUL character"),
+            ('["' + "x" * 300_000 + '"]', "{}", "LEASEJOBS_MAX_PAYLOAD_BYTES"),
+            ("", "{}", "This field is required."),
+        ],
+    )
+    def test_invalid_arguments_show_an_error_and_write_nothing(
+        self, operator, dead_letter, args, kwargs, error
+    ) -> None:
+        letter = dead_letter()
+        response = operator.post(
+            url("deadletter_replay", letter.pk), {"args": args, "kwargs": kwargs}
+        )
+        assert response.status_code == 200
+        assert error in response.content.decode()
+        letter.refresh_from_db()
+        assert letter.replayed_job_id is None
+        assert Job.objects.count() == 1
+        assert not LogEntry.objects.exists()
+
+    def test_already_replayed_letter_is_not_replayed_again_with_other_arguments(
+        self, operator, dead_letter
+    ) -> None:
+        letter = dead_letter()
+        operator.post(url("deadletter_replay", letter.pk), {"as_is": "1"})
+        response = operator.post(
+            url("deadletter_replay", letter.pk), {"args": "[5, 5]", "kwargs": "{}"}, follow=True
+        )
+        assert any("already replayed" in t for t in messages(response))
+        assert Job.objects.count() == 2
+        assert not Job.objects.filter(args=[5, 5]).exists()

@@ -1,0 +1,221 @@
+"""The job admin: list, filters, search, detail, and the cancel / run now / retry actions."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.admin.models import CHANGE, LogEntry
+from testapp import jobs
+
+from django_leasejobs.models import Job, Status
+
+from .conftest import SCRIPT, claim, url
+
+pytestmark = pytest.mark.django_db
+
+
+def status(job: Job) -> str:
+    return Job.objects.values_list("status", flat=True).get(pk=job.pk)
+
+
+def logged(job: Job, text: str) -> bool:
+    return LogEntry.objects.filter(
+        object_id=str(job.pk), action_flag=CHANGE, change_message__contains=text
+    ).exists()
+
+
+class TestList:
+    def test_columns_and_overdue_marker(self, admin_client, make_due) -> None:
+        due = jobs.add.enqueue(1, 2)
+        make_due(due, seconds_ago=600)
+        later = jobs.add.enqueue(3, 4, delay=3600)
+        page = admin_client.get(url("job_changelist")).content.decode()
+        assert "testapp.jobs.add" in page
+        assert page.count('leasejobs-overdue"') == 1  # the due job only, not the later one
+        assert "overdue 10 min" in page
+        assert f"{later.attempt}/{later.max_attempts}" in page
+        assert "(3, 4)" in page
+        assert "(1, 2)" in page
+
+    def test_large_arguments_are_truncated_in_the_list(self, admin_client) -> None:
+        jobs.record.enqueue(label="x" * 5000)
+        page = admin_client.get(url("job_changelist")).content.decode()
+        assert "x" * 200 not in page
+        assert "x" * 50 + "\u2026" in page
+
+    def test_filters(self, admin_client) -> None:
+        pending = jobs.add.enqueue(1, 2)
+        other = jobs.other_queue.enqueue()
+        Job.objects.filter(pk=other.pk).update(status=Status.CANCELLED)
+        base = url("job_changelist")
+        for query, shown, hidden in [
+            ("?status__exact=cancelled", other, pending),
+            ("?queue=other", other, pending),
+            ("?name=testapp.jobs.add", pending, other),
+            ("?schedule__isnull=True", pending, None),
+        ]:
+            response = admin_client.get(base + query)
+            assert response.status_code == 200, query
+            ids = [j.pk for j in response.context["cl"].result_list]
+            assert shown.pk in ids, query
+            if hidden is not None:
+                assert hidden.pk not in ids, query
+
+    @pytest.mark.parametrize("field", ["id", "name", "dedupe"])
+    def test_search(self, admin_client, field) -> None:
+        wanted = jobs.record.enqueue(dedupe_key="invoice-77")
+        jobs.noop.enqueue()
+        term = {"id": str(wanted.pk), "name": "record", "dedupe": "invoice-77"}[field]
+        response = admin_client.get(url("job_changelist"), {"q": term})
+        assert [j.pk for j in response.context["cl"].result_list] == [wanted.pk]
+
+    def test_search_for_words_on_the_id_column_is_not_an_error(self, admin_client) -> None:
+        jobs.noop.enqueue()
+        response = admin_client.get(url("job_changelist"), {"q": "noop"})
+        assert response.status_code == 200
+        assert len(response.context["cl"].result_list) == 1
+
+    def test_rows_are_never_edited_through_a_form(self, admin_client) -> None:
+        job = jobs.add.enqueue(1, 2)
+        page = admin_client.get(url("job_change", job.pk)).content.decode()
+        assert 'name="_save"' not in page
+        response = admin_client.post(url("job_change", job.pk), {"status": "succeeded"})
+        assert response.status_code == 403
+        assert admin_client.get(url("job_add")).status_code == 403
+        assert status(job) == Status.PENDING
+
+
+class TestDetail:
+    def test_arguments_history_and_result(self, admin_client, failed_job) -> None:
+        job = failed_job(error="RuntimeError: first", traceback="Traceback (most recent call)")
+        page = admin_client.get(url("job_change", job.pk)).content.decode()
+        assert "attempt history" in page.lower()
+        assert "RuntimeError: first" in page
+        assert "Traceback (most recent call)" in page
+        assert "admin-test-worker" in page
+
+    def test_arguments_are_pretty_json(self, admin_client) -> None:
+        job = jobs.record.enqueue(label="hello")
+        page = admin_client.get(url("job_change", job.pk)).content.decode()
+        assert "{\n  &quot;label&quot;: &quot;hello&quot;\n}" in page
+
+    def test_script_in_arguments_and_traceback_is_escaped(
+        self, admin_client, failed_job, dead_letter
+    ) -> None:
+        job = jobs.record.enqueue(label=SCRIPT)
+        failed = failed_job(error=SCRIPT, traceback=f"Traceback {SCRIPT}")
+        for page_url in (
+            url("job_changelist"),
+            url("job_change", job.pk),
+            url("job_change", failed.pk),
+        ):
+            page = admin_client.get(page_url).content.decode()
+            assert "<script>alert" not in page, page_url
+        page = admin_client.get(url("job_change", failed.pk)).content.decode()
+        assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+
+    def test_buttons_match_the_state(self, admin_client, failed_job) -> None:
+        pending = jobs.noop.enqueue(delay=60)
+        page = admin_client.get(url("job_change", pending.pk)).content.decode()
+        assert 'id="leasejobs-cancel"' in page
+        assert 'id="leasejobs-run-now"' in page
+        assert 'id="leasejobs-retry"' not in page
+        failed = failed_job()
+        page = admin_client.get(url("job_change", failed.pk)).content.decode()
+        assert 'id="leasejobs-retry"' in page
+        assert 'id="leasejobs-run-now"' not in page
+        running = claim(jobs.noop.enqueue())
+        page = admin_client.get(url("job_change", running.pk)).content.decode()
+        assert 'class="leasejobs-action"' not in page
+
+
+class TestButtons:
+    def test_cancel_a_pending_job(self, operator) -> None:
+        job = jobs.noop.enqueue(delay=60)
+        response = operator.post(url("job_cancel", job.pk))
+        assert response.status_code == 302
+        assert status(job) == Status.CANCELLED
+        assert logged(job, f"Job #{job.pk}: cancelled.")
+
+    def test_cancel_a_failed_job(self, operator, failed_job) -> None:
+        job = failed_job()
+        operator.post(url("job_cancel", job.pk))
+        assert status(job) == Status.CANCELLED
+
+    def test_run_now_makes_a_pending_job_due(self, operator, run_due) -> None:
+        job = jobs.add.enqueue(2, 3, delay=3600)
+        assert run_due() == []
+        operator.post(url("job_run_now", job.pk))
+        assert [(j.pk, j.status, j.result) for j in run_due()] == [(job.pk, "succeeded", 5)]
+        assert logged(job, "made due now")
+
+    def test_retry_a_failed_job_now(self, operator, failed_job, run_due) -> None:
+        job = failed_job()
+        assert run_due() == []
+        operator.post(url("job_retry", job.pk))
+        assert [(j.pk, j.status, j.attempt) for j in run_due()] == [(job.pk, "succeeded", 2)]
+        assert logged(job, "retried now")
+
+    @pytest.mark.parametrize(
+        ("slug", "state"),
+        [
+            ("cancel", "running"),
+            ("cancel", "succeeded"),
+            ("run_now", "running"),
+            ("run_now", "dead"),
+            ("retry", "pending"),
+            ("retry", "running"),
+        ],
+    )
+    def test_wrong_state_is_refused_with_a_message(self, operator, slug, state) -> None:
+        job = jobs.noop.enqueue()
+        if state == "running":
+            claim(job)
+        elif state != "pending":
+            Job.objects.filter(pk=job.pk).update(status=state)
+        before = Job.objects.values().get(pk=job.pk)
+        response = operator.post(url(f"job_{slug}", job.pk), follow=True)
+        texts = [str(m) for m in response.context["messages"]]
+        assert any(f"Job #{job.pk} is {state}: only" in t for t in texts), texts
+        assert Job.objects.values().get(pk=job.pk) == before
+        assert not LogEntry.objects.filter(object_id=str(job.pk)).exists()
+
+    def test_get_is_not_allowed(self, operator) -> None:
+        job = jobs.noop.enqueue(delay=60)
+        assert operator.get(url("job_cancel", job.pk)).status_code == 405
+        assert status(job) == Status.PENDING
+
+    def test_unknown_job(self, operator) -> None:
+        assert operator.post(url("job_cancel", 999999)).status_code == 404
+        assert operator.post("/admin/django_leasejobs/job/abc/cancel/").status_code == 404
+
+
+class TestBulkActions:
+    def post(self, client, action: str, *jobs_: Job):
+        return client.post(
+            url("job_changelist"),
+            {"action": action, "_selected_action": [j.pk for j in jobs_]},
+            follow=True,
+        )
+
+    def test_cancel_selected_refuses_the_running_one(self, operator) -> None:
+        first, second = jobs.noop.enqueue(delay=60), jobs.noop.enqueue()
+        running = claim(second)
+        response = self.post(operator, "cancel_jobs", first, running)
+        texts = [str(m) for m in response.context["messages"]]
+        assert "Cancelled: 1 job(s)." in texts
+        assert (
+            f"Job #{running.pk} is running: only pending or failed jobs can be cancelled." in texts
+        )
+        assert (status(first), status(running)) == (Status.CANCELLED, Status.RUNNING)
+        assert logged(first, "Cancelled")
+        assert not logged(running, "Cancelled")
+
+    def test_run_selected_now_and_retry_selected_now(self, operator, failed_job, run_due) -> None:
+        pending = jobs.add.enqueue(1, 1, delay=3600)
+        failed = failed_job()
+        response = self.post(operator, "retry_jobs_now", pending, failed)
+        texts = [str(m) for m in response.context["messages"]]
+        assert f"Job #{pending.pk} is pending: only failed jobs can be retried now." in texts
+        assert [j.pk for j in run_due()] == [failed.pk]
+        self.post(operator, "run_jobs_now", pending)
+        assert [j.pk for j in run_due()] == [pending.pk]
