@@ -109,7 +109,7 @@ class TestCsrf:
     @pytest.fixture
     def csrf_client(self, db) -> Client:
         client = Client(enforce_csrf_checks=True)
-        client.force_login(User.objects.create_superuser("root", password="pw"))
+        client.force_login(User.objects.create_superuser("root"))
         return client
 
     def test_posts_without_a_token_are_refused(self, csrf_client, world) -> None:
