@@ -19,6 +19,7 @@ from ..errors import InvalidTransitionError, JobValidationError
 from ..models import DeadLetter
 from . import display
 from .base import ReadOnlyAdmin
+from .filters import JobNameFilter
 
 
 class ReplayForm(forms.Form):
@@ -63,7 +64,7 @@ class DeadLetterAdmin(ReadOnlyAdmin):
         "replayed_job_link",
     )
     list_display_links = ("id", "name")
-    list_filter = ("reason", "queue", "name", ("replayed_job", admin.EmptyFieldListFilter))
+    list_filter = ("reason", "queue", JobNameFilter, ("replayed_job", admin.EmptyFieldListFilter))
     search_fields = ("=job__id", "name", "reason")
     list_select_related = ("job", "replayed_job")
     list_per_page = 50

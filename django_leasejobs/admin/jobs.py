@@ -19,6 +19,7 @@ from .. import lifecycle
 from ..models import CLAIMABLE, Job, Status
 from . import display
 from .base import ReadOnlyAdmin
+from .filters import JobNameFilter, QueueFilter
 
 
 class JobAction:
@@ -80,7 +81,7 @@ class JobAdmin(ReadOnlyAdmin):
         "arguments",
     )
     list_display_links = ("id", "name")
-    list_filter = ("status", "queue", "name", "schedule")
+    list_filter = ("status", QueueFilter, JobNameFilter, "schedule")
     search_fields = ("=id", "name", "=dedupe_key")
     list_per_page = 50
     show_full_result_count = False  # a COUNT(*) over millions of rows is not worth it

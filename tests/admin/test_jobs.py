@@ -60,6 +60,25 @@ class TestList:
             if hidden is not None:
                 assert hidden.pk not in ids, query
 
+    def test_filter_choices_come_from_the_registry_and_live_jobs(self, admin_client) -> None:
+        live = jobs.noop.enqueue(queue="live-only")
+        done = jobs.noop.enqueue(queue="finished-only")
+        Job.objects.filter(pk=done.pk).update(status=Status.SUCCEEDED, name="gone.job")
+        response = admin_client.get(url("job_changelist"))
+        choices = {
+            spec.title: [c["display"] for c in spec.choices(response.context["cl"])]
+            for spec in response.context["cl"].filter_specs
+        }
+        assert "live-only" in choices["queue"]
+        assert "other" in choices["queue"]  # testapp.jobs.other_queue's queue
+        assert "finished-only" not in choices["queue"]  # never a scan of finished rows
+        assert "testapp.jobs.add" in choices["job name"]
+        assert "gone.job" not in choices["job name"]
+        by_url = admin_client.get(url("job_changelist"), {"name": "gone.job"})
+        assert [j.pk for j in by_url.context["cl"].result_list] == [done.pk]
+        by_queue = admin_client.get(url("job_changelist"), {"queue": "live-only"})
+        assert [j.pk for j in by_queue.context["cl"].result_list] == [live.pk]
+
     @pytest.mark.parametrize("field", ["id", "name", "dedupe"])
     def test_search(self, admin_client, field) -> None:
         wanted = jobs.record.enqueue(dedupe_key="invoice-77")
