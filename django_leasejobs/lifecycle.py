@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, router, transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.db.models.expressions import DatabaseDefault, ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
 from django.db.models.functions import Now
@@ -780,3 +780,66 @@ def record_effect(key: str, job_id: int | None = None) -> bool:
     except IntegrityError:
         return False
     return True
+
+
+# --------------------------------------------------------------------------- pruning
+
+PRUNABLE = (Status.SUCCEEDED, Status.DEAD, Status.CANCELLED)
+
+
+def _prunable(alias: str, status: str, older_than: dt.timedelta) -> QuerySet[Job]:
+    if status not in PRUNABLE:
+        raise ValueError(f"Only finished jobs are pruned ({', '.join(PRUNABLE)}), not {status!r}.")
+    cutoff = ExpressionWrapper(Now() - Value(older_than), output_field=DateTimeField())
+    return Job.objects.using(alias).filter(
+        # A job a replay created is kept while its dead letter exists: deleting it would clear
+        # the dead letter's link, and the dead letter could then be replayed a second time.
+        ~Exists(DeadLetter.objects.using(alias).filter(replayed_job=OuterRef("pk"))),
+        status=status,
+        finished_at__lt=cutoff,
+    )
+
+
+def count_prunable(status: str, older_than: dt.timedelta) -> int:
+    """How many ``status`` jobs finished more than ``older_than`` ago (a dry run of pruning)."""
+    return _prunable(_alias(), status, older_than).count()
+
+
+def prune_finished(
+    status: str, older_than: dt.timedelta, *, batch: int = 1000, after_id: int = 0
+) -> tuple[int, int]:
+    """Delete one batch of finished jobs; return (jobs deleted, last id looked at).
+
+    Call again with ``after_id`` set to the returned id until it comes back unchanged. Each batch
+    is one short transaction over at most ``batch`` rows taken in primary-key order (a keyset
+    walk: no rescan of what was deleted, locks always taken in the same order, no gap locks
+    beyond the batch on MySQL), with SKIP LOCKED where the database has it so a row someone else
+    holds is passed over rather than waited for. Finished rows are never claimed, so pruning
+    does not contend with workers.
+
+    Only final states are touched: pending, running and failed jobs cannot match. A dead job
+    takes its dead letter with it. Recorded effects are kept (their ``job`` becomes NULL) because
+    their keys must outlive the job to keep a later run from repeating the effect. Schedules are
+    never touched: their cursor, not the old jobs, is what keeps an occurrence from being emitted
+    twice, so pruning cannot reopen one.
+    """
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, not {batch!r}.")
+    alias = _alias()
+    with transaction.atomic(using=alias):
+        chosen = _prunable(alias, status, older_than).filter(pk__gt=after_id).order_by("pk")
+        if connections[alias].features.has_select_for_update_skip_locked:
+            chosen = chosen.select_for_update(skip_locked=True)
+        ids = list(chosen.values_list("pk", flat=True)[:batch])
+        if not ids:
+            return 0, after_id
+        # The ORM's delete also clears or removes the rows that point at these jobs (dead
+        # letters, effects, and any model another app links to Job), in the same transaction.
+        _, per_model = (
+            Job.objects.using(alias).filter(pk__in=ids, status=status).only("pk").delete()
+        )
+    deleted = per_model.get(Job._meta.label, 0)
+    logger.info(
+        "job.pruned status=%s count=%s first_id=%s last_id=%s", status, deleted, ids[0], ids[-1]
+    )
+    return deleted, ids[-1]
