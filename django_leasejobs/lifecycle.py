@@ -29,7 +29,7 @@ from django.db.models.expressions import DatabaseDefault, ExpressionWrapper, Val
 from django.db.models.fields import DateTimeField
 from django.db.models.functions import Now
 
-from . import registry, validation
+from . import registry, signals, validation
 from .backoff import Backoff
 from .errors import InvalidTransitionError, JobValidationError, StaleAttemptError
 from .models import CLAIMABLE, DeadLetter, Effect, Job, Status
@@ -153,6 +153,7 @@ def _insert(job: Job, using: str) -> Job:
         job.save(using=using, force_insert=True)
         _refresh_defaults(job, using)
         logger.info("job.enqueued id=%s name=%s queue=%s", job.pk, job.name, job.queue)
+        _announce_enqueued(job, using)
         return job
     for _ in range(5):
         holder = Job.objects.using(using).filter(live_dedupe_key=job.dedupe_key).first()
@@ -172,10 +173,34 @@ def _insert(job: Job, using: str) -> Job:
             job.queue,
             job.dedupe_key,
         )
+        _announce_enqueued(job, using)
         return job
     raise JobValidationError(
         f"dedupe_key {job.dedupe_key!r} kept changing hands; nothing was enqueued."
     )
+
+
+def _announce_enqueued(job: Job, using: str) -> None:
+    if signals.wanted(signals.job_enqueued):
+        signals.send_after_commit(signals.job_enqueued, using, job=job)
+
+
+def _announce(signal: Any, alias: str, job_ids: Iterable[int], **extra: Any) -> None:
+    """Send a finish signal with each job's name and queue (read only when someone listens)."""
+    if not signals.wanted(signal):
+        return
+    attempts = dict(extra.pop("attempts"))
+    rows = Job.objects.using(alias).filter(pk__in=list(job_ids)).values_list("pk", "name", "queue")
+    for job_id, name, queue in rows:
+        signals.send_after_commit(
+            signal,
+            alias,
+            job_id=job_id,
+            name=name,
+            queue=queue,
+            attempt=attempts[job_id],
+            **extra,
+        )
 
 
 def _refresh_defaults(job: Job, using: str) -> None:
@@ -230,6 +255,7 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
         result = [job if job.dedupe_key is None else _insert(job, alias) for job in jobs]
     for job in plain:
         _refresh_defaults(job, alias)
+        _announce_enqueued(job, alias)
     logger.info("job.enqueued_many name=%s count=%s", name, len(result))
     return result
 
@@ -319,6 +345,7 @@ def claim(
     else:
         jobs = _claim_locking(alias, worker_id, queues, batch, lease_seconds)
     jobs.sort(key=lambda j: (-j.priority, j.run_at, j.pk))
+    started = signals.wanted(signals.job_started)
     for job in jobs:
         logger.info(
             "job.running id=%s name=%s attempt=%s queue=%s worker=%s",
@@ -328,6 +355,8 @@ def claim(
             job.queue,
             worker_id,
         )
+        if started:
+            signals.send_after_commit(signals.job_started, alias, job=job, worker_id=worker_id)
     return jobs
 
 
@@ -438,11 +467,14 @@ def complete(job_id: int, attempt: int, result: Any = None) -> Outcome:
         validation.check_json(result, "result")
     except JobValidationError as exc:
         return fail(job_id, attempt, Failure(f"Unstorable return value: {exc}"), retryable=False)
+    alias = _alias()
     changed = (
-        Job.objects.using(_alias())
+        Job.objects.using(alias)
         .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
         .update(**_succeeded_fields(result))
     )
+    if changed:
+        _announce(signals.job_succeeded, alias, [job_id], attempts={job_id: attempt}, result=result)
     return _report(changed, "succeeded", job_id, attempt, Outcome.SUCCEEDED)
 
 
@@ -465,6 +497,9 @@ def complete_many(tokens: Iterable[tuple[int, int]]) -> dict[int, Outcome]:
         outcomes[job_id] = _report(
             int(job_id in done), "succeeded", job_id, attempt, Outcome.SUCCEEDED
         )
+    if done:
+        succeeded = {job_id: attempt for job_id, attempt in tokens if job_id in done}
+        _announce(signals.job_succeeded, alias, succeeded, attempts=succeeded, result=None)
     return outcomes
 
 
@@ -487,6 +522,7 @@ def complete_in_transaction(job_id: int, attempt: int, result: Any = None) -> No
         logger.warning("job.stale id=%s attempt=%s action=succeeded", job_id, attempt)
         raise StaleAttemptError(f"Job {job_id} attempt {attempt} no longer holds its lease.")
     logger.info("job.succeeded id=%s attempt=%s in_transaction=true", job_id, attempt)
+    _announce(signals.job_succeeded, alias, [job_id], attempts={job_id: attempt}, result=result)
 
 
 def _report(changed: int, action: str, job_id: int, attempt: int, outcome: Outcome) -> Outcome:
@@ -572,7 +608,7 @@ def _fail(
             )
             if not changed:
                 return _report(0, "dead", job_id, attempt, Outcome.STALE)
-            DeadLetter.objects.using(alias).create(
+            dead_letter = DeadLetter.objects.using(alias).create(
                 job_id=job_id,
                 name=row["name"],
                 args=row["args"],
@@ -589,17 +625,30 @@ def _fail(
                 reason,
                 failure.error.splitlines()[0][:200] if failure.error else "",
             )
+            if signals.wanted(signals.job_dead):
+                signals.send_after_commit(
+                    signals.job_dead,
+                    alias,
+                    job_id=job_id,
+                    name=row["name"],
+                    queue=row["queue"],
+                    attempt=attempt,
+                    reason=dead_letter.reason,
+                    error=failure.error,
+                    dead_letter=dead_letter,
+                )
             return Outcome.DEAD
         job_function = registry.lookup(row["name"])
         policy = backoff or (
             job_function.get_backoff() if job_function else Backoff.from_settings()
         )
+        delay = policy.delay(charged)
         changed = (
             Job.objects.using(alias)
             .filter(guard)
             .update(
                 status=Status.FAILED,
-                run_at=_after(policy.delay(charged)),
+                run_at=_after(delay),
                 lease_owner="",
                 lease_expires_at=None,
                 last_error=failure.error,
@@ -615,6 +664,18 @@ def _fail(
             attempt,
             failure.error.splitlines()[0][:200] if failure.error else "",
         )
+        if signals.wanted(signals.job_retried):
+            signals.send_after_commit(
+                signals.job_retried,
+                alias,
+                job_id=job_id,
+                name=row["name"],
+                queue=row["queue"],
+                attempt=attempt,
+                error=failure.error,
+                kind=failure.kind,
+                delay=delay,
+            )
         return Outcome.RETRIED
 
 
