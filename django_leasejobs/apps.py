@@ -14,3 +14,6 @@ class LeaseJobsConfig(AppConfig):
 
     def ready(self) -> None:
         autodiscover_modules("jobs")
+        from . import metrics
+
+        metrics.install_if_enabled()
