@@ -64,11 +64,11 @@ class Problem:
             )
         if self.metric == "dead_last_hour":
             return (
-                f"queue {self.queue!r}: {int(self.value)} jobs went dead in the last hour, "
+                f"queue {self.queue!r}: {int(self.value)} job(s) went dead in the last hour, "
                 f"more than {_number(self.limit)}"
             )
         return (
-            f"queue {self.queue!r}: {int(self.value)} running jobs have an expired lease, "
+            f"queue {self.queue!r}: {int(self.value)} running job(s) with an expired lease, "
             f"more than {_number(self.limit)}: their workers died and no worker recovers them"
         )
 

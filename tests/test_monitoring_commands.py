@@ -148,7 +148,7 @@ class TestCheckJobs:
         expire_lease(claimed, seconds_ago=30)
         status, output = check("--max-expired-leases", "0")
         assert status == 1
-        assert "queue 'busy': 1 running jobs have an expired lease, more than 0" in output
+        assert "queue 'busy': 1 running job(s) with an expired lease, more than 0" in output
 
     def test_dead_letters_in_the_last_hour_fail(self) -> None:
         for _ in range(2):
@@ -158,7 +158,7 @@ class TestCheckJobs:
         assert check("--max-dead-per-hour", "2")[0] == 0
         status, output = check("--max-dead-per-hour", "1")
         assert status == 1
-        assert "queue 'default': 2 jobs went dead in the last hour, more than 1" in output
+        assert "queue 'default': 2 job(s) went dead in the last hour, more than 1" in output
         DeadLetter.objects.update(created_at=shifted(-2 * 3600))
         assert check("--max-dead-per-hour", "1")[0] == 0
 
