@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection, transaction
 from django.test import override_settings
 from testapp import jobs
 
@@ -379,3 +380,19 @@ class TestPruneJobs:
             run("prunejobs", succeeded_older_than="soon")
         with pytest.raises(CommandError, match="--batch must be between"):
             run("prunejobs", succeeded_older_than="7d", batch=0)
+
+
+class Unreadable(Exception):
+    """Raised to roll the renamed table back."""
+
+
+def test_checkjobs_reports_a_database_error_as_unhealthy(vendor: str) -> None:
+    if vendor == "mysql":
+        pytest.skip("MySQL commits DDL at once: renaming the table would outlive the test")
+    with pytest.raises(Unreadable), transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE django_leasejobs_job RENAME TO leasejobs_gone")
+        status, output = check("--max-due-age", "60")
+        raise Unreadable
+    assert status == 1
+    assert output.startswith("UNHEALTHY: cannot read the jobs table:")
