@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from .. import lifecycle
 from ..models import CLAIMABLE, Job, Status
-from . import display
+from . import dashboard, display
 from .base import ReadOnlyAdmin
 from .filters import JobNameFilter, QueueFilter
 
@@ -259,8 +259,16 @@ class JobAdmin(ReadOnlyAdmin):
                 )
                 for slug in JOB_ACTIONS
             ),
+            path(
+                "dashboard/",
+                self.admin_site.admin_view(self.dashboard_view),
+                name="django_leasejobs_dashboard",
+            ),
             *super().get_urls(),
         ]
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        return dashboard.dashboard_view(self, request)
 
     def job_action_view(self, request: HttpRequest, object_id: str, slug: str) -> HttpResponse:
         """POST target of the buttons on a job's page; refuses without permission or state."""
