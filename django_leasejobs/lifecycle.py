@@ -757,7 +757,7 @@ def replay(
                 if dead_letter.replayed_job_id is not None:
                     return Job.objects.using(alias).get(pk=dead_letter.replayed_job_id)
                 original = dead_letter.job
-                new = _build(
+                built = _build(
                     dead_letter.name,
                     dead_letter.args if args is None else args,
                     dead_letter.kwargs if kwargs is None else kwargs,
@@ -766,8 +766,11 @@ def replay(
                     max_attempts=original.max_attempts,
                     dedupe_key=original.dedupe_key,
                 )
-                new = _insert(new, alias)
-                if new.status not in (Status.PENDING,) or new.attempt:
+                new = _insert(built, alias)
+                # _insert returns the live job holding the dedupe key instead of inserting. Such
+                # a holder is not this replay's job (even while it is pending with attempt 0):
+                # linking it would tie an unrelated job to this dead letter, so refuse.
+                if new is not built:
                     raise InvalidTransitionError(
                         f"Job {new.pk} already holds dedupe key {original.dedupe_key!r}; "
                         "let it finish or cancel it, then replay."
