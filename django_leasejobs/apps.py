@@ -19,3 +19,7 @@ class LeaseJobsConfig(AppConfig):
 
         connection_created.connect(use_utc_on_mysql, dispatch_uid="leasejobs_mysql_utc")
         autodiscover_modules("jobs")
+        from . import checks, metrics
+
+        checks.register()
+        metrics.install_if_enabled()
