@@ -85,3 +85,14 @@ def other_queue() -> None:
 @job(lease=5)
 def short_lease() -> None:
     pass
+
+
+@job(takes_context=True)
+def observe_transaction(ctx: JobContext) -> None:
+    """Records whether the worker left a transaction open around the handler."""
+    connection = transaction.get_connection()
+    Hit.objects.create(
+        job_id=ctx.job_id,
+        attempt=ctx.attempt,
+        label=f"atomic={connection.in_atomic_block} autocommit={connection.get_autocommit()}",
+    )
