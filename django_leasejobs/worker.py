@@ -22,6 +22,7 @@ another worker takes them at once.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import queue as queue_module
 import secrets
@@ -129,7 +130,12 @@ def _positive(name: str, value: float | None, *, integer: bool = False) -> None:
     if value is None:
         return
     kind: type | tuple[type, ...] = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, kind)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         wanted = "a positive integer" if integer else "a positive number"
         raise ValueError(f"{name} must be {wanted}, not {value!r}.")
 
@@ -171,7 +177,12 @@ class Worker:
         _positive("heartbeat", heartbeat)
         _positive("poll", poll)
         _positive("max_jobs", max_jobs, integer=True)
-        if isinstance(grace, bool) or not isinstance(grace, int | float) or grace < 0:
+        if (
+            isinstance(grace, bool)
+            or not isinstance(grace, int | float)
+            or not math.isfinite(grace)
+            or grace < 0
+        ):
             raise ValueError(f"grace must be a number of seconds >= 0, not {grace!r}.")
         self.queues = queues
         self.concurrency = concurrency
@@ -271,14 +282,26 @@ class Worker:
         self._stopping.set()
         self._wake.set()
 
-    def install_signal_handlers(self) -> None:
+    def install_signal_handlers(self) -> Callable[[], None]:
         """SIGTERM/SIGINT: the first stops gracefully, a second exits at once.
 
         After a forced exit nothing is released: the leases simply expire and lease recovery on
-        another worker takes the jobs again (as after a crash).
+        another worker takes the jobs again (as after a crash). Returns a function that puts the
+        previous handlers back (for a worker run inside a longer-lived process). Signals can only
+        be handled in the main thread; elsewhere this does nothing.
         """
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self._on_signal)
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {
+            signum: signal.signal(signum, self._on_signal)
+            for signum in (signal.SIGTERM, signal.SIGINT)
+        }
+
+        def restore() -> None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+        return restore
 
     @property
     def in_flight(self) -> int:
