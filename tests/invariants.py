@@ -11,10 +11,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from django.db import close_old_connections
 from django.db.models import F
 from testapp.models import Hit
 
+from django_leasejobs.execution import close_old_connections
 from django_leasejobs.models import FINAL, DeadLetter, Job, Status
 
 T = TypeVar("T")

@@ -96,3 +96,16 @@ def observe_transaction(ctx: JobContext) -> None:
         attempt=ctx.attempt,
         label=f"atomic={connection.in_atomic_block} autocommit={connection.get_autocommit()}",
     )
+
+
+@job(takes_context=True)
+def slow_fail_first(ctx: JobContext, seconds: float, label: str = "") -> str:
+    """Sleeps without watching the lease, records its run, then fails on attempt 1 only.
+
+    A paused worker running it wakes up and tries to report a failure with a stale token.
+    """
+    time.sleep(seconds)
+    Hit.objects.create(job_id=ctx.job_id, attempt=ctx.attempt, label=label or "slow")
+    if ctx.attempt == 1:
+        raise RuntimeError("first attempt fails")
+    return f"ok on attempt {ctx.attempt}"
