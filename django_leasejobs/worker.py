@@ -218,6 +218,8 @@ class Worker:
         self._abandon = threading.Event()
         """Set when shutdown gives up on in-flight work: report retries stop."""
         self._work_queue: queue_module.Queue[_Slot | None] = queue_module.Queue()
+        self._completions: list[_Slot] = []
+        self._completions_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._heartbeat_stop = threading.Event()
         self._heartbeat_thread: threading.Thread | None = None
@@ -315,6 +317,11 @@ class Worker:
             execution.close_old_connections()
             if not self._maintain():
                 continue
+            try:
+                self._flush_completions()
+            except DatabaseError as exc:
+                self._database_error("complete", exc)
+                continue
             remaining = self._remaining()
             want = min(self.batch, self.concurrency - self.in_flight, remaining)
             claimed: list[Job] = []
@@ -384,10 +391,13 @@ class Worker:
         for task in self.maintenance:
             task()
 
-    def _database_error(self, where: str, exc: BaseException) -> None:
+    def _backoff(self) -> float:
+        return float(min(BACKOFF_START * 2 ** max(self._db_errors - 1, 0), BACKOFF_CAP))
+
+    def _database_error(self, where: str, exc: BaseException, wait: bool = True) -> None:
         """Log, drop the broken connection, and wait (capped backoff; a stop cuts it short)."""
         self._db_errors += 1
-        delay = min(BACKOFF_START * 2 ** (self._db_errors - 1), BACKOFF_CAP)
+        delay = self._backoff()
         logger.warning(
             "worker.database_error id=%s where=%s retry_in=%.2f error=%s",
             self.worker_id,
@@ -396,7 +406,8 @@ class Worker:
             str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__,
         )
         execution.close_old_connections()
-        self._stopping.wait(delay)
+        if wait:
+            self._stopping.wait(delay)
 
     # ------------------------------------------------------------------ threads
 
@@ -420,28 +431,67 @@ class Worker:
                 slot = self._work_queue.get()
                 if slot is None:
                     return
+                deferred = False
                 try:
-                    self._work(slot)
+                    deferred = self._work(slot)
                 except Exception:  # a bug here must not kill the thread
                     logger.exception("worker.thread_error id=%s job=%s", self.worker_id, slot.token)
                 finally:
-                    with self._in_flight_lock:
-                        self._in_flight.pop(slot.job.pk, None)
+                    if not deferred:
+                        with self._in_flight_lock:
+                            self._in_flight.pop(slot.job.pk, None)
                     self._wake.set()
         finally:
             connections.close_all()
 
-    def _work(self, slot: _Slot) -> None:
+    def _work(self, slot: _Slot) -> bool:
+        """Run the handler and report it; True if its completion waits for the next flush."""
         if slot.released:
-            return
+            return False
         result = execution.execute(slot.job, self.worker_id, slot.lease_lost)
         with self._gate, slot.lock:
             if slot.released:
-                return
+                return False
             slot.reporting = True
+        if self._groupable(result):
+            with self._completions_lock:
+                self._completions.append(slot)
+            return True
         outcome = self._report(result)
         with self._summary_lock:
             self.summary.count(outcome)
+        return False
+
+    @staticmethod
+    def _groupable(result: execution.Execution) -> bool:
+        """A plain success with no return value: its completion can share one statement."""
+        context = result.context
+        return (
+            result.ok and result.result is None and not context.completed and not context.lease_lost
+        )
+
+    def _flush_completions(self) -> None:
+        """Complete every successful job waiting in one statement (each row fenced by its token).
+
+        On a commit-bound database one statement for many jobs is much cheaper than one each;
+        the slots stay in flight (and count against concurrency) until this has run.
+        """
+        with self._completions_lock:
+            slots, self._completions = self._completions, []
+        if not slots:
+            return
+        try:
+            outcomes = lifecycle.complete_many([slot.token for slot in slots])
+        except DatabaseError:
+            with self._completions_lock:
+                self._completions[:0] = slots  # fenced writes: safe to try again
+            raise
+        with self._summary_lock:
+            for slot in slots:
+                self.summary.count(outcomes.get(slot.job.pk, Outcome.STALE))
+        with self._in_flight_lock:
+            for slot in slots:
+                self._in_flight.pop(slot.job.pk, None)
 
     def _report(self, result: execution.Execution) -> Outcome:
         """Write the result; on a database error retry with backoff (the write is fenced)."""
@@ -506,6 +556,12 @@ class Worker:
         deadline = (self._stop_at or time.monotonic()) + self.grace
         while self.in_flight and time.monotonic() < deadline:
             self._wake.clear()
+            try:
+                self._flush_completions()
+            except DatabaseError as exc:
+                # _stopping is set, so wait here, not in _database_error, and not past the grace.
+                self._database_error("complete", exc, wait=False)
+                time.sleep(min(self._backoff(), max(0.0, deadline - time.monotonic())))
             self._wake.wait(min(0.05, max(0.0, deadline - time.monotonic())))
         self._release_left()
         self._abandon.set()

@@ -81,6 +81,14 @@ class TestBurst:
         assert DeadLetter.objects.get(job_id=poison.pk).reason == "attempts exhausted"
         check_invariants([poison.pk, ok.pk])
 
+    def test_return_values_are_stored_and_plain_successes_are_completed_together(self) -> None:
+        summed = jobs.add.enqueue(1, 2)
+        plain = jobs.noop.enqueue_many([((), {})] * 10)
+        summary = Worker(concurrency=4, **FAST).run(burst=True)
+        assert summary.succeeded == 11
+        assert fields(summed.pk, "status", "result") == {"status": Status.SUCCEEDED, "result": 3}
+        check_invariants([summed.pk, *(j.pk for j in plain)])
+
     def test_burst_with_nothing_due_exits_at_once(self) -> None:
         summary = Worker(**FAST).run(burst=True)
         assert summary.reported == 0
