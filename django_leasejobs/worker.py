@@ -28,6 +28,7 @@ import queue as queue_module
 import secrets
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -389,7 +390,12 @@ class Worker:
         every worker may run it at once without double-firing.
         """
         for task in self.maintenance:
-            task()
+            try:
+                task()
+            except DatabaseError:
+                raise  # waited out with backoff by the caller, like any database error
+            except Exception:  # a broken schedule must not stop the worker running jobs
+                logger.exception("worker.scheduler_error id=%s task=%r", self.worker_id, task)
 
     def _backoff(self) -> float:
         return float(min(BACKOFF_START * 2 ** max(self._db_errors - 1, 0), BACKOFF_CAP))
@@ -608,7 +614,7 @@ class Worker:
                 name,
                 self.in_flight,
             )
-            logging.shutdown()
+            sys.stderr.flush()
             os._exit(FORCED_EXIT_CODE)
         self.stop(f"signal {name}")
 

@@ -193,6 +193,17 @@ class TestScheduler:
         Worker(**FAST, maintenance=[lambda: calls.append(1)]).run(burst=True)
         assert calls
 
+    def test_a_failing_scheduler_task_is_logged_and_jobs_still_run(self, caplog) -> None:
+        def broken() -> None:
+            raise RuntimeError("bad schedule")
+
+        job = jobs.noop.enqueue()
+        with caplog.at_level(logging.ERROR, logger="django_leasejobs"):
+            summary = Worker(**FAST, maintenance=[broken]).run(burst=True)
+        assert summary.succeeded == 1
+        assert status(job) == Status.SUCCEEDED
+        assert "worker.scheduler_error" in caplog.text
+
     def test_no_scheduler_runs_no_maintenance(self) -> None:
         calls: list[int] = []
         Worker(**FAST, scheduler=False, maintenance=[lambda: calls.append(1)]).run(burst=True)
