@@ -440,7 +440,8 @@ class Worker:
                 deferred = False
                 try:
                     deferred = self._work(slot)
-                except Exception:  # a bug here must not kill the thread
+                except BaseException:  # not even a handler's sys.exit() may kill the thread
+                    # Unreported, the job's lease expires and lease recovery retries it.
                     logger.exception("worker.thread_error id=%s job=%s", self.worker_id, slot.token)
                 finally:
                     if not deferred:

@@ -229,6 +229,20 @@ class TestDatabaseErrors:
         assert all(t.is_alive() is False for t in worker._threads)
 
 
+class TestThreads:
+    def test_a_handler_calling_sys_exit_does_not_kill_the_thread(self, caplog) -> None:
+        bad = jobs.exits.enqueue()
+        good = jobs.noop.enqueue_many([((), {})] * 3)
+        worker = Worker(concurrency=1, **FAST)
+        with caplog.at_level(logging.ERROR, logger="django_leasejobs"):
+            summary = worker.run(burst=True)
+        assert summary.succeeded == 3  # the single thread went on to the other jobs
+        assert "worker.thread_error" in caplog.text
+        # Never reported: the job waits for its lease to expire, then recovery retries it.
+        assert fields(bad.pk, "status", "attempt") == {"status": Status.RUNNING, "attempt": 1}
+        check_invariants([j.pk for j in good])
+
+
 class TestOptions:
     @pytest.mark.parametrize(
         ("options", "message"),

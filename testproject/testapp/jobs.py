@@ -109,3 +109,9 @@ def slow_fail_first(ctx: JobContext, seconds: float, label: str = "") -> str:
     if ctx.attempt == 1:
         raise RuntimeError("first attempt fails")
     return f"ok on attempt {ctx.attempt}"
+
+
+@job
+def exits() -> None:
+    """Calls sys.exit() in a handler: the worker's thread must survive it."""
+    raise SystemExit(3)
