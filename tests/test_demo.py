@@ -20,7 +20,7 @@ def test_demo_runs_every_job_to_its_end_and_shows_the_way_to_the_admin() -> None
     rows = {
         int(m["id"]): m.groupdict()
         for m in re.finditer(
-            r"^\s+(?P<id>\d+)\s+(?P<job>\w+)\s+(?P<status>\w+)\s+(?P<attempts>\d+)\s+(?P<life>.*)$",
+            r"^\s*(?P<id>\d+)\s+(?P<job>\w+)\s+(?P<status>\w+)\s+(?P<attempts>\d+)\s+(?P<life>.*)$",
             text,
             re.MULTILINE,
         )

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
 
 from demo import jobs
 from django_leasejobs.models import FINAL, DeadLetter, Job
@@ -70,7 +71,14 @@ class Command(BaseCommand):
         if not quiet:  # the demo's own output replaces the project's log handlers meanwhile
             logger.handlers = [handler]
             logger.setLevel(logging.INFO)
-        thread = threading.Thread(target=worker.run, name="demo-worker", daemon=True)
+
+        def run() -> None:
+            try:
+                worker.run()
+            finally:
+                connections.close_all()  # this thread's connection, opened by the worker loop
+
+        thread = threading.Thread(target=run, name="demo-worker", daemon=True)
         thread.start()
         deadline = time.monotonic() + SETTLE_TIMEOUT
         settled = False
