@@ -71,13 +71,15 @@ class TestBurst:
         assert Hit.objects.filter(job_id__in=[j.pk for j in due]).count() == 25
 
     def test_burst_also_runs_retries_that_fall_due_while_it_runs(self) -> None:
-        # always_fails retries with zero backoff: each retry is due while the burst runs.
+        # Zero backoff: each retry is due at once. The waiter keeps the burst running until both
+        # jobs have finished, so they can only finish through retries taken during the burst.
         poison = jobs.always_fails.enqueue()
         ok = jobs.flaky.enqueue(succeed_on=2)
-        summary = Worker(concurrency=2, **FAST).run(burst=True)
+        jobs.wait_until_final.enqueue([poison.pk, ok.pk], priority=-1)
+        summary = Worker(concurrency=3, **FAST).run(burst=True)
         assert status(poison) == Status.DEAD
         assert status(ok) == Status.SUCCEEDED
-        assert (summary.succeeded, summary.retried, summary.dead) == (1, 3, 1)
+        assert (summary.succeeded, summary.retried, summary.dead) == (2, 3, 1)
         assert DeadLetter.objects.get(job_id=poison.pk).reason == "attempts exhausted"
         check_invariants([poison.pk, ok.pk])
 

@@ -115,3 +115,15 @@ def slow_fail_first(ctx: JobContext, seconds: float, label: str = "") -> str:
 def exits() -> None:
     """Calls sys.exit() in a handler: the worker's thread must survive it."""
     raise SystemExit(3)
+
+
+@job
+def wait_until_final(job_ids: list[int], timeout: float = 60.0) -> None:
+    """Stays in flight until the given jobs are finished (keeps a --burst worker busy)."""
+    from django_leasejobs.models import FINAL, Job
+
+    deadline = time.monotonic() + timeout
+    while Job.objects.filter(pk__in=job_ids).exclude(status__in=FINAL).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"jobs {job_ids} did not finish within {timeout} s")
+        time.sleep(0.02)
