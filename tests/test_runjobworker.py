@@ -97,3 +97,12 @@ def test_signal_handlers_are_restored_after_the_run() -> None:
 def test_bad_values_are_a_command_error_with_a_clear_message(argv, message) -> None:
     with pytest.raises(CommandError, match=message.replace("(", r"\(").replace(")", r"\)")):
         run("--burst", *argv)
+
+
+def test_queues_outside_a_declared_leasejobs_queues_are_refused(settings) -> None:
+    settings.LEASEJOBS_QUEUES = ["default", "other"]
+    with pytest.raises(CommandError, match=r"--queues names emials, not in LEASEJOBS_QUEUES"):
+        run("--burst", "--queues", "default,emials", *FAST)
+    job = jobs.other_queue.enqueue()
+    run("--burst", "--queues", "other", *FAST)
+    assert Job.objects.get(pk=job.pk).status == Status.SUCCEEDED

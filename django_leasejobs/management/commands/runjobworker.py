@@ -70,6 +70,13 @@ class Command(BaseCommand):
             queues = parse_queues(
                 options["queues"] if options["queues"] is not None else settings.DEFAULT_QUEUE
             )
+            declared = settings.QUEUES
+            unknown = sorted(set(queues or ()) - set(declared)) if declared is not None else []
+            if unknown:
+                raise ValueError(
+                    f"--queues names {', '.join(unknown)}, not in LEASEJOBS_QUEUES "
+                    f"({', '.join(declared or ())}): a typo would leave this worker idle."
+                )
             worker = Worker(
                 queues,
                 concurrency=options["concurrency"],
