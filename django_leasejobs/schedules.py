@@ -227,7 +227,11 @@ def tick(*, limit: int = 1000) -> int:
         raise ValueError(f"limit must be a positive integer, not {limit!r}.")
     now = lifecycle.db_now()
     emitted = 0
-    for schedule in Schedule.objects.filter(enabled=True).order_by("pk"):
+    due = list(Schedule.objects.filter(enabled=True))
+    # A random order per tick: schedulers that tick together spread over different schedules
+    # instead of all queueing on the first row's lock and losing the same compare-and-set.
+    random.shuffle(due)
+    for schedule in due:
         if emitted >= limit:
             break
         try:
