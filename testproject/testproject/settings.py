@@ -74,7 +74,16 @@ elif _db["ENGINE"] in ("django.db.backends.mysql",):
     _db.setdefault("OPTIONS", {}).update({"charset": "utf8mb4"})
     _db["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
 
-LEASEJOBS_SCHEDULES: dict[str, dict] = {}
+# One job per minute, synced to the database at worker start or by `manage.py syncschedules`.
+LEASEJOBS_SCHEDULES: dict[str, dict] = {
+    "demo-every-minute": {
+        "job": "demo.jobs.minute_report",
+        "cron": "* * * * *",
+        "timezone": "Europe/Paris",
+        "misfire": "latest",
+        "jitter": 5,
+    },
+}
 
 LOGGING = {
     "version": 1,
