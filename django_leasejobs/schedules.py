@@ -34,7 +34,7 @@ from django.db.models import Q
 from . import cron, lifecycle, registry
 from .conf import settings
 from .errors import ScheduleError
-from .models import Misfire, Schedule
+from .models import Job, Misfire, Schedule, ScheduleSkip
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -127,6 +127,54 @@ def _count(schedule_cron: cron.Cron, after: dt.datetime, through: dt.datetime) -
     due = takewhile(lambda t: t <= through, schedule_cron.after(after))
     counted = sum(1 for _ in islice(due, COUNT_CAP + 1))
     return None if counted > COUNT_CAP else counted
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One expected occurrence of a schedule beside what became of it (the admin's gap view)."""
+
+    at: dt.datetime
+    state: str
+    """``emitted`` (``job`` is set), ``skipped`` (``skip`` says why), ``pruned`` (at or before the
+    cursor with neither: its job was deleted), ``due`` (after the cursor, not yet emitted: no
+    scheduler has ticked since) or ``upcoming``."""
+    job: Job | None = None
+    skip: ScheduleSkip | None = None
+
+
+def occurrence_history(
+    schedule: Schedule, start: dt.datetime, end: dt.datetime
+) -> list[Occurrence]:
+    """Every occurrence ``start < t <= end`` with its job or skip record; gaps are explicit."""
+    expected = occurrences_between(schedule, start, end)
+    if not expected:
+        return []
+    jobs = {
+        job.occurrence_at: job
+        for job in Job.objects.filter(
+            schedule=schedule, occurrence_at__gte=expected[0], occurrence_at__lte=expected[-1]
+        )
+    }
+    skips = list(
+        ScheduleSkip.objects.filter(
+            schedule=schedule, through__gte=expected[0], after__lt=expected[-1]
+        )
+    )
+    cursor, now = schedule.last_occurrence_at, lifecycle.db_now()
+    history = []
+    for at in expected:
+        job = jobs.get(at)
+        skip = next((s for s in skips if s.after < at <= s.through), None)
+        if job is not None:
+            state = "emitted"
+        elif skip is not None:
+            state = "skipped"
+        elif cursor is not None and at <= cursor:
+            state = "pruned"
+        else:
+            state = "due" if at <= now else "upcoming"
+        history.append(Occurrence(at, state, job, skip))
+    return history
 
 
 # --------------------------------------------------------------------------- the tick
