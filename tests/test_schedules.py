@@ -159,8 +159,8 @@ class TestOncePerOccurrence:
         schedule = make(cursor_ago=60 * MINUTE, misfire="all")
         start = schedule.last_occurrence_at
         assert schedules.tick() == 6
-        Job.objects.filter(schedule=schedule).update(status="succeeded", finished_at=shifted(0))
-        Job.objects.filter(status="succeeded").delete()  # what pruning does
+        Job.objects.filter(schedule=schedule).update(status="succeeded", finished_at=shifted(-10))
+        assert lifecycle.prune_finished("succeeded", dt.timedelta(seconds=1))[0] == 6
         assert schedules.tick() == 0
         assert not Job.objects.exists()
         schedule.refresh_from_db()
@@ -367,3 +367,24 @@ def test_occurrence_history_shows_jobs_skips_pruned_and_due_occurrences() -> Non
     schedule.refresh_from_db()
     states = [o.state for o in schedules.occurrence_history(schedule, history[9].at, db_now())]
     assert states == ["due", "due"]
+
+
+def test_an_emitted_job_is_announced_like_an_enqueued_one(
+    django_capture_on_commit_callbacks,
+) -> None:
+    from django_leasejobs import signals
+
+    seen: list[Job] = []
+
+    def receiver(sender: Any, job: Job, **kwargs: Any) -> None:
+        seen.append(job)
+
+    signals.job_enqueued.connect(receiver)
+    try:
+        make(cursor_ago=8 * MINUTE)
+        with django_capture_on_commit_callbacks(execute=True):
+            assert schedules.tick() == 1
+    finally:
+        signals.job_enqueued.disconnect(receiver)
+    assert [job.pk for job in seen] == [Job.objects.get().pk]
+    assert seen[0].occurrence_at is not None
