@@ -116,6 +116,12 @@ class TestEmission:
         assert Job.objects.get().schedule_id == older.pk
         assert Schedule.objects.get(pk=fresh.pk).last_occurrence_at is None
 
+    def test_an_idle_tick_is_one_query(self, django_assert_num_queries) -> None:
+        make(cursor_ago=8 * MINUTE)
+        schedules.tick()
+        with django_assert_num_queries(1):
+            assert schedules.tick() == 0
+
     def test_disabled_schedules_do_not_tick(self) -> None:
         make(cursor_ago=30 * MINUTE, enabled=False)
         assert schedules.tick() == 0
