@@ -61,7 +61,8 @@ COUNT_CAP = 1000
 # Looking back for the newest occurrence before an instant: croniter only iterates forward, so
 # try growing spans (an hourly look-back finds a per-minute schedule's newest at once).
 _LOOK_BACK = [dt.timedelta(seconds=s) for s in (3600, 86400, 32 * 86400, 367 * 86400)]
-_TICK = dt.timedelta(microseconds=1)  # occurrences are whole minutes: "t < x" is "t <= x - 1µs"
+# Occurrences are whole minutes, so "t < x" is "t <= x - 1 µs".
+_MICROSECOND = dt.timedelta(microseconds=1)
 
 
 # --------------------------------------------------------------------------- occurrences
@@ -216,7 +217,7 @@ def _plan(
         if newest > horizon:
             plan.emit = [newest]
             if first < newest:
-                plan.skip_through = _newest(schedule_cron, baseline, newest - _TICK)
+                plan.skip_through = _newest(schedule_cron, baseline, newest - _MICROSECOND)
                 plan.skip_reason = "misfire=latest: only the newest due occurrence runs"
         else:
             plan.skip_through = newest
