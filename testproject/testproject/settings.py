@@ -84,7 +84,16 @@ elif _db["ENGINE"] in ("django.db.backends.mysql",):
     # the claimable rows through the (status, finished_at) index, never the finished ones.
     SILENCED_SYSTEM_CHECKS = ["models.W037"]
 
-LEASEJOBS_SCHEDULES: dict[str, dict] = {}
+# One job per minute, synced to the database at worker start or by `manage.py syncschedules`.
+LEASEJOBS_SCHEDULES: dict[str, dict] = {
+    "demo-every-minute": {
+        "job": "demo.jobs.minute_report",
+        "cron": "* * * * *",
+        "timezone": "Europe/Paris",
+        "misfire": "latest",
+        "jitter": 5,
+    },
+}
 
 LOGGING = {
     "version": 1,
