@@ -1,13 +1,154 @@
-"""The schedule admin (read-only until the recurrence module lands)."""
+"""The schedule admin: edit, enable/disable, the next occurrences and the occurrence view."""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
 
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from .. import schedules
 from ..models import Schedule
-from .base import ReadOnlyAdmin
+from . import occurrences
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(ReadOnlyAdmin):
-    list_display = ("name", "cron", "timezone", "job", "enabled", "last_occurrence_at")
+class ScheduleAdmin(admin.ModelAdmin):
+    """Editable: ``Schedule.clean()`` refuses what the scheduler could not run (bad cron,
+    timezone, job name, arguments), the same checks as the settings sync. An edit of a schedule
+    from settings stays until its entry in settings changes (see ``syncschedules``)."""
+
+    list_display = (
+        "name",
+        "cron",
+        "timezone",
+        "job",
+        "enabled",
+        "next_occurrence",
+        "last_occurrence_at",
+        "occurrences_link",
+    )
+    list_filter = ("enabled", "from_settings")
+    search_fields = ("name", "job")
+    actions = ("enable_schedules", "disable_schedules")
+    readonly_fields = (
+        # The cursor is the scheduler's: moving it back by hand would fire old occurrences again.
+        "upcoming",
+        "occurrences_link",
+        "last_occurrence_at",
+        "from_settings",
+        "created_at",
+        "updated_at",
+    )
+
+    # ------------------------------------------------------------------ columns
+
+    @admin.display(description="next occurrence")
+    def next_occurrence(self, schedule: Schedule) -> str:
+        try:
+            upcoming = schedules.next_occurrences(schedule, count=1)
+        except Exception as exc:  # a row edited behind the admin's back: show, never crash
+            return f"invalid: {exc}"
+        return self._format(schedule, upcoming[0]) if upcoming else "\u2014"
+
+    @admin.display(description="next 10 occurrences")
+    def upcoming(self, schedule: Schedule) -> SafeString | str:
+        if schedule.pk is None:
+            return "\u2014"
+        try:
+            times = schedules.next_occurrences(schedule, count=10)
+        except Exception as exc:
+            return f"invalid: {exc}"
+        items = format_html_join("", "<li>{}</li>", ((self._format(schedule, t),) for t in times))
+        return format_html('<ol class="leasejobs-upcoming">{}</ol>', items)
+
+    @admin.display(description="occurrences")
+    def occurrences_link(self, schedule: Schedule) -> SafeString | str:
+        if schedule.pk is None:
+            return "\u2014"
+        url = reverse("admin:django_leasejobs_schedule_occurrences", args=[schedule.pk])
+        return format_html('<a href="{}">occurrences and their jobs</a>', url)
+
+    def _format(self, schedule: Schedule, at: Any) -> str:
+        return str(at.astimezone(occurrences.schedule_zone(schedule)).strftime("%Y-%m-%d %H:%M %Z"))
+
+    # ------------------------------------------------------------------ actions
+
+    def _set_enabled(self, request: HttpRequest, queryset: QuerySet[Schedule], on: bool) -> None:
+        word = "Enabled" if on else "Disabled"
+        changed = 0
+        for schedule in queryset.exclude(enabled=on):
+            Schedule.objects.filter(pk=schedule.pk).update(enabled=on)
+            self.log_change(request, schedule, f"{word} schedule {schedule.name}.")
+            changed += 1
+        self.message_user(request, f"{word}: {changed} schedule(s).")
+
+    @admin.action(description="Enable selected schedules", permissions=["change"])
+    def enable_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        self._set_enabled(request, queryset, True)
+
+    @admin.action(description="Disable selected schedules", permissions=["change"])
+    def disable_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        self._set_enabled(request, queryset, False)
+
+    # ------------------------------------------------------------------ occurrence view
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "<path:object_id>/occurrences/",
+                self.admin_site.admin_view(self.occurrences_view),
+                name="django_leasejobs_schedule_occurrences",
+            ),
+            *super().get_urls(),
+        ]
+
+    def occurrences_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Read-only: each occurrence in the chosen range beside its job, gaps marked."""
+        if not self.has_view_permission(request):
+            return HttpResponse("You may not view schedules.", status=403)
+        if not object_id.isdigit():
+            return HttpResponse("Not a schedule id.", status=404)
+        schedule = get_object_or_404(Schedule, pk=object_id)
+        now = occurrences.database_now()
+        error, total = "", 0
+        rows: list[occurrences.Row] = []
+        start = end = None
+        try:
+            start, end = occurrences.parse_range(
+                schedule, request.GET.get("start"), request.GET.get("end"), now
+            )
+            rows, total = occurrences.rows_between(schedule, start, end)
+        except occurrences.RangeError as exc:
+            error = str(exc)
+        zone = occurrences.schedule_zone(schedule)
+        base = reverse("admin:django_leasejobs_schedule_occurrences", args=[schedule.pk])
+        fmt = occurrences.INPUT_FORMAT
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Occurrences of {schedule.name}",
+            "schedule": schedule,
+            "change_url": reverse("admin:django_leasejobs_schedule_change", args=[schedule.pk]),
+            "rows": rows,
+            "total": total,
+            "gaps": sum(1 for row in rows if row.gap),
+            "error": error,
+            "start": start.astimezone(zone).strftime(fmt) if start else request.GET.get("start"),
+            "end": end.astimezone(zone).strftime(fmt) if end else request.GET.get("end"),
+            "zone": str(zone),
+            "quick": occurrences.quick_links(base, now, zone),
+            "max_rows": occurrences.MAX_ROWS,
+        }
+        return TemplateResponse(
+            request,
+            "admin/django_leasejobs/schedule/occurrences.html",
+            context,
+            status=400 if error else 200,
+        )

@@ -6,6 +6,7 @@ Run with ``pytest -m browser`` (``.ci/run`` does, once, on SQLite). Set
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +14,12 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from testapp import jobs
 
-from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs import lifecycle
+from django_leasejobs.models import DeadLetter, Job, Schedule, ScheduleSkip, Status
+
+from .conftest import occurrence_job
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -64,6 +69,13 @@ def page(browser, live_server) -> Iterator[Any]:
     context.close()
 
 
+def expect(locator: Any) -> Any:
+    """playwright's retrying assertions (imported late: playwright is an optional extra)."""
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(locator)
+
+
 def screenshot(page: Any, name: str) -> None:
     if SCREENSHOTS:
         Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
@@ -74,9 +86,10 @@ def test_replay_a_dead_letter_and_see_the_new_job_succeed(page, dead_letter, run
     letter = dead_letter(2, 3, error="RuntimeError: upstream timed out", traceback="Traceback ...")
     page.goto("/admin/django_leasejobs/deadletter/")
     page.click(f"a[href$='/deadletter/{letter.pk}/change/']")
-    assert page.locator("text=RuntimeError: upstream timed out").first.is_visible()
+    expect(page.locator(".field-last_error_text")).to_contain_text("upstream timed out")
     screenshot(page, "admin-dead-letter.png")
     page.click("#leasejobs-replay-edited")
+    page.wait_for_url("**/replay/")
     page.fill("#id_args", "[40, 2]")
     screenshot(page, "admin-replay.png")
     page.click("#leasejobs-replay-submit")
@@ -91,6 +104,7 @@ def test_replay_a_dead_letter_and_see_the_new_job_succeed(page, dead_letter, run
     assert page.locator("#leasejobs-replay").count() == 0  # replayed: no second button
     screenshot(page, "admin-replayed.png")
     page.click(f"a[href$='/job/{new.pk}/change/']")
+    page.wait_for_url(f"**/job/{new.pk}/change/")
     assert page.locator(".field-status .readonly").inner_text() == "Succeeded"
     assert "42" in page.locator(".field-result_json").inner_text()
 
@@ -102,3 +116,53 @@ def test_replay_button_as_is(page, dead_letter, run_due) -> None:
     assert "as job #" in page.locator("ul.messagelist li.success").inner_text()
     assert [j.status for j in run_due()] == [Status.SUCCEEDED]
     assert DeadLetter.objects.get(pk=letter.pk).replayed_job is not None
+
+
+def test_a_schedules_occurrence_view_shows_jobs_and_gaps(page, hourly) -> None:
+    top = lifecycle.db_now().replace(minute=0, second=0, microsecond=0)
+    for hours_ago, status in ((6, Status.SUCCEEDED), (5, Status.SUCCEEDED), (3, Status.DEAD)):
+        at = top - dt.timedelta(hours=hours_ago)
+        occurrence_job(
+            hourly,
+            at,
+            status,
+            attempt=1,
+            started_at=at + dt.timedelta(seconds=2),
+            finished_at=at + dt.timedelta(seconds=3, milliseconds=250),
+        )
+    occurrence_job(hourly, top - dt.timedelta(hours=1), Status.RUNNING, attempt=1)
+    Schedule.objects.filter(pk=hourly.pk).update(last_occurrence_at=top - dt.timedelta(hours=3))
+    ScheduleSkip.objects.create(
+        schedule=hourly,
+        after=top - dt.timedelta(hours=5),
+        through=top - dt.timedelta(hours=4),
+        count=1,
+        reason="misfire=latest: only the newest due occurrence runs",
+    )
+    page.goto(f"/admin/django_leasejobs/schedule/{hourly.pk}/change/")
+    page.click("#leasejobs-occurrences")
+    page.wait_for_url("**/occurrences/")
+    page.fill("#id_start", (top - dt.timedelta(hours=6, minutes=30)).strftime("%Y-%m-%dT%H:%M"))
+    page.fill("#id_end", (top + dt.timedelta(hours=2, minutes=30)).strftime("%Y-%m-%dT%H:%M"))
+    page.click("#occurrence-range input[type=submit]")
+    page.wait_for_url("**/occurrences/?start=*")
+    expect(page.locator("#occurrence-summary")).to_contain_text(
+        "9 occurrences in the range, 5 without a job"
+    )
+    gaps = page.locator("#occurrences tr.leasejobs-gap")
+    assert gaps.count() == 5
+    assert "skipped: misfire=latest" in gaps.nth(0).inner_text()  # 4 hours ago
+    assert "missed" in gaps.nth(1).inner_text()  # 2 hours ago, after the cursor
+    assert "upcoming" in gaps.nth(4).inner_text()
+    screenshot(page, "admin-occurrences.png")
+
+
+def test_the_dashboard_from_the_app_index(page, make_due) -> None:
+    make_due(jobs.noop.enqueue(), seconds_ago=600)
+    jobs.other_queue.enqueue(delay=60)
+    page.goto("/admin/django_leasejobs/")
+    page.click("#leasejobs-dashboard-link")
+    page.wait_for_url("**/job/dashboard/")
+    table = page.locator("#leasejobs-dashboard")
+    assert "10 min" in table.locator("tbody tr").first.inner_text()
+    screenshot(page, "admin-dashboard.png")

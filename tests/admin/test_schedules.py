@@ -1,0 +1,225 @@
+"""The schedule admin: edit with validation, enable/disable, next occurrences, occurrence view."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.contrib.admin.models import LogEntry
+
+from django_leasejobs import lifecycle
+from django_leasejobs.models import Schedule, ScheduleSkip, Status
+
+from .conftest import SCRIPT, occurrence_job, url
+
+pytestmark = pytest.mark.django_db
+
+FMT = "%Y-%m-%dT%H:%M"
+
+
+class TestOccurrenceView:
+    def test_each_occurrence_beside_its_job_with_gaps(self, viewer, hourly) -> None:
+        top = lifecycle.db_now().replace(minute=0, second=0, microsecond=0)
+        hours = {n: top - dt.timedelta(hours=n) for n in range(1, 7)}
+        done = occurrence_job(
+            hourly,
+            hours[5],
+            Status.SUCCEEDED,
+            attempt=1,
+            started_at=hours[5] + dt.timedelta(seconds=1),
+            finished_at=hours[5] + dt.timedelta(seconds=3.5),
+        )
+        dead = occurrence_job(hourly, hours[4], Status.DEAD, attempt=5)
+        retrying = occurrence_job(hourly, hours[2], Status.FAILED, attempt=2)
+        Schedule.objects.filter(pk=hourly.pk).update(last_occurrence_at=hours[2])
+        ScheduleSkip.objects.create(
+            schedule=hourly, after=hours[4], through=hours[3], count=1, reason="misfire=latest"
+        )
+        start = (hours[6] - dt.timedelta(minutes=30)).strftime(FMT)
+        end = (hours[1] + dt.timedelta(minutes=30)).strftime(FMT)
+
+        response = viewer.get(url("schedule_occurrences", hourly.pk), {"start": start, "end": end})
+        assert response.status_code == 200
+        rows = response.context["rows"]
+        assert [row.at for row in rows] == [hours[n] for n in (6, 5, 4, 3, 2, 1)]
+        assert [row.job.pk if row.job else None for row in rows] == [
+            None,
+            done.pk,
+            dead.pk,
+            None,
+            retrying.pk,
+            None,
+        ]
+        assert [row.gap for row in rows] == [True, False, False, True, False, True]
+        assert rows[0].note == "emitted; its job was deleted since (pruned)"  # cursor passed it
+        assert rows[3].note == "skipped: misfire=latest"  # the scheduler's recorded reason
+        assert rows[5].note.startswith("missed")  # due, after the cursor: not emitted
+        assert rows[1].duration == "2.50 s"
+        page = response.content.decode()
+        assert "6 occurrences in the range, 3 without a job" in page
+        assert page.count('class="leasejobs-gap"') == 3
+        assert url("job_change", dead.pk) in page
+        assert f"<td>{dead.attempts_charged}/{dead.max_attempts}</td>" in page
+
+    def test_upcoming_and_pre_creation_gaps_and_unexpected_jobs(self, viewer, hourly) -> None:
+        now = lifecycle.db_now()
+        top = now.replace(minute=0, second=0, microsecond=0)
+        Schedule.objects.filter(pk=hourly.pk).update(created_at=top - dt.timedelta(minutes=90))
+        odd = occurrence_job(hourly, top - dt.timedelta(minutes=15), Status.SUCCEEDED)
+        response = viewer.get(
+            url("schedule_occurrences", hourly.pk),
+            {
+                "start": (top - dt.timedelta(hours=2, minutes=30)).strftime(FMT),
+                "end": (top + dt.timedelta(hours=1, minutes=30)).strftime(FMT),
+            },
+        )
+        notes = [(row.at, row.note) for row in response.context["rows"]]
+        assert notes[0] == (top - dt.timedelta(hours=2), "before the schedule existed")
+        assert (odd.occurrence_at, "not an occurrence of the current cron") in notes
+        assert notes[-1] == (top + dt.timedelta(hours=1), "upcoming")
+
+    def test_default_range_is_the_last_24_hours(self, viewer, hourly) -> None:
+        response = viewer.get(url("schedule_occurrences", hourly.pk))
+        assert response.status_code == 200
+        assert response.context["total"] == 24  # start < t <= end
+        links = dict(response.context["quick"])
+        assert set(links) == {"last hour", "last 24 hours", "last 7 days"}
+        week = viewer.get(links["last 7 days"])
+        assert week.status_code == 200
+        assert week.context["total"] == 24 * 7
+
+    def test_times_are_in_the_schedules_timezone(self, viewer) -> None:
+        paris = Schedule.objects.create(
+            name="paris", cron="0 3 * * *", timezone="Europe/Paris", job="testapp.jobs.noop"
+        )
+        response = viewer.get(
+            url("schedule_occurrences", paris.pk),
+            {"start": "2026-01-10T00:00", "end": "2026-01-12T00:00"},
+        )
+        rows = response.context["rows"]
+        assert [row.at.isoformat() for row in rows] == [
+            "2026-01-10T03:00:00+01:00",
+            "2026-01-11T03:00:00+01:00",
+        ]
+        assert "2026-01-10 03:00 CET" in response.content.decode()
+
+    @pytest.mark.parametrize(
+        ("query", "error"),
+        [
+            ({"start": "yesterday"}, "start &#x27;yesterday&#x27; is not a date and time"),
+            ({"start": "2026-01-02T00:00", "end": "2026-01-01T00:00"}, "must be after its start"),
+            ({"start": "2026-01-01T00:00", "end": "2026-03-01T00:00"}, "limited to 31 days"),
+        ],
+    )
+    def test_bad_ranges_are_refused_with_a_message(self, viewer, hourly, query, error) -> None:
+        response = viewer.get(url("schedule_occurrences", hourly.pk), query)
+        assert response.status_code == 400
+        assert error in response.content.decode()
+
+    def test_large_ranges_are_capped(self, viewer) -> None:
+        every_minute = Schedule.objects.create(
+            name="minutely", cron="* * * * *", timezone="UTC", job="testapp.jobs.noop"
+        )
+        response = viewer.get(
+            url("schedule_occurrences", every_minute.pk),
+            {"start": "2026-01-01T00:00", "end": "2026-01-02T00:00"},
+        )
+        assert response.context["total"] == 1440
+        assert len(response.context["rows"]) == 1000
+        assert "showing the first 1000" in response.content.decode()
+
+    def test_needs_the_view_permission(self, hourly) -> None:
+        from .conftest import staff_client
+
+        nobody = staff_client("nobody", ["view_job"])
+        assert nobody.get(url("schedule_occurrences", hourly.pk)).status_code == 403
+        assert nobody.get(url("schedule_occurrences", 99999)).status_code == 403
+
+    def test_unknown_schedule(self, viewer) -> None:
+        assert viewer.get(url("schedule_occurrences", 99999)).status_code == 404
+
+    def test_names_are_escaped(self, viewer) -> None:
+        odd = Schedule.objects.create(
+            name=SCRIPT, cron="0 * * * *", timezone="UTC", job="testapp.jobs.noop"
+        )
+        for page_url in (url("schedule_occurrences", odd.pk), url("schedule_change", odd.pk)):
+            page = viewer.get(page_url).content.decode()
+            assert "<script>alert" not in page
+
+
+class TestScheduleAdmin:
+    def test_detail_lists_the_next_10_occurrences(self, viewer, hourly) -> None:
+        page = viewer.get(url("schedule_change", hourly.pk)).content.decode()
+        assert page.count("<li>20") == 10
+        assert url("schedule_occurrences", hourly.pk) in page
+
+    def test_enable_and_disable_actions_are_logged(self, operator, hourly) -> None:
+        data = {"action": "disable_schedules", "_selected_action": [hourly.pk]}
+        operator.post(url("schedule_changelist"), data)
+        assert not Schedule.objects.get(pk=hourly.pk).enabled
+        data["action"] = "enable_schedules"
+        operator.post(url("schedule_changelist"), data)
+        assert Schedule.objects.get(pk=hourly.pk).enabled
+        messages = list(
+            LogEntry.objects.filter(object_id=str(hourly.pk)).values_list(
+                "change_message", flat=True
+            )
+        )
+        assert sorted(messages) == ["Disabled schedule hourly.", "Enabled schedule hourly."]
+
+    def test_view_only_staff_cannot_disable(self, viewer, hourly) -> None:
+        response = viewer.get(url("schedule_changelist"))
+        assert response.context["action_form"] is None
+        viewer.post(
+            url("schedule_changelist"),
+            {"action": "disable_schedules", "_selected_action": [hourly.pk]},
+        )
+        assert Schedule.objects.get(pk=hourly.pk).enabled
+        assert not LogEntry.objects.exists()
+
+    def form(self, **changes) -> dict:
+        data = {
+            "name": "nightly",
+            "cron": "0 3 * * *",
+            "timezone": "Europe/Paris",
+            "job": "testapp.jobs.add",
+            "args": "[1, 2]",
+            "kwargs": "{}",
+            "queue": "",
+            "priority": "",
+            "max_attempts": "",
+            "enabled": "on",
+            "jitter": "0",
+            "misfire": "latest",
+            "catchup_window": "3600",
+        }
+        data.update(changes)
+        return data
+
+    def test_a_valid_schedule_is_saved(self, admin_client) -> None:
+        response = admin_client.post(url("schedule_add"), self.form())
+        assert response.status_code == 302
+        assert Schedule.objects.get(name="nightly").args == [1, 2]
+
+    @pytest.mark.parametrize(
+        ("changes", "error"),
+        [
+            ({"cron": "61 * * * *"}, "invalid cron expression &#x27;61 * * * *&#x27;"),
+            ({"timezone": "Mars/Olympus"}, "Mars/Olympus"),
+            ({"job": "nowhere.job"}, "no job is registered as &#x27;nowhere.job&#x27;"),
+            ({"args": "[NaN]"}, "NaN"),
+            ({"args": "{}"}, "args must be a list"),
+            ({"queue": "no spaces"}, "is not a valid queue name"),
+            ({"priority": "500"}, "out of range"),
+        ],
+    )
+    def test_invalid_schedules_are_refused(self, admin_client, changes, error) -> None:
+        response = admin_client.post(url("schedule_add"), self.form(**changes))
+        assert response.status_code == 200
+        assert error in response.content.decode()
+        assert not Schedule.objects.exists()
+
+    def test_the_cursor_is_not_editable(self, admin_client, hourly) -> None:
+        form = admin_client.get(url("schedule_change", hourly.pk)).context["adminform"].form
+        assert "cron" in form.fields
+        assert "last_occurrence_at" not in form.fields
