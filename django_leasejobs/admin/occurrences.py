@@ -128,8 +128,19 @@ def note(schedule: Schedule, occurrence: schedules.Occurrence) -> str:
     return NOTES.get(occurrence.state, occurrence.state)
 
 
-def rows_between(schedule: Schedule, start: dt.datetime, end: dt.datetime) -> tuple[list[Row], int]:
-    """The table's rows in time order, and how many occurrences the range holds.
+@dataclass
+class Table:
+    """What the occurrence view shows: rows in time order, and counts over the whole range."""
+
+    rows: list[Row]
+    total: int
+    """Occurrences in the range (the rows hold at most ``MAX_ROWS`` of them: the latest)."""
+    gaps: int
+    """Occurrences in the range without a job."""
+
+
+def rows_between(schedule: Schedule, start: dt.datetime, end: dt.datetime) -> Table:
+    """The occurrences of the range beside their jobs; past ``MAX_ROWS``, the latest ones.
 
     The expected occurrences and their jobs or skip records come from
     :func:`schedules.occurrence_history` (``start < t <= end``), so the admin and the scheduler
@@ -137,7 +148,9 @@ def rows_between(schedule: Schedule, start: dt.datetime, end: dt.datetime) -> tu
     """
     history = schedules.occurrence_history(schedule, start, end)
     total = len(history)
-    rows = [Row(o.at, o.job, gap=o.job is None, note=note(schedule, o)) for o in history[:MAX_ROWS]]
+    gaps = sum(1 for o in history if o.job is None)
+    shown = history[-MAX_ROWS:]
+    rows = [Row(o.at, o.job, gap=o.job is None, note=note(schedule, o)) for o in shown]
     if total <= MAX_ROWS:
         # Jobs of occurrences the current expression does not yield (the cron was edited).
         expected = {o.at for o in history}
@@ -152,7 +165,7 @@ def rows_between(schedule: Schedule, start: dt.datetime, end: dt.datetime) -> tu
     zone = schedule_zone(schedule)
     for row in rows:
         row.at = row.at.astimezone(zone)
-    return rows, total
+    return Table(rows, total, gaps)
 
 
 def database_now() -> dt.datetime:

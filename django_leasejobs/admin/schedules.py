@@ -117,14 +117,15 @@ class ScheduleAdmin(admin.ModelAdmin):
             return HttpResponse("Not a schedule id.", status=404)
         schedule = get_object_or_404(Schedule, pk=object_id)
         now = occurrences.database_now()
-        error, total = "", 0
+        error, total, gaps = "", 0, 0
         rows: list[occurrences.Row] = []
         start = end = None
         try:
             start, end = occurrences.parse_range(
                 schedule, request.GET.get("start"), request.GET.get("end"), now
             )
-            rows, total = occurrences.rows_between(schedule, start, end)
+            table = occurrences.rows_between(schedule, start, end)
+            rows, total, gaps = table.rows, table.total, table.gaps
         except occurrences.RangeError as exc:
             error = str(exc)
         zone = occurrences.schedule_zone(schedule)
@@ -138,7 +139,7 @@ class ScheduleAdmin(admin.ModelAdmin):
             "change_url": reverse("admin:django_leasejobs_schedule_change", args=[schedule.pk]),
             "rows": rows,
             "total": total,
-            "gaps": sum(1 for row in rows if row.gap),
+            "gaps": gaps,
             "error": error,
             "start": start.astimezone(zone).strftime(fmt) if start else request.GET.get("start"),
             "end": end.astimezone(zone).strftime(fmt) if end else request.GET.get("end"),

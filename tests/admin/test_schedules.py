@@ -125,8 +125,13 @@ class TestOccurrenceView:
             {"start": "2026-01-01T00:00", "end": "2026-01-02T00:00"},
         )
         assert response.context["total"] == 1440
-        assert len(response.context["rows"]) == 1000
-        assert "showing the first 1000" in response.content.decode()
+        assert response.context["gaps"] == 1440
+        rows = response.context["rows"]
+        assert len(rows) == 1000
+        assert rows[-1].label == "2026-01-02 00:00 UTC"  # the latest are shown
+        assert "1440 occurrences in the range, 1440 without a job; showing the latest 1000" in (
+            response.content.decode()
+        )
 
     def test_needs_the_view_permission(self, hourly) -> None:
         from .conftest import staff_client
