@@ -8,7 +8,7 @@ Rules that hold for every function here:
 * "Zero rows changed" is a result, not an exception: it comes back as ``Outcome.STALE`` (or
   ``False`` for operator actions) and is logged, so a stale worker can never overwrite a newer
   result and the worker loop never crashes on it.
-* All times come from the database clock (``Now()``, ``STATEMENT_TIMESTAMP()``), never from the
+* All times come from the database clock (``DbNow()``, ``STATEMENT_TIMESTAMP()``), never from the
   worker's clock, so workers with skewed clocks agree on what is due and what has expired.
 * No function holds a transaction open longer than its own statements; handlers run outside.
 """
@@ -27,10 +27,10 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, router, tra
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.db.models.expressions import DatabaseDefault, ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
-from django.db.models.functions import Now
 
 from . import registry, signals, validation
 from .backoff import Backoff
+from .dbtime import DbNow
 from .errors import InvalidTransitionError, JobValidationError, StaleAttemptError
 from .models import CLAIMABLE, DeadLetter, Effect, Job, Schedule, ScheduleSkip, Status
 
@@ -72,7 +72,7 @@ def _alias(write: bool = True) -> str:
 def _after(seconds: float) -> ExpressionWrapper:
     """The database's now plus ``seconds``, as an expression evaluated inside the statement."""
     return ExpressionWrapper(
-        Now() + Value(dt.timedelta(seconds=seconds)), output_field=DateTimeField()
+        DbNow() + Value(dt.timedelta(seconds=seconds)), output_field=DateTimeField()
     )
 
 
@@ -81,7 +81,7 @@ def db_now() -> dt.datetime:
     connection = connections[_alias()]
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
-            cursor.execute("SELECT STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')", [])
+            cursor.execute("SELECT STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f000', 'NOW')", [])
         elif connection.vendor == "postgresql":
             cursor.execute("SELECT STATEMENT_TIMESTAMP()", [])
         else:
@@ -298,13 +298,13 @@ UPDATE {table}
 SET status = 'running',
     attempt = attempt + 1,
     lease_owner = %s,
-    lease_expires_at = STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW',
+    lease_expires_at = STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f000', 'NOW',
         '+' || COALESCE(lease_seconds, %s) || ' seconds'),
-    started_at = STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')
+    started_at = STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f000', 'NOW')
 WHERE id IN (
     SELECT id FROM {table}
     WHERE status IN ('pending', 'failed')
-      AND run_at <= STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW') {queue_filter}
+      AND run_at <= STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f000', 'NOW') {queue_filter}
     ORDER BY priority DESC, run_at, id
     LIMIT %s
 ) AND status IN ('pending', 'failed')
@@ -383,7 +383,7 @@ def _claim_locking(
     next page, a few times at most. Under READ COMMITTED (Django's default on MySQL) the
     non-locking read sees only committed claims, and the locking read re-checks the status.
     """
-    due = Job.objects.using(alias).filter(status__in=CLAIMABLE, run_at__lte=Now())
+    due = Job.objects.using(alias).filter(status__in=CLAIMABLE, run_at__lte=DbNow())
     if queues is not None:
         due = due.filter(queue__in=list(queues))
     order = ("-priority", "run_at", "id")
@@ -418,14 +418,14 @@ def _claim_locking(
                 attempt=F("attempt") + 1,
                 lease_owner=worker_id,
                 lease_expires_at=_after(seconds or lease_seconds),
-                started_at=Now(),
+                started_at=DbNow(),
             )
         claimed.filter(lease_seconds=None).update(
             status=Status.RUNNING,
             attempt=F("attempt") + 1,
             lease_owner=worker_id,
             lease_expires_at=_after(lease_seconds),
-            started_at=Now(),
+            started_at=DbNow(),
         )
         return list(
             Job.objects.using(alias).filter(
@@ -491,7 +491,7 @@ def heartbeat(
 def _succeeded_fields(result: Any) -> dict[str, Any]:
     return {
         "status": Status.SUCCEEDED,
-        "finished_at": Now(),
+        "finished_at": DbNow(),
         "lease_owner": "",
         "lease_expires_at": None,
         "live_dedupe_key": None,
@@ -598,12 +598,12 @@ def _fail(
     alias = _alias()
     guard = Q(pk=job_id, attempt=attempt, status=Status.RUNNING)
     if expired_only:
-        guard &= Q(lease_expires_at__lt=Now())
+        guard &= Q(lease_expires_at__lt=DbNow())
     with transaction.atomic(using=alias):
         row = (
             Job.objects.using(alias)
             .filter(guard)
-            .annotate(db_now=Now())
+            .annotate(db_now=DbNow())
             .values(
                 "name",
                 "args",
@@ -636,7 +636,7 @@ def _fail(
                 .filter(guard)
                 .update(
                     status=Status.DEAD,
-                    finished_at=Now(),
+                    finished_at=DbNow(),
                     lease_owner="",
                     lease_expires_at=None,
                     live_dedupe_key=None,
@@ -728,7 +728,7 @@ def recover_expired(limit: int = 100) -> dict[int, Outcome]:
     alias = _alias()
     expired = list(
         Job.objects.using(alias)
-        .filter(status=Status.RUNNING, lease_expires_at__lt=Now())
+        .filter(status=Status.RUNNING, lease_expires_at__lt=DbNow())
         .order_by("lease_expires_at")
         .values_list("pk", "attempt", "lease_owner")[:limit]
     )
@@ -756,7 +756,7 @@ def release(job_id: int, attempt: int) -> Outcome:
         .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
         .update(
             status=Status.PENDING,
-            run_at=Now(),
+            run_at=DbNow(),
             released=F("released") + 1,
             lease_owner="",
             lease_expires_at=None,
@@ -775,7 +775,7 @@ def cancel(job_id: int) -> bool:
         .filter(pk=job_id, status__in=CLAIMABLE)
         .update(
             status=Status.CANCELLED,
-            finished_at=Now(),
+            finished_at=DbNow(),
             live_dedupe_key=None,
         )
     )
@@ -787,7 +787,7 @@ def cancel(job_id: int) -> bool:
 def run_now(job_id: int) -> bool:
     """Make a pending or failed job due at once (its attempt budget is unchanged)."""
     changed = (
-        Job.objects.using(_alias()).filter(pk=job_id, status__in=CLAIMABLE).update(run_at=Now())
+        Job.objects.using(_alias()).filter(pk=job_id, status__in=CLAIMABLE).update(run_at=DbNow())
     )
     if changed:
         logger.info("job.run_now id=%s", job_id)
@@ -857,7 +857,7 @@ def replay(
                 changed = (
                     DeadLetter.objects.using(alias)
                     .filter(pk=dead_letter.pk, replayed_job__isnull=True)
-                    .update(replayed_job=new, replayed_at=Now())
+                    .update(replayed_job=new, replayed_at=DbNow())
                 )
                 if not changed:
                     raise _ReplayRace
@@ -1037,7 +1037,7 @@ PRUNABLE = (Status.SUCCEEDED, Status.DEAD, Status.CANCELLED)
 def _prunable(alias: str, status: str, older_than: dt.timedelta) -> QuerySet[Job]:
     if status not in PRUNABLE:
         raise ValueError(f"Only finished jobs are pruned ({', '.join(PRUNABLE)}), not {status!r}.")
-    cutoff = ExpressionWrapper(Now() - Value(older_than), output_field=DateTimeField())
+    cutoff = ExpressionWrapper(DbNow() - Value(older_than), output_field=DateTimeField())
     return Job.objects.using(alias).filter(
         # A job a replay created is kept while its dead letter exists: deleting it would clear
         # the dead letter's link, and the dead letter could then be replayed a second time.

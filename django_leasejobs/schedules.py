@@ -30,10 +30,10 @@ from typing import Any
 
 from django.db import DatabaseError, IntegrityError, models, transaction
 from django.db.models import Q
-from django.db.models.functions import Now
 
 from . import cron, lifecycle, registry
 from .conf import settings
+from .dbtime import DbNow
 from .errors import ScheduleError
 from .models import Job, Misfire, Schedule, ScheduleSkip
 
@@ -276,7 +276,7 @@ def tick(*, limit: int = 1000) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValueError(f"limit must be a positive integer, not {limit!r}.")
     # The database's now comes with the schedules: an idle tick is this one query.
-    due = list(Schedule.objects.filter(enabled=True).annotate(db_now=Now()))
+    due = list(Schedule.objects.filter(enabled=True).annotate(db_now=DbNow()))
     if not due:
         return 0
     now: dt.datetime = due[0].db_now

@@ -38,7 +38,7 @@ from types import FrameType
 from django.db import Error as DatabaseError
 from django.db import connections
 
-from . import execution, lifecycle
+from . import execution, lifecycle, schedules
 from .conf import settings
 from .lifecycle import Outcome
 from .models import Job
@@ -248,6 +248,8 @@ class Worker:
             self.scheduler,
             self.grace,
         )
+        if self.scheduler:
+            self._sync_schedules()
         self._start_threads()
         try:
             self._loop(burst)
@@ -382,13 +384,31 @@ class Worker:
         self._next_maintenance = now + self.poll
         return True
 
+    def _sync_schedules(self) -> None:
+        """Bring ``LEASEJOBS_SCHEDULES`` into the database before the first tick.
+
+        Invalid settings raise ``ScheduleError`` and stop the start: a worker that silently ran
+        without its schedules is the failure this app exists to prevent. A database outage is
+        logged and the start goes on; the next ``syncschedules`` or worker start syncs.
+        """
+        try:
+            result = schedules.sync_from_settings()
+        except DatabaseError as exc:
+            self._database_error("schedule sync", exc)
+            return
+        logger.info("worker.schedules_synced id=%s %s", self.worker_id, result)
+
     def _run_scheduler(self) -> None:
         """The scheduler step, once per maintenance round (every ``poll`` s) when enabled.
 
-        Runs each callable of ``self.maintenance``; the cron scheduler's ``schedules.tick()``
-        belongs here. Emission is insert-or-ignore on a unique (schedule, occurrence) key, so
-        every worker may run it at once without double-firing.
+        Emits due cron occurrences (``schedules.tick()``), then runs each callable of
+        ``self.maintenance``. Emission is insert-or-ignore on a unique (schedule, occurrence) key
+        with a compare-and-set on the schedule's cursor, so every worker may run it at once
+        without double-firing.
         """
+        emitted = schedules.tick()
+        if emitted:
+            logger.info("worker.scheduled id=%s jobs=%s", self.worker_id, emitted)
         for task in self.maintenance:
             try:
                 task()

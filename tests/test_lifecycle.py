@@ -388,3 +388,16 @@ class TestHandlerContext:
             Hit.objects.create(label="paid-twice")
             lifecycle.complete_in_transaction(job.pk, job.attempt)
         assert Hit.objects.filter(label="paid-twice").count() == 0
+
+
+def test_a_zero_backoff_retry_is_due_at_once_on_every_database() -> None:
+    """SQLite's clock has milliseconds, stored times microseconds: both must compare as times."""
+    for _ in range(20):
+        job = jobs.always_fails.enqueue(max_attempts=2)
+        first = claim_one()
+        assert lifecycle.fail(first.pk, first.attempt, Failure("x")) is Outcome.RETRIED
+        second = claim_one()
+        assert (second.pk, second.attempt) == (job.pk, 2)
+        row = fields(job.pk, "run_at", "started_at")
+        assert row["started_at"] >= row["run_at"]
+        assert lifecycle.fail(second.pk, second.attempt, Failure("x")) is Outcome.DEAD

@@ -43,6 +43,12 @@ def database_url(application_name: str) -> str:
             auth += ":" + quote(s["PASSWORD"])
         host = f"{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}"
         return f"postgres://{auth}@{host}/{s['NAME']}?application_name={application_name}"
+    if connection.vendor == "mysql":
+        auth = quote(s["USER"] or "")
+        if s.get("PASSWORD"):
+            auth += ":" + quote(s["PASSWORD"])
+        host = f"{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 3306}"
+        return f"mysql://{auth}@{host}/{s['NAME']}"
     raise NotImplementedError(f"acceptance tests do not support {connection.vendor}")
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_leasejobs.conf import settings
+from django_leasejobs.errors import ScheduleError
 from django_leasejobs.worker import Worker, parse_queues
 
 
@@ -94,6 +95,8 @@ class Command(BaseCommand):
         restore_signals = worker.install_signal_handlers()
         try:
             summary = worker.run(burst=options["burst"])
+        except ScheduleError as exc:
+            raise CommandError(f"LEASEJOBS_SCHEDULES: {exc}") from exc
         finally:
             restore_signals()
         if options["burst"] or options["verbosity"] > 1:
