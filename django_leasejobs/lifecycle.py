@@ -801,7 +801,7 @@ def retry_now(job_id: int) -> bool:
     claimed or finished since the page was shown.
     """
     changed = (
-        Job.objects.using(_alias()).filter(pk=job_id, status=Status.FAILED).update(run_at=Now())
+        Job.objects.using(_alias()).filter(pk=job_id, status=Status.FAILED).update(run_at=DbNow())
     )
     if changed:
         logger.info("job.retry_now id=%s", job_id)

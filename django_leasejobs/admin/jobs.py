@@ -7,7 +7,6 @@ from typing import Any
 
 from django.contrib import admin
 from django.db.models import QuerySet
-from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import URLPattern, path, reverse
@@ -16,6 +15,7 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
 from .. import lifecycle
+from ..dbtime import DbNow
 from ..models import CLAIMABLE, Job, Status
 from . import dashboard, display
 from .base import ReadOnlyAdmin
@@ -150,7 +150,7 @@ class JobAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
         # The database's clock, as the workers see it, for the due/overdue marker.
-        return super().get_queryset(request).annotate(db_now=Now())
+        return super().get_queryset(request).annotate(db_now=DbNow())
 
     # ------------------------------------------------------------------ columns
 
