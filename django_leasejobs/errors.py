@@ -29,3 +29,14 @@ class StaleAttemptError(LeaseJobsError):
 
 class InvalidTransitionError(LeaseJobsError):
     """An operator action (cancel, run now, replay) that the job's current state does not allow."""
+
+
+class LeaseExpiredError(LeaseJobsError):
+    """An attempt's lease expired before it reported (its worker died or stalled).
+
+    Never raised: it names the error class of such attempts in a ``django.tasks`` result.
+    """
+
+
+class TaskRefusedError(LeaseJobsError):
+    """A row marked as a ``django.tasks`` task whose path does not resolve to a ``Task``."""

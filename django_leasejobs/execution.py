@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import connections
 
-from . import lifecycle, registry
+from . import lifecycle, registry, task_execution
 from .context import JobContext
 from .errors import PermanentError
 from .lifecycle import Failure, Outcome
@@ -33,6 +33,9 @@ class Execution:
     result: Any = None
     failure: Failure | None = None
     retryable: bool = True
+    task: Any = None
+    """The ``django.tasks`` Task, for a row enqueued through the tasks backend."""
+    task_sender: Any = None
 
 
 def close_old_connections() -> None:
@@ -58,6 +61,13 @@ def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None)
     )
     execution = Execution(job=job, context=context)
     job_function = registry.lookup(job.name)
+    if job_function is None and job.task_backend:
+        close_old_connections()
+        try:
+            task_execution.execute(execution)
+        finally:
+            close_old_connections()
+        return execution
     if job_function is None:
         execution.failure = Failure(
             f"No job is registered as {job.name!r}; it was not run.", kind="unregistered job"
@@ -94,6 +104,10 @@ def report(execution: Execution) -> Outcome:
     if context.lease_lost:
         logger.warning("job.stale id=%s attempt=%s action=report (lease lost)", job.pk, job.attempt)
         return Outcome.STALE
+    if execution.task is not None:
+        outcome = _report_task(execution)
+        task_execution.finished(execution, outcome)
+        return outcome
     if execution.ok:
         return lifecycle.complete(job.pk, job.attempt, execution.result)
     assert execution.failure is not None
@@ -104,6 +118,23 @@ def report(execution: Execution) -> Outcome:
         execution.failure,
         retryable=execution.retryable,
         backoff=job_function.get_backoff() if job_function else None,
+    )
+
+
+def _report_task(execution: Execution) -> Outcome:
+    """A ``django.tasks`` task: keep the worker id of a success, retry with the task's backoff."""
+    job = execution.job
+    if execution.ok:
+        return lifecycle.complete(
+            job.pk, job.attempt, execution.result, finished_by=execution.context.worker_id
+        )
+    assert execution.failure is not None
+    return lifecycle.fail(
+        job.pk,
+        job.attempt,
+        execution.failure,
+        retryable=execution.retryable,
+        backoff=task_execution.backoff(execution),
     )
 
 
