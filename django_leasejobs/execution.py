@@ -109,7 +109,9 @@ def report(execution: Execution) -> Outcome:
         task_execution.finished(execution, outcome)
         return outcome
     if execution.ok:
-        return lifecycle.complete(job.pk, job.attempt, execution.result)
+        return lifecycle.complete(
+            job.pk, job.attempt, execution.result, finished_by=context.worker_id
+        )
     assert execution.failure is not None
     job_function = registry.lookup(job.name)
     return lifecycle.fail(
@@ -122,7 +124,7 @@ def report(execution: Execution) -> Outcome:
 
 
 def _report_task(execution: Execution) -> Outcome:
-    """A ``django.tasks`` task: keep the worker id of a success, retry with the task's backoff."""
+    """A ``django.tasks`` task: retry with the task's (or its backend's) backoff."""
     job = execution.job
     if execution.ok:
         return lifecycle.complete(

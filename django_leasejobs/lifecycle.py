@@ -458,7 +458,8 @@ def _succeeded_fields(result: Any, finished_by: str = "") -> dict[str, Any]:
     return {
         "status": Status.SUCCEEDED,
         "finished_at": Now(),
-        "lease_owner": finished_by,
+        "lease_owner": "",
+        "finished_by": finished_by,
         "lease_expires_at": None,
         "live_dedupe_key": None,
         "result": result,
@@ -468,8 +469,8 @@ def _succeeded_fields(result: Any, finished_by: str = "") -> dict[str, Any]:
 def complete(job_id: int, attempt: int, result: Any = None, *, finished_by: str = "") -> Outcome:
     """Mark the job succeeded, only if ``attempt`` still owns it.
 
-    ``finished_by`` (a worker id) is kept in ``lease_owner`` as the record of who ran the
-    successful attempt (the tasks backend reports it in ``worker_ids``); by default it is cleared.
+    ``finished_by`` (a worker id) records who ran the successful attempt (the tasks backend
+    reports it in ``worker_ids``).
     """
     try:
         validation.check_json(result, "result")

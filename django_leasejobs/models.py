@@ -89,6 +89,9 @@ class Job(models.Model):
         default=list, blank=True, help_text="Attempt history: one entry per failed attempt."
     )
     result = models.JSONField(null=True, blank=True)
+    finished_by = models.CharField(
+        max_length=200, blank=True, default="", help_text="The worker whose attempt succeeded."
+    )
     task_backend = models.CharField(
         max_length=100,
         blank=True,

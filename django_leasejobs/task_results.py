@@ -64,15 +64,16 @@ def task_for(job: Job) -> Any:
 def worker_ids(job: Job) -> list[str]:
     """One worker id per attempt (Django's ``attempts`` is the length of this list).
 
-    Failed attempts name their worker in the error history; the running or successful attempt
-    is the lease owner. An attempt released unspent at a worker's shutdown has no record: "".
+    Failed attempts name their worker in the error history; the running attempt is the lease
+    owner, the successful one ``finished_by``. An attempt released unspent at a worker's
+    shutdown has no record: "".
     """
     by_attempt = {entry.get("attempt"): entry.get("worker", "") for entry in job.errors}
     ids = []
     for attempt in range(1, job.attempt + 1):
         worker = by_attempt.get(attempt)
         if worker is None and attempt == job.attempt:
-            worker = job.lease_owner
+            worker = job.finished_by if job.status == Status.SUCCEEDED else job.lease_owner
         ids.append(worker or "")
     return ids
 

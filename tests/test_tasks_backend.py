@@ -239,6 +239,8 @@ class TestResults:
         assert result.attempts == 1
         assert result.finished_at is not None
         assert tasks.add.get_result(result.id).return_value == 3
+        row = Job.objects.get(pk=int(result.id))
+        assert (row.lease_owner, row.finished_by) == ("", "w1")  # no lease; who finished it
 
     def test_a_task_that_fails_twice_then_succeeds(self, make_due, signals) -> None:
         result = tasks.flaky.enqueue(succeed_on=3)
