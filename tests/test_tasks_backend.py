@@ -322,6 +322,17 @@ class TestResults:
         with pytest.raises(TaskResultDoesNotExist):
             default_task_backend.get_result(str(job.pk))
 
+    def test_a_row_whose_path_is_not_a_task_has_no_result(self) -> None:
+        job = lifecycle.enqueue_task("testapp.tasks.plain_function", [], {}, task_backend="default")
+        with pytest.raises(TaskResultDoesNotExist, match=r"not a django\.tasks Task"):
+            default_task_backend.get_result(str(job.pk))
+
+    def test_another_backends_result_is_not_found(self) -> None:
+        result = tasks.add.enqueue(1, 2)
+        other = LeaseJobsBackend("other", {"BACKEND": BACKEND})
+        with pytest.raises(TaskResultDoesNotExist, match="'other'"):
+            other.get_result(result.id)
+
     def test_another_tasks_result_is_a_mismatch(self) -> None:
         result = tasks.add.enqueue(1, 2)
         with pytest.raises(TaskResultMismatch):
