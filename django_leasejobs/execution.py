@@ -104,40 +104,25 @@ def report(execution: Execution) -> Outcome:
     if context.lease_lost:
         logger.warning("job.stale id=%s attempt=%s action=report (lease lost)", job.pk, job.attempt)
         return Outcome.STALE
-    if execution.task is not None:
-        outcome = _report_task(execution)
-        task_execution.finished(execution, outcome)
-        return outcome
     if execution.ok:
-        return lifecycle.complete(
+        outcome = lifecycle.complete(
             job.pk, job.attempt, execution.result, finished_by=context.worker_id
         )
-    assert execution.failure is not None
-    job_function = registry.lookup(job.name)
-    return lifecycle.fail(
-        job.pk,
-        job.attempt,
-        execution.failure,
-        retryable=execution.retryable,
-        backoff=job_function.get_backoff() if job_function else None,
-    )
-
-
-def _report_task(execution: Execution) -> Outcome:
-    """A ``django.tasks`` task: retry with the task's (or its backend's) backoff."""
-    job = execution.job
-    if execution.ok:
-        return lifecycle.complete(
-            job.pk, job.attempt, execution.result, finished_by=execution.context.worker_id
+    else:
+        assert execution.failure is not None
+        job_function = registry.lookup(job.name)
+        outcome = lifecycle.fail(
+            job.pk,
+            job.attempt,
+            execution.failure,
+            retryable=execution.retryable,
+            # A django.tasks task retries with its own backoff, else its backend's OPTIONS.
+            backoff=job_function.get_backoff()
+            if job_function
+            else task_execution.backoff(execution),
         )
-    assert execution.failure is not None
-    return lifecycle.fail(
-        job.pk,
-        job.attempt,
-        execution.failure,
-        retryable=execution.retryable,
-        backoff=task_execution.backoff(execution),
-    )
+    task_execution.finished(execution, outcome)  # task_finished, for a task at a final state
+    return outcome
 
 
 def run(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Outcome:

@@ -22,6 +22,8 @@ from django_leasejobs.errors import JobValidationError
 from django_leasejobs.lifecycle import Outcome
 from django_leasejobs.models import DeadLetter, Job, Status
 
+from .conftest import shifted
+
 try:
     from django.tasks import TaskResultStatus, default_task_backend, task_backends
     from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch
@@ -356,6 +358,27 @@ class TestResults:
         replayed = tasks.always_fails.get_result(str(new.pk))
         assert replayed.status == TaskResultStatus.READY
         assert replayed.attempts == 0
+
+
+class TestRetries:
+    def test_the_tasks_own_backoff_sets_the_retry(self) -> None:
+        tasks.flaky.enqueue(succeed_on=2)  # Backoff(base=0): the retry is due at once
+        assert run_one("w1") == Outcome.RETRIED
+        assert run_one("w2") == Outcome.SUCCEEDED  # no make_due needed
+
+    def test_the_backend_options_backoff_applies_to_tasks_without_one(self, settings) -> None:
+        settings.TASKS = {
+            "default": {
+                "BACKEND": BACKEND,
+                "OPTIONS": {"backoff": {"base": 1000, "cap": 1000, "jitter": "none"}},
+            }
+        }
+        result = tasks.add.enqueue("a", 1)  # "a" + 1 raises TypeError
+        assert run_one() == Outcome.RETRIED
+        job = Job.objects.filter(pk=int(result.id))
+        assert job.filter(run_at__gt=shifted(990), run_at__lt=shifted(1010)).exists()
+        result.refresh()
+        assert result.errors[0].exception_class is TypeError
 
 
 class TestRunning:
