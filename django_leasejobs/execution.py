@@ -128,3 +128,12 @@ def report(execution: Execution) -> Outcome:
 def run(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Outcome:
     """Execute and report one claimed job."""
     return report(execute(job, worker_id, lease_lost))
+
+
+def recovered(outcomes: dict[int, Outcome]) -> None:
+    """After ``lifecycle.recover_expired()``: ``task_finished`` for tasks it dead-lettered.
+
+    Recovery runs no handler code, so this is the only place a ``django.tasks`` task whose last
+    worker died reaches its final signal. Native jobs need nothing here.
+    """
+    task_execution.recovered(outcomes)

@@ -96,3 +96,27 @@ def finished(execution: Execution, outcome: Outcome) -> None:
         return
     framework = tasks_framework.of(execution.task) or tasks_framework.get()
     _send(framework.task_finished, execution.task_sender, task_results.build(job, execution.task))
+
+
+def recovered(outcomes: dict[int, Outcome], sender: Any = None) -> None:
+    """Send ``task_finished`` for tasks that lease recovery dead-lettered.
+
+    ``lifecycle.recover_expired()`` runs no task code, so a task whose last worker died would
+    end FAILED without a signal. A worker calls this with what recovery returned; rows that are
+    not tasks (or no longer resolve to one) are skipped.
+    """
+    dead = [job_id for job_id, outcome in outcomes.items() if outcome == Outcome.DEAD]
+    if not dead:
+        return
+    for job in Job.objects.filter(pk__in=dead).exclude(task_backend=""):
+        try:
+            task = task_results.task_for(job)
+        except Exception as exc:
+            logger.warning("task.finished_skipped id=%s error=%r", job.pk, exc)
+            continue
+        framework = tasks_framework.of(task) or tasks_framework.get()
+        _send(
+            framework.task_finished,
+            sender or type(task.get_backend()),
+            task_results.build(job, task),
+        )

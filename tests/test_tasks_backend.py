@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
+from testapp import jobs
 from testapp.models import Hit
 
 from django_leasejobs import execution, lifecycle
@@ -312,14 +313,25 @@ class TestResults:
         assert result.errors[0].exception_class_path == "django_leasejobs.errors.LeaseExpiredError"
         assert "Lease expired" in result.errors[0].traceback
 
+    def test_a_task_dead_lettered_by_lease_recovery_sends_task_finished(
+        self, expire_lease, make_due, signals
+    ) -> None:
+        result = tasks.add.using(max_attempts=1).enqueue(1, 2)
+        native = jobs.noop.enqueue(max_attempts=1)
+        lifecycle.claim("w1", batch=2)
+        expire_lease(int(result.id), native)
+        outcomes = lifecycle.recover_expired()
+        assert outcomes == {int(result.id): Outcome.DEAD, native.pk: Outcome.DEAD}
+        execution.recovered(outcomes)
+        assert signals[-1] == ("finished", LeaseJobsBackend, TaskResultStatus.FAILED, 1)
+        assert [s[0] for s in signals] == ["enqueued", "finished"]
+
     @pytest.mark.parametrize("bad_id", ["999999999", "abc", "", "1.5"])
     def test_unknown_ids_raise_task_result_does_not_exist(self, bad_id) -> None:
         with pytest.raises(TaskResultDoesNotExist):
             default_task_backend.get_result(bad_id)
 
     def test_a_native_job_is_not_a_task_result(self) -> None:
-        from testapp import jobs
-
         job = jobs.noop.enqueue()
         with pytest.raises(TaskResultDoesNotExist):
             default_task_backend.get_result(str(job.pk))
