@@ -374,9 +374,10 @@ class TestResults:
 
 class TestRetries:
     def test_the_tasks_own_backoff_sets_the_retry(self) -> None:
-        tasks.flaky.enqueue(succeed_on=2)  # Backoff(base=0): the retry is due at once
+        result = tasks.flaky.enqueue(succeed_on=2)  # Backoff(base=0): the retry is due at once
         assert run_one("w1") == Outcome.RETRIED
-        assert run_one("w2") == Outcome.SUCCEEDED  # no make_due needed
+        # The settings' backoff (base 2, equal jitter) would wait 1 to 2 seconds.
+        assert Job.objects.filter(pk=int(result.id), run_at__lt=shifted(0.5)).exists()
 
     def test_the_backend_options_backoff_applies_to_tasks_without_one(self, settings) -> None:
         settings.TASKS = {
