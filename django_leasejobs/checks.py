@@ -28,14 +28,13 @@ import zoneinfo
 from collections.abc import Iterable
 from typing import Any
 
-from croniter import croniter
 from django.conf import settings as django_settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import registry
+from . import cron, registry
 from .conf import PREFIX, Settings, settings
 
 MINIMUM_VERSIONS = {
@@ -170,8 +169,12 @@ def _schedule(name: str, spec: Any, queues: Iterable[str] | None) -> Messages:
     if missing:
         return [_malformed(f"{where} has no {' or '.join(repr(k) for k in missing)}.")]
     messages: Messages = []
-    if not isinstance(spec["cron"], str) or not croniter.is_valid(spec["cron"]):
-        messages.append(_malformed(f"{where} has an invalid cron expression {spec['cron']!r}."))
+    try:  # the rules the scheduler applies (five fields, no seconds, a date that exists)
+        cron.check_expression(spec["cron"])
+    except cron.CronError as exc:
+        messages.append(
+            _malformed(f"{where} has an invalid cron expression {spec['cron']!r}: {exc}.")
+        )
     timezone = spec.get("timezone", "UTC")
     if not _is_timezone(timezone):
         messages.append(_malformed(f"{where} has an unknown timezone {timezone!r}."))

@@ -27,6 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "POLL_SECONDS": 1.0,
     "MAX_PAYLOAD_BYTES": 256 * 1024,
     "SCHEDULES": {},
+    "MISFIRE_GRACE_SECONDS": 60,
     "QUEUES": None,
     "HEALTH_MAX_DUE_AGE": None,
     "HEALTH_MAX_DEAD_PER_HOUR": None,
@@ -114,6 +115,11 @@ class Settings:
                 f"{PREFIX}SCHEDULES must be a dict of name -> schedule, not {type(value).__name__}."
             )
         return value
+
+    @property
+    def MISFIRE_GRACE_SECONDS(self) -> int:
+        """How late an occurrence may be emitted and still count as on time (not missed)."""
+        return int(_number("MISFIRE_GRACE_SECONDS", minimum=1, integer=True))
 
     @property
     def QUEUES(self) -> list[str] | None:

@@ -31,6 +31,13 @@ class InvalidTransitionError(LeaseJobsError):
     """An operator action (cancel, run now, replay) that the job's current state does not allow."""
 
 
+class ScheduleError(LeaseJobsError, ValueError):
+    """A schedule (in ``LEASEJOBS_SCHEDULES`` or the admin) that cannot be used.
+
+    The message names the schedule and each problem; nothing was written.
+    """
+
+
 class LeaseExpiredError(LeaseJobsError):
     """An attempt's lease expired before it reported (its worker died or stalled).
 

@@ -33,7 +33,7 @@ from . import registry, signals, validation
 from .backoff import Backoff
 from .conf import settings as conf_settings
 from .errors import InvalidTransitionError, JobValidationError, StaleAttemptError
-from .models import CLAIMABLE, DeadLetter, Effect, Job, Status
+from .models import CLAIMABLE, DeadLetter, Effect, Job, Schedule, ScheduleSkip, Status
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -272,7 +272,8 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     """Validate every item first, then insert them in bulk in one transaction.
 
     Items with a dedupe key go through the single-row path (they may return an existing job);
-    the rest are one multi-row INSERT. Jobs come back in the order given.
+    the rest are one multi-row INSERT (one INSERT each on MySQL 8, which cannot return the ids
+    of a multi-row INSERT). Jobs come back in the order given.
     """
     alias = _alias()
     parsed = [_item(item) for item in items]
@@ -282,9 +283,13 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     jobs = [_build(name, args, kwargs, now=now, **options) for args, kwargs, options in parsed]
     with transaction.atomic(using=alias):
         plain = [job for job in jobs if job.dedupe_key is None]
-        Job.objects.using(alias).bulk_create(plain, batch_size=1000)
-        if plain and plain[0].pk is None:  # MySQL cannot return ids from a bulk insert
-            raise JobValidationError("This database cannot return ids from a bulk insert.")
+        if connections[alias].features.can_return_rows_from_bulk_insert:
+            Job.objects.using(alias).bulk_create(plain, batch_size=1000)
+        else:
+            # MySQL 8 cannot return ids from a multi-row INSERT (MariaDB 10.5+, PostgreSQL and
+            # SQLite can): one INSERT per row, still in this one transaction.
+            for job in plain:
+                job.save(using=alias, force_insert=True)
         result = [job if job.dedupe_key is None else _insert(job, alias) for job in jobs]
     for job in plain:
         _refresh_defaults(job, alias)
@@ -393,19 +398,48 @@ def claim(
     return jobs
 
 
+_CLAIM_PAGES = 4
+"""Candidate pages a MySQL/MariaDB claim tries when other claimers hold the first ones."""
+
+
 def _claim_locking(
     alias: str, worker_id: str, queues: Sequence[str] | None, batch: int, lease_seconds: float
 ) -> list[Job]:
-    """MySQL/MariaDB: lock due rows with SKIP LOCKED, update them guarded, read them back."""
+    """MySQL/MariaDB: lock due rows with SKIP LOCKED, update them guarded, read them back.
+
+    InnoDB locks every row a locking read *reads*, and ``ORDER BY ... LIMIT`` on the claimable
+    rows reads them all into a sort before the limit applies: one ``SELECT ... ORDER BY ... LIMIT
+    n FOR UPDATE SKIP LOCKED`` would lock the whole due backlog and leave concurrent claimers
+    nothing. So the order comes from a plain (non-locking) read of candidate ids, and the locking
+    read names those ids with no ORDER BY or LIMIT, which makes it lock only them (rows another
+    claimer holds are skipped). A candidate page taken entirely by other claimers moves on to the
+    next page, a few times at most. Under READ COMMITTED (Django's default on MySQL) the
+    non-locking read sees only committed claims, and the locking read re-checks the status.
+    """
     due = Job.objects.using(alias).filter(status__in=CLAIMABLE, run_at__lte=Now())
     if queues is not None:
         due = due.filter(queue__in=list(queues))
+    order = ("-priority", "run_at", "id")
     with transaction.atomic(using=alias):
-        ids = list(
-            due.select_for_update(skip_locked=True)
-            .order_by("-priority", "run_at", "id")
-            .values_list("id", flat=True)[:batch]
-        )
+        ids: list[int] = []
+        seen: list[int] = []
+        for _ in range(_CLAIM_PAGES):
+            candidates = list(
+                due.exclude(id__in=seen)
+                .order_by(*order)
+                .values_list("id", flat=True)[: batch - len(ids)]
+            )
+            if not candidates:
+                break
+            seen.extend(candidates)
+            ids.extend(
+                due.filter(id__in=candidates)
+                .order_by()  # no ORDER BY: nothing to sort, so only the candidates are read
+                .select_for_update(skip_locked=True)
+                .values_list("id", flat=True)
+            )
+            if len(ids) >= batch:
+                break
         if not ids:
             return []
         claimed = Job.objects.using(alias).filter(id__in=ids, status__in=CLAIMABLE)
@@ -437,10 +471,14 @@ def _claim_locking(
 
 
 def _tokens_q(tokens: Iterable[tuple[int, int]]) -> Q:
+    tokens = list(tokens)
     q = Q(pk__in=[])
     for job_id, attempt in tokens:
         q |= Q(pk=job_id, attempt=attempt)
-    return q
+    # The leading ``id IN (...)`` lets the planner use the primary key: with only the OR of
+    # (id, attempt) pairs beside ``status = ...``, PostgreSQL chose the status index and read
+    # every finished row of the table on each heartbeat and grouped completion.
+    return Q(pk__in=[job_id for job_id, _ in tokens]) & q
 
 
 def heartbeat(
@@ -822,7 +860,7 @@ def replay(
                 if dead_letter.replayed_job_id is not None:
                     return Job.objects.using(alias).get(pk=dead_letter.replayed_job_id)
                 original = dead_letter.job
-                new = _build(
+                built = _build(
                     dead_letter.name,
                     dead_letter.args if args is None else args,
                     dead_letter.kwargs if kwargs is None else kwargs,
@@ -832,8 +870,11 @@ def replay(
                     dedupe_key=original.dedupe_key,
                     task_backend=original.task_backend,
                 )
-                new = _insert(new, alias)
-                if new.status not in (Status.PENDING,) or new.attempt:
+                new = _insert(built, alias)
+                # _insert returns the live job holding the dedupe key instead of inserting. Such
+                # a holder is not this replay's job (even while it is pending with attempt 0):
+                # linking it would tie an unrelated job to this dead letter, so refuse.
+                if new is not built:
                     raise InvalidTransitionError(
                         f"Job {new.pk} already holds dedupe key {original.dedupe_key!r}; "
                         "let it finish or cancel it, then replay."
@@ -879,6 +920,137 @@ def record_effect(key: str, job_id: int | None = None) -> bool:
             Effect.objects.using(alias).create(key=key, job_id=job_id)
     except IntegrityError:
         return False
+    return True
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+def _advance_cursor(alias: str, schedule: Schedule, to: dt.datetime) -> bool:
+    """Compare-and-set the schedule's cursor from the value this scheduler read to ``to``.
+
+    The guard is the whole of the once-per-occurrence protocol between schedulers: whoever moves
+    the cursor first owns the occurrences up to ``to``; a concurrent scheduler's UPDATE then
+    matches no row (PostgreSQL re-checks the WHERE on the row it waited for) and it backs off.
+    """
+    expected = schedule.last_occurrence_at
+    if expected is not None and to <= expected:
+        raise ValueError(f"A schedule's cursor only moves forward ({expected} -> {to}).")
+    guard = Q(pk=schedule.pk) & (
+        Q(last_occurrence_at__isnull=True) if expected is None else Q(last_occurrence_at=expected)
+    )
+    return bool(Schedule.objects.using(alias).filter(guard).update(last_occurrence_at=to))
+
+
+def _cursor_lost(alias: str, schedule: Schedule, action: str, occurrence_at: dt.datetime) -> None:
+    """Another scheduler moved the cursor first: read where it is now, and say so."""
+    seen = schedule.last_occurrence_at
+    schedule.last_occurrence_at = (
+        Schedule.objects.using(alias)
+        .filter(pk=schedule.pk)
+        .values_list("last_occurrence_at", flat=True)
+        .first()
+    )
+    logger.debug(
+        "schedule.cursor_moved name=%s action=%s occurrence=%s expected=%s found=%s",
+        schedule.name,
+        action,
+        occurrence_at.isoformat(),
+        seen.isoformat() if seen else None,
+        schedule.last_occurrence_at.isoformat() if schedule.last_occurrence_at else None,
+    )
+
+
+def emit_occurrence(
+    schedule: Schedule, occurrence_at: dt.datetime, run_at: dt.datetime
+) -> Job | None:
+    """Emit one occurrence of a schedule as a job, and move its cursor, in one transaction.
+
+    Guarded twice: the cursor moves from the value on ``schedule`` (compare-and-set), and the
+    INSERT is insert-or-ignore on the unique (schedule, occurrence_at) key, so no interleaving of
+    schedulers makes two jobs for one occurrence. Both commit together or not at all: a scheduler
+    killed in between leaves neither, and the next tick emits the occurrence (no gap).
+
+    Returns the job, or None when nothing was inserted: either another scheduler had already
+    moved the cursor (``schedule.last_occurrence_at`` is then refreshed from the database and is
+    not ``occurrence_at``), or the occurrence's job already existed (the cursor had been moved
+    back by hand; it now stands at ``occurrence_at``). Raises ``JobValidationError`` before
+    writing anything if the schedule's job or arguments are not valid.
+    """
+    alias = _alias()
+    job = _build(
+        schedule.job,
+        schedule.args,
+        schedule.kwargs,
+        run_at=run_at,
+        queue=schedule.queue or None,
+        priority=schedule.priority,
+        max_attempts=schedule.max_attempts,
+    )
+    job.schedule_id = schedule.pk
+    job.occurrence_at = occurrence_at
+    inserted = False
+    with transaction.atomic(using=alias):
+        advanced = _advance_cursor(alias, schedule, occurrence_at)
+        if advanced:
+            try:
+                with transaction.atomic(using=alias):  # a savepoint: the cursor move survives
+                    job.save(using=alias, force_insert=True)
+                inserted = True
+            except IntegrityError:
+                job.pk = None
+                logger.warning(
+                    "schedule.occurrence_exists name=%s occurrence=%s",
+                    schedule.name,
+                    occurrence_at.isoformat(),
+                )
+    if not advanced:
+        _cursor_lost(alias, schedule, "emit", occurrence_at)
+        return None
+    schedule.last_occurrence_at = occurrence_at
+    if not inserted:
+        return None
+    _refresh_defaults(job, alias)
+    if signals.wanted(signals.job_enqueued):
+        signals.send_after_commit(signals.job_enqueued, alias, job=job)
+    logger.info(
+        "schedule.emitted name=%s occurrence=%s job=%s run_at=%s",
+        schedule.name,
+        occurrence_at.isoformat(),
+        job.pk,
+        run_at.isoformat(),
+    )
+    return job
+
+
+def skip_occurrences(
+    schedule: Schedule, through: dt.datetime, *, count: int | None, reason: str
+) -> bool:
+    """Record occurrences up to ``through`` as skipped and move the cursor past them, at once.
+
+    The same compare-and-set as ``emit_occurrence``; False (and a refreshed cursor on
+    ``schedule``) when another scheduler moved the cursor first.
+    """
+    alias = _alias()
+    after = schedule.last_occurrence_at or schedule.created_at
+    with transaction.atomic(using=alias):
+        moved = _advance_cursor(alias, schedule, through)
+        if moved:
+            ScheduleSkip.objects.using(alias).create(
+                schedule_id=schedule.pk, after=after, through=through, count=count, reason=reason
+            )
+    if not moved:
+        _cursor_lost(alias, schedule, "skip", through)
+        return False
+    schedule.last_occurrence_at = through
+    logger.warning(
+        "schedule.skipped name=%s after=%s through=%s count=%s reason=%s",
+        schedule.name,
+        after.isoformat(),
+        through.isoformat(),
+        count if count is not None else "many",
+        reason,
+    )
     return True
 
 

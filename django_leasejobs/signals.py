@@ -9,7 +9,8 @@ computed or queried for it: the hot path pays one attribute check.
 Arguments (all keyword):
 
 ``job_enqueued(job)``
-    A job was inserted (by ``enqueue``, ``enqueue_many`` or a replay). ``job`` is the new ``Job``.
+    A job was inserted (by ``enqueue``, ``enqueue_many``, a replay or a schedule's occurrence).
+    ``job`` is the new ``Job``.
     A dedupe hit that returned an existing job sends nothing.
 ``job_started(job, worker_id)``
     A worker claimed the job; ``job.attempt`` is the new attempt (the fencing token).

@@ -100,6 +100,8 @@ def test_e008_metrics_on_without_prometheus_client(monkeypatch: pytest.MonkeyPat
             "has an invalid cron expression '61 * * * *'",
         ),
         ({**GOOD_SCHEDULE, "timezone": "Europe/Pariss"}, "has an unknown timezone 'Europe/Pariss'"),
+        ({**GOOD_SCHEDULE, "cron": "* * * * * *"}, "6 fields; a cron expression has exactly five"),
+        ({**GOOD_SCHEDULE, "cron": "0 0 30 2 *"}, "it never matches a date"),
     ],
 )
 def test_e003_malformed_schedules(spec: object, message: str) -> None:

@@ -19,7 +19,12 @@ def test_defaults() -> None:
     assert settings.MAX_ATTEMPTS == 5
     assert settings.LEASE_SECONDS == 60.0
     assert settings.BACKOFF_JITTER == "equal"
-    assert settings.SCHEDULES == {}
+    assert settings.MISFIRE_GRACE_SECONDS == 60
+    with override_settings():
+        from django.conf import settings as django_settings
+
+        del django_settings.LEASEJOBS_SCHEDULES  # the test project declares a demo schedule
+        assert settings.SCHEDULES == {}
 
 
 @pytest.mark.parametrize(
@@ -34,6 +39,7 @@ def test_defaults() -> None:
         ("LEASEJOBS_DEFAULT_QUEUE", "", "non-empty string"),
         ("LEASEJOBS_SCHEDULES", [], "must be a dict"),
         ("LEASEJOBS_MAX_PAYLOAD_BYTES", 1.5, "must be an integer"),
+        ("LEASEJOBS_MISFIRE_GRACE_SECONDS", 0, "at least 1"),
     ],
 )
 def test_bad_settings_name_the_setting(name: str, value: object, message: str) -> None:

@@ -24,3 +24,12 @@ def flaky_fetch(ctx: JobContext, url: str) -> str:
 def poison(payload: dict) -> None:
     """Always fails: it ends in the dead-letter table, ready to replay from the admin."""
     raise ValueError(f"cannot process {payload!r}")
+
+
+@job
+def minute_report() -> str:
+    """Run by the per-minute demo schedule in settings (``LEASEJOBS_SCHEDULES``)."""
+    from django_leasejobs.models import Job
+
+    pending = Job.objects.filter(status="pending").count()
+    return f"{pending} job(s) pending"

@@ -85,3 +85,45 @@ def other_queue() -> None:
 @job(lease=5)
 def short_lease() -> None:
     pass
+
+
+@job(takes_context=True)
+def observe_transaction(ctx: JobContext) -> None:
+    """Records whether the worker left a transaction open around the handler."""
+    connection = transaction.get_connection()
+    Hit.objects.create(
+        job_id=ctx.job_id,
+        attempt=ctx.attempt,
+        label=f"atomic={connection.in_atomic_block} autocommit={connection.get_autocommit()}",
+    )
+
+
+@job(takes_context=True)
+def slow_fail_first(ctx: JobContext, seconds: float, label: str = "") -> str:
+    """Sleeps without watching the lease, records its run, then fails on attempt 1 only.
+
+    A paused worker running it wakes up and tries to report a failure with a stale token.
+    """
+    time.sleep(seconds)
+    Hit.objects.create(job_id=ctx.job_id, attempt=ctx.attempt, label=label or "slow")
+    if ctx.attempt == 1:
+        raise RuntimeError("first attempt fails")
+    return f"ok on attempt {ctx.attempt}"
+
+
+@job
+def exits() -> None:
+    """Calls sys.exit() in a handler: the worker's thread must survive it."""
+    raise SystemExit(3)
+
+
+@job
+def wait_until_final(job_ids: list[int], timeout: float = 60.0) -> None:
+    """Stays in flight until the given jobs are finished (keeps a --burst worker busy)."""
+    from django_leasejobs.models import FINAL, Job
+
+    deadline = time.monotonic() + timeout
+    while Job.objects.filter(pk__in=job_ids).exclude(status__in=FINAL).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"jobs {job_ids} did not finish within {timeout} s")
+        time.sleep(0.02)

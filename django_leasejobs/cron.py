@@ -1,0 +1,142 @@
+"""Cron math in a schedule's timezone: which instants a cron expression names, in UTC.
+
+croniter does the calendar arithmetic; this module adds the two things a scheduler needs on top:
+refusing bad input with a message a user can act on, and one firm rule for daylight saving time,
+so that every scheduler process (and the admin's "next occurrences") computes the same instants.
+
+The DST rule (the Vixie cron rule, stated in docs/recurrence.md):
+
+* A wall-clock time that does not exist (the hour skipped when clocks spring forward) fires at
+  the instant the clock jumps, e.g. "30 2 * * *" in Europe/Berlin fires at 03:00 CEST (01:00 UTC)
+  on the spring-forward day. Several skipped times collapse into that one instant.
+* A wall-clock time that happens twice (the hour repeated when clocks fall back) fires once, at
+  its first instance (summer time), e.g. 02:30 CEST (00:30 UTC) on the fall-back day...
+* ...unless the expression's hour field is ``*`` (it runs every hour): such a schedule follows
+  elapsed time instead, so a per-minute or hourly schedule keeps firing through the repeated hour
+  and simply has nothing to fire in the skipped one.
+
+Occurrences are whole minutes, returned as aware UTC datetimes, strictly increasing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import zoneinfo
+from collections.abc import Iterator
+
+from croniter import CroniterBadDateError, CroniterError, croniter
+
+UTC = dt.timezone.utc
+
+ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+"""The ``@`` shorthands croniter understands that name a time (``@reboot`` does not)."""
+
+# A cron expression that matches nothing (Feb 30) makes croniter search for years; a valid one
+# matches within 28 years (Feb 29 on a given weekday). Checked once, at compile time.
+_PROBE_FROM = dt.datetime(2001, 1, 1, tzinfo=UTC)
+
+
+class CronError(ValueError):
+    """A cron expression or timezone that cannot be used; the message says why."""
+
+
+class Cron:
+    """A validated cron expression in a timezone: iterate the UTC instants it names."""
+
+    def __init__(self, expression: str, timezone: str) -> None:
+        self.expression = check_expression(expression)
+        self.timezone = timezone
+        self.tz = check_timezone(timezone)
+        hours = croniter.expand(self.expression)[0][1]
+        self.follows_elapsed_time = hours == ["*"] or len(set(hours)) == 24
+        """True when the hour field matches every hour: DST repeats fire again (see module)."""
+
+    def __repr__(self) -> str:
+        return f"Cron({self.expression!r}, {self.timezone!r})"
+
+    def after(self, start: dt.datetime) -> Iterator[dt.datetime]:
+        """Occurrences strictly after ``start`` (aware), in order, as UTC datetimes; endless."""
+        if start.tzinfo is None:
+            raise ValueError("Cron.after() needs an aware datetime.")
+        # croniter iterates from the local wall-clock time; it keeps the fold of the start, so a
+        # start inside a repeated hour continues from the right instance of it.
+        iterator = croniter(self.expression, start.astimezone(self.tz))
+        last = start.astimezone(UTC)
+        while True:
+            try:
+                local = iterator.get_next(dt.datetime)
+            except CroniterBadDateError:
+                return  # no further match (croniter searches a bounded number of years)
+            instant = local.astimezone(UTC)
+            if instant <= last:
+                # Several skipped wall-clock times collapse into the instant the clock jumps.
+                continue
+            if not self.follows_elapsed_time and _is_repeat(instant, self.tz):
+                continue
+            last = instant
+            yield instant
+
+    def between(self, start: dt.datetime, end: dt.datetime) -> list[dt.datetime]:
+        """Occurrences ``t`` with ``start < t <= end``."""
+        found = []
+        for instant in self.after(start):
+            if instant > end:
+                break
+            found.append(instant)
+        return found
+
+
+def _is_repeat(instant: dt.datetime, tz: zoneinfo.ZoneInfo) -> bool:
+    """True if ``instant`` is the second instance of a wall-clock time that happens twice."""
+    local = instant.astimezone(tz)
+    return local.fold == 1 and local.replace(fold=0).utcoffset() != local.utcoffset()
+
+
+def check_expression(expression: object) -> str:
+    """Return the expression (stripped) or raise ``CronError`` saying what is wrong with it."""
+    if not isinstance(expression, str):
+        raise CronError(f"a cron expression is a string, not {type(expression).__name__}")
+    text = " ".join(expression.split())
+    if not text:
+        raise CronError("the cron expression is empty")
+    if text.startswith("@"):
+        if text.lower() not in ALIASES:
+            raise CronError(
+                f"unknown shorthand {text!r} (use one of {', '.join(ALIASES)} or five fields)"
+            )
+        text = text.lower()
+    elif len(text.split()) != 5:
+        raise CronError(
+            f"{len(text.split())} fields; a cron expression has exactly five: "
+            "minute hour day-of-month month day-of-week (no seconds field)"
+        )
+    try:
+        probe = croniter(text, _PROBE_FROM)
+    except CroniterError as exc:
+        raise CronError(str(exc)) from None
+    except (ValueError, TypeError, KeyError, IndexError) as exc:  # croniter's less tidy errors
+        raise CronError(f"cannot parse it ({exc})") from None
+    try:
+        probe.get_next(dt.datetime)
+    except CroniterBadDateError:
+        raise CronError("it never matches a date (like 30 February)") from None
+    return text
+
+
+def check_timezone(name: object) -> zoneinfo.ZoneInfo:
+    """Return the IANA timezone or raise ``CronError`` naming the problem."""
+    if not isinstance(name, str) or not name:
+        raise CronError(f"a timezone is an IANA name like 'Europe/Paris', not {name!r}")
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        raise CronError(
+            f"unknown timezone {name!r} (use an IANA name like 'Europe/Paris')"
+        ) from None
+
+
+@functools.lru_cache(maxsize=512)
+def compile_cron(expression: str, timezone: str) -> Cron:
+    """A cached ``Cron``: schedulers tick every second, parsing once is enough."""
+    return Cron(expression, timezone)

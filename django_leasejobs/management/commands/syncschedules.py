@@ -1,0 +1,46 @@
+"""``manage.py syncschedules``: make the database's schedules match ``LEASEJOBS_SCHEDULES``.
+
+Workers do the same at start; this command is for deploy scripts and for checking the setting.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from django_leasejobs import schedules
+from django_leasejobs.errors import ScheduleError
+
+
+class Command(BaseCommand):
+    help = (
+        "Create, update and disable schedules to match LEASEJOBS_SCHEDULES. Schedules made in "
+        "the admin are left alone; removed ones are disabled, never deleted."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="Validate the setting and show what would change, without writing.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        dry_run = options["dry_run"]
+        try:
+            result = schedules.sync_from_settings(dry_run=dry_run)
+        except (ScheduleError, ImproperlyConfigured) as exc:
+            raise CommandError(str(exc)) from None
+        prefix = "would be " if dry_run else ""
+        for label, names in result.as_dict().items():
+            for name in names:
+                if label == "conflicts":
+                    self.stderr.write(
+                        f"{name}: ignored, a schedule made in the admin has this name"
+                    )
+                elif label != "unchanged" or options["verbosity"] > 1:
+                    self.stdout.write(f"{name}: {prefix}{label}")
+        summary = f"{'Dry run: ' if dry_run else ''}{result}"
+        self.stdout.write(self.style.SUCCESS(summary) if not result.conflicts else summary)

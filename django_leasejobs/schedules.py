@@ -1,0 +1,508 @@
+"""Cron schedules: their occurrences, the scheduler tick, and the sync from settings.
+
+Any number of processes may run ``tick()`` at the same time; there is no leader. What keeps each
+occurrence to one job is the schedule's cursor (``last_occurrence_at``), moved forward by a
+compare-and-set in the same transaction as the job's INSERT, with the unique
+(schedule, occurrence_at) key behind it (see ``lifecycle.emit_occurrence``). Occurrences derive
+from the cron expression and the cursor only, never from process uptime or the jobs table, so
+restarts, pruning and clock skew between workers change nothing: "now" is the database's.
+
+Missed occurrences (no scheduler ran when they were due) follow the schedule's misfire policy:
+
+* ``all``: every occurrence not older than ``catchup_window`` seconds is emitted, oldest first;
+* ``latest``: only the newest due occurrence is emitted (if inside the catch-up window);
+* ``skip``: only occurrences at most ``LEASEJOBS_MISFIRE_GRACE_SECONDS`` late are emitted.
+
+Whatever is not emitted is recorded as a ``ScheduleSkip`` before the cursor passes it, so the
+admin can show it as a gap with its reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import json
+import logging
+import random
+from dataclasses import dataclass, field
+from itertools import islice, takewhile
+from typing import Any
+
+from django.db import DatabaseError, IntegrityError, models, transaction
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from . import cron, lifecycle, registry
+from .conf import settings
+from .errors import ScheduleError
+from .models import Job, Misfire, Schedule, ScheduleSkip
+
+logger = logging.getLogger("django_leasejobs")
+
+SPEC_KEYS = (
+    "job",
+    "cron",
+    "timezone",
+    "args",
+    "kwargs",
+    "queue",
+    "priority",
+    "max_attempts",
+    "jitter",
+    "misfire",
+    "enabled",
+    "catchup_window",
+)
+"""The keys of a ``LEASEJOBS_SCHEDULES`` entry; only ``job`` and ``cron`` are required."""
+
+COUNT_CAP = 1000
+"""Skipped occurrences are counted up to this many; past it the count is left empty."""
+
+# Looking back for the newest occurrence before an instant: croniter only iterates forward, so
+# try growing spans (an hourly look-back finds a per-minute schedule's newest at once).
+_LOOK_BACK = [dt.timedelta(seconds=s) for s in (3600, 86400, 32 * 86400, 367 * 86400)]
+# Occurrences are whole minutes, so "t < x" is "t <= x - 1 µs".
+_MICROSECOND = dt.timedelta(microseconds=1)
+
+
+# --------------------------------------------------------------------------- occurrences
+
+
+def _cron(schedule: Schedule) -> cron.Cron:
+    try:
+        return cron.compile_cron(schedule.cron, schedule.timezone)
+    except cron.CronError as exc:
+        raise ScheduleError(f"Schedule {schedule.name!r}: {exc}.") from None
+
+
+def _aware(value: Any, name: str) -> dt.datetime:
+    if not isinstance(value, dt.datetime) or value.tzinfo is None:
+        raise ValueError(f"{name} must be an aware datetime, not {value!r}.")
+    return value
+
+
+def occurrences_between(
+    schedule: Schedule, start: dt.datetime, end: dt.datetime
+) -> list[dt.datetime]:
+    """The occurrences ``t`` of ``schedule`` with ``start < t <= end``, as aware UTC datetimes.
+
+    These are the exact occurrence keys a scheduler emits (``Job.occurrence_at``): the cron
+    expression read in the schedule's timezone, with the DST rule of :mod:`django_leasejobs.cron`.
+    """
+    return _cron(schedule).between(_aware(start, "start"), _aware(end, "end"))
+
+
+def next_occurrences(
+    schedule: Schedule, count: int = 10, after: dt.datetime | None = None
+) -> list[dt.datetime]:
+    """The next ``count`` occurrences after ``after`` (default: the database's now)."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"count must be a non-negative integer, not {count!r}.")
+    start = lifecycle.db_now() if after is None else _aware(after, "after")
+    return list(islice(_cron(schedule).after(start), count))
+
+
+@functools.lru_cache(maxsize=4096)
+def _first_after(expression: str, timezone: str, instant: dt.datetime) -> dt.datetime | None:
+    """The first occurrence after the cursor: cached, so an idle tick does no cron math."""
+    return next(cron.compile_cron(expression, timezone).after(instant), None)
+
+
+def _newest(
+    schedule_cron: cron.Cron, floor: dt.datetime, ceiling: dt.datetime
+) -> dt.datetime | None:
+    """The newest occurrence ``t`` with ``floor < t <= ceiling``, or None."""
+    for span in _LOOK_BACK:
+        lower = max(floor, ceiling - span)
+        found = schedule_cron.between(lower, ceiling)
+        if found:
+            return found[-1]
+        if lower == floor:
+            return None
+    newest = None
+    for instant in takewhile(lambda t: t <= ceiling, schedule_cron.after(floor)):
+        newest = instant
+    return newest
+
+
+def _count(schedule_cron: cron.Cron, after: dt.datetime, through: dt.datetime) -> int | None:
+    due = takewhile(lambda t: t <= through, schedule_cron.after(after))
+    counted = sum(1 for _ in islice(due, COUNT_CAP + 1))
+    return None if counted > COUNT_CAP else counted
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One expected occurrence of a schedule beside what became of it (the admin's gap view)."""
+
+    at: dt.datetime
+    state: str
+    """``emitted`` (``job`` is set), ``skipped`` (``skip`` says why), ``pruned`` (at or before the
+    cursor with neither: its job was deleted), ``due`` (after the cursor, not yet emitted: no
+    scheduler has ticked since) or ``upcoming``."""
+    job: Job | None = None
+    skip: ScheduleSkip | None = None
+
+
+def occurrence_history(
+    schedule: Schedule, start: dt.datetime, end: dt.datetime
+) -> list[Occurrence]:
+    """Every occurrence ``start < t <= end`` with its job or skip record; gaps are explicit."""
+    expected = occurrences_between(schedule, start, end)
+    if not expected:
+        return []
+    jobs = {
+        job.occurrence_at: job
+        for job in Job.objects.filter(
+            schedule=schedule, occurrence_at__gte=expected[0], occurrence_at__lte=expected[-1]
+        )
+    }
+    skips = list(
+        ScheduleSkip.objects.filter(
+            schedule=schedule, through__gte=expected[0], after__lt=expected[-1]
+        )
+    )
+    cursor, now = schedule.last_occurrence_at, lifecycle.db_now()
+    history = []
+    for at in expected:
+        job = jobs.get(at)
+        skip = next((s for s in skips if s.after < at <= s.through), None)
+        if job is not None:
+            state = "emitted"
+        elif skip is not None:
+            state = "skipped"
+        elif cursor is not None and at <= cursor:
+            state = "pruned"
+        else:
+            state = "due" if at <= now else "upcoming"
+        history.append(Occurrence(at, state, job, skip))
+    return history
+
+
+# --------------------------------------------------------------------------- the tick
+
+
+@dataclass
+class _Plan:
+    """What one tick does with one schedule: skip a prefix of the due occurrences, emit the rest."""
+
+    emit: list[dt.datetime] = field(default_factory=list)
+    skip_through: dt.datetime | None = None
+    skip_count: int | None = None
+    skip_reason: str = ""
+
+
+def _plan(
+    schedule: Schedule, schedule_cron: cron.Cron, now: dt.datetime, budget: int
+) -> _Plan | None:
+    """Decide from the cursor and the database's ``now``; None when nothing is due."""
+    baseline = schedule.last_occurrence_at or schedule.created_at
+    first = _first_after(schedule.cron, schedule.timezone, baseline)
+    if first is None or first > now:
+        return None
+    plan = _Plan()
+    if schedule.misfire == Misfire.SKIP:
+        grace = settings.MISFIRE_GRACE_SECONDS
+        horizon = now - dt.timedelta(seconds=grace)
+        plan.skip_reason = f"misfire=skip: missed by more than {grace}s"
+    else:
+        horizon = now - dt.timedelta(seconds=schedule.catchup_window)
+        plan.skip_reason = (
+            f"misfire={schedule.misfire}: older than the catch-up window "
+            f"({schedule.catchup_window}s)"
+        )
+    if schedule.misfire == Misfire.LATEST:
+        newest = _newest(schedule_cron, baseline, now)
+        assert newest is not None  # ``first`` is due
+        if newest > horizon:
+            plan.emit = [newest]
+            if first < newest:
+                plan.skip_through = _newest(schedule_cron, baseline, newest - _MICROSECOND)
+                plan.skip_reason = "misfire=latest: only the newest due occurrence runs"
+        else:
+            plan.skip_through = newest
+    else:
+        lower = max(baseline, horizon)
+        due = takewhile(lambda t: t <= now, schedule_cron.after(lower))
+        plan.emit = list(islice(due, budget))
+        if first <= lower:
+            plan.skip_through = _newest(schedule_cron, baseline, lower)
+    if plan.skip_through is not None:
+        plan.skip_count = _count(schedule_cron, baseline, plan.skip_through)
+    return plan
+
+
+def _run_at(schedule: Schedule, occurrence_at: dt.datetime) -> dt.datetime:
+    """The occurrence plus a random offset in [0, jitter]: spreads "on the hour" spikes."""
+    if schedule.jitter <= 0:
+        return occurrence_at
+    return occurrence_at + dt.timedelta(seconds=random.uniform(0, schedule.jitter))
+
+
+def _tick_schedule(schedule: Schedule, now: dt.datetime, budget: int) -> int:
+    schedule_cron = _cron(schedule)
+    if schedule.misfire not in Misfire.values:
+        raise ScheduleError(
+            f"Schedule {schedule.name!r}: unknown misfire policy {schedule.misfire!r}."
+        )
+    registry.get(schedule.job)  # an unknown job moves nothing: fix the code, and it resumes
+    plan = _plan(schedule, schedule_cron, now, budget)
+    if plan is None:
+        return 0
+    if plan.skip_through is not None and not lifecycle.skip_occurrences(
+        schedule, plan.skip_through, count=plan.skip_count, reason=plan.skip_reason
+    ):
+        return 0  # another scheduler is ahead on this schedule; it emits what is due
+    emitted = 0
+    for occurrence_at in plan.emit:
+        job = lifecycle.emit_occurrence(schedule, occurrence_at, _run_at(schedule, occurrence_at))
+        if schedule.last_occurrence_at != occurrence_at:
+            break
+        emitted += job is not None
+    return emitted
+
+
+_broken: dict[int, str] = {}
+
+
+def tick(*, limit: int = 1000) -> int:
+    """Emit every due occurrence of every enabled schedule; return how many jobs were emitted.
+
+    Safe to run from any number of processes at once. ``limit`` bounds the work of one call (a
+    long catch-up continues on the next). A schedule that cannot run (bad cron expression,
+    unknown timezone or job) is logged once and passed over; the others still tick. Database
+    errors propagate, for the worker's reconnect logic.
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit must be a positive integer, not {limit!r}.")
+    # The database's now comes with the schedules: an idle tick is this one query.
+    due = list(Schedule.objects.filter(enabled=True).annotate(db_now=Now()))
+    if not due:
+        return 0
+    now: dt.datetime = due[0].db_now
+    if now.tzinfo is None:  # USE_TZ = False: the database's clock is read as UTC
+        now = now.replace(tzinfo=dt.timezone.utc)
+    emitted = 0
+    # A random order per tick: schedulers that tick together spread over different schedules
+    # instead of all queueing on the first row's lock and losing the same compare-and-set.
+    random.shuffle(due)
+    for schedule in due:
+        if emitted >= limit:
+            break
+        try:
+            emitted += _tick_schedule(schedule, now, limit - emitted)
+        except DatabaseError:
+            raise
+        except Exception as exc:
+            _report_broken(schedule, exc)
+        else:
+            _broken.pop(schedule.pk, None)
+    return emitted
+
+
+def _report_broken(schedule: Schedule, exc: Exception) -> None:
+    """Log a broken schedule at ERROR once per distinct problem, not once per tick."""
+    message = str(exc)
+    if _broken.get(schedule.pk) == message:
+        logger.debug("schedule.broken name=%s error=%s", schedule.name, message)
+        return
+    _broken[schedule.pk] = message
+    logger.error(
+        "schedule.broken name=%s error=%s (other schedules keep running)",
+        schedule.name,
+        message,
+        exc_info=not isinstance(exc, ValueError | LookupError),
+    )
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def _type_problems(spec: dict[str, Any]) -> list[str]:
+    """Settings are code: refuse wrong types instead of coercing "5" to 5 like a form would."""
+    found = []
+
+    def kind(key: str, types: tuple[type, ...], label: str, nullable: bool = False) -> None:
+        if key not in spec or (nullable and spec[key] is None):
+            return
+        value = spec[key]
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            found.append(f"{key} must be {label}, not {value!r}")
+
+    kind("job", (str,), "a registered job name (a string)")
+    kind("cron", (str,), "a cron expression (a string)")
+    kind("timezone", (str,), "an IANA timezone name")
+    kind("args", (list, tuple), "a list")
+    kind("kwargs", (dict,), "a dict")
+    kind("queue", (str,), "a queue name", nullable=True)
+    kind("priority", (int,), "an integer", nullable=True)
+    kind("max_attempts", (int,), "an integer", nullable=True)
+    kind("jitter", (int,), "a whole number of seconds")
+    kind("catchup_window", (int,), "a whole number of seconds")
+    kind("enabled", (bool,), "True or False")
+    jitter = spec.get("jitter", 0)
+    if isinstance(jitter, int) and not isinstance(jitter, bool) and jitter < 0:
+        found.append(f"jitter must be 0 or more seconds, not {jitter!r}")
+    misfire = spec.get("misfire", Misfire.LATEST)
+    if misfire not in Misfire.values:
+        found.append(f"misfire must be one of {', '.join(Misfire.values)}, not {misfire!r}")
+    return found
+
+
+def _default(key: str) -> Any:
+    model_field = Schedule._meta.get_field(key)
+    assert isinstance(model_field, models.Field)
+    return model_field.get_default()
+
+
+def validate_schedule_spec(name: Any, spec: Any) -> dict[str, Any]:
+    """Check one ``LEASEJOBS_SCHEDULES`` entry; return the ``Schedule`` field values it sets.
+
+    Raises ``ScheduleError`` naming the schedule and every problem found (unknown keys, missing
+    ``job``/``cron``, wrong types, invalid cron expression, unknown timezone or job, bad
+    misfire, negative jitter, arguments that are not JSON).
+    """
+    if not isinstance(name, str) or not name.strip() or len(name) > 200:
+        raise ScheduleError(
+            f"Schedule name {name!r} is not valid: use a non-empty string of at most 200 "
+            "characters as the key in LEASEJOBS_SCHEDULES."
+        )
+    if not isinstance(spec, dict):
+        raise ScheduleError(
+            f"Schedule {name!r}: the entry must be a dict with at least 'job' and 'cron', "
+            f"not {type(spec).__name__}."
+        )
+    problems = []
+    unknown = sorted(str(key) for key in set(spec) - set(SPEC_KEYS))
+    if unknown:
+        problems.append(f"unknown keys {', '.join(unknown)} (allowed: {', '.join(SPEC_KEYS)})")
+    missing = [key for key in ("job", "cron") if key not in spec]
+    if missing:
+        problems.append(f"missing required {' and '.join(repr(key) for key in missing)}")
+    problems.extend(_type_problems(spec))
+    if not problems:
+        fields = {key: spec[key] if key in spec else _default(key) for key in SPEC_KEYS}
+        fields["args"] = list(fields["args"])
+        fields["queue"] = fields["queue"] or ""
+        candidate = Schedule(name=name, **fields)
+        problems.extend(candidate.problems().values())
+    if problems:
+        raise ScheduleError(f"Schedule {name!r}: {'; '.join(problems)}.")
+    return fields
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What ``sync_from_settings`` did, by schedule name."""
+
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    disabled: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    """Names in settings that belong to a schedule made in the admin: left alone."""
+
+    def __str__(self) -> str:
+        parts = [
+            f"{label} {len(names)}" + (f" ({', '.join(names)})" if names else "")
+            for label, names in self.as_dict().items()
+        ]
+        return ", ".join(parts)
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {
+            "created": self.created,
+            "updated": self.updated,
+            "disabled": self.disabled,
+            "unchanged": self.unchanged,
+            "conflicts": self.conflicts,
+        }
+
+
+def _validated_settings() -> dict[str, dict[str, Any]]:
+    specs = settings.SCHEDULES
+    cleaned, errors = {}, []
+    for name, spec in specs.items():
+        try:
+            cleaned[name] = validate_schedule_spec(name, spec)
+        except ScheduleError as exc:
+            errors.append(str(exc))
+    if errors:
+        raise ScheduleError(
+            f"LEASEJOBS_SCHEDULES has {len(errors)} invalid schedule(s); nothing was synced.\n"
+            + "\n".join(errors)
+        )
+    return cleaned
+
+
+def sync_from_settings(*, dry_run: bool = False) -> SyncResult:
+    """Make the database's schedules match ``LEASEJOBS_SCHEDULES``; all or nothing.
+
+    Creates missing schedules, updates those whose settings entry changed since the last sync
+    (so an operator's edit in the admin stays until the entry in settings changes), and disables
+    schedules that were removed from settings (never deletes them: their jobs and skips are their
+    history). Schedules made in the admin are never touched. Cursors are never moved.
+    Safe to run from several workers starting at once. Raises ``ScheduleError`` (nothing
+    written) if any entry is invalid.
+    """
+    cleaned = _validated_settings()
+    for attempt in range(3):
+        try:
+            return _sync(cleaned, dry_run=dry_run)
+        except IntegrityError:
+            if attempt == 2:
+                raise
+            # Another worker created the same schedule at the same moment: read again.
+    raise AssertionError("unreachable")
+
+
+class _DryRun(Exception):
+    pass
+
+
+def _sync(cleaned: dict[str, dict[str, Any]], *, dry_run: bool) -> SyncResult:
+    result = SyncResult()
+    try:
+        with transaction.atomic():
+            rows = Schedule.objects.select_for_update().filter(
+                Q(name__in=list(cleaned)) | Q(from_settings=True)
+            )
+            existing = {row.name: row for row in rows}
+            for name, fields in cleaned.items():
+                record = json.loads(json.dumps(fields))
+                row = existing.get(name)
+                if row is None:
+                    Schedule.objects.create(
+                        name=name, from_settings=True, synced_spec=record, **fields
+                    )
+                    result.created.append(name)
+                elif not row.from_settings:
+                    result.conflicts.append(name)
+                elif row.synced_spec == record:
+                    result.unchanged.append(name)
+                else:
+                    for key, value in fields.items():
+                        setattr(row, key, value)
+                    row.synced_spec = record
+                    row.save()
+                    result.updated.append(name)
+            for name, row in existing.items():
+                if row.from_settings and name not in cleaned and row.synced_spec is not None:
+                    # Removed from settings: disabled once; an operator may re-enable it.
+                    row.enabled = False
+                    row.synced_spec = None
+                    row.save(update_fields=["enabled", "synced_spec", "updated_at"])
+                    result.disabled.append(name)
+            if dry_run:
+                raise _DryRun
+    except _DryRun:
+        pass
+    for name in result.conflicts:
+        logger.warning(
+            "schedule.sync_conflict name=%s: a schedule made in the admin has this name; "
+            "the LEASEJOBS_SCHEDULES entry is ignored until one of them is renamed",
+            name,
+        )
+    if not dry_run:
+        logger.info("schedule.synced %s", result)
+    return result
