@@ -554,14 +554,16 @@ def complete(job_id: int, attempt: int, result: Any = None, *, finished_by: str 
     return _report(changed, "succeeded", job_id, attempt, Outcome.SUCCEEDED)
 
 
-def complete_many(tokens: Iterable[tuple[int, int]]) -> dict[int, Outcome]:
+def complete_many(
+    tokens: Iterable[tuple[int, int]], *, finished_by: str = ""
+) -> dict[int, Outcome]:
     """Mark many jobs succeeded (no return values) in one statement, each row fenced."""
     tokens = list(tokens)
     if not tokens:
         return {}
     alias = _alias()
     Job.objects.using(alias).filter(_tokens_q(tokens), status=Status.RUNNING).update(
-        **_succeeded_fields(None)
+        **_succeeded_fields(None, finished_by)
     )
     done = set(
         Job.objects.using(alias)
