@@ -36,3 +36,14 @@ class ScheduleError(LeaseJobsError, ValueError):
 
     The message names the schedule and each problem; nothing was written.
     """
+
+
+class LeaseExpiredError(LeaseJobsError):
+    """An attempt's lease expired before it reported (its worker died or stalled).
+
+    Never raised: it names the error class of such attempts in a ``django.tasks`` result.
+    """
+
+
+class TaskRefusedError(LeaseJobsError):
+    """A row marked as a ``django.tasks`` task whose path does not resolve to a ``Task``."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import connections
 
-from . import lifecycle, registry
+from . import lifecycle, registry, task_execution
 from .context import JobContext
 from .errors import PermanentError
 from .lifecycle import Failure, Outcome
@@ -33,6 +33,9 @@ class Execution:
     result: Any = None
     failure: Failure | None = None
     retryable: bool = True
+    task: Any = None
+    """The ``django.tasks`` Task, for a row enqueued through the tasks backend."""
+    task_sender: Any = None
 
 
 def close_old_connections() -> None:
@@ -58,6 +61,13 @@ def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None)
     )
     execution = Execution(job=job, context=context)
     job_function = registry.lookup(job.name)
+    if job_function is None and job.task_backend:
+        close_old_connections()
+        try:
+            task_execution.execute(execution)
+        finally:
+            close_old_connections()
+        return execution
     if job_function is None:
         execution.failure = Failure(
             f"No job is registered as {job.name!r}; it was not run.", kind="unregistered job"
@@ -95,18 +105,35 @@ def report(execution: Execution) -> Outcome:
         logger.warning("job.stale id=%s attempt=%s action=report (lease lost)", job.pk, job.attempt)
         return Outcome.STALE
     if execution.ok:
-        return lifecycle.complete(job.pk, job.attempt, execution.result)
-    assert execution.failure is not None
-    job_function = registry.lookup(job.name)
-    return lifecycle.fail(
-        job.pk,
-        job.attempt,
-        execution.failure,
-        retryable=execution.retryable,
-        backoff=job_function.get_backoff() if job_function else None,
-    )
+        outcome = lifecycle.complete(
+            job.pk, job.attempt, execution.result, finished_by=context.worker_id
+        )
+    else:
+        assert execution.failure is not None
+        job_function = registry.lookup(job.name)
+        outcome = lifecycle.fail(
+            job.pk,
+            job.attempt,
+            execution.failure,
+            retryable=execution.retryable,
+            # A django.tasks task retries with its own backoff, else its backend's OPTIONS.
+            backoff=job_function.get_backoff()
+            if job_function
+            else task_execution.backoff(execution),
+        )
+    task_execution.finished(execution, outcome)  # task_finished, for a task at a final state
+    return outcome
 
 
 def run(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Outcome:
     """Execute and report one claimed job."""
     return report(execute(job, worker_id, lease_lost))
+
+
+def recovered(outcomes: dict[int, Outcome]) -> None:
+    """After ``lifecycle.recover_expired()``: ``task_finished`` for tasks it dead-lettered.
+
+    Recovery runs no handler code, so this is the only place a ``django.tasks`` task whose last
+    worker died reaches its final signal. Native jobs need nothing here.
+    """
+    task_execution.recovered(outcomes)

@@ -30,6 +30,7 @@ from django.db.models.fields import DateTimeField
 
 from . import registry, signals, validation
 from .backoff import Backoff
+from .conf import settings as conf_settings
 from .dbtime import DbNow
 from .errors import InvalidTransitionError, JobValidationError, StaleAttemptError
 from .models import CLAIMABLE, DeadLetter, Effect, Job, Schedule, ScheduleSkip, Status
@@ -113,24 +114,34 @@ def _build(
     dedupe_key: str | None = None,
     max_attempts: int | None = None,
     now: dt.datetime | None = None,
+    task_backend: str = "",
 ) -> Job:
-    """Validate everything and return an unsaved row; raise before anything is written."""
-    job_function = registry.get(name)
+    """Validate everything and return an unsaved row; raise before anything is written.
+
+    ``task_backend`` marks a ``django.tasks`` task enqueued through that ``TASKS`` alias: its
+    name is a module path, not a registered job, and its defaults come from the caller.
+    """
+    if task_backend:
+        default_queue, default_priority = conf_settings.DEFAULT_QUEUE, 0
+        default_max_attempts, lease = conf_settings.MAX_ATTEMPTS, None
+    else:
+        job_function = registry.get(name)
+        default_queue, default_priority = job_function.get_queue(), job_function.priority
+        default_max_attempts, lease = job_function.get_max_attempts(), job_function.lease
     args_list, kwargs_dict = validation.check_payload(args, kwargs)
     when, delay_seconds = validation.check_run_at(run_at, delay)
     job = Job(
         name=name,
         args=args_list,
         kwargs=kwargs_dict,
-        queue=validation.check_queue(queue if queue is not None else job_function.get_queue()),
-        priority=validation.check_priority(
-            priority if priority is not None else job_function.priority
-        ),
+        queue=validation.check_queue(queue if queue is not None else default_queue),
+        priority=validation.check_priority(priority if priority is not None else default_priority),
         max_attempts=validation.check_max_attempts(
-            max_attempts if max_attempts is not None else job_function.get_max_attempts()
+            max_attempts if max_attempts is not None else default_max_attempts
         ),
-        lease_seconds=job_function.lease,
+        lease_seconds=lease,
         dedupe_key=validation.check_dedupe_key(dedupe_key),
+        task_backend=task_backend,
     )
     job.live_dedupe_key = job.dedupe_key
     if when is not None:
@@ -218,6 +229,28 @@ def enqueue(
     if unknown:
         raise JobValidationError(f"Unknown enqueue options: {', '.join(sorted(unknown))}.")
     job = _build(name, args, kwargs or {}, **options)
+    return _insert(job, _alias())
+
+
+def enqueue_task(
+    path: str,
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    *,
+    task_backend: str,
+    **options: Any,
+) -> Job:
+    """Persist one ``django.tasks`` task (by module path) in the caller's transaction.
+
+    The row is marked with the ``TASKS`` alias it came through; only such rows are ever
+    resolved by import path (and only to a ``Task`` instance) when a worker runs them.
+    """
+    unknown = set(options) - set(ENQUEUE_OPTIONS)
+    if unknown:
+        raise JobValidationError(f"Unknown enqueue options: {', '.join(sorted(unknown))}.")
+    if not task_backend:
+        raise JobValidationError("enqueue_task needs the TASKS alias the task came through.")
+    job = _build(path, args, kwargs, task_backend=task_backend, **options)
     return _insert(job, _alias())
 
 
@@ -488,19 +521,24 @@ def heartbeat(
 # --------------------------------------------------------------------------- complete
 
 
-def _succeeded_fields(result: Any) -> dict[str, Any]:
+def _succeeded_fields(result: Any, finished_by: str = "") -> dict[str, Any]:
     return {
         "status": Status.SUCCEEDED,
         "finished_at": DbNow(),
         "lease_owner": "",
+        "finished_by": finished_by,
         "lease_expires_at": None,
         "live_dedupe_key": None,
         "result": result,
     }
 
 
-def complete(job_id: int, attempt: int, result: Any = None) -> Outcome:
-    """Mark the job succeeded, only if ``attempt`` still owns it."""
+def complete(job_id: int, attempt: int, result: Any = None, *, finished_by: str = "") -> Outcome:
+    """Mark the job succeeded, only if ``attempt`` still owns it.
+
+    ``finished_by`` (a worker id) records who ran the successful attempt (the tasks backend
+    reports it in ``worker_ids``).
+    """
     try:
         validation.check_json(result, "result")
     except JobValidationError as exc:
@@ -509,21 +547,23 @@ def complete(job_id: int, attempt: int, result: Any = None) -> Outcome:
     changed = (
         Job.objects.using(alias)
         .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
-        .update(**_succeeded_fields(result))
+        .update(**_succeeded_fields(result, finished_by))
     )
     if changed:
         _announce(signals.job_succeeded, alias, [job_id], attempts={job_id: attempt}, result=result)
     return _report(changed, "succeeded", job_id, attempt, Outcome.SUCCEEDED)
 
 
-def complete_many(tokens: Iterable[tuple[int, int]]) -> dict[int, Outcome]:
+def complete_many(
+    tokens: Iterable[tuple[int, int]], *, finished_by: str = ""
+) -> dict[int, Outcome]:
     """Mark many jobs succeeded (no return values) in one statement, each row fenced."""
     tokens = list(tokens)
     if not tokens:
         return {}
     alias = _alias()
     Job.objects.using(alias).filter(_tokens_q(tokens), status=Status.RUNNING).update(
-        **_succeeded_fields(None)
+        **_succeeded_fields(None, finished_by)
     )
     done = set(
         Job.objects.using(alias)
@@ -844,6 +884,7 @@ def replay(
                     priority=original.priority,
                     max_attempts=original.max_attempts,
                     dedupe_key=original.dedupe_key,
+                    task_backend=original.task_backend,
                 )
                 new = _insert(built, alias)
                 # _insert returns the live job holding the dedupe key instead of inserting. Such

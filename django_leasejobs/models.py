@@ -95,6 +95,17 @@ class Job(models.Model):
         default=list, blank=True, help_text="Attempt history: one entry per failed attempt."
     )
     result = models.JSONField(null=True, blank=True)
+    finished_by = models.CharField(
+        max_length=200, blank=True, default="", help_text="The worker whose attempt succeeded."
+    )
+    task_backend = models.CharField(
+        max_length=100,
+        blank=True,
+        default="",
+        help_text="The TASKS alias of a django.tasks task enqueued through the tasks backend; "
+        "empty for @job functions. Only marked rows are resolved by import path, and only to a "
+        "Task instance.",
+    )
 
     class Meta:
         ordering = ["-id"]

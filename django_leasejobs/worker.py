@@ -372,6 +372,7 @@ class Worker:
             return True
         try:
             recovered = lifecycle.recover_expired()
+            execution.recovered(recovered)  # task_finished for django.tasks tasks now dead
             if recovered:
                 logger.info(
                     "worker.recovered id=%s jobs=%s", self.worker_id, ",".join(map(str, recovered))
@@ -491,10 +492,18 @@ class Worker:
 
     @staticmethod
     def _groupable(result: execution.Execution) -> bool:
-        """A plain success with no return value: its completion can share one statement."""
+        """A plain success with no return value: its completion can share one statement.
+
+        Not a ``django.tasks`` task: it reports through ``execution.report``, which sends its
+        ``task_finished`` signal.
+        """
         context = result.context
         return (
-            result.ok and result.result is None and not context.completed and not context.lease_lost
+            result.ok
+            and result.result is None
+            and result.task is None
+            and not context.completed
+            and not context.lease_lost
         )
 
     def _flush_completions(self) -> None:
@@ -508,7 +517,9 @@ class Worker:
         if not slots:
             return
         try:
-            outcomes = lifecycle.complete_many([slot.token for slot in slots])
+            outcomes = lifecycle.complete_many(
+                [slot.token for slot in slots], finished_by=self.worker_id
+            )
         except DatabaseError:
             with self._completions_lock:
                 self._completions[:0] = slots  # fenced writes: safe to try again

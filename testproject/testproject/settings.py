@@ -4,8 +4,10 @@ Default: a SQLite file beside this project, in WAL mode with a busy timeout and 
 transactions, so several worker processes can share it.
 """
 
+import importlib.util
 from pathlib import Path
 
+import django
 import environ
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -94,6 +96,12 @@ LEASEJOBS_SCHEDULES: dict[str, dict] = {
         "jitter": 5,
     },
 }
+
+# The Django tasks framework (django.tasks on Django 6+, the django-tasks backport on 5.2) runs
+# @task functions on this app's queue.
+TASKS = {"default": {"BACKEND": "django_leasejobs.backends.LeaseJobsBackend"}}
+if django.VERSION < (6, 0) and importlib.util.find_spec("django_tasks") is not None:
+    INSTALLED_APPS.append("django_tasks")
 
 LOGGING = {
     "version": 1,

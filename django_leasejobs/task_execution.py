@@ -1,0 +1,122 @@
+"""Running a ``django.tasks`` task from a job row that the tasks backend marked.
+
+Called by :mod:`execution` for rows with a ``task_backend`` and no registered ``@job`` of that
+name. The path is resolved with ``import_string`` only here, and anything but a ``Task``
+instance is refused (dead-lettered, never called). Signals follow Django's meaning:
+``task_started`` on every attempt, ``task_finished`` once, when the job is final.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from . import task_results, tasks_framework
+from .backoff import Backoff
+from .errors import PermanentError, TaskRefusedError
+from .lifecycle import MAX_ERROR_CHARS, Failure, Outcome
+from .models import Job
+
+if TYPE_CHECKING:
+    from .execution import Execution
+
+logger = logging.getLogger("django_leasejobs")
+
+
+def _send(signal: Any, sender: Any, task_result: Any) -> None:
+    """Send a tasks signal; a receiver's error is logged, never allowed to stop the worker."""
+    for receiver, response in signal.send_robust(sender, task_result=task_result):
+        if isinstance(response, Exception):
+            logger.error(
+                "task.signal_error id=%s receiver=%r error=%r", task_result.id, receiver, response
+            )
+
+
+def _failure(exc: BaseException, kind: str = "error") -> Failure:
+    """The attempt's error, named by the exception's full class path (as ``TaskError`` wants)."""
+    plain = Failure.from_exception(exc)
+    error = f"{task_results.exception_path(exc)}: {exc}"[:MAX_ERROR_CHARS]
+    return Failure(error, plain.traceback, kind=kind)
+
+
+def execute(execution: Execution) -> None:
+    """Resolve and call the task; fill in ``execution`` (never raises for what the task does)."""
+    job = execution.job
+    try:
+        task = task_results.task_for(job)
+    except TaskRefusedError as exc:
+        execution.failure = Failure(str(exc), kind="not a task")
+        execution.retryable = False
+        return
+    except Exception as exc:
+        # A worker without the framework, a TASKS alias or queue no longer configured: perhaps
+        # only this worker is misconfigured, so the attempt is retried within its budget.
+        execution.failure = Failure(f"The task cannot run on this worker: {exc}", kind="error")
+        return
+    framework = tasks_framework.of(task) or tasks_framework.get()
+    execution.task = task
+    execution.task_sender = type(task.get_backend())
+    running = task_results.build(job, task)
+    _send(framework.task_started, execution.task_sender, running)
+    try:
+        args = list(job.args)
+        if task.takes_context:
+            # Django's TaskContext.attempt is len(worker_ids): our attempt, the fencing token.
+            args.insert(0, framework.TaskContext(task_result=running))
+        value = task.call(*args, **job.kwargs)  # async functions run through async_to_sync
+    except PermanentError as exc:
+        execution.failure = _failure(exc, kind="permanent error")
+        execution.retryable = False
+        return
+    except Exception as exc:
+        execution.failure = _failure(exc)
+        return
+    # Left as is if it will not normalise: lifecycle.complete refuses it as unstorable.
+    with contextlib.suppress(TypeError, ValueError):
+        value = framework.normalize_json(value)
+    execution.result = value
+    execution.ok = True
+
+
+def backoff(execution: Execution) -> Backoff | None:
+    """The task's retry policy, else its backend's ``OPTIONS``, else the settings (``None``)."""
+    if execution.task is None:
+        return None
+    policy = getattr(execution.task.get_backend(), "task_backoff", None)
+    return policy(execution.task) if policy else None
+
+
+def finished(execution: Execution, outcome: Outcome) -> None:
+    """Send ``task_finished`` when the job reached a final state (succeeded or dead)."""
+    if execution.task is None or outcome not in (Outcome.SUCCEEDED, Outcome.DEAD):
+        return
+    job = Job.objects.filter(pk=execution.job.pk).first()
+    if job is None:
+        return
+    framework = tasks_framework.of(execution.task) or tasks_framework.get()
+    _send(framework.task_finished, execution.task_sender, task_results.build(job, execution.task))
+
+
+def recovered(outcomes: dict[int, Outcome], sender: Any = None) -> None:
+    """Send ``task_finished`` for tasks that lease recovery dead-lettered.
+
+    ``lifecycle.recover_expired()`` runs no task code, so a task whose last worker died would
+    end FAILED without a signal. A worker calls this with what recovery returned; rows that are
+    not tasks (or no longer resolve to one) are skipped.
+    """
+    dead = [job_id for job_id, outcome in outcomes.items() if outcome == Outcome.DEAD]
+    if not dead:
+        return
+    for job in Job.objects.filter(pk__in=dead).exclude(task_backend=""):
+        try:
+            task = task_results.task_for(job)
+        except Exception as exc:
+            logger.warning("task.finished_skipped id=%s error=%r", job.pk, exc)
+            continue
+        framework = tasks_framework.of(task) or tasks_framework.get()
+        _send(
+            framework.task_finished,
+            sender or type(task.get_backend()),
+            task_results.build(job, task),
+        )
