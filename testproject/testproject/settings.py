@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     "django_leasejobs",
     "demo",
     "testapp",
+    "benchmarks",
 ]
 
 MIDDLEWARE = [
