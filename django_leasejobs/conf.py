@@ -27,6 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "POLL_SECONDS": 1.0,
     "MAX_PAYLOAD_BYTES": 256 * 1024,
     "SCHEDULES": {},
+    "NOTIFY": True,
 }
 
 
@@ -93,6 +94,15 @@ class Settings:
     @property
     def MAX_PAYLOAD_BYTES(self) -> int:
         return int(_number("MAX_PAYLOAD_BYTES", minimum=2, integer=True))
+
+    @property
+    def NOTIFY(self) -> bool:
+        """PostgreSQL only: enqueue sends NOTIFY and idle workers LISTEN, so due jobs start at
+        once instead of at the next poll. Elsewhere (or when off) workers poll."""
+        value = _get("NOTIFY")
+        if not isinstance(value, bool):
+            raise ImproperlyConfigured(f"{PREFIX}NOTIFY must be True or False, not {value!r}.")
+        return value
 
     @property
     def SCHEDULES(self) -> dict[str, dict[str, Any]]:

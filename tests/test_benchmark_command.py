@@ -41,7 +41,7 @@ def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
         "--runs=1",
         "--only=enqueue,claim,ceiling,loop",
         "--single-jobs=10",
-        "--backlogs=50,100",
+        "--backlogs=1000,2000",
         "--claim-batch=5",
         "--claim-reps=2",
         "--procs=1",
@@ -58,5 +58,13 @@ def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
     median = document["median"]
     for key in ("single_per_s", "bulk_per_s", "ceiling_p1_per_s", "loop_p1_b10_per_s"):
         assert median[key] > 0, key
-    assert median["claim_one_queue_100_scan"] == "Index Scan leasejobs_claimable"
+    # The claim reads the claimable index and fetches its rows by key: no seq scan anywhere.
+    assert median["claim_one_queue_2k_scan"] == "Index Scan leasejobs_claimable"
+    assert median["claim_one_queue_2k_seq_scan"] is False
+    assert median["claim_one_queue_2k_rows_read"] == 5
+    # Every queue: a loose index scan lists the queues, then the same index per queue.
+    assert median["claim_all_queues_2k_seq_scan"] is False
+    assert median["claim_all_queues_2k_scan"] == (
+        "Index Only Scan leasejobs_claimable, Index Scan leasejobs_claimable"
+    )
     assert {row["key"] for row in document["goals"]} >= {"bulk_per_s", "single_vs_raw"}

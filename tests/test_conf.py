@@ -20,6 +20,7 @@ def test_defaults() -> None:
     assert settings.LEASE_SECONDS == 60.0
     assert settings.BACKOFF_JITTER == "equal"
     assert settings.SCHEDULES == {}
+    assert settings.NOTIFY is True
 
 
 @pytest.mark.parametrize(
@@ -34,6 +35,7 @@ def test_defaults() -> None:
         ("LEASEJOBS_DEFAULT_QUEUE", "", "non-empty string"),
         ("LEASEJOBS_SCHEDULES", [], "must be a dict"),
         ("LEASEJOBS_MAX_PAYLOAD_BYTES", 1.5, "must be an integer"),
+        ("LEASEJOBS_NOTIFY", "yes", "must be True or False"),
     ],
 )
 def test_bad_settings_name_the_setting(name: str, value: object, message: str) -> None:

@@ -63,14 +63,27 @@ def explain(queues: list[str] | None, batch: int) -> dict[str, Any]:
         plan = json.loads(plan)
     top = plan[0]["Plan"]
     nodes = list(_walk(top))
-    scans = [n for n in nodes if "Scan" in n["Node Type"] and n.get("Relation Name")]
-    job_scans = [n for n in scans if n.get("Relation Name") == database.JOB_TABLE]
-    first = job_scans[0] if job_scans else {}
+    # Rows read = index entries the claimable-index scans returned or filtered, all loops (the
+    # all-queues form scans once per queue); the primary-key fetch of the claimed rows is apart.
+    claimable = [n for n in nodes if n.get("Index Name") == "leasejobs_claimable"]
+    scans = sorted(
+        {
+            f"{n['Node Type']} {n.get('Index Name', '')}".strip()
+            for n in nodes
+            if n.get("Relation Name") == database.JOB_TABLE
+            and "Scan" in n["Node Type"]
+            and n.get("Index Name") != "django_leasejobs_job_pkey"
+        }
+    )
     return {
         "seq_scan": any(n["Node Type"] == "Seq Scan" for n in nodes),
         "sort": any(n["Node Type"] in ("Sort", "Incremental Sort") for n in nodes),
-        "scan": f"{first.get('Node Type', '?')} {first.get('Index Name', '')}".strip(),
-        "rows_read": int(first.get("Actual Rows", 0)) + int(first.get("Rows Removed by Filter", 0)),
+        "scan": ", ".join(scans),
+        "rows_read": sum(
+            (int(n.get("Actual Rows", 0)) + int(n.get("Rows Removed by Filter", 0)))
+            * int(n.get("Actual Loops", 1))
+            for n in claimable
+        ),
         "buffers": int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0)),
         "explain_ms": float(plan[0].get("Execution Time", 0.0)),
         "plan": text,
