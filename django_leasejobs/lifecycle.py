@@ -20,7 +20,7 @@ import enum
 import json
 import logging
 import traceback as traceback_module
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -411,8 +411,20 @@ SET status = 'running',
 -- rows by primary key, where a join may hash the whole table (a seq scan per claim).
 -- The status test again: the compare-and-set, in case the row changed after the snapshot.
 WHERE j.id = ANY(ARRAY(SELECT id FROM due)) AND j.status IN ('pending', 'failed')
-RETURNING j.*
+RETURNING {columns}
 """
+
+# A claimed job comes back without its error history, result and last error: a worker needs
+# none of them, and decoding a retried job's tracebacks on every claim is the costliest part of
+# reading the rows back. Django loads them on access, like any deferred field.
+_NOT_CLAIMED = ("errors", "result", "last_error")
+
+
+def _claimed_columns(qn: Callable[[str], str]) -> str:
+    return ", ".join(
+        f"j.{qn(str(f.column))}" for f in Job._meta.concrete_fields if f.name not in _NOT_CLAIMED
+    )
+
 
 _CLAIM_POSTGRESQL = (
     """
@@ -492,10 +504,15 @@ def _queue_filter(queues: Sequence[str] | None) -> tuple[str, list[str]]:
 
 
 def _claim_postgresql(
-    table: str, queues: Sequence[str] | None, batch: int, worker_id: str, lease_seconds: float
+    table: str,
+    columns: str,
+    queues: Sequence[str] | None,
+    batch: int,
+    worker_id: str,
+    lease_seconds: float,
 ) -> tuple[str, list[Any]]:
     if queues is not None and len(queues) == 1:
-        return _CLAIM_POSTGRESQL.format(table=table), [
+        return _CLAIM_POSTGRESQL.format(table=table, columns=columns), [
             queues[0],
             batch,
             worker_id,
@@ -505,7 +522,7 @@ def _claim_postgresql(
         source, source_params = _EVERY_QUEUE.format(table=table), []
     else:
         source, source_params = _GIVEN_QUEUES, [list(queues)]
-    sql = _CLAIM_POSTGRESQL_QUEUES.format(table=table, queues=source)
+    sql = _CLAIM_POSTGRESQL_QUEUES.format(table=table, columns=columns, queues=source)
     return sql, [*source_params, batch, batch, worker_id, lease_seconds]
 
 
@@ -529,7 +546,8 @@ def claim(
     table = connection.ops.quote_name(Job._meta.db_table)
     queue_sql, queue_params = _queue_filter(queues)
     if connection.vendor == "postgresql":
-        sql, params = _claim_postgresql(table, queues, batch, worker_id, lease_seconds)
+        columns = _claimed_columns(connection.ops.quote_name)
+        sql, params = _claim_postgresql(table, columns, queues, batch, worker_id, lease_seconds)
         jobs = list(Job.objects.using(alias).raw(sql, params))
     elif connection.vendor == "sqlite":
         sql = _CLAIM_SQLITE.format(table=table, queue_filter=queue_sql)

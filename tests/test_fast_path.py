@@ -169,3 +169,16 @@ class TestNotify:
 @pytest.mark.django_db
 def test_notify_is_postgresql_only() -> None:
     assert notify.supported() is (connection.vendor == "postgresql")
+
+
+@pytest.mark.django_db
+def test_a_claimed_job_still_reads_its_error_history(make_due) -> None:
+    """The claim leaves the history out of the rows it returns; it loads on access."""
+    job = jobs.noop.enqueue()
+    (first,) = lifecycle.claim("w1", batch=1)
+    lifecycle.fail(first.pk, first.attempt, lifecycle.Failure("boom"))
+    make_due(job)
+    (again,) = lifecycle.claim("w1", batch=1)
+    assert [entry["error"] for entry in again.errors] == ["boom"]
+    assert again.last_error == "boom"
+    assert again.result is None
