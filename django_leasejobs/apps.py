@@ -14,3 +14,7 @@ class LeaseJobsConfig(AppConfig):
 
     def ready(self) -> None:
         autodiscover_modules("jobs")
+        from . import checks, metrics
+
+        checks.register()
+        metrics.install_if_enabled()

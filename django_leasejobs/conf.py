@@ -28,6 +28,11 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PAYLOAD_BYTES": 256 * 1024,
     "SCHEDULES": {},
     "NOTIFY": True,
+    "QUEUES": None,
+    "HEALTH_MAX_DUE_AGE": None,
+    "HEALTH_MAX_DEAD_PER_HOUR": None,
+    "HEALTH_MAX_EXPIRED_LEASES": None,
+    "METRICS": False,
 }
 
 
@@ -44,6 +49,13 @@ def _number(name: str, *, minimum: float, integer: bool = False) -> Any:
     if value < minimum:
         raise ImproperlyConfigured(f"{PREFIX}{name} must be at least {minimum}, not {value!r}.")
     return value
+
+
+def _optional_number(name: str, *, integer: bool = False) -> float | None:
+    """A health threshold: None (not checked) or a number >= 0."""
+    if _get(name) is None:
+        return None
+    return float(_number(name, minimum=0, integer=integer))
 
 
 class Settings:
@@ -111,6 +123,44 @@ class Settings:
             raise ImproperlyConfigured(
                 f"{PREFIX}SCHEDULES must be a dict of name -> schedule, not {type(value).__name__}."
             )
+        return value
+
+    @property
+    def QUEUES(self) -> list[str] | None:
+        """The queues this project uses, if it declares them (checks and stats use the list)."""
+        value = _get("QUEUES")
+        if value is None:
+            return None
+        if (
+            not isinstance(value, list | tuple)
+            or not value
+            or not all(isinstance(name, str) and name for name in value)
+        ):
+            raise ImproperlyConfigured(
+                f"{PREFIX}QUEUES must be None or a non-empty list of queue names, not {value!r}."
+            )
+        return list(value)
+
+    @property
+    def HEALTH_MAX_DUE_AGE(self) -> float | None:
+        return _optional_number("HEALTH_MAX_DUE_AGE")
+
+    @property
+    def HEALTH_MAX_DEAD_PER_HOUR(self) -> int | None:
+        value = _optional_number("HEALTH_MAX_DEAD_PER_HOUR", integer=True)
+        return None if value is None else int(value)
+
+    @property
+    def HEALTH_MAX_EXPIRED_LEASES(self) -> int | None:
+        value = _optional_number("HEALTH_MAX_EXPIRED_LEASES", integer=True)
+        return None if value is None else int(value)
+
+    @property
+    def METRICS(self) -> bool:
+        """Count state changes in Prometheus counters in this process (needs prometheus-client)."""
+        value = _get("METRICS")
+        if not isinstance(value, bool):
+            raise ImproperlyConfigured(f"{PREFIX}METRICS must be True or False, not {value!r}.")
         return value
 
 

@@ -1,0 +1,288 @@
+"""System checks: misconfiguration reported by ``manage.py check`` with stable ids.
+
+| id | what |
+|---|---|
+| ``leasejobs.E001`` | a ``LEASEJOBS_*`` setting has a bad value |
+| ``leasejobs.E002`` | the heartbeat is not shorter than the lease (leases expire between beats) |
+| ``leasejobs.W002`` | the heartbeat is more than a third of the lease (one late beat loses it) |
+| ``leasejobs.E003`` | a schedule in ``LEASEJOBS_SCHEDULES`` is malformed (keys, cron, timezone) |
+| ``leasejobs.E004`` | a schedule names a job that is not registered |
+| ``leasejobs.E005`` | a schedule's queue is not in ``LEASEJOBS_QUEUES`` |
+| ``leasejobs.E006`` | two different functions are registered under one job name |
+| ``leasejobs.E007`` | the database version is not supported |
+| ``leasejobs.E008`` | ``LEASEJOBS_METRICS`` is on but prometheus-client is not installed |
+| ``leasejobs.W001`` | SQLite without WAL: workers and web requests block each other |
+| ``leasejobs.W003`` | an unknown ``LEASEJOBS_*`` setting (a typo is otherwise silently ignored) |
+| ``leasejobs.W004`` | a registered job's queue is not in ``LEASEJOBS_QUEUES`` |
+
+The database checks (E007, W001) carry Django's ``database`` tag: they run with
+``manage.py check --database default`` and before ``migrate``, never on a plain ``check``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import sqlite3
+import zoneinfo
+from collections.abc import Iterable
+from typing import Any
+
+from croniter import croniter
+from django.conf import settings as django_settings
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from . import registry
+from .conf import PREFIX, Settings, settings
+
+MINIMUM_VERSIONS = {
+    "postgresql": ((13,), "PostgreSQL 13"),
+    "sqlite": ((3, 35), "SQLite 3.35"),
+    "mariadb": ((10, 6), "MariaDB 10.6"),
+    "mysql": ((8, 0), "MySQL 8.0"),
+}
+
+Messages = list[checks.CheckMessage]
+
+
+def register() -> None:
+    """Called from ``AppConfig.ready``; registering twice is harmless (Django keeps a set)."""
+    checks.register(check_settings, "leasejobs")
+    checks.register(check_schedules_and_jobs, "leasejobs")
+    checks.register(check_databases, checks.Tags.database)
+
+
+def setting_names() -> list[str]:
+    """The names ``conf.Settings`` knows, without the prefix."""
+    return sorted(name for name, value in vars(Settings).items() if isinstance(value, property))
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
+    messages: Messages = []
+    known = setting_names()
+    values: dict[str, Any] = {}
+    for name in known:
+        try:
+            values[name] = getattr(settings, name)
+        except ImproperlyConfigured as exc:
+            messages.append(
+                checks.Error(
+                    str(exc), hint="See docs/settings.md for each setting.", id="leasejobs.E001"
+                )
+            )
+    for name in sorted(dir(django_settings)):
+        if name.startswith(PREFIX) and name.removeprefix(PREFIX) not in known:
+            close = difflib.get_close_matches(name.removeprefix(PREFIX), known, n=1)
+            messages.append(
+                checks.Warning(
+                    f"{name} is not a django-leasejobs setting; it is ignored.",
+                    hint=f"Did you mean {PREFIX}{close[0]}?" if close else None,
+                    id="leasejobs.W003",
+                )
+            )
+    messages += _heartbeat(values.get("LEASE_SECONDS"), values.get("HEARTBEAT_SECONDS"))
+    if values.get("METRICS") and importlib.util.find_spec("prometheus_client") is None:
+        messages.append(
+            checks.Error(
+                f"{PREFIX}METRICS is True but prometheus-client is not installed.",
+                hint="pip install 'django-leasejobs[metrics]', or set it to False.",
+                id="leasejobs.E008",
+            )
+        )
+    return messages
+
+
+def _heartbeat(lease: float | None, heartbeat: float | None) -> Messages:
+    if lease is None or heartbeat is None:
+        return []
+    if heartbeat >= lease:
+        return [
+            checks.Error(
+                f"{PREFIX}HEARTBEAT_SECONDS ({heartbeat:g}) is not shorter than "
+                f"{PREFIX}LEASE_SECONDS ({lease:g}): every lease would expire before it is "
+                "renewed, and running jobs would be taken again while they run.",
+                hint=f"Renew at most every {lease / 3:g} s (a third of the lease).",
+                id="leasejobs.E002",
+            )
+        ]
+    if heartbeat > lease / 3:
+        return [
+            checks.Warning(
+                f"{PREFIX}HEARTBEAT_SECONDS ({heartbeat:g}) is more than a third of "
+                f"{PREFIX}LEASE_SECONDS ({lease:g}): one late or failed heartbeat loses the "
+                "lease and the job runs twice.",
+                hint=f"Renew at most every {lease / 3:g} s, or lengthen the lease.",
+                id="leasejobs.W002",
+            )
+        ]
+    return []
+
+
+# --------------------------------------------------------------------------- schedules and jobs
+
+
+def check_schedules_and_jobs(app_configs: Any = None, **kwargs: Any) -> Messages:
+    messages: Messages = [
+        checks.Error(
+            f"Two different functions are registered as the job {name!r}; the last one "
+            "imported wins, so which one runs depends on import order.",
+            hint="Give one of them another name: @job(name=...).",
+            id="leasejobs.E006",
+        )
+        for name in sorted(registry.duplicate_names())
+    ]
+    try:
+        schedules = settings.SCHEDULES
+        queues = settings.QUEUES
+    except ImproperlyConfigured:
+        return messages  # reported as leasejobs.E001
+    for name, spec in schedules.items():
+        messages += _schedule(name, spec, queues)
+    if queues is not None:
+        for job_name, job_function in sorted(registry.registered().items()):
+            try:
+                queue = job_function.get_queue()
+            except ImproperlyConfigured:
+                continue
+            if queue not in queues:
+                messages.append(
+                    checks.Warning(
+                        f"Job {job_name!r} goes to queue {queue!r}, which is not in "
+                        f"{PREFIX}QUEUES; no worker may be listening to it.",
+                        hint=f"Add {queue!r} to {PREFIX}QUEUES or change the job's queue.",
+                        id="leasejobs.W004",
+                    )
+                )
+    return messages
+
+
+def _schedule(name: str, spec: Any, queues: Iterable[str] | None) -> Messages:
+    where = f"{PREFIX}SCHEDULES[{name!r}]"
+    if not isinstance(spec, dict):
+        return [_malformed(f"{where} must be a dict, not {type(spec).__name__}.")]
+    missing = [key for key in ("job", "cron") if not spec.get(key)]
+    if missing:
+        return [_malformed(f"{where} has no {' or '.join(repr(k) for k in missing)}.")]
+    messages: Messages = []
+    if not isinstance(spec["cron"], str) or not croniter.is_valid(spec["cron"]):
+        messages.append(_malformed(f"{where} has an invalid cron expression {spec['cron']!r}."))
+    timezone = spec.get("timezone", "UTC")
+    if not _is_timezone(timezone):
+        messages.append(_malformed(f"{where} has an unknown timezone {timezone!r}."))
+    job_function = registry.lookup(spec["job"]) if isinstance(spec["job"], str) else None
+    if job_function is None:
+        messages.append(
+            checks.Error(
+                f"{where} names the job {spec['job']!r}, which is not registered: its "
+                "occurrences would be dead-lettered.",
+                hint="Use the dotted path of a function decorated with @job, in an installed "
+                "app's jobs.py.",
+                id="leasejobs.E004",
+            )
+        )
+    queue = spec.get("queue")
+    if queues is not None and queue and queue not in queues:
+        messages.append(
+            checks.Error(
+                f"{where} sends its jobs to queue {queue!r}, which is not in {PREFIX}QUEUES.",
+                hint=f"Add {queue!r} to {PREFIX}QUEUES or fix the schedule's queue.",
+                id="leasejobs.E005",
+            )
+        )
+    return messages
+
+
+def _malformed(message: str) -> checks.Error:
+    return checks.Error(
+        message,
+        hint='Each schedule is {"job": "app.jobs.fn", "cron": "0 3 * * *", ...}.',
+        id="leasejobs.E003",
+    )
+
+
+def _is_timezone(name: Any) -> bool:
+    if not isinstance(name, str) or not name:
+        return False
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- databases
+
+
+def check_databases(
+    app_configs: Any = None, databases: Iterable[str] | None = None, **kwargs: Any
+) -> Messages:
+    from .models import Job
+
+    messages: Messages = []
+    for alias in databases or ():
+        if router.allow_migrate_model(alias, Job):
+            messages += connection_messages(connections[alias])
+    return messages
+
+
+def connection_messages(connection: BaseDatabaseWrapper) -> Messages:
+    """The version and journal-mode checks of one database connection."""
+    messages: Messages = []
+    vendor, version = database_version(connection)
+    problem = version_problem(vendor, version)
+    if problem:
+        messages.append(
+            checks.Error(
+                problem,
+                hint="django-leasejobs supports PostgreSQL 13+, SQLite 3.35+ (RETURNING), "
+                "MariaDB 10.6+ and MySQL 8 (SKIP LOCKED).",
+                id="leasejobs.E007",
+            )
+        )
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA journal_mode")
+            mode = str(cursor.fetchone()[0]).lower()
+        if mode not in ("wal", "memory"):
+            messages.append(
+                checks.Warning(
+                    f"SQLite database {connection.alias!r} is in journal mode {mode!r}, not WAL: "
+                    "a worker's writes block every reader, and readers block the worker.",
+                    hint='Add "init_command": "PRAGMA journal_mode=WAL;" to its OPTIONS (and '
+                    '"transaction_mode": "IMMEDIATE"), or run PRAGMA journal_mode=WAL once.',
+                    id="leasejobs.W001",
+                )
+            )
+    return messages
+
+
+def database_version(connection: BaseDatabaseWrapper) -> tuple[str, tuple[int, ...]]:
+    """("postgresql" | "sqlite" | "mariadb" | "mysql" | other vendor, version tuple)."""
+    vendor = connection.vendor
+    if vendor == "sqlite":
+        return vendor, tuple(sqlite3.sqlite_version_info)  # the library Django's backend uses
+    if vendor == "postgresql":
+        connection.ensure_connection()
+        number = connection.pg_version  # type: ignore[attr-defined]
+        return vendor, (number // 10000, number % 10000)
+    if vendor == "mysql":
+        version = tuple(connection.mysql_version)  # type: ignore[attr-defined]
+        return ("mariadb" if connection.mysql_is_mariadb else "mysql"), version  # type: ignore[attr-defined]
+    return vendor, ()
+
+
+def version_problem(vendor: str, version: tuple[int, ...]) -> str | None:
+    """Why this database version is unsupported, or None when it is supported."""
+    if vendor not in MINIMUM_VERSIONS:
+        return f"The {vendor} database backend is not supported by django-leasejobs."
+    minimum, label = MINIMUM_VERSIONS[vendor]
+    if version < minimum:
+        shown = ".".join(str(part) for part in version)
+        return f"{label} or later is required; this database is {vendor} {shown}."
+    return None

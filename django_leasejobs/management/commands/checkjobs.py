@@ -1,0 +1,148 @@
+"""``manage.py checkjobs``: exit 1 and say why when a queue passes a threshold, else exit 0.
+
+For cron, CI and Kubernetes probes. Exit status: 0 healthy, 1 unhealthy (or the database cannot
+be read), 2 a usage error (bad option, nothing to check). Thresholds come from the options, or
+else from the ``LEASEJOBS_HEALTH_*`` settings (the same ones the health view uses).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
+
+from django_leasejobs import health, stats, validation
+from django_leasejobs.conf import settings
+from django_leasejobs.durations import parse_duration
+from django_leasejobs.errors import JobValidationError
+
+UNHEALTHY = 1
+USAGE = 2  # the exit status argparse gives a bad option: a broken probe is not "unhealthy"
+
+
+def age_seconds(text: str) -> float:
+    try:
+        return parse_duration(text, bare_seconds=True).total_seconds()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number.") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text!r}.")
+    return value
+
+
+def queue_names(text: str) -> list[str]:
+    try:
+        return [validation.check_queue(name.strip()) for name in text.split(",")]
+    except JobValidationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class Command(BaseCommand):
+    help = (
+        "Exit 1, naming the queue and the number, when the oldest due job is older than "
+        "--max-due-age, more jobs went dead in the last hour than --max-dead-per-hour, or more "
+        "leases expired than --max-expired-leases; exit 0 when healthy."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--max-due-age",
+            type=age_seconds,
+            metavar="S",
+            help="Seconds (or a duration: 5m, 1h) the oldest due job may wait.",
+        )
+        parser.add_argument(
+            "--max-dead-per-hour",
+            type=count,
+            metavar="N",
+            help="Dead letters a queue may collect in the last hour.",
+        )
+        parser.add_argument(
+            "--max-expired-leases",
+            type=count,
+            metavar="N",
+            help="Running jobs with an expired lease a queue may have.",
+        )
+        parser.add_argument(
+            "--queue",
+            type=queue_names,
+            action="append",
+            metavar="Q",
+            help="Check only this queue (repeat, or a,b). Default: every queue with jobs.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        thresholds = health.Thresholds.from_settings().override(
+            max_due_age=_convert(options["max_due_age"], age_seconds, "--max-due-age"),
+            max_dead_per_hour=_convert(options["max_dead_per_hour"], count, "--max-dead-per-hour"),
+            max_expired_leases=_convert(
+                options["max_expired_leases"], count, "--max-expired-leases"
+            ),
+        )
+        if thresholds.empty:
+            raise CommandError(
+                "Nothing to check: give --max-due-age, --max-dead-per-hour or "
+                "--max-expired-leases (or set the LEASEJOBS_HEALTH_MAX_* settings).",
+                returncode=USAGE,
+            )
+        queues = _queues(options["queue"])
+        try:
+            result = stats.collect()
+        except DatabaseError as exc:
+            self.stdout.write(f"UNHEALTHY: cannot read the jobs table: {exc}".strip())
+            sys.exit(UNHEALTHY)
+        problems = health.evaluate(result, thresholds, queues)
+        for problem in problems:
+            self.stdout.write(f"UNHEALTHY {problem}")
+        if problems:
+            sys.exit(UNHEALTHY)
+        if options["verbosity"] >= 1:
+            checked = sorted(queues) if queues is not None else sorted(result.queues)
+            summary = stats.QueueStats()
+            for name in checked:
+                summary.add(result.queues.get(name, stats.QueueStats()))
+            scope = "every queue" if queues is None else "queue(s) " + ", ".join(checked)
+            self.stdout.write(
+                f"OK: {scope} within limits (oldest due age {int(summary.oldest_due_age)} s, "
+                f"dead last hour {summary.dead_last_hour}, "
+                f"expired leases {summary.expired_leases})"
+            )
+
+
+def _convert(value: Any, parse: Any, option: str) -> Any:
+    """Options given to call_command() as keywords skip argparse; read them the same way."""
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+        if value is not None and value < 0:
+            raise CommandError(f"{option} must be 0 or more, not {value!r}.", returncode=USAGE)
+        return value
+    try:
+        return parse(str(value))
+    except argparse.ArgumentTypeError as exc:
+        raise CommandError(f"{option}: {exc}", returncode=USAGE) from None
+
+
+def _queues(given: list[Any] | None) -> set[str] | None:
+    if not given:
+        return None
+    names: set[str] = set()
+    for item in given:
+        names.update([item] if isinstance(item, str) else item)
+    known = settings.QUEUES
+    unknown = sorted(names - set(known)) if known is not None else []
+    if unknown:
+        raise CommandError(
+            f"Unknown queue(s) {', '.join(unknown)}: "
+            f"LEASEJOBS_QUEUES lists {', '.join(known or [])}.",
+            returncode=USAGE,
+        )
+    return names

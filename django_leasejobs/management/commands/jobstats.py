@@ -1,0 +1,93 @@
+"""``manage.py jobstats``: queue depth, oldest due age and dead letters, as a table or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from django_leasejobs import stats
+from django_leasejobs.durations import format_age
+from django_leasejobs.execution import close_old_connections
+
+COLUMNS = (
+    ("pending", "pending"),
+    ("due", "due"),
+    ("running", "running"),
+    ("failed", "failed"),
+    ("expired_leases", "expired"),
+    ("dead_last_hour", "dead 1h"),
+    ("dead_last_day", "dead 24h"),
+)
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds.") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}.")
+    return value
+
+
+def table(result: stats.Stats) -> str:
+    """The stats as aligned text: one row per queue, then the total."""
+    rows = [(name, numbers) for name, numbers in result.queues.items()]
+    rows.append(("TOTAL", result.total))
+    width = max(5, *(len(name) for name, _ in rows))
+    header = f"{'queue':<{width}}" + "".join(f"{label:>10}" for _, label in COLUMNS)
+    lines = [header + f"{'oldest due':>12}"]
+    for name, numbers in rows:
+        cells = "".join(f"{getattr(numbers, field):>10}" for field, _ in COLUMNS)
+        lines.append(f"{name:<{width}}{cells}{format_age(numbers.oldest_due_age):>12}")
+    return "\n".join(lines)
+
+
+class Command(BaseCommand):
+    help = (
+        "Show each queue's pending, due, running, failed and expired-lease counts, dead letters "
+        "of the last hour and day, and the age of the oldest due job (database time)."
+    )
+    sleep: Callable[[float], None] = staticmethod(time.sleep)
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
+        parser.add_argument(
+            "--watch",
+            type=positive_seconds,
+            metavar="N",
+            help="Refresh every N seconds until interrupted (Ctrl-C).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        watch = options["watch"]
+        if watch is not None and not isinstance(watch, float):
+            try:
+                watch = positive_seconds(str(watch))
+            except argparse.ArgumentTypeError as exc:
+                raise CommandError(f"--watch {exc}") from None
+        if watch is None:
+            self.show(options["json"], clear=False)
+            return
+        try:
+            while True:
+                self.show(options["json"], clear=not options["json"] and self.stdout.isatty())
+                close_old_connections()  # a long-running command must not keep a dead link
+                self.sleep(watch)
+        except KeyboardInterrupt:
+            return
+
+    def show(self, as_json: bool, *, clear: bool) -> None:
+        result = stats.collect()
+        if as_json:
+            self.stdout.write(json.dumps(result.as_dict()))
+            return
+        if clear:
+            self.stdout.write("\033[H\033[2J", ending="")
+        when = result.now.strftime("%Y-%m-%d %H:%M:%S %Z") if result.now else ""
+        self.stdout.write(f"Jobs at {when} (database time)\n{table(result)}")

@@ -1,0 +1,117 @@
+"""``manage.py prunejobs``: delete finished jobs by age, in small batches.
+
+Succeeded, dead and cancelled jobs each have their own age; pending, running and failed jobs are
+never touched. A dead job goes with its dead letter. Schedules keep their cursor, so pruning an
+occurrence's job never lets the scheduler emit that occurrence again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from django_leasejobs import lifecycle
+from django_leasejobs.durations import format_age, parse_duration
+from django_leasejobs.models import Status
+
+MAX_BATCH = 10_000
+
+
+def duration(text: str) -> dt.timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def batch_size(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number.") from None
+    if not 1 <= value <= MAX_BATCH:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_BATCH}, not {value}.")
+    return value
+
+
+OPTIONS: tuple[tuple[str, str], ...] = (
+    ("succeeded_older_than", Status.SUCCEEDED),
+    ("dead_older_than", Status.DEAD),
+    ("cancelled_older_than", Status.CANCELLED),
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Delete succeeded, dead (with their dead letters) and cancelled jobs that finished "
+        "longer ago than the given ages, in batches in primary-key order."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        for option, status in OPTIONS:
+            parser.add_argument(
+                "--" + option.replace("_", "-"),
+                type=duration,
+                metavar="AGE",
+                help=f"Delete {status} jobs finished longer ago than AGE (7d, 12h, 30m, 90s).",
+            )
+        parser.add_argument(
+            "--batch",
+            type=batch_size,
+            default=1000,
+            metavar="N",
+            help=f"Rows per transaction (1-{MAX_BATCH}, default 1000).",
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        ages: dict[str, dt.timedelta] = {}
+        for option, status in OPTIONS:
+            age = _age(options[option], option)
+            if age is not None:
+                ages[status] = age
+        if not ages:
+            raise CommandError(
+                "Nothing to prune: give --succeeded-older-than, --dead-older-than or "
+                "--cancelled-older-than (for example --succeeded-older-than 7d)."
+            )
+        batch = options["batch"]
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
+            raise CommandError(f"--batch must be between 1 and {MAX_BATCH}, not {batch!r}.")
+        for status, age in ages.items():
+            if options["dry_run"]:
+                found = lifecycle.count_prunable(status, age)
+                self.stdout.write(
+                    f"{status}: would delete {found} jobs finished over {_label(age)} ago"
+                )
+                continue
+            deleted, batches, after_id = 0, 0, 0
+            while True:
+                count, last_id = lifecycle.prune_finished(
+                    status, age, batch=batch, after_id=after_id
+                )
+                if last_id == after_id:
+                    break
+                deleted, batches, after_id = deleted + count, batches + 1, last_id
+            self.stdout.write(
+                f"{status}: deleted {deleted} jobs finished over {_label(age)} ago "
+                f"in {batches} batch(es)"
+            )
+
+
+def _age(value: Any, option: str) -> dt.timedelta | None:
+    if value is None or isinstance(value, dt.timedelta):
+        return value
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise CommandError(f"--{option.replace('_', '-')}: {exc}") from None
+
+
+def _label(age: dt.timedelta) -> str:
+    return format_age(age.total_seconds())

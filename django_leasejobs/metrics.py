@@ -1,0 +1,166 @@
+"""Prometheus exporter: queue gauges read from the database, counters of state changes.
+
+Optional: needs the ``metrics`` extra (``pip install 'django-leasejobs[metrics]'``, which brings
+prometheus-client). prometheus-client is imported only when a function here is called, and a
+missing package raises ``ImproperlyConfigured`` saying what to install.
+
+Two kinds of numbers, because they live in different places:
+
+* **Gauges** (``leasejobs_jobs_due{queue="mail"}``, ``leasejobs_oldest_due_age_seconds`` ...)
+  are the numbers of :func:`django_leasejobs.stats.collect`, read from the database at scrape
+  time. Any one process can export them for the whole system; the ``metrics`` view does.
+* **Counters** (``leasejobs_jobs_succeeded_total{queue="mail"}`` ...) count the state changes
+  *this process* made, from the signals in :mod:`django_leasejobs.signals`. Workers make most of
+  them, so each worker exports its own (``serve(port)``), and Prometheus sums them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+from . import signals, stats
+from .conf import settings
+
+GAUGES = (
+    ("pending", "leasejobs_jobs_pending", "Pending jobs, due or not."),
+    ("due", "leasejobs_jobs_due", "Pending and failed jobs whose run_at has come."),
+    ("running", "leasejobs_jobs_running", "Jobs leased to a worker."),
+    ("failed", "leasejobs_jobs_failed", "Jobs waiting for a retry."),
+    ("expired_leases", "leasejobs_expired_leases", "Running jobs whose lease ran out."),
+    ("dead_last_hour", "leasejobs_dead_letters_last_hour", "Dead letters of the last hour."),
+    ("dead_last_day", "leasejobs_dead_letters_last_day", "Dead letters of the last day."),
+    (
+        "oldest_due_age",
+        "leasejobs_oldest_due_age_seconds",
+        "Seconds since the oldest due job became due (0 when none).",
+    ),
+)
+
+COUNTERS = (
+    ("enqueued", signals.job_enqueued, "Jobs enqueued by this process."),
+    ("started", signals.job_started, "Jobs claimed by this process."),
+    ("succeeded", signals.job_succeeded, "Jobs this process completed."),
+    ("retried", signals.job_retried, "Failed attempts this process scheduled for a retry."),
+    ("dead", signals.job_dead, "Jobs this process dead-lettered."),
+)
+
+_lock = threading.Lock()
+_counters: dict[str, Any] = {}
+_stats_collector: StatsCollector | None = None
+
+
+def client() -> Any:
+    """The prometheus_client module, or a clear error saying how to get it."""
+    try:
+        import prometheus_client
+    except ImportError as exc:
+        raise ImproperlyConfigured(
+            "django-leasejobs metrics need prometheus-client: "
+            "pip install 'django-leasejobs[metrics]'."
+        ) from exc
+    return prometheus_client
+
+
+class StatsCollector:
+    """A Prometheus collector that reads the queue gauges from the database at each scrape."""
+
+    def describe(self) -> Iterator[Any]:
+        # Declared without samples so that registering the collector runs no query.
+        yield from self._families()
+
+    def collect(self) -> Iterator[Any]:
+        result = stats.collect()
+        families = list(self._families())
+        for (field, _, _), family in zip(GAUGES, families, strict=True):
+            for queue, numbers in result.queues.items():
+                family.add_metric([queue], float(getattr(numbers, field)))
+        yield from families
+
+    @staticmethod
+    def _families() -> Iterator[Any]:
+        client()  # a clear error if prometheus-client is missing
+        from prometheus_client.core import GaugeMetricFamily as gauge_family
+
+        for _, name, documentation in GAUGES:
+            yield gauge_family(name, documentation, labels=["queue"])
+
+
+def install(*, with_stats: bool = True) -> None:
+    """Register the counters (and, with ``with_stats``, the gauges) in the default registry.
+
+    Idempotent. The counters start counting at the first call, so call it at start-up in every
+    process that should count (``LEASEJOBS_METRICS = True`` does it in ``AppConfig.ready``).
+    """
+    global _stats_collector
+    prometheus = client()
+    with _lock:
+        if not _counters:
+            for event, signal, documentation in COUNTERS:
+                counter = prometheus.Counter(
+                    f"leasejobs_jobs_{event}", documentation, labelnames=["queue"]
+                )
+                _counters[event] = counter
+                signal.connect(_receiver(counter), weak=False, dispatch_uid=f"leasejobs-{event}")
+        if with_stats and _stats_collector is None:
+            collector = StatsCollector()
+            prometheus.REGISTRY.register(collector)
+            _stats_collector = collector
+
+
+def _receiver(counter: Any) -> Any:
+    def count(sender: Any, **kwargs: Any) -> None:
+        job = kwargs.get("job")
+        queue = job.queue if job is not None else kwargs.get("queue", "")
+        counter.labels(queue=queue).inc()
+
+    return count
+
+
+def install_if_enabled() -> None:
+    """``AppConfig.ready``: start counting when ``LEASEJOBS_METRICS`` is on.
+
+    A bad setting or a missing prometheus-client is left to the system checks (leasejobs.E001,
+    leasejobs.E008), which report it with the others instead of crashing the start-up here.
+    """
+    try:
+        enabled = settings.METRICS
+        if enabled:
+            install(with_stats=False)
+    except ImproperlyConfigured:
+        return
+
+
+def render() -> tuple[bytes, str]:
+    """The default registry in the text exposition format, and its content type."""
+    prometheus = client()
+    install()
+    return prometheus.generate_latest(prometheus.REGISTRY), prometheus.CONTENT_TYPE_LATEST
+
+
+def serve(port: int, addr: str = "0.0.0.0") -> None:
+    """Export this process's counters on ``http://addr:port/metrics`` (for worker processes).
+
+    The gauges are left to the web process's ``metrics`` view, so that N workers do not run
+    the stats queries N times per scrape.
+    """
+    install(with_stats=False)
+    client().start_http_server(port, addr)
+
+
+def uninstall() -> None:
+    """Undo :func:`install` (for tests): disconnect the counters and unregister everything."""
+    global _stats_collector
+    prometheus = client()
+    with _lock:
+        for event, signal, _ in COUNTERS:
+            signal.disconnect(dispatch_uid=f"leasejobs-{event}")
+        for counter in _counters.values():
+            prometheus.REGISTRY.unregister(counter)
+        _counters.clear()
+        if _stats_collector is not None:
+            prometheus.REGISTRY.unregister(_stats_collector)
+            _stats_collector = None

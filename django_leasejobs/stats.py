@@ -1,0 +1,147 @@
+"""Queue depth, oldest due age and dead-letter rate: the one query module behind every face.
+
+``jobstats``, ``checkjobs``, the health view, the Prometheus exporter and the admin dashboard all
+read :func:`collect`, so they can never disagree about what "due" or "expired" means.
+
+Why these numbers: a scheduler's characteristic failure is omission. When no worker runs, no job
+fails and nothing raises; the only symptom is that due jobs get older. ``oldest_due_age`` turns
+that silence into a number that grows, and ``expired_leases`` shows workers that died holding
+jobs.
+
+Cost: four short read-only queries (the database clock, then three aggregates), none of which
+reads finished rows. Claimable rows are found through the index on ``status`` (PostgreSQL
+chooses a bitmap scan of ``leasejobs_finished``), running rows through the partial index
+``leasejobs_running_lease``, dead letters through the index on ``created_at``. The plans on a
+one-million-row table are recorded in ``docs/operations.md``. All times are the database's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, router
+from django.db.models import Count, Min, Q
+
+from . import lifecycle
+from .conf import settings
+from .models import CLAIMABLE, DeadLetter, Job, Status
+
+HOUR = dt.timedelta(hours=1)
+DAY = dt.timedelta(days=1)
+
+
+@dataclass
+class QueueStats:
+    """The numbers of one queue (or of all queues, for ``Stats.total``).
+
+    ``pending`` counts every pending job, due or not; ``failed`` counts jobs waiting for a retry;
+    ``due`` counts pending and failed jobs whose ``run_at`` has come (what a worker could claim
+    now). ``expired_leases`` counts running jobs whose lease ran out: their worker died or
+    stalled and no worker has recovered them yet. ``oldest_due_age`` is in seconds: the
+    database's now minus the ``run_at`` of the oldest due job, 0 when nothing is due.
+    """
+
+    pending: int = 0
+    due: int = 0
+    running: int = 0
+    failed: int = 0
+    expired_leases: int = 0
+    dead_last_hour: int = 0
+    dead_last_day: int = 0
+    oldest_due_age: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def add(self, other: QueueStats) -> None:
+        """Fold another queue's numbers into these (sums, and the largest age)."""
+        for f in fields(self):
+            if f.name == "oldest_due_age":
+                self.oldest_due_age = max(self.oldest_due_age, other.oldest_due_age)
+            else:
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+@dataclass
+class Stats:
+    """Per-queue numbers, their total, and the database time they were taken at."""
+
+    queues: dict[str, QueueStats] = field(default_factory=dict)
+    total: QueueStats = field(default_factory=QueueStats)
+    now: dt.datetime | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: plain numbers and strings only."""
+        return {
+            "now": self.now.isoformat() if self.now is not None else None,
+            "total": self.total.as_dict(),
+            "queues": {name: stats.as_dict() for name, stats in sorted(self.queues.items())},
+        }
+
+
+def collect(using: str | None = None) -> Stats:
+    """Read every queue's numbers from the database, at the database's current time.
+
+    Queues appear when they hold a pending, failed or running job or a dead letter of the last
+    day; the queues listed in ``LEASEJOBS_QUEUES`` (if set) always appear, with zeros.
+    """
+    alias = using or router.db_for_read(Job) or DEFAULT_DB_ALIAS
+    now = lifecycle.db_now()
+    queues: dict[str, QueueStats] = {name: QueueStats() for name in settings.QUEUES or ()}
+
+    def queue(name: str) -> QueueStats:
+        return queues.setdefault(name, QueueStats())
+
+    # Pending and failed rows only: the finished bulk of the table is never read.
+    claimable = (
+        Job.objects.using(alias)
+        .filter(status__in=CLAIMABLE)
+        .order_by()
+        .values("queue", "status")
+        .annotate(
+            count=Count("id"),
+            due=Count("id", filter=Q(run_at__lte=now)),
+            oldest=Min("run_at", filter=Q(run_at__lte=now)),
+        )
+    )
+    for row in claimable:
+        stats = queue(row["queue"])
+        if row["status"] == Status.PENDING:
+            stats.pending += row["count"]
+        else:
+            stats.failed += row["count"]
+        stats.due += row["due"]
+        if row["oldest"] is not None:
+            age = max(0.0, (now - row["oldest"]).total_seconds())
+            stats.oldest_due_age = max(stats.oldest_due_age, age)
+
+    running = (
+        Job.objects.using(alias)
+        .filter(status=Status.RUNNING)
+        .order_by()
+        .values("queue")
+        .annotate(count=Count("id"), expired=Count("id", filter=Q(lease_expires_at__lt=now)))
+    )
+    for leased in running:
+        stats = queue(leased["queue"])
+        stats.running += leased["count"]
+        stats.expired_leases += leased["expired"]
+
+    dead = (
+        DeadLetter.objects.using(alias)
+        .filter(created_at__gte=now - DAY)
+        .order_by()
+        .values("queue")
+        .annotate(day=Count("id"), hour=Count("id", filter=Q(created_at__gte=now - HOUR)))
+    )
+    for letters in dead:
+        stats = queue(letters["queue"])
+        stats.dead_last_day += letters["day"]
+        stats.dead_last_hour += letters["hour"]
+
+    total = QueueStats()
+    for stats in queues.values():
+        total.add(stats)
+    return Stats(queues=dict(sorted(queues.items())), total=total, now=now)

@@ -1,0 +1,215 @@
+"""System checks: each fires on its misconfiguration and is silent on the default settings."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from django.core import checks as django_checks
+from django.db.utils import ConnectionHandler
+from django.test import override_settings
+
+from django_leasejobs import checks, registry
+from django_leasejobs.registry import job
+
+GOOD_SCHEDULE = {"job": "testapp.jobs.noop", "cron": "0 3 * * *"}
+
+
+def ids(messages: list[django_checks.CheckMessage]) -> list[str]:
+    return [message.id or "" for message in messages]
+
+
+def leasejobs_messages(**kwargs: object) -> list[django_checks.CheckMessage]:
+    found = django_checks.run_checks(include_deployment_checks=False, **kwargs)  # type: ignore[arg-type]
+    return [m for m in found if (m.id or "").startswith("leasejobs.")]
+
+
+@pytest.mark.django_db
+def test_silent_on_the_default_settings_including_the_database_checks() -> None:
+    assert leasejobs_messages() == []
+    assert leasejobs_messages(databases=["default"], tags=[django_checks.Tags.database]) == []
+
+
+def test_registered_with_django() -> None:
+    registered = django_checks.registry.registry.get_checks(include_deployment_checks=False)
+    assert {checks.check_settings, checks.check_schedules_and_jobs} <= set(registered)
+    database_checks = django_checks.registry.registry.get_checks()
+    assert checks.check_databases in database_checks
+    assert list(checks.check_databases.tags) == [django_checks.Tags.database]  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@override_settings(LEASEJOBS_MAX_ATTEMPTS=0, LEASEJOBS_BACKOFF_JITTER="random")
+def test_e001_bad_setting_values_become_errors() -> None:
+    messages = checks.check_settings()
+    assert ids(messages) == ["leasejobs.E001", "leasejobs.E001"]
+    text = " ".join(m.msg for m in messages)
+    assert "LEASEJOBS_MAX_ATTEMPTS must be at least 1" in text
+    assert "LEASEJOBS_BACKOFF_JITTER must be one of" in text
+
+
+@override_settings(LEASEJOBS_LEASE_SECONDS=30, LEASEJOBS_HEARTBEAT_SECONDS=30)
+def test_e002_heartbeat_not_shorter_than_the_lease() -> None:
+    (message,) = checks.check_settings()
+    assert message.id == "leasejobs.E002"
+    assert "HEARTBEAT_SECONDS (30) is not shorter than" in message.msg
+    assert message.hint == "Renew at most every 10 s (a third of the lease)."
+
+
+@pytest.mark.parametrize(("heartbeat", "expected"), [(21, ["leasejobs.W002"]), (20, []), (5, [])])
+@override_settings(LEASEJOBS_LEASE_SECONDS=60)
+def test_w002_heartbeat_more_than_a_third_of_the_lease(heartbeat: int, expected: list) -> None:
+    with override_settings(LEASEJOBS_HEARTBEAT_SECONDS=heartbeat):
+        assert ids(checks.check_settings()) == expected
+
+
+@override_settings(LEASEJOBS_HEARTBEAT=10, LEASEJOBS_QUEUE=["a"])
+def test_w003_unknown_settings_are_named_with_a_suggestion() -> None:
+    messages = checks.check_settings()
+    assert ids(messages) == ["leasejobs.W003", "leasejobs.W003"]
+    assert (
+        messages[0].msg == "LEASEJOBS_HEARTBEAT is not a django-leasejobs setting; it is ignored."
+    )
+    assert messages[0].hint == "Did you mean LEASEJOBS_HEARTBEAT_SECONDS?"
+    assert messages[1].hint == "Did you mean LEASEJOBS_QUEUES?"
+
+
+@override_settings(LEASEJOBS_METRICS=True)
+def test_e008_metrics_on_without_prometheus_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert checks.check_settings() == []
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    (message,) = checks.check_settings()
+    assert message.id == "leasejobs.E008"
+    assert "pip install 'django-leasejobs[metrics]'" in (message.hint or "")
+
+
+# --------------------------------------------------------------------------- schedules and jobs
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("0 3 * * *", "LEASEJOBS_SCHEDULES['nightly'] must be a dict, not str."),
+        ({"job": "testapp.jobs.noop"}, "LEASEJOBS_SCHEDULES['nightly'] has no 'cron'."),
+        ({"cron": "0 3 * * *"}, "LEASEJOBS_SCHEDULES['nightly'] has no 'job'."),
+        (
+            {**GOOD_SCHEDULE, "cron": "61 * * * *"},
+            "has an invalid cron expression '61 * * * *'",
+        ),
+        ({**GOOD_SCHEDULE, "timezone": "Europe/Pariss"}, "has an unknown timezone 'Europe/Pariss'"),
+    ],
+)
+def test_e003_malformed_schedules(spec: object, message: str) -> None:
+    with override_settings(LEASEJOBS_SCHEDULES={"nightly": spec}):
+        (found,) = checks.check_schedules_and_jobs()
+    assert found.id == "leasejobs.E003"
+    assert message in found.msg
+
+
+@override_settings(
+    LEASEJOBS_SCHEDULES={"nightly": {**GOOD_SCHEDULE, "timezone": "Europe/Paris", "queue": "x"}}
+)
+def test_a_good_schedule_is_silent() -> None:
+    assert checks.check_schedules_and_jobs() == []
+
+
+@override_settings(LEASEJOBS_SCHEDULES={"nightly": {"job": "testapp.jobs.nope", "cron": "@daily"}})
+def test_e004_schedule_naming_an_unknown_job() -> None:
+    (message,) = checks.check_schedules_and_jobs()
+    assert message.id == "leasejobs.E004"
+    assert "names the job 'testapp.jobs.nope', which is not registered" in message.msg
+
+
+@override_settings(
+    LEASEJOBS_QUEUES=["default", "other"],
+    LEASEJOBS_SCHEDULES={"nightly": {**GOOD_SCHEDULE, "queue": "reports"}},
+)
+def test_e005_schedule_queue_not_declared() -> None:
+    (message,) = checks.check_schedules_and_jobs()
+    assert message.id == "leasejobs.E005"
+    assert "queue 'reports', which is not in LEASEJOBS_QUEUES" in message.msg
+
+
+def test_e006_a_job_registered_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "_registry", dict(registry._registry))
+    monkeypatch.setattr(registry, "_duplicates", set())
+    assert checks.check_schedules_and_jobs() == []
+
+    def first() -> None:
+        pass
+
+    def second() -> None:
+        pass
+
+    job(name="tests.twice")(first)
+    job(name="tests.twice")(first)  # the same function again (a re-import) is fine
+    assert checks.check_schedules_and_jobs() == []
+    job(name="tests.twice")(second)
+    (message,) = checks.check_schedules_and_jobs()
+    assert message.id == "leasejobs.E006"
+    assert "'tests.twice'" in message.msg
+
+
+def test_w004_a_job_queue_not_declared() -> None:
+    with override_settings(LEASEJOBS_QUEUES=["default"]):
+        (message,) = checks.check_schedules_and_jobs()
+    assert message.id == "leasejobs.W004"
+    assert "Job 'testapp.jobs.other_queue' goes to queue 'other'" in message.msg
+    with override_settings(LEASEJOBS_QUEUES=["default", "other"]):
+        assert checks.check_schedules_and_jobs() == []
+
+
+# --------------------------------------------------------------------------- databases
+
+
+@pytest.mark.parametrize(
+    ("vendor", "version", "problem"),
+    [
+        ("postgresql", (12, 18), "PostgreSQL 13 or later is required; this database is"),
+        ("postgresql", (13, 0), None),
+        ("sqlite", (3, 34, 1), "SQLite 3.35 or later is required"),
+        ("sqlite", (3, 35, 0), None),
+        ("mariadb", (10, 5, 20), "MariaDB 10.6 or later is required"),
+        ("mariadb", (10, 6, 0), None),
+        ("mysql", (5, 7, 44), "MySQL 8.0 or later is required"),
+        ("mysql", (8, 0, 36), None),
+        ("oracle", (19,), "The oracle database backend is not supported"),
+    ],
+)
+def test_e007_version_problem(vendor: str, version: tuple, problem: str | None) -> None:
+    found = checks.version_problem(vendor, version)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert problem in found
+
+
+def scratch_sqlite(path: Path, **options: object) -> ConnectionHandler:
+    """A connection of its own to a fresh SQLite file (a real database, not the test one)."""
+    return ConnectionHandler(
+        {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(path), "OPTIONS": options}}
+    )
+
+
+@pytest.mark.django_db  # lets pytest-django allow the scratch connection
+def test_w001_sqlite_without_wal(tmp_path: Path) -> None:
+    handler = scratch_sqlite(tmp_path / "rollback-journal.sqlite3")
+    try:
+        (message,) = checks.connection_messages(handler["default"])
+    finally:
+        handler.close_all()
+    assert message.id == "leasejobs.W001"
+    assert "journal mode 'delete', not WAL" in message.msg
+
+
+@pytest.mark.django_db
+def test_sqlite_with_wal_is_silent(tmp_path: Path) -> None:
+    handler = scratch_sqlite(tmp_path / "wal.sqlite3", init_command="PRAGMA journal_mode=WAL;")
+    try:
+        assert checks.connection_messages(handler["default"]) == []
+    finally:
+        handler.close_all()
