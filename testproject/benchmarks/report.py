@@ -92,3 +92,50 @@ def table(m: dict[str, Any], runs: int) -> str:
         value = "-" if row["value"] is None else _fmt(row["value"])
         lines.append(f"| {row['goal']} | {value} | {row['wanted']} | {met} |")
     return "\n".join(lines)
+
+
+SUMMARY_ROWS: list[tuple[str, str, str]] = [
+    # (label, figure key, ratio key or "")
+    ("enqueue, one at a time (jobs/s)", "single_per_s", "single_vs_raw"),
+    ("raw psycopg INSERT, one at a time (rows/s)", "raw_single_per_s", ""),
+    ("enqueue_many (jobs/s)", "bulk_per_s", "bulk_vs_raw"),
+    ("raw multi-row INSERT (rows/s)", "raw_bulk_per_s", ""),
+    ("claim 100, one queue, 10k pending (ms)", "claim_one_queue_10k_ms", ""),
+    ("claim 100, one queue, 100k pending (ms)", "claim_one_queue_100k_ms", ""),
+    ("claim 100, one queue, 1M pending (ms)", "claim_one_queue_1M_ms", "claim_one_queue_growth"),
+    ("claim 100, all queues, 10k pending (ms)", "claim_all_queues_10k_ms", ""),
+    ("claim 100, all queues, 1M pending (ms)", "claim_all_queues_1M_ms", "claim_all_queues_growth"),
+    ("raw-SQL ceiling, 1 process (jobs/s)", "ceiling_p1_per_s", ""),
+    ("raw-SQL ceiling, 2 processes (jobs/s)", "ceiling_p2_per_s", ""),
+    ("django-tasks db_worker, 1 process (jobs/s)", "peer_p1_per_s", ""),
+    ("django-tasks db_worker, 2 processes (jobs/s)", "peer_p2_per_s", ""),
+    (
+        "library loop, 2 processes, batch 100 (jobs/s)",
+        "loop_p2_b100_per_s",
+        "loop_p2_b100_vs_ceiling",
+    ),
+    ("runjobworker, 1 process, best (jobs/s)", "worker_p1_per_s", "worker_p1_vs_ceiling"),
+    ("runjobworker, 2 processes, best (jobs/s)", "worker_p2_per_s", "worker_p2_vs_ceiling"),
+    ("runjobworker, 2 processes, vs django-tasks", "worker_p2_vs_peer", ""),
+    ("latency run_at -> start, NOTIFY p50 (ms)", "latency_notify_p50_ms", ""),
+    ("latency, NOTIFY p95 (ms)", "latency_notify_p95_ms", ""),
+    ("latency, NOTIFY p99 (ms)", "latency_notify_p99_ms", ""),
+    ("latency, polling 1 s, p50 (ms)", "latency_poll_p50_ms", ""),
+    ("latency, polling 1 s, p99 (ms)", "latency_poll_p99_ms", ""),
+    ("spike: 50,000 due in one second, first start after (s)", "spike_first_start_s", ""),
+    ("spike: drained after (s)", "spike_drain_s", ""),
+    ("spike: rate (jobs/s)", "spike_per_s", ""),
+    ("worker RSS idle (MiB)", "rss_idle_mib", ""),
+    ("worker RSS under the spike (MiB)", "rss_load_mib", ""),
+]
+
+
+def summary(m: dict[str, Any], runs: int) -> str:
+    """The figures the issue asks for, with their ratio where one applies (Markdown)."""
+    lines = [f"| figure (median of {runs} runs) | value | ratio |", "|---|---:|---:|"]
+    for label, key, ratio in SUMMARY_ROWS:
+        if key not in m:
+            continue
+        shown = _fmt(m[ratio]) if ratio and ratio in m else ""
+        lines.append(f"| {label} | {_fmt(m[key])} | {shown} |")
+    return "\n".join(lines)

@@ -95,12 +95,14 @@ class Command(BaseCommand):
             if not o["keep_db"]:
                 database.drop(target)
         figures = report.medians(runs)
+        self.stdout.write(report.summary(figures, len(runs)) + "\n\n")
         self.stdout.write(report.table(figures, len(runs)))
         if o["json_path"]:
             document = {
                 "machine": about,
                 "options": options,
                 "sections": sections,
+                "summary": report.summary(figures, len(runs)),
                 "median": figures,
                 "goals": report.goals(figures),
                 "runs": runs,
