@@ -8,6 +8,7 @@ targets of issue #6, and writes everything (every run, the plans, the machine) a
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
@@ -85,12 +86,14 @@ class Command(BaseCommand):
             )
         sections = self._available(options["sections"])
 
+        load_before = os.getloadavg()
         self._say(f"scratch database {target.name}: creating and migrating")
         database.create(target)
         try:
             database.migrate(target)
             runs = self._run(target, sections, options)
             about = machine.describe(target)
+            about["load_average_before"] = load_before
         finally:
             if not o["keep_db"]:
                 database.drop(target)
