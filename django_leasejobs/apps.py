@@ -1,8 +1,10 @@
-"""App config: imports every installed app's ``jobs`` module so that ``@job`` functions register."""
+"""App config: imports every installed app's ``jobs`` module so that ``@job`` functions register,
+and puts MySQL sessions in UTC (see :mod:`django_leasejobs.dbsession`)."""
 
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 from django.utils.module_loading import autodiscover_modules
 
 
@@ -13,6 +15,9 @@ class LeaseJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from .dbsession import use_utc_on_mysql
+
+        connection_created.connect(use_utc_on_mysql, dispatch_uid="leasejobs_mysql_utc")
         autodiscover_modules("jobs")
         from . import checks, metrics
 

@@ -298,7 +298,8 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     """Validate every item first, then insert them in bulk in one transaction.
 
     Items with a dedupe key go through the single-row path (they may return an existing job);
-    the rest are one multi-row INSERT. Jobs come back in the order given.
+    the rest are one multi-row INSERT (one INSERT each on MySQL 8, which cannot return the ids
+    of a multi-row INSERT). Jobs come back in the order given.
     """
     alias = _alias()
     parsed = [_item(item) for item in items]
@@ -331,9 +332,13 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     jobs = [Job(**r) for r in rows]
     with transaction.atomic(using=alias):
         plain = [job for job in jobs if job.dedupe_key is None]
-        Job.objects.using(alias).bulk_create(plain, batch_size=1000)
-        if plain and plain[0].pk is None:  # MySQL cannot return ids from a bulk insert
-            raise JobValidationError("This database cannot return ids from a bulk insert.")
+        if connections[alias].features.can_return_rows_from_bulk_insert:
+            Job.objects.using(alias).bulk_create(plain, batch_size=1000)
+        else:
+            # MySQL 8 cannot return ids from a multi-row INSERT (MariaDB 10.5+, PostgreSQL and
+            # SQLite can): one INSERT per row, still in this one transaction.
+            for job in plain:
+                job.save(using=alias, force_insert=True)
         result = [job if job.dedupe_key is None else _insert(job, alias) for job in jobs]
     for job in plain:
         _refresh_defaults(job, alias)
@@ -601,19 +606,48 @@ def claim(
     return jobs
 
 
+_CLAIM_PAGES = 4
+"""Candidate pages a MySQL/MariaDB claim tries when other claimers hold the first ones."""
+
+
 def _claim_locking(
     alias: str, worker_id: str, queues: Sequence[str] | None, batch: int, lease_seconds: float
 ) -> list[Job]:
-    """MySQL/MariaDB: lock due rows with SKIP LOCKED, update them guarded, read them back."""
+    """MySQL/MariaDB: lock due rows with SKIP LOCKED, update them guarded, read them back.
+
+    InnoDB locks every row a locking read *reads*, and ``ORDER BY ... LIMIT`` on the claimable
+    rows reads them all into a sort before the limit applies: one ``SELECT ... ORDER BY ... LIMIT
+    n FOR UPDATE SKIP LOCKED`` would lock the whole due backlog and leave concurrent claimers
+    nothing. So the order comes from a plain (non-locking) read of candidate ids, and the locking
+    read names those ids with no ORDER BY or LIMIT, which makes it lock only them (rows another
+    claimer holds are skipped). A candidate page taken entirely by other claimers moves on to the
+    next page, a few times at most. Under READ COMMITTED (Django's default on MySQL) the
+    non-locking read sees only committed claims, and the locking read re-checks the status.
+    """
     due = Job.objects.using(alias).filter(status__in=CLAIMABLE, run_at__lte=Now())
     if queues is not None:
         due = due.filter(queue__in=list(queues))
+    order = ("-priority", "run_at", "id")
     with transaction.atomic(using=alias):
-        ids = list(
-            due.select_for_update(skip_locked=True)
-            .order_by("-priority", "run_at", "id")
-            .values_list("id", flat=True)[:batch]
-        )
+        ids: list[int] = []
+        seen: list[int] = []
+        for _ in range(_CLAIM_PAGES):
+            candidates = list(
+                due.exclude(id__in=seen)
+                .order_by(*order)
+                .values_list("id", flat=True)[: batch - len(ids)]
+            )
+            if not candidates:
+                break
+            seen.extend(candidates)
+            ids.extend(
+                due.filter(id__in=candidates)
+                .order_by()  # no ORDER BY: nothing to sort, so only the candidates are read
+                .select_for_update(skip_locked=True)
+                .values_list("id", flat=True)
+            )
+            if len(ids) >= batch:
+                break
         if not ids:
             return []
         claimed = Job.objects.using(alias).filter(id__in=ids, status__in=CLAIMABLE)
@@ -1115,7 +1149,7 @@ def replay(
                 if dead_letter.replayed_job_id is not None:
                     return Job.objects.using(alias).get(pk=dead_letter.replayed_job_id)
                 original = dead_letter.job
-                new = _build(
+                built = _build(
                     dead_letter.name,
                     dead_letter.args if args is None else args,
                     dead_letter.kwargs if kwargs is None else kwargs,
@@ -1124,8 +1158,11 @@ def replay(
                     max_attempts=original.max_attempts,
                     dedupe_key=original.dedupe_key,
                 )
-                new = _insert(new, alias)
-                if new.status not in (Status.PENDING,) or new.attempt:
+                new = _insert(built, alias)
+                # _insert returns the live job holding the dedupe key instead of inserting. Such
+                # a holder is not this replay's job (even while it is pending with attempt 0):
+                # linking it would tie an unrelated job to this dead letter, so refuse.
+                if new is not built:
                     raise InvalidTransitionError(
                         f"Job {new.pk} already holds dedupe key {original.dedupe_key!r}; "
                         "let it finish or cancel it, then replay."

@@ -66,9 +66,16 @@ def test_concurrent_claimers_never_both_win_a_row() -> None:
     assert sum(owners.values()) == 300
 
 
-def test_postgresql_claim_skips_locked_rows_instead_of_waiting() -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("row locks with SKIP LOCKED are PostgreSQL's; SQLite has one write lock")
+def _lock_wait_guard() -> str:
+    """SQL that makes waiting on a row lock fail after 5 s instead of hanging the test."""
+    if connection.vendor == "postgresql":
+        return "SET lock_timeout = '5s'"
+    return "SET SESSION innodb_lock_wait_timeout = 5"
+
+
+def test_claim_skips_locked_rows_instead_of_waiting() -> None:
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite has no row locks: one write lock serialises every claimer")
     locked, free = jobs.noop.enqueue(), jobs.noop.enqueue()
     holder = connections.create_connection("default")
     try:
@@ -81,7 +88,7 @@ def test_postgresql_claim_skips_locked_rows_instead_of_waiting() -> None:
             def claim_with_lock_timeout() -> list[int]:
                 with connection.cursor() as own:
                     # Waiting on the held lock would raise instead of hanging the test.
-                    own.execute("SET lock_timeout = '5s'")
+                    own.execute(_lock_wait_guard())
                 return [job.pk for job in lifecycle.claim("w2", batch=10)]
 
             (claimed,) = race(claim_with_lock_timeout)
@@ -90,6 +97,39 @@ def test_postgresql_claim_skips_locked_rows_instead_of_waiting() -> None:
     finally:
         holder.close()
     assert [job.pk for job in lifecycle.claim("w3", batch=10)] == [locked.pk]
+
+
+def test_a_claim_in_progress_locks_only_the_rows_it_takes() -> None:
+    """A second claimer gets the next due rows while the first claim's transaction is open.
+
+    On MariaDB a locking SELECT with ORDER BY ... LIMIT locks every row it sorts, not only the
+    rows it returns: the first claimer would hold every due row and the second would get none.
+    """
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite has no row locks: one write lock serialises every claimer")
+    created = jobs.noop.enqueue_many([((), {})] * 6)
+    first_holds = threading.Event()
+    second_done = threading.Event()
+    first: list[int] = []
+
+    def claim_and_hold() -> None:
+        with transaction.atomic():
+            first.extend(job.pk for job in lifecycle.claim("first", batch=2))
+            first_holds.set()
+            second_done.wait(timeout=30)
+
+    def claim_while_held() -> list[int]:
+        first_holds.wait(timeout=30)
+        try:
+            with connection.cursor() as own:
+                own.execute(_lock_wait_guard())
+            return [job.pk for job in lifecycle.claim("second", batch=2)]
+        finally:
+            second_done.set()
+
+    _, second = race(claim_and_hold, claim_while_held)
+    assert first == [created[0].pk, created[1].pk]
+    assert second == [created[2].pk, created[3].pk]
 
 
 def test_complete_racing_lease_recovery_has_one_winner() -> None:
