@@ -189,16 +189,20 @@ class Command(BaseCommand):
         return runs
 
     def _section(self, target: Target, section: str, options: dict[str, Any]) -> dict[str, Any]:
+        """Run one section; a failed one (a server restart, say) is run again, twice at most."""
         import subprocess
 
-        with tempfile.NamedTemporaryFile("r", suffix=".json") as out:
-            argv = database.manage(
-                "benchmark_part", section, "--options", json.dumps(options), "--out", out.name
-            )
-            done = subprocess.run(argv, env=database.environment(target), check=False)
-            if done.returncode:
-                raise CommandError(f"section {section} failed (exit {done.returncode}).")
-            return json.load(out)
+        for attempt in range(3):
+            with tempfile.NamedTemporaryFile("r", suffix=".json") as out:
+                argv = database.manage(
+                    "benchmark_part", section, "--options", json.dumps(options), "--out", out.name
+                )
+                done = subprocess.run(argv, env=database.environment(target), check=False)
+                if not done.returncode:
+                    return json.load(out)
+            self._say(f"  {section} failed (exit {done.returncode}); attempt {attempt + 1} of 3")
+            time.sleep(10)
+        raise CommandError(f"section {section} failed three times.")
 
     def _say(self, message: str) -> None:
         sys.stderr.write(message + "\n")
