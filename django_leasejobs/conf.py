@@ -28,6 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PAYLOAD_BYTES": 256 * 1024,
     "SCHEDULES": {},
     "MISFIRE_GRACE_SECONDS": 60,
+    "NOTIFY": True,
     "QUEUES": None,
     "HEALTH_MAX_DUE_AGE": None,
     "HEALTH_MAX_DEAD_PER_HOUR": None,
@@ -106,6 +107,15 @@ class Settings:
     @property
     def MAX_PAYLOAD_BYTES(self) -> int:
         return int(_number("MAX_PAYLOAD_BYTES", minimum=2, integer=True))
+
+    @property
+    def NOTIFY(self) -> bool:
+        """PostgreSQL only: enqueue sends NOTIFY and idle workers LISTEN, so due jobs start at
+        once instead of at the next poll. Elsewhere (or when off) workers poll."""
+        value = _get("NOTIFY")
+        if not isinstance(value, bool):
+            raise ImproperlyConfigured(f"{PREFIX}NOTIFY must be True or False, not {value!r}.")
+        return value
 
     @property
     def SCHEDULES(self) -> dict[str, dict[str, Any]]:

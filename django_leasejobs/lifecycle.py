@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import json
 import logging
 import traceback as traceback_module
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +28,9 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, router, tra
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.db.models.expressions import DatabaseDefault, ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
+from django.db.models.fields.json import JSONField
 
-from . import registry, signals, validation
+from . import notify, registry, signals, validation
 from .backoff import Backoff
 from .conf import settings as conf_settings
 from .dbtime import DbNow
@@ -102,7 +104,7 @@ def _as_aware(raw: Any) -> dt.datetime:
 # --------------------------------------------------------------------------- enqueue
 
 
-def _build(
+def _values(
     name: str,
     args: Sequence[Any],
     kwargs: dict[str, Any],
@@ -115,9 +117,10 @@ def _build(
     max_attempts: int | None = None,
     now: dt.datetime | None = None,
     task_backend: str = "",
-) -> Job:
-    """Validate everything and return an unsaved row; raise before anything is written.
+) -> dict[str, Any]:
+    """Validate everything and return a new row's field values; raise before anything is written.
 
+    Fields not returned keep their model defaults (``run_at`` its database default, now).
     ``task_backend`` marks a ``django.tasks`` task enqueued through that ``TASKS`` alias: its
     name is a module path, not a registered job, and its defaults come from the caller.
     """
@@ -130,27 +133,35 @@ def _build(
         default_max_attempts, lease = job_function.get_max_attempts(), job_function.lease
     args_list, kwargs_dict = validation.check_payload(args, kwargs)
     when, delay_seconds = validation.check_run_at(run_at, delay)
-    job = Job(
-        name=name,
-        args=args_list,
-        kwargs=kwargs_dict,
-        queue=validation.check_queue(queue if queue is not None else default_queue),
-        priority=validation.check_priority(priority if priority is not None else default_priority),
-        max_attempts=validation.check_max_attempts(
+    key = validation.check_dedupe_key(dedupe_key)
+    values = {
+        "name": name,
+        "args": args_list,
+        "kwargs": kwargs_dict,
+        "queue": validation.check_queue(queue if queue is not None else default_queue),
+        "priority": validation.check_priority(
+            priority if priority is not None else default_priority
+        ),
+        "max_attempts": validation.check_max_attempts(
             max_attempts if max_attempts is not None else default_max_attempts
         ),
-        lease_seconds=lease,
-        dedupe_key=validation.check_dedupe_key(dedupe_key),
-        task_backend=task_backend,
-    )
-    job.live_dedupe_key = job.dedupe_key
+        "lease_seconds": lease,
+        "dedupe_key": key,
+        "live_dedupe_key": key,
+        "task_backend": task_backend,
+    }
     if when is not None:
-        job.run_at = when
+        values["run_at"] = when
     elif delay_seconds is not None:
-        job.run_at = (now or db_now()) + dt.timedelta(seconds=delay_seconds)
+        values["run_at"] = (now or db_now()) + dt.timedelta(seconds=delay_seconds)
     elif now is not None:
-        job.run_at = now
-    return job
+        values["run_at"] = now
+    return values
+
+
+def _build(name: str, args: Sequence[Any], kwargs: dict[str, Any], **options: Any) -> Job:
+    """Validate everything and return an unsaved row; raise before anything is written."""
+    return Job(**_values(name, args, kwargs, **options))
 
 
 def _insert(job: Job, using: str) -> Job:
@@ -161,8 +172,7 @@ def _insert(job: Job, using: str) -> Job:
     transaction survives) and returns the winner's row.
     """
     if job.dedupe_key is None:
-        job.save(using=using, force_insert=True)
-        _refresh_defaults(job, using)
+        _save(job, using)
         logger.info("job.enqueued id=%s name=%s queue=%s", job.pk, job.name, job.queue)
         _announce_enqueued(job, using)
         return job
@@ -172,11 +182,10 @@ def _insert(job: Job, using: str) -> Job:
             return holder
         try:
             with transaction.atomic(using=using):
-                job.save(using=using, force_insert=True)
+                _save(job, using)
         except IntegrityError:
             job.pk = None
             continue
-        _refresh_defaults(job, using)
         logger.info(
             "job.enqueued id=%s name=%s queue=%s dedupe_key=%s",
             job.pk,
@@ -189,6 +198,56 @@ def _insert(job: Job, using: str) -> Job:
     raise JobValidationError(
         f"dedupe_key {job.dedupe_key!r} kept changing hands; nothing was enqueued."
     )
+
+
+def _save(job: Job, using: str) -> None:
+    """INSERT the row (in the caller's transaction, if any) and read back database defaults."""
+    if connections[using].vendor == "postgresql":
+        _save_postgresql(job, using)
+    else:
+        job.save(using=using, force_insert=True)
+        _refresh_defaults(job, using)
+
+
+def _save_postgresql(job: Job, using: str) -> None:
+    """One statement: INSERT ... RETURNING, and the NOTIFY that wakes idle workers.
+
+    The notification rides in the INSERT's own statement, hence its transaction: it is
+    delivered when the job commits, never for a rolled-back job, and costs no extra round
+    trip or commit. Only a job that is due now is announced; a delayed one is found by polling.
+    Columns with a database default and no value (``run_at``, ``created_at``) are left out of
+    the INSERT and read back, as Django's own ``save()`` does.
+    """
+    connection = connections[using]
+    qn = connection.ops.quote_name
+    columns, params, returning = [], [], [Job._meta.pk]
+    for field in Job._meta.concrete_fields:
+        if field.primary_key:
+            continue
+        value = field.pre_save(job, True)
+        if isinstance(value, DatabaseDefault):
+            returning.append(field)
+            continue
+        columns.append(qn(str(field.column)))
+        params.append(field.get_db_prep_save(value, connection))
+    names = ", ".join(qn(str(field.column)) for field in returning)
+    insert = (
+        f"INSERT INTO {qn(Job._meta.db_table)} ({', '.join(columns)}) "
+        f"VALUES ({', '.join(['%s'] * len(columns))}) RETURNING {names}"
+    )
+    if notify.supported(using):
+        insert = (
+            f"WITH inserted AS ({insert}, run_at <= STATEMENT_TIMESTAMP() AS due_now) "
+            f"SELECT {names}, (SELECT pg_notify(%s, %s) WHERE due_now) IS NULL FROM inserted"
+        )
+        params += [notify.CHANNEL, job.queue]
+    with connection.cursor() as cursor:
+        cursor.execute(insert, params)
+        row = cursor.fetchone()
+    for field, value in zip(returning, row, strict=False):
+        setattr(job, field.attname, value)
+    job._state.adding = False
+    job._state.db = using
 
 
 def _announce_enqueued(job: Job, using: str) -> None:
@@ -280,7 +339,30 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     if not parsed:
         return []
     now = db_now()
-    jobs = [_build(name, args, kwargs, now=now, **options) for args, kwargs, options in parsed]
+    rows = [_values(name, args, kwargs, now=now, **options) for args, kwargs, options in parsed]
+    if connections[alias].vendor == "postgresql":
+        with transaction.atomic(using=alias):
+            inserted = iter(
+                _bulk_insert_postgresql(name, [r for r in rows if r["dedupe_key"] is None], alias)
+            )
+            result = [
+                next(inserted) if r["dedupe_key"] is None else _insert(Job(**r), alias)
+                for r in rows
+            ]
+            due = sorted({r["queue"] for r in rows if r["run_at"] <= now})
+            if due and notify.supported(alias):
+                with connections[alias].cursor() as cursor:
+                    cursor.execute(
+                        "SELECT pg_notify(%s, queue) FROM unnest(%s::text[]) AS queue",
+                        [notify.CHANNEL, due],
+                    )
+        if signals.wanted(signals.job_enqueued):
+            for row, job in zip(rows, result, strict=True):
+                if row["dedupe_key"] is None:  # _insert() announced the others
+                    _announce_enqueued(job, alias)
+        logger.info("job.enqueued_many name=%s count=%s", name, len(result))
+        return result
+    jobs = [Job(**r) for r in rows]
     with transaction.atomic(using=alias):
         plain = [job for job in jobs if job.dedupe_key is None]
         if connections[alias].features.can_return_rows_from_bulk_insert:
@@ -298,19 +380,94 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     return result
 
 
+_BULK_ROW_FIELDS = (
+    "args",
+    "kwargs",
+    "queue",
+    "priority",
+    "max_attempts",
+    "lease_seconds",
+    "run_at",
+)
+_BULK_CHUNK = 5000
+
+
+def _bulk_insert_postgresql(name: str, rows: list[dict[str, Any]], alias: str) -> list[Job]:
+    """Insert rows without dedupe keys, a few thousand per statement; return them in order.
+
+    The fields that differ from row to row travel as one JSON array (one parameter, encoded in
+    C), so a chunk costs one short statement instead of thousands of placeholders; every other
+    column is the model default, the same in every row. Ids are assigned in row order within
+    a statement, so the RETURNING rows sorted by id line up with the input.
+    """
+    if not rows:
+        return []
+    known = {*_BULK_ROW_FIELDS, "name", "dedupe_key", "live_dedupe_key"}
+    if set(rows[0]) - known:  # _values() grew a field this path does not know: be correct
+        built = [Job(**row) for row in rows]
+        Job.objects.using(alias).bulk_create(built, batch_size=1000)
+        return built
+    connection = connections[alias]
+    qn = connection.ops.quote_name
+    template = Job(name=name)
+    fields = [f for f in Job._meta.concrete_fields if not f.primary_key]
+    per_row = [f for n in _BULK_ROW_FIELDS for f in fields if f.name == n]
+    constant = [
+        f
+        for f in fields
+        if f.name not in _BULK_ROW_FIELDS
+        and not isinstance(getattr(template, f.attname), DatabaseDefault)
+    ]
+    defaulted = [f for f in fields if f not in per_row and f not in constant]
+    selects = [
+        f"e.r->{i}" if isinstance(f, JSONField) else f"(e.r->>{i})::{f.db_type(connection)}"
+        for i, f in enumerate(per_row)
+    ] + ["%s"] * len(constant)
+    sql = (
+        f"INSERT INTO {qn(Job._meta.db_table)} "
+        f"({', '.join(qn(str(f.column)) for f in [*per_row, *constant])}) "
+        f"SELECT {', '.join(selects)} "
+        "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(r, n) ORDER BY e.n "
+        f"RETURNING {', '.join(qn(str(f.column)) for f in [Job._meta.pk, *defaulted])}"
+    )
+    constant_params = [
+        f.get_db_prep_save(getattr(template, f.attname), connection) for f in constant
+    ]
+    # Model instances built the way querysets build them (from_db), without a query.
+    attnames = [f.attname for f in Job._meta.concrete_fields]
+    position = {attname: i for i, attname in enumerate(attnames)}
+    base = [getattr(template, attname) for attname in attnames]
+    fresh = [(position[f.attname], f) for f in constant if f.has_default() and callable(f.default)]
+    jobs: list[Job] = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), _BULK_CHUNK):
+            chunk = rows[start : start + _BULK_CHUNK]
+            payload = json.dumps(
+                [
+                    [r[n] if n != "run_at" else r[n].isoformat() for n in _BULK_ROW_FIELDS]
+                    for r in chunk
+                ],
+                separators=(",", ":"),
+            )
+            cursor.execute(sql, [*constant_params, payload])
+            returned = sorted(cursor.fetchall())
+            for row, db_values in zip(chunk, returned, strict=True):
+                values = list(base)
+                for n in _BULK_ROW_FIELDS:
+                    values[position[n]] = row[n]
+                for i, f in fresh:
+                    values[i] = f.get_default()
+                values[position["id"]] = db_values[0]
+                for f, value in zip(defaulted, db_values[1:], strict=True):
+                    values[position[f.attname]] = value
+                jobs.append(Job.from_db(alias, attnames, values))
+    return jobs
+
+
 # --------------------------------------------------------------------------- claim
 
 
-_CLAIM_POSTGRESQL = """
-WITH due AS (
-    SELECT id FROM {table}
-    WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP() {queue_filter}
-    ORDER BY priority DESC, run_at, id
-    LIMIT %s
-    -- SKIP LOCKED: a row another claimer is taking is passed over, not waited for, so
-    -- concurrent workers split the due rows instead of queueing behind one another.
-    FOR UPDATE SKIP LOCKED
-)
+_CLAIM_POSTGRESQL_SET = """
 UPDATE {table} AS j
 SET status = 'running',
     attempt = j.attempt + 1,
@@ -318,10 +475,71 @@ SET status = 'running',
     lease_expires_at = STATEMENT_TIMESTAMP()
         + make_interval(secs => COALESCE(j.lease_seconds, %s)),
     started_at = STATEMENT_TIMESTAMP()
-FROM due
+-- ANY(ARRAY(...)) rather than a join with "due": the planner then always fetches the claimed
+-- rows by primary key, where a join may hash the whole table (a seq scan per claim).
 -- The status test again: the compare-and-set, in case the row changed after the snapshot.
-WHERE j.id = due.id AND j.status IN ('pending', 'failed')
-RETURNING j.*
+WHERE j.id = ANY(ARRAY(SELECT id FROM due)) AND j.status IN ('pending', 'failed')
+RETURNING {columns}
+"""
+
+# A claimed job comes back without its error history, result and last error: a worker needs
+# none of them, and decoding a retried job's tracebacks on every claim is the costliest part of
+# reading the rows back. Django loads them on access, like any deferred field.
+_NOT_CLAIMED = ("errors", "result", "last_error")
+
+
+def _claimed_columns(qn: Callable[[str], str]) -> str:
+    return ", ".join(
+        f"j.{qn(str(f.column))}" for f in Job._meta.concrete_fields if f.name not in _NOT_CLAIMED
+    )
+
+
+_CLAIM_POSTGRESQL = (
+    """
+WITH due AS (
+    SELECT id FROM {table}
+    WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP() AND queue = %s
+    ORDER BY priority DESC, run_at, id
+    LIMIT %s
+    -- SKIP LOCKED: a row another claimer is taking is passed over, not waited for, so
+    -- concurrent workers split the due rows instead of queueing behind one another.
+    FOR UPDATE SKIP LOCKED
+)"""
+    + _CLAIM_POSTGRESQL_SET
+)
+
+# Several queues, or all of them. The claimable index leads with the queue, so one ordered scan
+# cannot serve them all (PostgreSQL would sort every due row on each claim, a cost that grows
+# with the backlog). Instead: list the queues (given, or found with a loose index scan that
+# reads one index entry per queue), take the first ``batch`` due rows of each queue from the
+# index, and keep the best ``batch`` of those. Rows locked but not kept are freed at commit.
+_CLAIM_POSTGRESQL_QUEUES = (
+    """
+WITH RECURSIVE queues(queue) AS ({queues}),
+due AS (
+    SELECT c.id FROM queues AS q CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM {table}
+        WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP()
+          AND queue = q.queue
+        ORDER BY priority DESC, run_at, id
+        LIMIT %s
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+    WHERE q.queue IS NOT NULL
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT %s
+)"""
+    + _CLAIM_POSTGRESQL_SET
+)
+
+_GIVEN_QUEUES = "SELECT unnest(%s::text[])"
+_EVERY_QUEUE = """
+    (SELECT queue FROM {table} WHERE status IN ('pending', 'failed') ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.queue FROM {table} AS t
+            WHERE t.status IN ('pending', 'failed') AND t.queue > q.queue
+            ORDER BY t.queue LIMIT 1)
+    FROM queues AS q WHERE q.queue IS NOT NULL
 """
 
 # SQLite has no row locks: the whole UPDATE takes the database's single write lock, so the
@@ -353,6 +571,29 @@ def _queue_filter(queues: Sequence[str] | None) -> tuple[str, list[str]]:
     return f"AND queue IN ({', '.join(['%s'] * len(queues))})", list(queues)
 
 
+def _claim_postgresql(
+    table: str,
+    columns: str,
+    queues: Sequence[str] | None,
+    batch: int,
+    worker_id: str,
+    lease_seconds: float,
+) -> tuple[str, list[Any]]:
+    if queues is not None and len(queues) == 1:
+        return _CLAIM_POSTGRESQL.format(table=table, columns=columns), [
+            queues[0],
+            batch,
+            worker_id,
+            lease_seconds,
+        ]
+    if queues is None:
+        source, source_params = _EVERY_QUEUE.format(table=table), []
+    else:
+        source, source_params = _GIVEN_QUEUES, [list(queues)]
+    sql = _CLAIM_POSTGRESQL_QUEUES.format(table=table, columns=columns, queues=source)
+    return sql, [*source_params, batch, batch, worker_id, lease_seconds]
+
+
 def claim(
     worker_id: str,
     *,
@@ -373,8 +614,8 @@ def claim(
     table = connection.ops.quote_name(Job._meta.db_table)
     queue_sql, queue_params = _queue_filter(queues)
     if connection.vendor == "postgresql":
-        sql = _CLAIM_POSTGRESQL.format(table=table, queue_filter=queue_sql)
-        params: list[Any] = [*queue_params, batch, worker_id, lease_seconds]
+        columns = _claimed_columns(connection.ops.quote_name)
+        sql, params = _claim_postgresql(table, columns, queues, batch, worker_id, lease_seconds)
         jobs = list(Job.objects.using(alias).raw(sql, params))
     elif connection.vendor == "sqlite":
         sql = _CLAIM_SQLITE.format(table=table, queue_filter=queue_sql)
@@ -494,6 +735,12 @@ def heartbeat(
     if not tokens:
         return set()
     alias = _alias()
+    if connections[alias].vendor == "postgresql":
+        kept = _heartbeat_postgresql(alias, worker_id, tokens, lease_seconds)
+        lost = {job_id for job_id, _ in tokens} - kept
+        for job_id in sorted(lost):
+            logger.warning("job.lease_lost id=%s worker=%s", job_id, worker_id)
+        return lost
     by_lease: dict[float, list[tuple[int, int]]] = {}
     leases = dict(
         Job.objects.using(alias)
@@ -516,6 +763,29 @@ def heartbeat(
     for job_id in sorted(lost):
         logger.warning("job.lease_lost id=%s worker=%s", job_id, worker_id)
     return lost
+
+
+_HEARTBEAT_POSTGRESQL = """
+UPDATE {table} AS j
+SET lease_expires_at = STATEMENT_TIMESTAMP()
+    + make_interval(secs => COALESCE(j.lease_seconds, %s))
+FROM unnest(%s::bigint[], %s::bigint[]) AS t(id, attempt)
+WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running' AND j.lease_owner = %s
+RETURNING j.id
+"""
+
+
+def _heartbeat_postgresql(
+    alias: str, worker_id: str, tokens: list[tuple[int, int]], lease_seconds: float
+) -> set[int]:
+    """One statement for all in-flight jobs, each row fenced; RETURNING names the kept ones."""
+    connection = connections[alias]
+    sql = _HEARTBEAT_POSTGRESQL.format(table=connection.ops.quote_name(Job._meta.db_table))
+    ids = [int(job_id) for job_id, _ in tokens]
+    attempts = [int(attempt) for _, attempt in tokens]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [lease_seconds, ids, attempts, worker_id])
+        return {row[0] for row in cursor.fetchall()}
 
 
 # --------------------------------------------------------------------------- complete
@@ -554,31 +824,96 @@ def complete(job_id: int, attempt: int, result: Any = None, *, finished_by: str 
     return _report(changed, "succeeded", job_id, attempt, Outcome.SUCCEEDED)
 
 
+_COMPLETE_POSTGRESQL = """
+UPDATE {table} AS j
+SET status = 'succeeded', finished_at = STATEMENT_TIMESTAMP(), lease_owner = '',
+    finished_by = %s, lease_expires_at = NULL, live_dedupe_key = NULL,
+    -- JSON null and "no result" are both stored as SQL NULL, as complete() does.
+    result = NULLIF(t.result, 'null'::jsonb)
+FROM unnest(%s::bigint[], %s::bigint[], %s::jsonb[]) AS t(id, attempt, result)
+WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running'
+RETURNING j.id
+"""
+
+
 def complete_many(
-    tokens: Iterable[tuple[int, int]], *, finished_by: str = ""
+    tokens: Iterable[tuple[int, int] | tuple[int, int, Any]], *, finished_by: str = ""
 ) -> dict[int, Outcome]:
-    """Mark many jobs succeeded (no return values) in one statement, each row fenced."""
-    tokens = list(tokens)
-    if not tokens:
+    """Mark many jobs succeeded in one statement, each row fenced by its own token.
+
+    Each item is ``(id, attempt)`` or ``(id, attempt, result)``; ``finished_by`` is the worker
+    id recorded on each row, as ``complete()`` does. On PostgreSQL this is one
+    UPDATE ... RETURNING (the rows it returns are the ones that succeeded; the others are
+    stale). A result that cannot be stored fails its job, as ``complete()`` does.
+    """
+    items = list(tokens)
+    if not items:
         return {}
     alias = _alias()
-    Job.objects.using(alias).filter(_tokens_q(tokens), status=Status.RUNNING).update(
+    outcomes: dict[int, Outcome] = {}
+    storable: list[tuple[int, int, Any]] = []
+    for item in items:
+        job_id, attempt = item[0], item[1]
+        result = item[2] if len(item) > 2 else None
+        try:
+            validation.check_json(result, "result")
+        except JobValidationError:
+            # fails it, non-retryable
+            outcomes[job_id] = complete(job_id, attempt, result, finished_by=finished_by)
+            continue
+        storable.append((job_id, attempt, result))
+    if connections[alias].vendor == "postgresql":
+        done = _complete_postgresql(alias, storable, finished_by)
+        for job_id, attempt, _ in storable:
+            outcomes[job_id] = _report(
+                int(job_id in done), "succeeded", job_id, attempt, Outcome.SUCCEEDED
+            )
+        if done and signals.wanted(signals.job_succeeded):
+            plain = {i: a for i, a, result in storable if i in done and result is None}
+            if plain:
+                _announce(signals.job_succeeded, alias, plain, attempts=plain, result=None)
+            for i, a, result in storable:
+                if i in done and result is not None:
+                    _announce(signals.job_succeeded, alias, [i], attempts={i: a}, result=result)
+        return outcomes
+    if any(result is not None for _, _, result in storable):
+        for job_id, attempt, result in storable:
+            outcomes[job_id] = complete(job_id, attempt, result, finished_by=finished_by)
+        return outcomes
+    pairs = [(job_id, attempt) for job_id, attempt, _ in storable]
+    if not pairs:
+        return outcomes
+    Job.objects.using(alias).filter(_tokens_q(pairs), status=Status.RUNNING).update(
         **_succeeded_fields(None, finished_by)
     )
     done = set(
         Job.objects.using(alias)
-        .filter(_tokens_q(tokens), status=Status.SUCCEEDED)
+        .filter(_tokens_q(pairs), status=Status.SUCCEEDED)
         .values_list("pk", flat=True)
     )
-    outcomes = {}
-    for job_id, attempt in tokens:
+    for job_id, attempt in pairs:
         outcomes[job_id] = _report(
             int(job_id in done), "succeeded", job_id, attempt, Outcome.SUCCEEDED
         )
     if done:
-        succeeded = {job_id: attempt for job_id, attempt in tokens if job_id in done}
+        succeeded = {job_id: attempt for job_id, attempt in pairs if job_id in done}
         _announce(signals.job_succeeded, alias, succeeded, attempts=succeeded, result=None)
     return outcomes
+
+
+def _complete_postgresql(
+    alias: str, items: list[tuple[int, int, Any]], finished_by: str
+) -> set[int]:
+    if not items:
+        return set()
+    connection = connections[alias]
+    sql = _COMPLETE_POSTGRESQL.format(table=connection.ops.quote_name(Job._meta.db_table))
+    ids = [int(job_id) for job_id, _, _ in items]
+    attempts = [int(attempt) for _, attempt, _ in items]
+    results = [json.dumps(result) for _, _, result in items]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [finished_by, ids, attempts, results])
+        return {row[0] for row in cursor.fetchall()}
 
 
 def complete_in_transaction(job_id: int, attempt: int, result: Any = None) -> None:

@@ -25,6 +25,8 @@ def test_defaults() -> None:
 
         del django_settings.LEASEJOBS_SCHEDULES  # the test project declares a demo schedule
         assert settings.SCHEDULES == {}
+    assert settings.SCHEDULES == {}
+    assert settings.NOTIFY is True
 
 
 @pytest.mark.parametrize(
@@ -40,6 +42,7 @@ def test_defaults() -> None:
         ("LEASEJOBS_SCHEDULES", [], "must be a dict"),
         ("LEASEJOBS_MAX_PAYLOAD_BYTES", 1.5, "must be an integer"),
         ("LEASEJOBS_MISFIRE_GRACE_SECONDS", 0, "at least 1"),
+        ("LEASEJOBS_NOTIFY", "yes", "must be True or False"),
     ],
 )
 def test_bad_settings_name_the_setting(name: str, value: object, message: str) -> None:

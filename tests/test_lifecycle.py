@@ -401,3 +401,26 @@ def test_a_zero_backoff_retry_is_due_at_once_on_every_database() -> None:
         row = fields(job.pk, "run_at", "started_at")
         assert row["started_at"] >= row["run_at"]
         assert lifecycle.fail(second.pk, second.attempt, Failure("x")) is Outcome.DEAD
+
+
+class TestClaimAcrossQueues:
+    """Several queues or all of them: the claim order is global, not per queue."""
+
+    def test_every_queue_in_priority_order(self, make_due) -> None:
+        low = jobs.noop.enqueue(queue="a", priority=-1)
+        high = jobs.noop.enqueue(queue="b", priority=9)
+        mid = jobs.noop.enqueue(queue="c", priority=3)
+        later = jobs.noop.enqueue(queue="d", priority=50, delay=3600)
+        make_due(low, high, mid)
+        assert [j.pk for j in lifecycle.claim("w1", batch=2)] == [high.pk, mid.pk]
+        assert [j.pk for j in lifecycle.claim("w1", batch=5)] == [low.pk]
+        assert fields(later.pk, "status")["status"] == Status.PENDING
+
+    def test_given_queues_only_and_the_batch_holds_across_them(self) -> None:
+        for queue in ("a", "a", "b", "b", "c"):
+            jobs.noop.enqueue(queue=queue)
+        claimed = lifecycle.claim("w1", batch=3, queues=["a", "b"])
+        assert len(claimed) == 3
+        assert {j.queue for j in claimed} <= {"a", "b"}
+        assert len(lifecycle.claim("w1", batch=10, queues=["a", "b", "missing"])) == 1
+        assert [j.queue for j in lifecycle.claim("w1", batch=10)] == ["c"]

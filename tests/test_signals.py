@@ -220,3 +220,18 @@ def test_no_receivers_means_no_work(django_assert_num_queries) -> None:
             lifecycle.complete(second.pk, claimed[second.pk].attempt)
     finally:
         signals.job_succeeded.disconnect(listener)
+
+
+def test_complete_many_with_results_sends_each_result(
+    received, django_capture_on_commit_callbacks
+) -> None:
+    first, second, third = jobs.noop.enqueue(), jobs.noop.enqueue(), jobs.noop.enqueue()
+    claimed = {job.pk: job for job in lifecycle.claim("w1", batch=3)}
+    with django_capture_on_commit_callbacks(execute=True):
+        lifecycle.complete_many(
+            [(first.pk, 1, {"a": 1}), (second.pk, 1), (third.pk, claimed[third.pk].attempt + 1, 3)]
+        )
+    succeeded = sorted(
+        (kwargs["job_id"], kwargs["result"]) for name, kwargs in received if name == "job_succeeded"
+    )
+    assert succeeded == sorted([(first.pk, {"a": 1}), (second.pk, None)])  # third was stale

@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "django_leasejobs",
     "demo",
     "testapp",
+    "benchmarks",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,148 @@
+"""Section ``claim``: the cost of one claim as the backlog grows, and the plan behind it.
+
+For each backlog size the table is topped up with due pending jobs and vacuumed, then
+``lifecycle.claim`` takes ``reps`` batches in a row (so the dead index entries that claims leave
+behind until the next vacuum are part of the figure, as in production). The statement that
+claim sends is captured and run again under ``EXPLAIN (ANALYZE, BUFFERS)`` in a rolled-back
+transaction: the plan must be an index scan that reads about ``batch`` rows, never a seq scan.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from django.db import connection, transaction
+
+from django_leasejobs import lifecycle
+
+from . import database
+from .database import Target
+
+FORMS: dict[str, list[str] | None] = {"one_queue": ["default"], "all_queues": None}
+
+
+class _Captured(Exception):
+    def __init__(self, sql: str, params: Any) -> None:
+        self.sql, self.params = sql, params
+
+
+def _capture(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+    raise _Captured(sql, params)
+
+
+def _claim_statement(queues: list[str] | None, batch: int) -> tuple[str, Any]:
+    """The SQL and parameters that ``lifecycle.claim`` would send, without running it."""
+    try:
+        with connection.execute_wrapper(_capture):
+            lifecycle.claim("benchmark-explain", queues=queues, batch=batch)
+    except _Captured as captured:
+        return captured.sql, captured.params
+    raise RuntimeError("lifecycle.claim sent no statement")
+
+
+def _walk(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from _walk(child)
+
+
+def explain(queues: list[str] | None, batch: int) -> dict[str, Any]:
+    sql, params = _claim_statement(queues, batch)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, params)
+        plan = cursor.fetchone()[0]
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
+        text = "\n".join(row[0] for row in cursor.fetchall())
+        transaction.set_rollback(True)
+    if isinstance(plan, str):  # psycopg returns JSON already decoded; be safe either way
+        import json
+
+        plan = json.loads(plan)
+    top = plan[0]["Plan"]
+    nodes = list(_walk(top))
+    # Rows read = index entries the claimable-index scans returned or filtered, all loops (the
+    # all-queues form scans once per queue); the primary-key fetch of the claimed rows is apart.
+    claimable = [n for n in nodes if n.get("Index Name") == "leasejobs_claimable"]
+    scans = sorted(
+        {
+            f"{n['Node Type']} {n.get('Index Name', '')}".strip()
+            for n in nodes
+            if n.get("Relation Name") == database.JOB_TABLE
+            and "Scan" in n["Node Type"]
+            and n.get("Index Name") != "django_leasejobs_job_pkey"
+        }
+    )
+    return {
+        "seq_scan": any(n["Node Type"] == "Seq Scan" for n in nodes),
+        "sort": any(n["Node Type"] in ("Sort", "Incremental Sort") for n in nodes),
+        "scan": ", ".join(scans),
+        "rows_read": sum(
+            (int(n.get("Actual Rows", 0)) + int(n.get("Rows Removed by Filter", 0)))
+            * int(n.get("Actual Loops", 1))
+            for n in claimable
+        ),
+        "buffers": int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0)),
+        "explain_ms": float(plan[0].get("Execution Time", 0.0)),
+        "plan": text,
+    }
+
+
+def _pending(raw: Any) -> int:
+    row = raw.execute(
+        "SELECT count(*) FROM django_leasejobs_job WHERE status = 'pending'"
+    ).fetchone()
+    return int(row[0])
+
+
+def run(target: Target, *, backlogs: list[int], batch: int, reps: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with target.connect() as raw:
+        database.reset(raw)
+        for backlog in backlogs:
+            label = _label(backlog)
+            for form, queues in FORMS.items():
+                missing = backlog - _pending(raw)
+                if missing > 0:
+                    database.seed(raw, missing)
+                database.vacuum_analyze(raw)
+                plan = explain(queues, batch)
+                times = []
+                for _ in range(reps):
+                    start = time.perf_counter()
+                    claimed = lifecycle.claim("benchmark", queues=queues, batch=batch)
+                    times.append(time.perf_counter() - start)
+                    assert len(claimed) == batch, (len(claimed), batch)
+                # Claimed rows go back to pending (and out of the next measurement's way).
+                raw.execute(
+                    "UPDATE django_leasejobs_job SET status = 'pending', lease_owner = '' "
+                    "WHERE status = 'running'"
+                )
+                prefix = f"claim_{form}_{label}"
+                out[f"{prefix}_ms"] = statistics.median(times) * 1000
+                out[f"{prefix}_p95_ms"] = _quantile(times, 0.95) * 1000
+                for key in ("seq_scan", "sort", "scan", "rows_read", "buffers", "explain_ms"):
+                    out[f"{prefix}_{key}"] = plan[key]
+                out[f"{prefix}_plan"] = plan["plan"]
+        database.reset(raw)
+    first, last = _label(backlogs[0]), _label(backlogs[-1])
+    for form in FORMS:
+        out[f"claim_{form}_growth"] = (
+            out[f"claim_{form}_{last}_ms"] / out[f"claim_{form}_{first}_ms"]
+        )
+    return out
+
+
+def _label(count: int) -> str:
+    if count >= 1_000_000 and count % 1_000_000 == 0:
+        return f"{count // 1_000_000}M"
+    if count >= 1000 and count % 1000 == 0:
+        return f"{count // 1000}k"
+    return str(count)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

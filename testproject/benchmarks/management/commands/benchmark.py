@@ -1,0 +1,209 @@
+"""``manage.py benchmark``: the benchmark suite of SPEC §9 on a scratch PostgreSQL database.
+
+It creates (and afterwards drops) its own database beside the configured one, runs each section
+``--runs`` times in subprocesses pointed at it, prints the medians as a table with ratios and the
+targets of issue #6, and writes everything (every run, the plans, the machine) as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+from django.core.management import get_commands
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
+
+from benchmarks import database, machine, report
+from benchmarks.database import Target
+from benchmarks.management.commands.benchmark_part import SECTIONS
+
+
+def _positive_ints(value: str) -> list[int]:
+    try:
+        numbers = [int(part) for part in value.split(",")]
+    except ValueError:
+        raise ValueError(f"expected comma-separated whole numbers, got {value!r}") from None
+    if not numbers or any(n < 1 for n in numbers):
+        raise ValueError(f"expected numbers of at least 1, got {value!r}")
+    return numbers
+
+
+def _sections(value: str) -> list[str]:
+    names = [part.strip() for part in value.split(",") if part.strip()]
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown or not names:
+        raise ValueError(
+            f"unknown section(s) {unknown or value!r}; choose from {', '.join(SECTIONS)}"
+        )
+    return names
+
+
+class Command(BaseCommand):
+    help = "Measure throughput, enqueue rate, claim cost, latency and memory on PostgreSQL."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        add = parser.add_argument
+        add("--jobs", type=int, default=20_000, help="No-op jobs per drain and bulk enqueue.")
+        add("--runs", type=int, default=3, help="Runs; figures are the median over them.")
+        add("--only", default=",".join(SECTIONS), help=f"Sections: {', '.join(SECTIONS)}.")
+        add("--skip", default="", help="Sections to leave out.")
+        add("--json", dest="json_path", help="Write every figure, run by run, to this file.")
+        add("--procs", default="1,2", help="Worker process counts.")
+        add("--batches", default="10,100", help="Worker batch sizes (claim size).")
+        add("--threads", default="1,4", help="Worker thread counts (--concurrency).")
+        add("--ceiling-batches", default="100,500", help="Batch sizes of the raw-SQL ceiling.")
+        add("--single-jobs", type=int, default=2000, help="Jobs enqueued one at a time.")
+        add("--peer-jobs", type=int, help="Jobs for the django-tasks worker (default: --jobs).")
+        add("--backlogs", default="10000,100000,1000000", help="Pending rows for claim cost.")
+        add("--claim-batch", type=int, default=100)
+        add("--claim-reps", type=int, default=20, help="Claims timed per backlog.")
+        add("--latency-samples", type=int, default=200)
+        add("--spike-jobs", type=int, default=50_000)
+        add("--spike-batch", type=int, default=100)
+        add("--spike-threads", type=int, default=4)
+        add("--timeout", type=float, default=900, help="Seconds before a drain is given up.")
+        add("--scratch-db", help="Scratch database name (default: <configured name>_bench).")
+        add("--keep-db", action="store_true", help="Keep the scratch database afterwards.")
+
+    def handle(self, *args: Any, **o: Any) -> None:
+        options = self._options(o)
+        settings_dict = connections["default"].settings_dict
+        if connections["default"].vendor != "postgresql":
+            raise CommandError(
+                "Benchmarks run on PostgreSQL only: set DATABASE_URL=postgres://... "
+                f"(the configured database is {connections['default'].vendor})."
+            )
+        configured = Target.from_settings(settings_dict)
+        target = configured.named(o["scratch_db"] or f"{configured.name}_bench")
+        if target.name == configured.name:
+            raise CommandError(
+                "--scratch-db must differ from the configured database: it is dropped."
+            )
+        sections = self._available(options["sections"])
+
+        load_before = os.getloadavg()
+        self._say(f"scratch database {target.name}: creating and migrating")
+        database.create(target)
+        try:
+            database.migrate(target)
+            runs = self._run(target, sections, options)
+            about = machine.describe(target)
+            about["load_average_before"] = load_before
+        finally:
+            if not o["keep_db"]:
+                database.drop(target)
+        figures = report.medians(runs)
+        self.stdout.write(report.summary(figures, len(runs)) + "\n\n")
+        self.stdout.write(report.table(figures, len(runs)))
+        if o["json_path"]:
+            document = {
+                "machine": about,
+                "options": options,
+                "sections": sections,
+                "summary": report.summary(figures, len(runs)),
+                "median": figures,
+                "goals": report.goals(figures),
+                "runs": runs,
+            }
+            with open(o["json_path"], "w") as out:
+                json.dump(document, out, indent=2, default=str)
+            self._say(f"wrote {o['json_path']}")
+
+    def _options(self, o: dict[str, Any]) -> dict[str, Any]:
+        for name in (
+            "jobs",
+            "runs",
+            "single_jobs",
+            "claim_batch",
+            "claim_reps",
+            "latency_samples",
+            "spike_jobs",
+            "spike_batch",
+            "spike_threads",
+        ):
+            if o[name] < 1:
+                raise CommandError(f"--{name.replace('_', '-')} must be at least 1, not {o[name]}.")
+        if o["peer_jobs"] is not None and o["peer_jobs"] < 1:
+            raise CommandError(f"--peer-jobs must be at least 1, not {o['peer_jobs']}.")
+        if o["timeout"] <= 0:
+            raise CommandError("--timeout must be a positive number of seconds.")
+        try:
+            skip = set(_sections(o["skip"])) if o["skip"] else set()
+            sections = [s for s in _sections(o["only"]) if s not in skip]
+            parsed = {
+                name: _positive_ints(o[name])
+                for name in ("procs", "batches", "threads", "ceiling_batches", "backlogs")
+            }
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        if not sections:
+            raise CommandError("No section left to run.")
+        return {
+            "sections": sections,
+            "jobs": o["jobs"],
+            "runs": o["runs"],
+            "single_jobs": o["single_jobs"],
+            "peer_jobs": o["peer_jobs"] or o["jobs"],
+            "claim_batch": o["claim_batch"],
+            "claim_reps": o["claim_reps"],
+            "latency_samples": o["latency_samples"],
+            "spike_jobs": o["spike_jobs"],
+            "spike_batch": o["spike_batch"],
+            "spike_threads": o["spike_threads"],
+            "timeout": o["timeout"],
+            **parsed,
+        }
+
+    def _available(self, sections: list[str]) -> list[str]:
+        """Leave out (and say so) what this installation cannot run."""
+        missing = {}
+        if "runjobworker" not in get_commands():
+            for name in ("worker", "latency", "spike"):
+                missing[name] = "no runjobworker command in this installation"
+        try:
+            import django_tasks_db  # noqa: F401
+        except ImportError:
+            missing["peer"] = "django-tasks-db is not installed (pip install -e '.[benchmark]')"
+        for name in sections:
+            if name in missing:
+                self._say(f"section {name} not run: {missing[name]}")
+        return [name for name in sections if name not in missing]
+
+    def _run(
+        self, target: Target, sections: list[str], options: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        runs = []
+        for index in range(options["runs"]):
+            figures: dict[str, Any] = {}
+            for section in sections:
+                self._say(f"run {index + 1}/{options['runs']}: {section}")
+                start = time.perf_counter()
+                figures.update(self._section(target, section, options))
+                self._say(f"  {section} took {time.perf_counter() - start:.1f} s")
+            runs.append(figures)
+        return runs
+
+    def _section(self, target: Target, section: str, options: dict[str, Any]) -> dict[str, Any]:
+        """Run one section; a failed one (a server restart, say) is run again, twice at most."""
+        import subprocess
+
+        for attempt in range(3):
+            with tempfile.NamedTemporaryFile("r", suffix=".json") as out:
+                argv = database.manage(
+                    "benchmark_part", section, "--options", json.dumps(options), "--out", out.name
+                )
+                done = subprocess.run(argv, env=database.environment(target), check=False)
+                if not done.returncode:
+                    return json.load(out)
+            self._say(f"  {section} failed (exit {done.returncode}); attempt {attempt + 1} of 3")
+            time.sleep(10)
+        raise CommandError(f"section {section} failed three times.")
+
+    def _say(self, message: str) -> None:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()

@@ -1,0 +1,64 @@
+"""The raw-SQL ceiling: the least a correct lease worker can do, written with psycopg alone.
+
+One process loops: claim a batch in one statement (SKIP LOCKED, attempt + 1, a lease), call a
+no-op for each row, then complete the whole batch in one statement fenced per row by
+(id, attempt, running). No Django, no logging, no heartbeat thread: what is left is the
+database's share of the work, so the app's throughput over this is its efficiency.
+
+Run: ``python raw_worker.py CONNINFO BATCH WORKER_ID``; exits when nothing is due.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import psycopg
+
+CLAIM = """
+WITH due AS (
+    SELECT id FROM django_leasejobs_job
+    WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP() AND queue = %s
+    ORDER BY priority DESC, run_at, id
+    LIMIT %s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE django_leasejobs_job AS j
+SET status = 'running', attempt = j.attempt + 1, lease_owner = %s,
+    lease_expires_at = STATEMENT_TIMESTAMP() + INTERVAL '60 seconds',
+    started_at = STATEMENT_TIMESTAMP()
+FROM due
+WHERE j.id = due.id AND j.status IN ('pending', 'failed')
+RETURNING j.id, j.attempt, j.name, j.args, j.kwargs
+"""
+
+COMPLETE = """
+UPDATE django_leasejobs_job AS j
+SET status = 'succeeded', finished_at = STATEMENT_TIMESTAMP(), lease_owner = '',
+    lease_expires_at = NULL, live_dedupe_key = NULL
+FROM unnest(%s::bigint[], %s::integer[]) AS t(id, attempt)
+WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running'
+RETURNING j.id
+"""
+
+
+def noop(*args: Any, **kwargs: Any) -> None:
+    """The job: nothing."""
+
+
+def main(conninfo: str, batch: int, worker_id: str) -> int:
+    done = 0
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        while True:
+            rows = conn.execute(CLAIM, ["default", batch, worker_id]).fetchall()
+            if not rows:
+                return done
+            for _id, _attempt, _name, args, kwargs in rows:
+                noop(*args, **kwargs)
+            ids = [row[0] for row in rows]
+            attempts = [row[1] for row in rows]
+            done += len(conn.execute(COMPLETE, [ids, attempts]).fetchall())
+
+
+if __name__ == "__main__":
+    print(main(sys.argv[1], int(sys.argv[2]), sys.argv[3]))

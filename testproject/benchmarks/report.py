@@ -1,0 +1,142 @@
+"""Medians over runs, the table of figures and ratios, and the targets of issue #6."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per figure, the median over runs; text (plans) and flags come from the last run."""
+    keys: list[str] = []
+    for run in runs:
+        keys += [k for k in run if k not in keys]
+    out: dict[str, Any] = {}
+    for key in keys:
+        values = [run[key] for run in runs if key in run]
+        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        out[key] = statistics.median(numbers) if len(numbers) == len(values) else values[-1]
+    _ratios(out)
+    return out
+
+
+def _ratios(m: dict[str, Any]) -> None:
+    """Every drain figure also as a ratio to the raw ceiling and to the peer, same processes."""
+    for key in list(m):
+        found = re.fullmatch(r"(worker|loop)_p(\d+)(_b\d+_t\d+|_b\d+)?_per_s", key)
+        if not found:
+            continue
+        procs = found.group(2)
+        ceiling, peer = m.get(f"ceiling_p{procs}_per_s"), m.get(f"peer_p{procs}_per_s")
+        if ceiling:
+            m[key.replace("_per_s", "_vs_ceiling")] = m[key] / ceiling
+        if peer:
+            m[key.replace("_per_s", "_vs_peer")] = m[key] / peer
+
+
+@dataclass(frozen=True)
+class Goal:
+    name: str
+    key: str
+    test: Callable[[float], bool]
+    wanted: str
+
+
+GOALS = [
+    Goal("throughput, 2 processes", "worker_p2_per_s", lambda v: v >= 10_000, ">= 10,000 jobs/s"),
+    Goal("throughput vs django-tasks worker", "worker_p2_vs_peer", lambda v: v >= 30, ">= 30x"),
+    Goal("throughput vs raw-SQL ceiling", "worker_p2_vs_ceiling", lambda v: v >= 0.4, ">= 0.40"),
+    Goal("bulk enqueue", "bulk_per_s", lambda v: v >= 50_000, ">= 50,000 jobs/s"),
+    Goal("single enqueue vs raw INSERT", "single_vs_raw", lambda v: v >= 0.8, ">= 0.80"),
+    Goal("NOTIFY latency p99, idle", "latency_notify_p99_ms", lambda v: v < 50, "< 50 ms"),
+    Goal("claim at 1M vs 10k", "claim_one_queue_growth", lambda v: v <= 1.5, "<= 1.5x"),
+]
+
+
+def goals(m: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for goal in GOALS:
+        value = m.get(goal.key)
+        met = None if value is None else bool(goal.test(value))
+        rows.append(
+            {"goal": goal.name, "key": goal.key, "value": value, "wanted": goal.wanted, "met": met}
+        )
+    return rows
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if abs(value) >= 100:
+            return f"{value:,.0f}"
+        if abs(value) >= 10:
+            return f"{value:.1f}"
+        return f"{value:.2f}"
+    return str(value)
+
+
+def table(m: dict[str, Any], runs: int) -> str:
+    """Figures as a plain-text table (Markdown-compatible), then the goals."""
+    lines = [f"| figure (median of {runs}) | value |", "|---|---:|"]
+    for key, value in m.items():
+        if key.endswith("_plan"):
+            continue
+        lines.append(f"| {key} | {_fmt(value)} |")
+    lines += ["", "| goal | figure | wanted | met |", "|---|---:|---|---|"]
+    for row in goals(m):
+        met = "not measured" if row["met"] is None else ("yes" if row["met"] else "NO")
+        value = "-" if row["value"] is None else _fmt(row["value"])
+        lines.append(f"| {row['goal']} | {value} | {row['wanted']} | {met} |")
+    return "\n".join(lines)
+
+
+SUMMARY_ROWS: list[tuple[str, str, str]] = [
+    # (label, figure key, ratio key or "")
+    ("enqueue, one at a time (jobs/s)", "single_per_s", "single_vs_raw"),
+    ("raw psycopg INSERT, one at a time (rows/s)", "raw_single_per_s", ""),
+    ("enqueue_many (jobs/s)", "bulk_per_s", "bulk_vs_raw"),
+    ("raw multi-row INSERT (rows/s)", "raw_bulk_per_s", ""),
+    ("claim 100, one queue, 10k pending (ms)", "claim_one_queue_10k_ms", ""),
+    ("claim 100, one queue, 100k pending (ms)", "claim_one_queue_100k_ms", ""),
+    ("claim 100, one queue, 1M pending (ms)", "claim_one_queue_1M_ms", "claim_one_queue_growth"),
+    ("claim 100, all queues, 10k pending (ms)", "claim_all_queues_10k_ms", ""),
+    ("claim 100, all queues, 1M pending (ms)", "claim_all_queues_1M_ms", "claim_all_queues_growth"),
+    ("raw-SQL ceiling, 1 process (jobs/s)", "ceiling_p1_per_s", ""),
+    ("raw-SQL ceiling, 2 processes (jobs/s)", "ceiling_p2_per_s", ""),
+    ("django-tasks db_worker, 1 process (jobs/s)", "peer_p1_per_s", ""),
+    ("django-tasks db_worker, 2 processes (jobs/s)", "peer_p2_per_s", ""),
+    (
+        "library loop, 2 processes, best batch (jobs/s)",
+        "loop_p2_per_s",
+        "loop_p2_vs_ceiling",
+    ),
+    ("runjobworker, 1 process, best (jobs/s)", "worker_p1_per_s", "worker_p1_vs_ceiling"),
+    ("runjobworker, 2 processes, best (jobs/s)", "worker_p2_per_s", "worker_p2_vs_ceiling"),
+    ("runjobworker, 2 processes, vs django-tasks", "worker_p2_vs_peer", ""),
+    ("latency run_at -> start, NOTIFY p50 (ms)", "latency_notify_p50_ms", ""),
+    ("latency, NOTIFY p95 (ms)", "latency_notify_p95_ms", ""),
+    ("latency, NOTIFY p99 (ms)", "latency_notify_p99_ms", ""),
+    ("latency, polling 1 s, p50 (ms)", "latency_poll_p50_ms", ""),
+    ("latency, polling 1 s, p99 (ms)", "latency_poll_p99_ms", ""),
+    ("spike: jobs due in one second", "spike_jobs", ""),
+    ("spike: first start after that second (s)", "spike_first_start_s", ""),
+    ("spike: drained after (s)", "spike_drain_s", ""),
+    ("spike: rate (jobs/s)", "spike_per_s", ""),
+    ("worker RSS idle (MiB)", "rss_idle_mib", ""),
+    ("worker RSS under the spike (MiB)", "rss_load_mib", ""),
+]
+
+
+def summary(m: dict[str, Any], runs: int) -> str:
+    """The figures the issue asks for, with their ratio where one applies (Markdown)."""
+    lines = [f"| figure (median of {runs} runs) | value | ratio |", "|---|---:|---:|"]
+    for label, key, ratio in SUMMARY_ROWS:
+        if key not in m:
+            continue
+        shown = _fmt(m[ratio]) if ratio and ratio in m else ""
+        lines.append(f"| {label} | {_fmt(m[key])} | {shown} |")
+    return "\n".join(lines)

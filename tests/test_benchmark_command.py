@@ -1,0 +1,70 @@
+"""``manage.py benchmark``: its input checks, and a tiny smoke run (nothing here is timed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--procs", "0"], "at least 1"),
+        (["--batches", "ten"], "comma-separated whole numbers"),
+        (["--only", "enqueue,nonsense"], "unknown section"),
+        (["--only", "claim", "--skip", "claim"], "No section left"),
+        (["--jobs", "0"], "--jobs must be at least 1"),
+        (["--timeout", "-1"], "--timeout must be a positive"),
+    ],
+)
+def test_bad_options_are_refused_with_a_clear_message(args: list[str], message: str) -> None:
+    with pytest.raises(CommandError, match=message):
+        call_command("benchmark", *args)
+
+
+def test_the_scratch_database_is_never_the_configured_one() -> None:
+    name = connection.settings_dict["NAME"]
+    expected = "must differ" if connection.vendor == "postgresql" else "PostgreSQL only"
+    with pytest.raises(CommandError, match=expected):
+        call_command("benchmark", "--scratch-db", str(name), "--only", "enqueue")
+
+
+def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
+    """On PostgreSQL a tiny run completes and writes its JSON; elsewhere it refuses clearly."""
+    out = tmp_path / "bench.json"
+    args = [
+        "--jobs=40",
+        "--runs=1",
+        "--only=enqueue,claim,ceiling,loop",
+        "--single-jobs=10",
+        "--backlogs=1000,2000",
+        "--claim-batch=5",
+        "--claim-reps=2",
+        "--procs=1",
+        "--batches=10",
+        "--ceiling-batches=10",
+        f"--json={out}",
+    ]
+    if connection.vendor != "postgresql":
+        with pytest.raises(CommandError, match="PostgreSQL only"):
+            call_command("benchmark", *args)
+        return
+    call_command("benchmark", *args)
+    document = json.loads(out.read_text())
+    median = document["median"]
+    for key in ("single_per_s", "bulk_per_s", "ceiling_p1_per_s", "loop_p1_b10_per_s"):
+        assert median[key] > 0, key
+    # The claim reads the claimable index and fetches its rows by key: no seq scan anywhere.
+    assert median["claim_one_queue_2k_scan"] == "Index Scan leasejobs_claimable"
+    assert median["claim_one_queue_2k_seq_scan"] is False
+    assert median["claim_one_queue_2k_rows_read"] == 5
+    # Every queue: a loose index scan lists the queues, then the same index per queue.
+    assert median["claim_all_queues_2k_seq_scan"] is False
+    assert median["claim_all_queues_2k_scan"] == (
+        "Index Only Scan leasejobs_claimable, Index Scan leasejobs_claimable"
+    )
+    assert {row["key"] for row in document["goals"]} >= {"bulk_per_s", "single_vs_raw"}

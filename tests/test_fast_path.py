@@ -1,0 +1,184 @@
+"""The grouped statements (complete_many, heartbeat, bulk enqueue) and NOTIFY on enqueue.
+
+They must keep every guarantee of the one-row paths: each row fenced by its own token, results
+stored as ``complete()`` stores them, and a job announced only once it is committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from django.db import connection, transaction
+from django.forms.models import model_to_dict
+from django.test import override_settings
+from testapp import jobs
+
+from django_leasejobs import lifecycle, notify
+from django_leasejobs.lifecycle import Outcome
+from django_leasejobs.models import DeadLetter, Job, Status
+
+from .conftest import fields
+
+postgresql_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="LISTEN/NOTIFY is PostgreSQL's"
+)
+
+
+@pytest.mark.django_db
+class TestCompleteMany:
+    def test_results_are_stored_and_each_row_is_fenced(self) -> None:
+        for _ in range(3):
+            jobs.noop.enqueue()
+        a, b, c = lifecycle.claim("w1", batch=3)
+        lifecycle.release(c.pk, c.attempt)  # c's token is now stale
+        outcomes = lifecycle.complete_many(
+            [(a.pk, a.attempt, {"n": 1}), (b.pk, b.attempt), (c.pk, c.attempt, "late")]
+        )
+        assert outcomes == {a.pk: Outcome.SUCCEEDED, b.pk: Outcome.SUCCEEDED, c.pk: Outcome.STALE}
+        assert fields(a.pk, "status", "result") == {"status": Status.SUCCEEDED, "result": {"n": 1}}
+        assert fields(b.pk, "status", "result") == {"status": Status.SUCCEEDED, "result": None}
+        assert fields(c.pk, "status", "result") == {"status": Status.PENDING, "result": None}
+        row = fields(a.pk, "finished_at", "lease_owner", "lease_expires_at")
+        assert row["finished_at"] is not None
+        assert (row["lease_owner"], row["lease_expires_at"]) == ("", None)
+
+    def test_a_wrong_attempt_changes_nothing(self) -> None:
+        job = jobs.noop.enqueue()
+        (claimed,) = lifecycle.claim("w1", batch=1)
+        assert lifecycle.complete_many([(job.pk, claimed.attempt + 1, 1)]) == {
+            job.pk: Outcome.STALE
+        }
+        assert fields(job.pk, "status")["status"] == Status.RUNNING
+
+    def test_an_unstorable_result_fails_only_its_job(self) -> None:
+        for _ in range(2):
+            jobs.noop.enqueue()
+        good, bad = lifecycle.claim("w1", batch=2)
+        outcomes = lifecycle.complete_many(
+            [(good.pk, good.attempt, [1, 2]), (bad.pk, bad.attempt, float("nan"))]
+        )
+        assert outcomes == {good.pk: Outcome.SUCCEEDED, bad.pk: Outcome.DEAD}
+        assert fields(good.pk, "result")["result"] == [1, 2]
+        assert DeadLetter.objects.get(job_id=bad.pk).reason == "error"
+
+
+@pytest.mark.django_db
+def test_heartbeat_extends_owned_leases_and_names_the_lost_ones(expire_lease) -> None:
+    for _ in range(3):
+        jobs.noop.enqueue()
+    mine, reclaimed, other = lifecycle.claim("w1", batch=3)
+    Job.objects.filter(pk=other.pk).update(lease_owner="w2")
+    lifecycle.release(reclaimed.pk, reclaimed.attempt)
+    expire_lease(mine)
+    lost = lifecycle.heartbeat(
+        "w1",
+        [(mine.pk, mine.attempt), (reclaimed.pk, reclaimed.attempt), (other.pk, other.attempt)],
+        lease_seconds=30,
+    )
+    assert lost == {reclaimed.pk, other.pk}
+    row = fields(mine.pk, "lease_expires_at", "started_at")
+    assert row["lease_expires_at"] > row["started_at"]
+
+
+@pytest.mark.django_db
+class TestBulkEnqueue:
+    def test_returned_jobs_equal_their_rows(self) -> None:
+        made = jobs.add.enqueue_many(
+            [((1, 2), {}), {"args": [3, 4], "priority": 7, "queue": "q2"}, ((5,), {"b": 6})]
+        )
+        for job in made:
+            stored = Job.objects.get(pk=job.pk)
+            assert model_to_dict(job) == model_to_dict(stored)
+            assert (job.run_at, job.created_at) == (stored.run_at, stored.created_at)
+            assert not job._state.adding
+        assert [j.args for j in made] == [[1, 2], [3, 4], [5]]
+        assert [j.pk for j in made] == sorted(j.pk for j in made)
+
+    def test_order_holds_across_statements(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(lifecycle, "_BULK_CHUNK", 3)
+        made = jobs.add.enqueue_many([((i, i), {}) for i in range(8)])
+        assert [j.args for j in made] == [[i, i] for i in range(8)]
+        assert [Job.objects.get(pk=j.pk).args for j in made] == [[i, i] for i in range(8)]
+
+    def test_mutable_defaults_are_not_shared(self) -> None:
+        first, second = jobs.noop.enqueue_many([((), {}), ((), {})])
+        first.errors.append("x")
+        assert second.errors == []
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+class TestNotify:
+    @pytest.fixture
+    def listener(self) -> Iterator[notify.Listener]:
+        listener = notify.Listener()
+        listener.start()
+        assert listener.connected()
+        yield listener
+        listener.close()
+
+    def test_enqueue_notifies_its_queue_on_commit(self, listener: notify.Listener) -> None:
+        with transaction.atomic():
+            jobs.other_queue.enqueue()
+            assert listener.wait(0.2) == set()  # not before the commit
+        assert listener.wait(5) == {"other"}
+
+    def test_a_rolled_back_enqueue_notifies_nothing(self, listener: notify.Listener) -> None:
+        with pytest.raises(RuntimeError), transaction.atomic():
+            jobs.noop.enqueue()
+            raise RuntimeError("roll back")
+        assert listener.wait(0.3) == set()
+
+    def test_a_delayed_job_is_not_announced(self, listener: notify.Listener) -> None:
+        jobs.noop.enqueue(delay=60)
+        assert listener.wait(0.3) == set()
+
+    def test_bulk_enqueue_notifies_each_due_queue(self, listener: notify.Listener) -> None:
+        jobs.noop.enqueue_many([((), {}), {"queue": "q2"}, {"queue": "later", "delay": 60}])
+        seen: set[str] = set()
+        for _ in range(3):
+            seen |= listener.wait(1)
+        assert seen == {"default", "q2"}
+
+    def test_notify_can_be_turned_off(self, listener: notify.Listener) -> None:
+        with override_settings(LEASEJOBS_NOTIFY=False):
+            assert not notify.supported()
+            jobs.noop.enqueue()
+            jobs.noop.enqueue_many([((), {})])
+        assert listener.wait(0.3) == set()
+
+    def test_wake_interrupts_a_wait(self, listener: notify.Listener) -> None:
+        listener.wake()
+        assert listener.wait(30) == set()
+
+    def test_a_lost_connection_is_reopened(self, listener: notify.Listener) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE query = %s AND pid <> pg_backend_pid()",
+                [f"LISTEN {notify.CHANNEL}"],
+            )
+        assert listener.wait(0.5) == set()
+        listener.start()
+        assert listener.connected()
+        jobs.noop.enqueue()
+        assert listener.wait(5) == {"default"}
+
+
+@pytest.mark.django_db
+def test_notify_is_postgresql_only() -> None:
+    assert notify.supported() is (connection.vendor == "postgresql")
+
+
+@pytest.mark.django_db
+def test_a_claimed_job_still_reads_its_error_history(make_due) -> None:
+    """The claim leaves the history out of the rows it returns; it loads on access."""
+    job = jobs.noop.enqueue()
+    (first,) = lifecycle.claim("w1", batch=1)
+    lifecycle.fail(first.pk, first.attempt, lifecycle.Failure("boom"))
+    make_due(job)
+    (again,) = lifecycle.claim("w1", batch=1)
+    assert [entry["error"] for entry in again.errors] == ["boom"]
+    assert again.last_error == "boom"
+    assert again.result is None
