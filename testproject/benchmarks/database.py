@@ -149,9 +149,10 @@ def seed(
         sql.SQL(
             """
             INSERT INTO {table} (name, args, kwargs, queue, priority, status, run_at, attempt,
-                released, max_attempts, lease_owner, created_at, last_error, errors)
+                released, max_attempts, lease_owner, created_at, last_error, errors, finished_by,
+                task_backend)
             SELECT %s, '[]', '{{}}', %s, 0, 'pending', {run_at}, 0, 0, 5, '', STATEMENT_TIMESTAMP(),
-                '', '[]'
+                '', '[]', '', ''
             FROM generate_series(1, %s)
             """
         ).format(table=sql.Identifier(JOB_TABLE), run_at=sql.SQL(run_at)),

@@ -18,14 +18,14 @@ from .database import Target
 
 RAW_INSERT = """
 INSERT INTO django_leasejobs_job (name, args, kwargs, queue, priority, status, run_at, attempt,
-    released, max_attempts, lease_owner, created_at, last_error, errors)
+    released, max_attempts, lease_owner, created_at, last_error, errors, finished_by, task_backend)
 VALUES (%s, %s, %s, %s, 0, 'pending', STATEMENT_TIMESTAMP(), 0, 0, 5, '', STATEMENT_TIMESTAMP(),
-    '', '[]')
+    '', '[]', '', '')
 RETURNING id, run_at, created_at
 """
 RAW_BULK_ROW = (
     "(%s, '[]', '{}', 'default', 0, 'pending', STATEMENT_TIMESTAMP(), 0, 0, 5, '', "
-    "STATEMENT_TIMESTAMP(), '', '[]')"
+    "STATEMENT_TIMESTAMP(), '', '[]', '', '')"
 )
 BLOCK = 250
 BULK_ROWS = 1000
