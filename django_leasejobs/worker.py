@@ -38,7 +38,7 @@ from types import FrameType
 from django.db import Error as DatabaseError
 from django.db import connections
 
-from . import execution, lifecycle, schedules
+from . import execution, lifecycle, notify, schedules
 from .conf import settings
 from .lifecycle import Outcome
 from .models import Job
@@ -224,6 +224,8 @@ class Worker:
         self._threads: list[threading.Thread] = []
         self._heartbeat_stop = threading.Event()
         self._heartbeat_thread: threading.Thread | None = None
+        self._listener: notify.Listener | None = None
+        self._listener_thread: threading.Thread | None = None
         self._db_errors = 0
         self._next_maintenance = 0.0
         self._signals = 0
@@ -251,6 +253,8 @@ class Worker:
         if self.scheduler:
             self._sync_schedules()
         self._start_threads()
+        if not burst:
+            self._start_listener()
         try:
             self._loop(burst)
         finally:
@@ -450,6 +454,38 @@ class Worker:
         )
         self._heartbeat_thread.start()
 
+    def _start_listener(self) -> None:
+        """PostgreSQL: LISTEN now (before the first idle wait) and wake the loop on NOTIFY.
+
+        A notification only ends the idle wait early; the loop clears ``_wake`` before it
+        claims, so one that lands between the claim and the wait is not lost either. Polling
+        every ``poll`` seconds stays the fallback (a dropped LISTEN connection is reopened).
+        """
+        if not notify.supported():
+            return
+        self._listener = notify.Listener()
+        self._listener.start()
+        self._listener_thread = threading.Thread(
+            target=self._listen_loop, name="leasejobs-listen", daemon=True
+        )
+        self._listener_thread.start()
+
+    def _listen_loop(self) -> None:
+        listener = self._listener
+        assert listener is not None
+        while not self._stopping.is_set():
+            queues = listener.wait(self.poll)
+            if queues and (self.queues is None or not queues.isdisjoint(self.queues)):
+                self._wake.set()
+
+    def _stop_listener(self) -> None:
+        if self._listener is None:
+            return
+        self._listener.wake()
+        if self._listener_thread is not None:
+            self._listener_thread.join(timeout=max(self.poll, 1.0))
+        self._listener.close()
+
     def _pool_thread(self) -> None:
         # Daemon threads: after a grace period a handler that will not return must not keep
         # the process alive (its job has been released).
@@ -601,6 +637,7 @@ class Worker:
                 self._database_error("complete", exc, wait=False)
                 time.sleep(min(self._backoff(), max(0.0, deadline - time.monotonic())))
             self._wake.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+        self._stop_listener()
         self._release_left()
         self._abandon.set()
         self._heartbeat_stop.set()

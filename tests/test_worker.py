@@ -12,7 +12,7 @@ import re
 import threading
 
 import pytest
-from django.db import OperationalError, transaction
+from django.db import OperationalError, connection, transaction
 from testapp import jobs
 from testapp.models import Hit
 
@@ -285,3 +285,33 @@ class TestOptions:
         for bad in ("", ",", "a,,b", " "):
             with pytest.raises(ValueError, match="comma-separated queue names"):
                 parse_queues(bad)
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="LISTEN/NOTIFY is PostgreSQL's",
+)
+class TestNotify:
+    """An idle worker wakes on NOTIFY: with a 60 s poll, only the notification can start the job
+    within the wait below (the bound is there to fail the test, not to measure it)."""
+
+    def test_an_idle_worker_wakes_on_enqueue(self) -> None:
+        worker = Worker(concurrency=1, lease=120.0, heartbeat=30.0, poll=60.0)
+        with Background(worker):
+            wait_for(lambda: worker._listener is not None and worker._listener.connected())
+            job = jobs.noop.enqueue()
+            wait_for(lambda: status(job) == Status.SUCCEEDED, timeout=20, what="woken by NOTIFY")
+
+    def test_a_notification_for_another_queue_does_not_start_its_job(self) -> None:
+        worker = Worker(queues=["default"], concurrency=1, lease=120.0, heartbeat=30.0, poll=60.0)
+        with Background(worker):
+            wait_for(lambda: worker._listener is not None and worker._listener.connected())
+            other = jobs.other_queue.enqueue()
+            mine = jobs.noop.enqueue()
+            wait_for(lambda: status(mine) == Status.SUCCEEDED, timeout=20, what="own queue")
+            assert status(other) == Status.PENDING
+
+    def test_burst_workers_do_not_listen(self) -> None:
+        worker = Worker(concurrency=1, **FAST)
+        worker.run(burst=True)
+        assert worker._listener is None
