@@ -942,7 +942,8 @@ def _report(changed: int, action: str, job_id: int, attempt: int, outcome: Outco
     if not changed:
         logger.warning("job.stale id=%s attempt=%s action=%s", job_id, attempt, action)
         return Outcome.STALE
-    logger.info("job.%s id=%s attempt=%s", action, job_id, attempt)
+    # DEBUG: the worker logs the same transition at INFO with name, queue and duration.
+    logger.debug("job.%s id=%s attempt=%s", action, job_id, attempt)
     return outcome
 
 

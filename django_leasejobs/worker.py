@@ -116,6 +116,8 @@ class _Slot:
     job: Job
     lease_lost: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    duration: float = 0.0
+    """Seconds the handler ran, for the log line of its outcome."""
     reporting: bool = False
     """Set (under ``Worker._gate``) when the handler has returned and its result is being
     written: the heartbeat stops renewing it and a shutdown no longer releases it."""
@@ -512,7 +514,9 @@ class Worker:
         """Run the handler and report it; True if its completion waits for the next flush."""
         if slot.released:
             return False
+        began = time.monotonic()
         result = execution.execute(slot.job, self.worker_id, slot.lease_lost)
+        slot.duration = time.monotonic() - began
         with self._gate, slot.lock:
             if slot.released:
                 return False
@@ -521,10 +525,25 @@ class Worker:
             with self._completions_lock:
                 self._completions.append(slot)
             return True
-        outcome = self._report(result)
+        self._count(slot, self._report(result))
+        return False
+
+    def _count(self, slot: _Slot, outcome: Outcome) -> None:
+        """Count an outcome in the summary and log its one line, with what an operator needs."""
+        job = slot.job
+        logger.log(
+            logging.WARNING if outcome in (Outcome.DEAD, Outcome.STALE) else logging.INFO,
+            "job.%s id=%s name=%s attempt=%s queue=%s duration=%.3fs worker=%s",
+            outcome.value,
+            job.pk,
+            job.name,
+            job.attempt,
+            job.queue,
+            slot.duration,
+            self.worker_id,
+        )
         with self._summary_lock:
             self.summary.count(outcome)
-        return False
 
     @staticmethod
     def _groupable(result: execution.Execution) -> bool:
@@ -560,9 +579,8 @@ class Worker:
             with self._completions_lock:
                 self._completions[:0] = slots  # fenced writes: safe to try again
             raise
-        with self._summary_lock:
-            for slot in slots:
-                self.summary.count(outcomes.get(slot.job.pk, Outcome.STALE))
+        for slot in slots:
+            self._count(slot, outcomes.get(slot.job.pk, Outcome.STALE))
         with self._in_flight_lock:
             for slot in slots:
                 self._in_flight.pop(slot.job.pk, None)
@@ -670,8 +688,7 @@ class Worker:
                 )
                 execution.close_old_connections()
                 continue
-            with self._summary_lock:
-                self.summary.count(outcome)
+            self._count(slot, outcome)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals += 1
