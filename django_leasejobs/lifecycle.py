@@ -402,8 +402,10 @@ def _bulk_insert_postgresql(name: str, rows: list[dict[str, Any]], alias: str) -
     """
     if not rows:
         return []
-    known = {*_BULK_ROW_FIELDS, "name", "dedupe_key", "live_dedupe_key"}
-    if set(rows[0]) - known:  # _values() grew a field this path does not know: be correct
+    known = {*_BULK_ROW_FIELDS, "name", "dedupe_key", "live_dedupe_key", "task_backend"}
+    # _values() grew a field this path does not know, or a row is not a plain @job (tasks go
+    # through enqueue_task): be correct the slow way.
+    if set(rows[0]) - known or any(row["task_backend"] for row in rows):
         built = [Job(**row) for row in rows]
         Job.objects.using(alias).bulk_create(built, batch_size=1000)
         return built

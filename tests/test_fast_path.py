@@ -12,6 +12,7 @@ import pytest
 from django.db import connection, transaction
 from django.forms.models import model_to_dict
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from testapp import jobs
 
 from django_leasejobs import lifecycle, notify
@@ -182,3 +183,16 @@ def test_a_claimed_job_still_reads_its_error_history(make_due) -> None:
     assert [entry["error"] for entry in again.errors] == ["boom"]
     assert again.last_error == "boom"
     assert again.result is None
+
+
+@pytest.mark.django_db
+def test_enqueue_many_on_postgresql_takes_the_one_statement_path() -> None:
+    """The bulk path must not fall back to Django's bulk_create when the Job model grows."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the one-statement bulk INSERT is PostgreSQL's")
+    with CaptureQueriesContext(connection) as queries:
+        created = jobs.noop.enqueue_many([((), {})] * 50)
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    assert len(inserts) == 1
+    assert "jsonb_array_elements" in inserts[0]
+    assert len({job.pk for job in created}) == 50

@@ -83,8 +83,6 @@ def test_bulk_enqueue_returns_ids(mysql_only: None) -> None:
 
 def test_bulk_enqueue_without_returning_ids_inserts_row_by_row(monkeypatch) -> None:
     """MySQL 8's path, forced on this database: the ids and database defaults are still read."""
-    if connection.vendor == "postgresql":
-        pytest.skip("PostgreSQL enqueues in bulk through its own statement, never this path")
     monkeypatch.setattr(
         type(connection.features), "can_return_rows_from_bulk_insert", False, raising=False
     )
