@@ -62,6 +62,11 @@ class Failure:
     traceback: str = ""
     kind: str = "error"
 
+    @property
+    def headline(self) -> str:
+        """The error's first line, short enough for a log line."""
+        return self.error.splitlines()[0][:200] if self.error else ""
+
     @classmethod
     def from_exception(cls, exc: BaseException) -> Failure:
         text = "".join(traceback_module.format_exception(type(exc), exc, exc.__traceback__))
@@ -1039,7 +1044,7 @@ def _fail(
                 row["name"],
                 attempt,
                 reason,
-                failure.error.splitlines()[0][:200] if failure.error else "",
+                failure.headline,
             )
             if signals.wanted(signals.job_dead):
                 signals.send_after_commit(
@@ -1078,7 +1083,7 @@ def _fail(
             job_id,
             row["name"],
             attempt,
-            failure.error.splitlines()[0][:200] if failure.error else "",
+            failure.headline,
         )
         if signals.wanted(signals.job_retried):
             signals.send_after_commit(

@@ -55,6 +55,12 @@ FORCED_EXIT_CODE = 1
 """Exit status after a second signal: nothing released, leases left to expire."""
 
 
+def _headline(exc: BaseException) -> str:
+    """A database error's first line, short enough for a log line (its type if it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
 def default_worker_id() -> str:
     """``host-pid-random``: unique per process start, so a restarted worker never inherits leases.
 
@@ -436,7 +442,7 @@ class Worker:
             self.worker_id,
             where,
             delay,
-            str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__,
+            _headline(exc),
         )
         execution.close_old_connections()
         if wait:
@@ -597,7 +603,7 @@ class Worker:
                     self.worker_id,
                     result.job.pk,
                     delay,
-                    str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc,
+                    _headline(exc),
                 )
                 execution.close_old_connections()
                 if self._abandon.wait(delay):
@@ -618,7 +624,7 @@ class Worker:
                         "worker.database_error id=%s where=heartbeat errors=%s error=%s",
                         self.worker_id,
                         errors,
-                        str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc,
+                        _headline(exc),
                     )
                     execution.close_old_connections()
                 except Exception:  # never lose the heartbeat thread
@@ -684,7 +690,7 @@ class Worker:
                     "(the lease will expire instead)",
                     self.worker_id,
                     slot.job.pk,
-                    str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc,
+                    _headline(exc),
                 )
                 execution.close_old_connections()
                 continue
