@@ -34,6 +34,7 @@ from . import notify, registry, signals, validation
 from .backoff import Backoff
 from .conf import settings as conf_settings
 from .dbtime import DbNow
+from .deadlocks import retry_deadlocks
 from .errors import InvalidTransitionError, JobValidationError, StaleAttemptError
 from .models import CLAIMABLE, DeadLetter, Effect, Job, Schedule, ScheduleSkip, Status
 
@@ -729,6 +730,7 @@ def _tokens_q(tokens: Iterable[tuple[int, int]]) -> Q:
     return Q(pk__in=[job_id for job_id, _ in tokens]) & q
 
 
+@retry_deadlocks
 def heartbeat(
     worker_id: str, tokens: Iterable[tuple[int, int]], *, lease_seconds: float = 60.0
 ) -> set[int]:
@@ -810,6 +812,7 @@ def _succeeded_fields(result: Any, finished_by: str = "") -> dict[str, Any]:
     }
 
 
+@retry_deadlocks
 def complete(job_id: int, attempt: int, result: Any = None, *, finished_by: str = "") -> Outcome:
     """Mark the job succeeded, only if ``attempt`` still owns it.
 
@@ -890,14 +893,7 @@ def complete_many(
     pairs = [(job_id, attempt) for job_id, attempt, _ in storable]
     if not pairs:
         return outcomes
-    Job.objects.using(alias).filter(_tokens_q(pairs), status=Status.RUNNING).update(
-        **_succeeded_fields(None, finished_by)
-    )
-    done = set(
-        Job.objects.using(alias)
-        .filter(_tokens_q(pairs), status=Status.SUCCEEDED)
-        .values_list("pk", flat=True)
-    )
+    done = _complete_plain(alias, pairs, finished_by)
     for job_id, attempt in pairs:
         outcomes[job_id] = _report(
             int(job_id in done), "succeeded", job_id, attempt, Outcome.SUCCEEDED
@@ -908,6 +904,20 @@ def complete_many(
     return outcomes
 
 
+@retry_deadlocks
+def _complete_plain(alias: str, pairs: list[tuple[int, int]], finished_by: str) -> set[int]:
+    """The grouped completion without RETURNING: one fenced UPDATE, then read back the winners."""
+    Job.objects.using(alias).filter(_tokens_q(pairs), status=Status.RUNNING).update(
+        **_succeeded_fields(None, finished_by)
+    )
+    return set(
+        Job.objects.using(alias)
+        .filter(_tokens_q(pairs), status=Status.SUCCEEDED)
+        .values_list("pk", flat=True)
+    )
+
+
+@retry_deadlocks
 def _complete_postgresql(
     alias: str, items: list[tuple[int, int, Any]], finished_by: str
 ) -> set[int]:
@@ -969,6 +979,7 @@ def fail(
     return _fail(job_id, attempt, failure, retryable=retryable, backoff=backoff)
 
 
+@retry_deadlocks
 def _fail(
     job_id: int,
     attempt: int,
@@ -1129,6 +1140,7 @@ def recover_expired(limit: int = 100) -> dict[int, Outcome]:
 # --------------------------------------------------------------------------- release
 
 
+@retry_deadlocks
 def release(job_id: int, attempt: int) -> Outcome:
     """Hand a claimed job back unspent (graceful shutdown): pending and due now.
 

@@ -1,0 +1,146 @@
+"""A guarded write chosen as a deadlock victim runs again; nothing else is retried.
+
+The deadlocks here are real: two connections lock two rows in opposite orders. The victim is
+made deterministic per database: PostgreSQL aborts the transaction whose ``deadlock_timeout``
+fires first (the one that has waited longest), InnoDB the one holding fewer locks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import pytest
+from django.db import DatabaseError, OperationalError, connection, transaction
+from testapp import jobs
+
+from django_leasejobs import deadlocks
+from django_leasejobs.models import Job
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _row_locks() -> None:
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite has one writer: two transactions cannot wait on each other")
+
+
+def _lock(job_id: int) -> None:
+    list(Job.objects.select_for_update().filter(pk=job_id).values_list("pk"))
+
+
+def _touch(job_id: int) -> None:
+    Job.objects.filter(pk=job_id).update(priority=7)
+
+
+def test_a_lock_wait_timeout_is_not_taken_for_a_deadlock() -> None:
+    job_id = jobs.noop.enqueue().pk
+    holding, done = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        try:
+            with transaction.atomic():
+                _lock(job_id)
+                holding.set()
+                done.wait(10)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    holding.wait(10)
+    try:
+        with pytest.raises(OperationalError) as raised, transaction.atomic():
+            with connection.cursor() as cursor:
+                if connection.vendor == "postgresql":
+                    cursor.execute("SET LOCAL lock_timeout = '100ms'")
+                else:
+                    cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+            _touch(job_id)
+    finally:
+        done.set()
+        thread.join(10)
+        if connection.vendor != "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET SESSION innodb_lock_wait_timeout = DEFAULT")
+    assert not deadlocks.is_deadlock(raised.value)
+
+
+def _deadlocking_write(first: int, second: int, calls: list[int]) -> Callable[[], str]:
+    """A write that is a deadlock victim on its first run and succeeds on its second."""
+    rival_may_go = threading.Event()
+    holding = threading.Event()
+
+    def rival() -> None:
+        try:
+            with transaction.atomic():
+                _touch(second)
+                Job.objects.filter(pk__gt=second).update(priority=3)
+                holding.set()
+                rival_may_go.wait(10)
+                _touch(first)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=rival)
+
+    @deadlocks.retry_deadlocks
+    def write() -> str:
+        calls.append(len(calls) + 1)
+        with transaction.atomic():
+            _touch(first)
+            if len(calls) == 1:
+                thread.start()
+                holding.wait(10)
+                threading.Timer(0.2, rival_may_go.set).start()
+            Job.objects.filter(pk=second).update(priority=9)
+        return "written"
+
+    write.rival = thread  # type: ignore[attr-defined]
+    return write
+
+
+def test_the_deadlock_victim_runs_again_and_its_write_lands(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    first, second = jobs.noop.enqueue().pk, jobs.noop.enqueue().pk
+    for _ in range(20):
+        jobs.noop.enqueue()
+    calls: list[int] = []
+    write = _deadlocking_write(first, second, calls)
+    with caplog.at_level(logging.WARNING, logger="django_leasejobs"):
+        assert write() == "written"
+    write.rival.join(30)  # type: ignore[attr-defined]
+    assert calls == [1, 2]
+    assert Job.objects.get(pk=second).priority == 9
+    assert any("job.deadlock write=write try=1" in r.getMessage() for r in caplog.records)
+
+
+def test_inside_a_callers_transaction_the_deadlock_is_passed_on() -> None:
+    first, second = jobs.noop.enqueue().pk, jobs.noop.enqueue().pk
+    for _ in range(20):
+        jobs.noop.enqueue()
+    calls: list[int] = []
+    write = _deadlocking_write(first, second, calls)
+    with pytest.raises(OperationalError) as raised, transaction.atomic():
+        write()
+    write.rival.join(30)  # type: ignore[attr-defined]
+    assert deadlocks.is_deadlock(raised.value)
+    assert calls == [1], "the caller's rolled-back writes cannot be redone by a retry"
+
+
+def test_other_errors_are_not_retried() -> None:
+    calls: list[int] = []
+
+    @deadlocks.retry_deadlocks
+    def broken() -> None:
+        calls.append(1)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT * FROM leasejobs_no_such_table")
+
+    with pytest.raises(DatabaseError) as raised:
+        broken()
+    assert not deadlocks.is_deadlock(raised.value)
+    assert calls == [1]
