@@ -8,7 +8,6 @@ and turn what happened into one guarded write.
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +16,7 @@ from django.db import connections
 from . import lifecycle, registry, task_execution
 from .context import JobContext
 from .errors import PermanentError
+from .lazy_event import EventLike, LazyEvent
 from .lifecycle import Failure, Outcome
 from .models import Job
 
@@ -49,7 +49,7 @@ def close_old_connections() -> None:
             connection.close_if_unusable_or_obsolete()
 
 
-def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Execution:
+def execute(job: Job, worker_id: str, lease_lost: EventLike | None = None) -> Execution:
     """Call the job's handler; never raises for what the handler does."""
     context = JobContext(
         job_id=job.pk,
@@ -57,7 +57,7 @@ def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None)
         name=job.name,
         queue=job.queue,
         worker_id=worker_id,
-        lease_lost_event=lease_lost or threading.Event(),
+        lease_lost_event=lease_lost or LazyEvent(),
     )
     execution = Execution(job=job, context=context)
     job_function = registry.lookup(job.name)
@@ -125,7 +125,7 @@ def report(execution: Execution) -> Outcome:
     return outcome
 
 
-def run(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Outcome:
+def run(job: Job, worker_id: str, lease_lost: EventLike | None = None) -> Outcome:
     """Execute and report one claimed job."""
     return report(execute(job, worker_id, lease_lost))
 

@@ -30,7 +30,7 @@ from django.db.models.expressions import DatabaseDefault, ExpressionWrapper, Val
 from django.db.models.fields import DateTimeField
 from django.db.models.fields.json import JSONField
 
-from . import notify, registry, signals, validation
+from . import job_rows, notify, registry, signals, validation
 from .backoff import Backoff
 from .conf import settings as conf_settings
 from .dbtime import DbNow
@@ -624,7 +624,7 @@ def claim(
     if connection.vendor == "postgresql":
         columns = _claimed_columns(connection.ops.quote_name)
         sql, params = _claim_postgresql(table, columns, queues, batch, worker_id, lease_seconds)
-        jobs = list(Job.objects.using(alias).raw(sql, params))
+        jobs = job_rows.fetch_jobs(connection, alias, sql, params)
     elif connection.vendor == "sqlite":
         sql = _CLAIM_SQLITE.format(table=table, queue_filter=queue_sql)
         params = [worker_id, lease_seconds, *queue_params, batch]
@@ -790,8 +790,8 @@ def _heartbeat_postgresql(
     """One statement for all in-flight jobs, each row fenced; RETURNING names the kept ones."""
     connection = connections[alias]
     sql = _HEARTBEAT_POSTGRESQL.format(table=connection.ops.quote_name(Job._meta.db_table))
-    ids = [int(job_id) for job_id, _ in tokens]
-    attempts = [int(attempt) for _, attempt in tokens]
+    ids = _int_array([job_id for job_id, _ in tokens])
+    attempts = _int_array([attempt for _, attempt in tokens])
     with connection.cursor() as cursor:
         cursor.execute(sql, [lease_seconds, ids, attempts, worker_id])
         return {row[0] for row in cursor.fetchall()}
@@ -925,12 +925,24 @@ def _complete_postgresql(
         return set()
     connection = connections[alias]
     sql = _COMPLETE_POSTGRESQL.format(table=connection.ops.quote_name(Job._meta.db_table))
-    ids = [int(job_id) for job_id, _, _ in items]
-    attempts = [int(attempt) for _, attempt, _ in items]
-    results = [json.dumps(result) for _, _, result in items]
+    ids = _int_array([job_id for job_id, _, _ in items])
+    attempts = _int_array([attempt for _, attempt, _ in items])
+    if all(result is None for _, _, result in items):
+        results: Any = None  # NULL array: unnest pads the result column with NULLs
+    else:
+        results = [json.dumps(result) for _, _, result in items]
     with connection.cursor() as cursor:
         cursor.execute(sql, [finished_by, ids, attempts, results])
         return {row[0] for row in cursor.fetchall()}
+
+
+def _int_array(values: Iterable[int]) -> str:
+    """A PostgreSQL array literal of integers: one string parameter, not a list to adapt.
+
+    psycopg adapts a Python list element by element in Python; on the grouped completion of a
+    large batch that was a tenth of the worker's time. ``int()`` keeps the literal safe.
+    """
+    return "{" + ",".join(str(int(value)) for value in values) + "}"
 
 
 def complete_in_transaction(job_id: int, attempt: int, result: Any = None) -> None:
