@@ -31,7 +31,7 @@ _POSITION = {str(f.column): i for i, f in enumerate(_FIELDS)}
 _JSON = {str(f.column): f for f in _FIELDS if isinstance(f, JSONField)}
 
 
-def _parse_timestamps_in_c(cursor: Any) -> None:
+def parse_timestamps_in_c(cursor: Any) -> None:
     """Let psycopg's C loader parse ``timestamptz`` on this cursor only.
 
     Django registers a Python subclass of psycopg's loader (it swaps in the connection's zone).
@@ -56,7 +56,7 @@ def fetch_jobs(
 ) -> list[Job]:
     """Run ``sql`` (a statement returning job columns by name) and build a ``Job`` per row."""
     with connection.cursor() as cursor:
-        _parse_timestamps_in_c(cursor.cursor)
+        parse_timestamps_in_c(cursor.cursor)
         cursor.execute(sql, params)
         columns = [str(column[0]) for column in cursor.description]
         rows = cursor.fetchall()

@@ -57,7 +57,11 @@ def check_json(value: Any, path: str = "args") -> None:
     )
 
 
-def check_payload(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
+def check_payload(
+    args: Any, kwargs: Any, *, max_bytes: int | None = None
+) -> tuple[list[Any], dict[str, Any]]:
+    """Refuse arguments that are not JSON or are over the size cap (``max_bytes``, default
+    ``LEASEJOBS_MAX_PAYLOAD_BYTES``, which a bulk enqueue reads once for all its rows)."""
     if not isinstance(args, Sequence) or isinstance(args, str | bytes):
         raise JobValidationError(f"args must be a list, not {type(args).__name__}.")
     if not isinstance(kwargs, Mapping):
@@ -66,7 +70,7 @@ def check_payload(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
     check_json(args_list, "args")
     check_json(kwargs_dict, "kwargs")
     size = len(json.dumps([args_list, kwargs_dict], separators=(",", ":")).encode())
-    cap = settings.MAX_PAYLOAD_BYTES
+    cap = settings.MAX_PAYLOAD_BYTES if max_bytes is None else max_bytes
     if size > cap:
         raise JobValidationError(
             f"Job arguments are {size} bytes, over LEASEJOBS_MAX_PAYLOAD_BYTES ({cap}). "

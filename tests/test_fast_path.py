@@ -6,6 +6,7 @@ stored as ``complete()`` stores them, and a job announced only once it is commit
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -156,10 +157,22 @@ class TestNotify:
     def test_a_lost_connection_is_reopened(self, listener: notify.Listener) -> None:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE query = %s AND pid <> pg_backend_pid()",
+                "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE query = %s AND pid <> pg_backend_pid() AND datname = current_database()",
                 [f"LISTEN {notify.CHANNEL}"],
             )
+            pids = [row[0] for row in cursor.fetchall()]
+            assert pids, "the listener's session was not found"
+            # pg_terminate_backend only signals: wait until the session is really gone, or
+            # start() below may still find it alive and keep it.
+            for _ in range(500):
+                cursor.execute("SELECT pg_stat_clear_snapshot()")  # a fresh view each time
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", [pids])
+                if cursor.fetchone()[0] == 0:
+                    break
+                time.sleep(0.01)
+            else:
+                pytest.fail("the terminated session did not end in 5 s")
         assert listener.wait(0.5) == set()
         listener.start()
         assert listener.connected()
