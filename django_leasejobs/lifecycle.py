@@ -394,8 +394,13 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
         return []
     now = db_now()
     defaults = _Defaults.resolve(name)
+    # Items without options (the usual bulk) share one validated row; only their arguments
+    # differ and are checked one by one.
+    plain_row = _values(name, (), {}, now=now, defaults=defaults)
     rows = [
         _values(name, args, kwargs, now=now, defaults=defaults, **options)
+        if options
+        else _with_payload(plain_row, args, kwargs, defaults.max_payload_bytes)
         for args, kwargs, options in parsed
     ]
     if connections[alias].vendor == "postgresql":
@@ -436,6 +441,13 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
         _announce_enqueued(job, alias)
     logger.info("job.enqueued_many name=%s count=%s", name, len(result))
     return result
+
+
+def _with_payload(
+    row: dict[str, Any], args: Sequence[Any], kwargs: dict[str, Any], max_bytes: int
+) -> dict[str, Any]:
+    args_list, kwargs_dict = validation.check_payload(args, kwargs, max_bytes=max_bytes)
+    return {**row, "args": args_list, "kwargs": kwargs_dict}
 
 
 _BULK_ROW_FIELDS = (
@@ -503,12 +515,11 @@ def _bulk_insert_postgresql(name: str, rows: list[dict[str, Any]], alias: str) -
         job_rows.parse_timestamps_in_c(cursor.cursor)
         for start in range(0, len(rows), _BULK_CHUNK):
             chunk = rows[start : start + _BULK_CHUNK]
-            payload = json.dumps(
+            payload = validation.COMPACT_JSON.encode(
                 [
                     [r[n] if n != "run_at" else r[n].isoformat() for n in _BULK_ROW_FIELDS]
                     for r in chunk
-                ],
-                separators=(",", ":"),
+                ]
             )
             cursor.execute(sql, [*constant_params, payload])
             returned = sorted(cursor.fetchall())

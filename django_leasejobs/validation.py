@@ -20,6 +20,10 @@ MAX_PRIORITY = 100
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 MAX_DEDUPE_KEY = 200
 
+COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
+"""One encoder for every payload: ``json.dumps`` with separators builds a new one per call,
+which was half the cost of validating a bulk enqueue's rows."""
+
 
 def check_json(value: Any, path: str = "args") -> None:
     """Refuse anything that would not come back from the database exactly as given.
@@ -62,14 +66,18 @@ def check_payload(
 ) -> tuple[list[Any], dict[str, Any]]:
     """Refuse arguments that are not JSON or are over the size cap (``max_bytes``, default
     ``LEASEJOBS_MAX_PAYLOAD_BYTES``, which a bulk enqueue reads once for all its rows)."""
-    if not isinstance(args, Sequence) or isinstance(args, str | bytes):
+    # Exact list/tuple/dict first: an isinstance() against the abstract classes is the slow
+    # part of checking a bulk enqueue's empty arguments.
+    if type(args) not in (list, tuple) and (
+        not isinstance(args, Sequence) or isinstance(args, str | bytes)
+    ):
         raise JobValidationError(f"args must be a list, not {type(args).__name__}.")
-    if not isinstance(kwargs, Mapping):
+    if type(kwargs) is not dict and not isinstance(kwargs, Mapping):
         raise JobValidationError(f"kwargs must be a dict, not {type(kwargs).__name__}.")
     args_list, kwargs_dict = list(args), dict(kwargs)
     check_json(args_list, "args")
     check_json(kwargs_dict, "kwargs")
-    size = len(json.dumps([args_list, kwargs_dict], separators=(",", ":")).encode())
+    size = len(COMPACT_JSON.encode([args_list, kwargs_dict]).encode())
     cap = settings.MAX_PAYLOAD_BYTES if max_bytes is None else max_bytes
     if size > cap:
         raise JobValidationError(
