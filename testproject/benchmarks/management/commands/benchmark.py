@@ -54,8 +54,10 @@ class Command(BaseCommand):
         add("--skip", default="", help="Sections to leave out.")
         add("--json", dest="json_path", help="Write every figure, run by run, to this file.")
         add("--procs", default="1,2", help="Worker process counts.")
-        add("--batches", default="10,100", help="Worker batch sizes (claim size).")
-        add("--threads", default="1,4", help="Worker thread counts (--concurrency).")
+        # The best figures on the 2-core machine of docs/benchmarks.md came from batches of
+        # 128-256 with as many threads or more (a claim in flight while the last batch runs).
+        add("--batches", default="64,128", help="Worker batch sizes (claim size).")
+        add("--threads", default="128,256", help="Worker thread counts (--concurrency).")
         add("--ceiling-batches", default="100,500", help="Batch sizes of the raw-SQL ceiling.")
         add("--single-jobs", type=int, default=2000, help="Jobs enqueued one at a time.")
         add("--peer-jobs", type=int, help="Jobs for the django-tasks worker (default: --jobs).")
@@ -64,8 +66,8 @@ class Command(BaseCommand):
         add("--claim-reps", type=int, default=20, help="Claims timed per backlog.")
         add("--latency-samples", type=int, default=200)
         add("--spike-jobs", type=int, default=50_000)
-        add("--spike-batch", type=int, default=100)
-        add("--spike-threads", type=int, default=4)
+        add("--spike-batch", type=int, default=128)
+        add("--spike-threads", type=int, default=256)
         add("--timeout", type=float, default=900, help="Seconds before a drain is given up.")
         add("--scratch-db", help="Scratch database name (default: <configured name>_bench).")
         add("--keep-db", action="store_true", help="Keep the scratch database afterwards.")
