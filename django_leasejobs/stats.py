@@ -9,10 +9,11 @@ that silence into a number that grows, and ``expired_leases`` shows workers that
 jobs.
 
 Cost: four short read-only queries (the database clock, then three aggregates), none of which
-reads finished rows. Claimable rows are found through the index on ``status`` (PostgreSQL
-chooses a bitmap scan of ``leasejobs_finished``), running rows through the partial index
-``leasejobs_running_lease``, dead letters through the index on ``created_at``. The plans on a
-one-million-row table are recorded in ``docs/operations.md``. All times are the database's.
+reads finished rows. Claimable rows are found through the partial index ``leasejobs_claimable``
+(PostgreSQL chooses a bitmap scan of the whole index, whose condition is the query's), running
+rows through the partial index ``leasejobs_running_lease``, dead letters through the index on
+``created_at``. The plans on a one-million-row table are recorded in ``docs/operations.md``.
+All times are the database's.
 """
 
 from __future__ import annotations
