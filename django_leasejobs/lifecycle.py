@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-import functools
 import json
 import logging
 import traceback as traceback_module
@@ -29,9 +28,8 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, router, tra
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.db.models.expressions import DatabaseDefault, ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
-from django.db.models.fields.json import JSONField
 
-from . import job_rows, notify, registry, signals, validation
+from . import job_rows, notify, pg_insert, registry, signals, validation
 from .backoff import Backoff
 from .conf import settings as conf_settings
 from .dbtime import DbNow
@@ -200,6 +198,17 @@ def _build(name: str, args: Sequence[Any], kwargs: dict[str, Any], **options: An
     return Job(**_values(name, args, kwargs, **options))
 
 
+def _enqueue_values(values: dict[str, Any], using: str) -> Job:
+    """Persist one validated row: on PostgreSQL without a dedupe key, straight from the values
+    (no model instance to build first, see ``pg_insert``); otherwise through ``_insert``."""
+    if values["dedupe_key"] is not None or connections[using].vendor != "postgresql":
+        return _insert(Job(**values), using)
+    job = pg_insert.insert_one(values, using)
+    logger.info("job.enqueued id=%s name=%s queue=%s", job.pk, job.name, job.queue)
+    _announce_enqueued(job, using)
+    return job
+
+
 def _insert(job: Job, using: str) -> Job:
     """INSERT one row; with a dedupe key, return the live job holding it instead.
 
@@ -248,60 +257,20 @@ def _save(job: Job, using: str) -> None:
 def _save_postgresql(job: Job, using: str) -> None:
     """One statement: INSERT ... RETURNING, and the NOTIFY that wakes idle workers.
 
-    The notification rides in the INSERT's own statement, hence its transaction: it is
-    delivered when the job commits, never for a rolled-back job, and costs no extra round
-    trip or commit. Only a job that is due now is announced; a delayed one is found by polling.
     Columns with a database default and no value (``run_at``, ``created_at``) are left out of
     the INSERT and read back, as Django's own ``save()`` does.
     """
-    connection = connections[using]
-    params, returning = [], [Job._meta.pk]
+    values = {
+        f.name: getattr(job, f.attname)
+        for f in Job._meta.concrete_fields
+        if not f.primary_key and not isinstance(getattr(job, f.attname), DatabaseDefault)
+    }
+    saved = pg_insert.insert_one(values, using)
     for field in Job._meta.concrete_fields:
-        if field.primary_key:
-            continue
-        value = field.pre_save(job, True)
-        if isinstance(value, DatabaseDefault):
-            returning.append(field)
-            continue
-        params.append(field.get_db_prep_save(value, connection))
-    announce = notify.supported(using)
-    insert = _insert_sql(using, tuple(f.name for f in returning), announce)
-    if announce:
-        params += [notify.CHANNEL, job.queue]
-    with connection.cursor() as cursor:
-        cursor.execute(insert, params)
-        row = cursor.fetchone()
-    for field, value in zip(returning, row, strict=False):
-        setattr(job, field.attname, value)
+        if field.primary_key or field.name not in values:
+            setattr(job, field.attname, getattr(saved, field.attname))
     job._state.adding = False
     job._state.db = using
-
-
-@functools.cache
-def _insert_sql(using: str, returning: tuple[str, ...], announce: bool) -> str:
-    """The single-row INSERT for one shape of row (which columns take their database default).
-
-    Built once per shape: quoting two dozen column names on every enqueue was a visible part of
-    its Python time.
-    """
-    qn = connections[using].ops.quote_name
-    column = {f.name: qn(str(f.column)) for f in Job._meta.concrete_fields}
-    columns = [
-        column[f.name]
-        for f in Job._meta.concrete_fields
-        if not f.primary_key and f.name not in returning
-    ]
-    names = ", ".join(column[name] for name in returning)
-    insert = (
-        f"INSERT INTO {qn(Job._meta.db_table)} ({', '.join(columns)}) "
-        f"VALUES ({', '.join(['%s'] * len(columns))}) RETURNING {names}"
-    )
-    if announce:
-        insert = (
-            f"WITH inserted AS ({insert}, run_at <= STATEMENT_TIMESTAMP() AS due_now) "
-            f"SELECT {names}, (SELECT pg_notify(%s, %s) WHERE due_now) IS NULL FROM inserted"
-        )
-    return insert
 
 
 def _announce_enqueued(job: Job, using: str) -> None:
@@ -341,8 +310,7 @@ def enqueue(
     unknown = set(options) - set(ENQUEUE_OPTIONS)
     if unknown:
         raise JobValidationError(f"Unknown enqueue options: {', '.join(sorted(unknown))}.")
-    job = _build(name, args, kwargs or {}, **options)
-    return _insert(job, _alias())
+    return _enqueue_values(_values(name, args, kwargs or {}, **options), _alias())
 
 
 def enqueue_task(
@@ -363,8 +331,8 @@ def enqueue_task(
         raise JobValidationError(f"Unknown enqueue options: {', '.join(sorted(unknown))}.")
     if not task_backend:
         raise JobValidationError("enqueue_task needs the TASKS alias the task came through.")
-    job = _build(path, args, kwargs, task_backend=task_backend, **options)
-    return _insert(job, _alias())
+    values = _values(path, args, kwargs, task_backend=task_backend, **options)
+    return _enqueue_values(values, _alias())
 
 
 def _item(item: Any) -> tuple[Sequence[Any], dict[str, Any], dict[str, Any]]:
@@ -406,7 +374,7 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     if connections[alias].vendor == "postgresql":
         with transaction.atomic(using=alias):
             inserted = iter(
-                _bulk_insert_postgresql(name, [r for r in rows if r["dedupe_key"] is None], alias)
+                pg_insert.insert_many([r for r in rows if r["dedupe_key"] is None], alias)
             )
             result = [
                 next(inserted) if r["dedupe_key"] is None else _insert(Job(**r), alias)
@@ -448,92 +416,6 @@ def _with_payload(
 ) -> dict[str, Any]:
     args_list, kwargs_dict = validation.check_payload(args, kwargs, max_bytes=max_bytes)
     return {**row, "args": args_list, "kwargs": kwargs_dict}
-
-
-_BULK_ROW_FIELDS = (
-    "args",
-    "kwargs",
-    "queue",
-    "priority",
-    "max_attempts",
-    "lease_seconds",
-    "run_at",
-)
-_BULK_CHUNK = 5000
-
-
-def _bulk_insert_postgresql(name: str, rows: list[dict[str, Any]], alias: str) -> list[Job]:
-    """Insert rows without dedupe keys, a few thousand per statement; return them in order.
-
-    The fields that differ from row to row travel as one JSON array (one parameter, encoded in
-    C), so a chunk costs one short statement instead of thousands of placeholders; every other
-    column is the model default, the same in every row. Ids are assigned in row order within
-    a statement, so the RETURNING rows sorted by id line up with the input.
-    """
-    if not rows:
-        return []
-    known = {*_BULK_ROW_FIELDS, "name", "dedupe_key", "live_dedupe_key", "task_backend"}
-    # _values() grew a field this path does not know, or a row is not a plain @job (tasks go
-    # through enqueue_task): be correct the slow way.
-    if set(rows[0]) - known or any(row["task_backend"] for row in rows):
-        built = [Job(**row) for row in rows]
-        Job.objects.using(alias).bulk_create(built, batch_size=1000)
-        return built
-    connection = connections[alias]
-    qn = connection.ops.quote_name
-    template = Job(name=name)
-    fields = [f for f in Job._meta.concrete_fields if not f.primary_key]
-    per_row = [f for n in _BULK_ROW_FIELDS for f in fields if f.name == n]
-    constant = [
-        f
-        for f in fields
-        if f.name not in _BULK_ROW_FIELDS
-        and not isinstance(getattr(template, f.attname), DatabaseDefault)
-    ]
-    defaulted = [f for f in fields if f not in per_row and f not in constant]
-    selects = [
-        f"e.r->{i}" if isinstance(f, JSONField) else f"(e.r->>{i})::{f.db_type(connection)}"
-        for i, f in enumerate(per_row)
-    ] + ["%s"] * len(constant)
-    sql = (
-        f"INSERT INTO {qn(Job._meta.db_table)} "
-        f"({', '.join(qn(str(f.column)) for f in [*per_row, *constant])}) "
-        f"SELECT {', '.join(selects)} "
-        "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(r, n) ORDER BY e.n "
-        f"RETURNING {', '.join(qn(str(f.column)) for f in [Job._meta.pk, *defaulted])}"
-    )
-    constant_params = [
-        f.get_db_prep_save(getattr(template, f.attname), connection) for f in constant
-    ]
-    # Model instances built the way querysets build them (from_db), without a query.
-    attnames = [f.attname for f in Job._meta.concrete_fields]
-    position = {attname: i for i, attname in enumerate(attnames)}
-    base = [getattr(template, attname) for attname in attnames]
-    fresh = [(position[f.attname], f) for f in constant if f.has_default() and callable(f.default)]
-    jobs: list[Job] = []
-    with connection.cursor() as cursor:
-        job_rows.parse_timestamps_in_c(cursor.cursor)
-        for start in range(0, len(rows), _BULK_CHUNK):
-            chunk = rows[start : start + _BULK_CHUNK]
-            payload = validation.COMPACT_JSON.encode(
-                [
-                    [r[n] if n != "run_at" else r[n].isoformat() for n in _BULK_ROW_FIELDS]
-                    for r in chunk
-                ]
-            )
-            cursor.execute(sql, [*constant_params, payload])
-            returned = sorted(cursor.fetchall())
-            for row, db_values in zip(chunk, returned, strict=True):
-                values = list(base)
-                for n in _BULK_ROW_FIELDS:
-                    values[position[n]] = row[n]
-                for i, f in fresh:
-                    values[i] = f.get_default()
-                values[position["id"]] = db_values[0]
-                for f, value in zip(defaulted, db_values[1:], strict=True):
-                    values[position[f.attname]] = value
-                jobs.append(Job.from_db(alias, attnames, values))
-    return jobs
 
 
 # --------------------------------------------------------------------------- claim

@@ -16,7 +16,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from testapp import jobs
 
-from django_leasejobs import lifecycle, notify
+from django_leasejobs import lifecycle, notify, pg_insert
 from django_leasejobs.lifecycle import Outcome
 from django_leasejobs.models import DeadLetter, Job, Status
 
@@ -97,8 +97,26 @@ class TestBulkEnqueue:
         assert [j.args for j in made] == [[1, 2], [3, 4], [5]]
         assert [j.pk for j in made] == sorted(j.pk for j in made)
 
+    def test_a_single_enqueue_equals_its_row(self) -> None:
+        """enqueue() builds its Job from the values it sent (pg_insert), not by a re-read."""
+        made = [
+            jobs.add.enqueue(1, 2),
+            jobs.add.enqueue(3, 4, priority=7, queue="other", max_attempts=2),
+            jobs.add.enqueue(5, 6, delay=30),
+            jobs.add.enqueue(7, 8, dedupe_key="one-of-a-kind"),
+        ]
+        for job in made:
+            stored = Job.objects.get(pk=job.pk)
+            assert model_to_dict(job) == model_to_dict(stored)
+            assert (job.run_at, job.created_at) == (stored.run_at, stored.created_at)
+            assert (job.status, job.attempt) == (Status.PENDING, 0)
+            assert not job._state.adding
+            assert job._state.db == stored._state.db
+        made[0].errors.append("x")
+        assert jobs.add.enqueue(9, 9).errors == [], "a default list is not shared"
+
     def test_order_holds_across_statements(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(lifecycle, "_BULK_CHUNK", 3)
+        monkeypatch.setattr(pg_insert, "CHUNK", 3)
         made = jobs.add.enqueue_many([((i, i), {}) for i in range(8)])
         assert [j.args for j in made] == [[i, i] for i in range(8)]
         assert [Job.objects.get(pk=j.pk).args for j in made] == [[i, i] for i in range(8)]

@@ -1,0 +1,166 @@
+"""PostgreSQL INSERTs of new job rows, with the statement and the constant parameters built once.
+
+An enqueue is on the producer's path, often inside a web request, so its Python cost matters:
+building a ``Job`` through keyword arguments, preparing two dozen field values and quoting the
+columns cost more CPU than the database's own work for the row (profiled: 0.5 ms of CPU per
+enqueue against 0.25 ms for the same statement sent through a Django cursor). Here the columns
+split once per *row shape* (which fields the caller gave): the given ones are prepared per row,
+every other column is a model default prepared once, and the ones with a database default
+(``created_at``, ``run_at`` when not given) come back through ``RETURNING``. The returned
+instances are built with ``Model.from_db``, as a queryset builds them.
+
+One row: one ``INSERT ... RETURNING`` that also carries the ``pg_notify`` waking idle workers (in
+the INSERT's own statement, so it is delivered on commit and never for a rolled-back job).
+Many rows: a few thousand per statement, their varying fields as one JSON parameter.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connections
+from django.db.models import Field
+from django.db.models.expressions import DatabaseDefault
+from django.db.models.fields.json import JSONField
+
+from . import job_rows, notify, validation
+from .models import Job
+
+CHUNK = 5000
+"""Rows per bulk statement."""
+
+_ATTNAMES = [f.attname for f in Job._meta.concrete_fields]
+_POSITION = {attname: i for i, attname in enumerate(_ATTNAMES)}
+
+
+class InsertShape:
+    """The columns of an INSERT whose rows give values for ``given`` (field names)."""
+
+    def __init__(self, alias: str, given: tuple[str, ...]) -> None:
+        connection = connections[alias]
+        template = Job()
+        fields = [f for f in Job._meta.concrete_fields if not f.primary_key]
+        self.given: list[Field[Any, Any]] = [f for name in given for f in fields if f.name == name]
+        self.constant = [
+            f
+            for f in fields
+            if f.name not in given and not isinstance(getattr(template, f.attname), DatabaseDefault)
+        ]
+        self.returned = [Job._meta.pk, *(f for f in fields if f not in self.given + self.constant)]
+        self.constant_params = [
+            f.get_db_prep_save(getattr(template, f.attname), connection) for f in self.constant
+        ]
+        self._base = [getattr(template, attname) for attname in _ATTNAMES]
+        # Callable defaults (list, dict) must give each instance its own object.
+        self._fresh = [
+            (_POSITION[f.attname], f)
+            for f in self.constant
+            if f.has_default() and callable(f.default)
+        ]
+        self._given_positions = [_POSITION[f.attname] for f in self.given]
+        self._returned_positions = [_POSITION[str(f.attname)] for f in self.returned]
+
+    def build(self, alias: str, given: Sequence[Any], returned: Sequence[Any]) -> Job:
+        """The instance a queryset would load for this row."""
+        values = list(self._base)
+        for position, value in zip(self._given_positions, given, strict=True):
+            values[position] = value
+        for position, field in self._fresh:
+            values[position] = field.get_default()
+        for position, value in zip(self._returned_positions, returned, strict=True):
+            values[position] = value
+        return Job.from_db(alias, _ATTNAMES, values)
+
+
+@functools.lru_cache(maxsize=64)
+def shape(alias: str, given: tuple[str, ...]) -> InsertShape:
+    return InsertShape(alias, given)
+
+
+@functools.lru_cache(maxsize=64)
+def _one_sql(alias: str, given: tuple[str, ...], announce: bool) -> str:
+    row = shape(alias, given)
+    qn = connections[alias].ops.quote_name
+    columns = [qn(str(f.column)) for f in [*row.given, *row.constant]]
+    names = ", ".join(qn(str(f.column)) for f in row.returned)
+    insert = (
+        f"INSERT INTO {qn(Job._meta.db_table)} ({', '.join(columns)}) "
+        f"VALUES ({', '.join(['%s'] * len(columns))}) RETURNING {names}"
+    )
+    if not announce:
+        return insert
+    return (
+        f"WITH inserted AS ({insert}, run_at <= STATEMENT_TIMESTAMP() AS due_now) "
+        f"SELECT {names}, (SELECT pg_notify(%s, %s) WHERE due_now) IS NULL FROM inserted"
+    )
+
+
+def insert_one(values: dict[str, Any], alias: str) -> Job:
+    """INSERT one row of ``values`` (field name to value) and return it as a ``Job``.
+
+    A job due now is announced to idle workers (LISTEN/NOTIFY) in the same statement.
+    """
+    connection = connections[alias]
+    given = tuple(values)
+    row = shape(alias, given)
+    announce = notify.supported(alias)
+    params = [f.get_db_prep_save(values[f.name], connection) for f in row.given]
+    params += row.constant_params
+    if announce:
+        params += [notify.CHANNEL, values["queue"]]
+    with connection.cursor() as cursor:
+        job_rows.parse_timestamps_in_c(cursor.cursor)
+        cursor.execute(_one_sql(alias, given, announce), params)
+        returned = cursor.fetchone()
+    return row.build(alias, [values[f.name] for f in row.given], returned[: len(row.returned)])
+
+
+@functools.lru_cache(maxsize=64)
+def _many_sql(alias: str, given: tuple[str, ...]) -> str:
+    row = shape(alias, given)
+    connection = connections[alias]
+    qn = connection.ops.quote_name
+    selects = [
+        f"e.r->{i}" if isinstance(f, JSONField) else f"(e.r->>{i})::{f.db_type(connection)}"
+        for i, f in enumerate(row.given)
+    ] + ["%s"] * len(row.constant)
+    return (
+        f"INSERT INTO {qn(Job._meta.db_table)} "
+        f"({', '.join(qn(str(f.column)) for f in [*row.given, *row.constant])}) "
+        f"SELECT {', '.join(selects)} "
+        "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(r, n) ORDER BY e.n "
+        f"RETURNING {', '.join(qn(str(f.column)) for f in row.returned)}"
+    )
+
+
+def insert_many(rows: list[dict[str, Any]], alias: str) -> list[Job]:
+    """Insert rows that all give the same fields; return them as ``Job`` instances, in order.
+
+    The given fields travel as one JSON array per chunk (one parameter, encoded in C), so a
+    chunk is one short statement instead of thousands of placeholders. Ids are assigned in row
+    order within a statement, so the RETURNING rows sorted by id line up with the input.
+    """
+    if not rows:
+        return []
+    given = tuple(rows[0])
+    row = shape(alias, given)
+    sql = _many_sql(alias, given)
+    jobs: list[Job] = []
+    with connections[alias].cursor() as cursor:
+        job_rows.parse_timestamps_in_c(cursor.cursor)
+        for start in range(0, len(rows), CHUNK):
+            chunk = [[values[name] for name in given] for values in rows[start : start + CHUNK]]
+            payload = validation.COMPACT_JSON.encode(
+                [[_jsonable(value) for value in values] for values in chunk]
+            )
+            cursor.execute(sql, [*row.constant_params, payload])
+            for values, returned in zip(chunk, sorted(cursor.fetchall()), strict=True):
+                jobs.append(row.build(alias, values, returned))
+    return jobs
+
+
+def _jsonable(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, dt.datetime) else value
