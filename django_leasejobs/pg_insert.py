@@ -119,14 +119,14 @@ def insert_one(values: dict[str, Any], alias: str) -> Job:
 
 
 @functools.lru_cache(maxsize=64)
-def _many_sql(alias: str, given: tuple[str, ...]) -> str:
-    row = shape(alias, given)
+def _many_sql(alias: str, varying: tuple[str, ...], fixed: tuple[str, ...]) -> str:
+    row = shape(alias, (*varying, *fixed))
     connection = connections[alias]
     qn = connection.ops.quote_name
     selects = [
         f"e.r->{i}" if isinstance(f, JSONField) else f"(e.r->>{i})::{f.db_type(connection)}"
-        for i, f in enumerate(row.given)
-    ] + ["%s"] * len(row.constant)
+        for i, f in enumerate(row.given[: len(varying)])
+    ] + ["%s"] * (len(fixed) + len(row.constant))
     return (
         f"INSERT INTO {qn(Job._meta.db_table)} "
         f"({', '.join(qn(str(f.column)) for f in [*row.given, *row.constant])}) "
@@ -139,26 +139,35 @@ def _many_sql(alias: str, given: tuple[str, ...]) -> str:
 def insert_many(rows: list[dict[str, Any]], alias: str) -> list[Job]:
     """Insert rows that all give the same fields; return them as ``Job`` instances, in order.
 
-    The given fields travel as one JSON array per chunk (one parameter, encoded in C), so a
-    chunk is one short statement instead of thousands of placeholders. Ids are assigned in row
-    order within a statement, so the RETURNING rows sorted by id line up with the input.
+    Fields with the same value in every row are parameters of the statement; the ones that vary
+    travel as one JSON array per chunk (one parameter, encoded in C), so a chunk is one short
+    statement instead of thousands of placeholders, and the database casts only what varies.
+    Ids are assigned in row order within a statement, so the RETURNING rows sorted by id line
+    up with the input.
     """
     if not rows:
         return []
-    given = tuple(rows[0])
-    row = shape(alias, given)
-    sql = _many_sql(alias, given)
+    connection = connections[alias]
+    first = rows[0]
+    varying = tuple(name for name in first if any(r[name] != first[name] for r in rows))
+    fixed = tuple(name for name in first if name not in varying)
+    row = shape(alias, (*varying, *fixed))
+    sql = _many_sql(alias, varying, fixed)
+    fixed_params = [
+        f.get_db_prep_save(first[f.name], connection) for f in row.given[len(varying) :]
+    ]
     jobs: list[Job] = []
-    with connections[alias].cursor() as cursor:
+    with connection.cursor() as cursor:
         job_rows.parse_timestamps_in_c(cursor.cursor)
         for start in range(0, len(rows), CHUNK):
-            chunk = [[values[name] for name in given] for values in rows[start : start + CHUNK]]
+            chunk = rows[start : start + CHUNK]
             payload = validation.COMPACT_JSON.encode(
-                [[_jsonable(value) for value in values] for values in chunk]
+                [[_jsonable(values[name]) for name in varying] for values in chunk]
             )
-            cursor.execute(sql, [*row.constant_params, payload])
+            cursor.execute(sql, [*fixed_params, *row.constant_params, payload])
             for values, returned in zip(chunk, sorted(cursor.fetchall()), strict=True):
-                jobs.append(row.build(alias, values, returned))
+                given = [values[f.name] for f in row.given]
+                jobs.append(row.build(alias, given, returned))
     return jobs
 
 

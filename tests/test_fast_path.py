@@ -6,6 +6,7 @@ stored as ``complete()`` stores them, and a job announced only once it is commit
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Iterator
 
@@ -14,6 +15,7 @@ from django.db import connection, transaction
 from django.forms.models import model_to_dict
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from testapp import jobs
 
 from django_leasejobs import lifecycle, notify, pg_insert
@@ -96,6 +98,27 @@ class TestBulkEnqueue:
             assert not job._state.adding
         assert [j.args for j in made] == [[1, 2], [3, 4], [5]]
         assert [j.pk for j in made] == sorted(j.pk for j in made)
+
+    def test_rows_that_differ_in_any_field_are_stored_as_given(self) -> None:
+        """Fields equal in every row are statement parameters; the others travel as JSON."""
+        when = timezone.now() + dt.timedelta(hours=1)
+        made = jobs.add.enqueue_many(
+            [
+                {"args": [1, 1], "max_attempts": 3},
+                {"args": [1, 1], "kwargs": {}, "run_at": when, "priority": -5},
+                {"args": [2, 2], "delay": 60, "queue": "other", "max_attempts": 9},
+            ]
+        )
+        stored = {job.pk: Job.objects.get(pk=job.pk) for job in made}
+        for job in made:
+            assert model_to_dict(job) == model_to_dict(stored[job.pk])
+            assert job.run_at == stored[job.pk].run_at
+        assert [(j.max_attempts, j.priority, j.queue) for j in made] == [
+            (3, 0, "default"),
+            (jobs.add.get_max_attempts(), -5, "default"),
+            (9, 0, "other"),
+        ]
+        assert made[1].run_at == when
 
     def test_a_single_enqueue_equals_its_row(self) -> None:
         """enqueue() builds its Job from the values it sent (pg_insert), not by a re-read."""
