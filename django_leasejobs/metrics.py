@@ -16,14 +16,20 @@ Two kinds of numbers, because they live in different places:
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 
 from . import signals, stats
 from .conf import settings
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+logger = logging.getLogger("django_leasejobs")
 
 GAUGES = (
     ("pending", "leasejobs_jobs_pending", "Pending jobs, due or not."),
@@ -141,14 +147,21 @@ def render() -> tuple[bytes, str]:
     return prometheus.generate_latest(prometheus.REGISTRY), prometheus.CONTENT_TYPE_LATEST
 
 
-def serve(port: int, addr: str = "0.0.0.0") -> None:
+def serve(port: int, addr: str = "0.0.0.0") -> WSGIServer:
     """Export this process's counters on ``http://addr:port/metrics`` (for worker processes).
 
     The gauges are left to the web process's ``metrics`` view, so that N workers do not run
-    the stats queries N times per scrape.
+    the stats queries N times per scrape. The server answers from a daemon thread; it is
+    returned so that a caller living on after its worker (a test, ``call_command``) can
+    ``shutdown()`` and ``server_close()`` it and free the port. A failed bind (port in use,
+    unknown address) raises its ``OSError`` before the counters are installed, so it leaves
+    nothing behind.
     """
+    prometheus = client()
+    server, _ = prometheus.start_http_server(port, addr)
     install(with_stats=False)
-    client().start_http_server(port, addr)
+    logger.info("metrics.serving addr=%s port=%s", addr, port)
+    return server
 
 
 def uninstall() -> None:

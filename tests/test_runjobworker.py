@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import io
 import signal
+import socket
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 
+import prometheus_client
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from prometheus_client.parser import text_string_to_metric_families
 from testapp import jobs
 
+from django_leasejobs import lifecycle, metrics
 from django_leasejobs.models import Job, Status
+
+from .invariants import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -92,6 +104,12 @@ def test_signal_handlers_are_restored_after_the_run() -> None:
         (["--queues", ""], "--queues needs comma-separated queue names"),
         (["--queues", "a,,b"], "--queues needs comma-separated queue names"),
         (["--worker-id", ""], "worker_id must be a non-empty string"),
+        (["--metrics-port", "http"], "invalid int value: 'http'"),
+        (["--metrics-port", "9.5"], "invalid int value: '9.5'"),
+        (["--metrics-port", "0"], "--metrics-port must be a port number from 1 to 65535, not 0"),
+        (["--metrics-port", "65536"], "from 1 to 65535, not 65536"),
+        (["--metrics-port", "-80"], "from 1 to 65535, not -80"),
+        (["--metrics-addr", "127.0.0.1"], "--metrics-addr needs --metrics-port"),
     ],
 )
 def test_bad_values_are_a_command_error_with_a_clear_message(argv, message) -> None:
@@ -106,3 +124,112 @@ def test_queues_outside_a_declared_leasejobs_queues_are_refused(settings) -> Non
     job = jobs.other_queue.enqueue()
     run("--burst", "--queues", "other", *FAST)
     assert Job.objects.get(pk=job.pk).status == Status.SUCCEEDED
+
+
+# --------------------------------------------------------------------------- --metrics-port
+
+
+@pytest.fixture
+def counters() -> Iterator[None]:
+    """The command installs the process-wide counters; take them out again afterwards."""
+    yield
+    metrics.uninstall()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def scrape(port: int) -> dict[tuple[str, str], float]:
+    """GET /metrics over HTTP and parse it: {(sample name, queue label): value}."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {
+        (sample.name, sample.labels.get("queue", "")): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def leasejobs_collectors() -> set[str]:
+    names = set(prometheus_client.REGISTRY._names_to_collectors)
+    return {name for name in names if name.startswith("leasejobs_")}
+
+
+def test_metrics_port_serves_the_counters_while_the_worker_runs(counters) -> None:
+    port = free_port()
+    succeeded = ("leasejobs_jobs_succeeded_total", "default")
+    before = prometheus_client.REGISTRY.get_sample_value(succeeded[0], {"queue": "default"}) or 0
+    gate = jobs.other_queue.enqueue()  # a queue this worker does not take: it stays pending
+    jobs.noop.enqueue_many([((), {})] * 2)
+    jobs.wait_until_final.enqueue([gate.pk])  # keeps the --burst worker up until the gate closes
+    output: list[str] = []
+
+    def work() -> None:
+        try:
+            output.append(
+                run("--burst", "--metrics-port", str(port), "--metrics-addr", "127.0.0.1", *FAST)
+            )
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    try:
+
+        def two_succeeded() -> dict[tuple[str, str], float] | None:
+            try:
+                samples = scrape(port)
+            except urllib.error.URLError:  # the server is not up yet
+                return None
+            return samples if samples.get(succeeded) == before + 2 else None
+
+        samples = wait_for(two_succeeded, timeout=30, what="two successes on /metrics")
+        assert thread.is_alive(), "scraped the worker while it runs"
+        # Counters only: the gauges (the pending gate would show in leasejobs_jobs_pending) are
+        # the metrics view's job, so a worker's scrape runs no query.
+        assert not any(name == "leasejobs_jobs_pending" for name, _ in samples)
+    finally:
+        lifecycle.cancel(gate.pk)
+        thread.join(timeout=30)
+    assert not thread.is_alive(), "the worker did not finish"
+    lines = dict(line.split() for line in output[0].splitlines()[1:6])
+    assert lines["succeeded"] == "3"
+    # The command shut its server down on the way out: the port is free for the next one.
+    with pytest.raises(urllib.error.URLError):
+        scrape(port)
+
+
+def test_a_metrics_port_in_use_is_a_command_error_and_nothing_starts(counters) -> None:
+    job = jobs.noop.enqueue()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(
+            CommandError, match=rf"--metrics-port {port}: cannot listen on 127\.0\.0\.1:{port}"
+        ):
+            run("--burst", "--metrics-port", str(port), "--metrics-addr", "127.0.0.1", *FAST)
+    assert Job.objects.get(pk=job.pk).status == Status.PENDING
+    assert not leasejobs_collectors()
+
+
+def test_a_metrics_addr_not_on_this_host_is_a_command_error() -> None:
+    port = free_port()
+    # 192.0.2.1 is TEST-NET-1 (RFC 5737): never a local address, and no DNS lookup.
+    with pytest.raises(CommandError, match=rf"cannot listen on 192\.0\.2\.1:{port}: "):
+        run("--burst", "--metrics-port", str(port), "--metrics-addr", "192.0.2.1")
+
+
+def test_metrics_port_without_prometheus_client_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    job = jobs.noop.enqueue()
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # import now raises ImportError
+    with pytest.raises(
+        CommandError, match=r"--metrics-port: .*pip install 'django-leasejobs\[metrics\]'"
+    ):
+        run("--burst", "--metrics-port", str(free_port()), *FAST)
+    assert Job.objects.get(pk=job.pk).status == Status.PENDING

@@ -1,14 +1,22 @@
-"""``manage.py runjobworker``: translate options, build a ``Worker``, run it. Nothing else."""
+"""``manage.py runjobworker``: translate options, build a ``Worker``, run it (with its metrics
+server when asked). Nothing else."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from django_leasejobs import metrics
 from django_leasejobs.conf import settings
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.worker import Worker, parse_queues
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+DEFAULT_METRICS_ADDR = "0.0.0.0"
 
 
 class Command(BaseCommand):
@@ -65,6 +73,18 @@ class Command(BaseCommand):
             help="Seconds in-flight jobs get to finish after SIGTERM/SIGINT before they are "
             "released (30).",
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            default=None,
+            help="Export this worker's Prometheus counters on http://ADDR:PORT/metrics "
+            "(needs the django-leasejobs[metrics] extra; default: not exported).",
+        )
+        parser.add_argument(
+            "--metrics-addr",
+            default=None,
+            help="Address the metrics server listens on, with --metrics-port (0.0.0.0).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -78,6 +98,9 @@ class Command(BaseCommand):
                     f"--queues names {', '.join(unknown)}, not in LEASEJOBS_QUEUES "
                     f"({', '.join(declared or ())}): a typo would leave this worker idle."
                 )
+            metrics_port, metrics_addr = _metrics_options(
+                options["metrics_port"], options["metrics_addr"]
+            )
             worker = Worker(
                 queues,
                 concurrency=options["concurrency"],
@@ -92,6 +115,7 @@ class Command(BaseCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
+        server = _serve_metrics(metrics_port, metrics_addr) if metrics_port is not None else None
         restore_signals = worker.install_signal_handlers()
         try:
             summary = worker.run(burst=options["burst"])
@@ -99,5 +123,36 @@ class Command(BaseCommand):
             raise CommandError(f"LEASEJOBS_SCHEDULES: {exc}") from exc
         finally:
             restore_signals()
+            if server is not None:
+                # Frees the port when the command returns into a living process (call_command).
+                server.shutdown()
+                server.server_close()
         if options["burst"] or options["verbosity"] > 1:
             self.stdout.write(summary.as_table())
+
+
+def _metrics_options(port: int | None, addr: str | None) -> tuple[int | None, str]:
+    """Check ``--metrics-port``/``--metrics-addr`` before anything starts.
+
+    Port 0 would be a random port Prometheus cannot be told about, so it is refused with the
+    out-of-range ones. An address without a port would silently export nothing.
+    """
+    if port is None:
+        if addr is not None:
+            raise ValueError("--metrics-addr needs --metrics-port: nothing would be exported.")
+        return None, DEFAULT_METRICS_ADDR
+    if not 1 <= port <= 65535:
+        raise ValueError(f"--metrics-port must be a port number from 1 to 65535, not {port}.")
+    return port, addr if addr is not None else DEFAULT_METRICS_ADDR
+
+
+def _serve_metrics(port: int, addr: str) -> WSGIServer:
+    """Start the metrics server, or stop here with a CommandError before the worker starts."""
+    try:
+        return metrics.serve(port, addr)
+    except ImproperlyConfigured as exc:  # prometheus-client is missing
+        raise CommandError(f"--metrics-port: {exc}") from exc
+    except OSError as exc:  # port in use, address not on this host, ...
+        where = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+        reason = exc.strerror or str(exc)
+        raise CommandError(f"--metrics-port {port}: cannot listen on {where}: {reason}.") from exc
