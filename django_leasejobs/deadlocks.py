@@ -7,14 +7,17 @@ transaction is rolled back whole, so running it again is safe: every lifecycle w
 by its token and does nothing when another write won. MySQL's manual asks applications to be
 ready to do exactly this.
 
-Only a write that owns its transaction is retried: inside a caller's ``atomic()`` block the
-rollback took the caller's earlier writes too, so the error is passed on for the caller to see.
+Only a write that owns its transaction is retried: inside a caller's ``atomic()`` block (or with
+autocommit turned off) the rollback took the caller's earlier writes too, so the error is passed
+on for the caller to see.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import random
+import time
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -35,7 +38,9 @@ R = TypeVar("R")
 def is_deadlock(exc: BaseException) -> bool:
     """True when the driver error under ``exc`` says "deadlock, transaction rolled back"."""
     cause = exc.__cause__ or exc
-    if getattr(cause, "sqlstate", None) == _POSTGRESQL_DEADLOCK:
+    # psycopg 3 names the SQLSTATE ``sqlstate``, psycopg2 ``pgcode``.
+    code = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    if code == _POSTGRESQL_DEADLOCK:
         return True
     args: tuple[Any, ...] = tuple(getattr(cause, "args", ()))
     return bool(args) and args[0] == _MYSQL_DEADLOCK
@@ -51,15 +56,19 @@ def retry_deadlocks(function: Callable[P, R]) -> Callable[P, R]:
             try:
                 return function(*args, **kwargs)
             except OperationalError as exc:
+                connection = connections[alias]
                 if (
                     attempt == ATTEMPTS
-                    or connections[alias].in_atomic_block
+                    or connection.in_atomic_block
+                    or not connection.get_autocommit()  # the caller's own transaction
                     or not is_deadlock(exc)
                 ):
                     raise
                 logger.warning(
                     "job.deadlock write=%s try=%s error=%s", function.__name__, attempt, exc
                 )
+                # A short random pause, so the two sides do not collide again in step.
+                time.sleep(random.uniform(0, 0.01 * attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
     return wrapper

@@ -149,7 +149,7 @@ def insert_many(rows: list[dict[str, Any]], alias: str) -> list[Job]:
         return []
     connection = connections[alias]
     first = rows[0]
-    varying = tuple(name for name in first if any(r[name] != first[name] for r in rows))
+    varying = tuple(name for name in first if any(not _same(r[name], first[name]) for r in rows))
     fixed = tuple(name for name in first if name not in varying)
     row = shape(alias, (*varying, *fixed))
     sql = _many_sql(alias, varying, fixed)
@@ -169,6 +169,18 @@ def insert_many(rows: list[dict[str, Any]], alias: str) -> list[Job]:
                 given = [values[f.name] for f in row.given]
                 jobs.append(row.build(alias, given, returned))
     return jobs
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as stored: ``1 == 1.0 == True`` in Python, not in JSON (``[1]``, ``[1.0]``,
+    ``[true]`` are three jsonb values), so JSON values compare by their encoding."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list | dict):
+        return validation.COMPACT_JSON.encode(a) == validation.COMPACT_JSON.encode(b)
+    return bool(a == b)
 
 
 def _jsonable(value: Any) -> Any:

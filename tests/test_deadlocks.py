@@ -157,3 +157,38 @@ def test_other_errors_are_not_retried() -> None:
         broken()
     assert not deadlocks.is_deadlock(raised.value)
     assert calls == [1]
+
+
+def test_with_autocommit_off_the_deadlock_is_passed_on() -> None:
+    """set_autocommit(False) is the caller's own transaction, like atomic(): no retry."""
+    first, second = jobs.noop.enqueue().pk, jobs.noop.enqueue().pk
+    for _ in range(20):
+        jobs.noop.enqueue()
+    calls: list[int] = []
+    write = _deadlocking_write(first, second, calls)
+    transaction.set_autocommit(False)
+    try:
+        with pytest.raises(OperationalError) as raised:
+            write()
+    finally:
+        transaction.rollback()
+        transaction.set_autocommit(True)
+    write.rival.join(30)  # type: ignore[attr-defined]
+    assert deadlocks.is_deadlock(raised.value)
+    assert calls == [1]
+
+
+def test_psycopg2_names_the_sqlstate_pgcode() -> None:
+    class Psycopg2Error(Exception):
+        pgcode = "40P01"
+
+    class OtherError(Exception):
+        pgcode = "55P03"  # lock_not_available
+
+    assert deadlocks.is_deadlock(OperationalError("deadlock")) is False
+    wrapped = OperationalError("deadlock detected")
+    wrapped.__cause__ = Psycopg2Error("deadlock detected")
+    assert deadlocks.is_deadlock(wrapped)
+    other = OperationalError("lock timeout")
+    other.__cause__ = OtherError("could not obtain lock")
+    assert not deadlocks.is_deadlock(other)

@@ -120,6 +120,17 @@ class TestBulkEnqueue:
         ]
         assert made[1].run_at == when
 
+    def test_values_equal_in_python_but_not_in_json_stay_apart(self) -> None:
+        """1 == 1.0 == True, but they are three different JSON values (and handler arguments)."""
+        made = jobs.add.enqueue_many([([1, 2], {}), ([True, 2.0], {}), ([1.0, 2], {})])
+        stored = [Job.objects.get(pk=job.pk).args for job in made]
+        assert [[type(v) for v in args] for args in stored] == [
+            [int, int],
+            [bool, float],
+            [float, int],
+        ]
+        assert stored == [job.args for job in made]
+
     def test_a_single_enqueue_equals_its_row(self) -> None:
         """enqueue() builds its Job from the values it sent (pg_insert), not by a re-read."""
         made = [
