@@ -1,0 +1,68 @@
+"""Migration 0004 leaves the job table with the lean indexes, and goes back and forth."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TABLE = "django_leasejobs_job"
+
+
+def _indexes() -> dict[str, Any]:
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, TABLE)
+    return {
+        name: info
+        for name, info in constraints.items()
+        if (info["index"] or info["unique"]) and not info["primary_key"]
+    }
+
+
+def _index_sql(name: str) -> str:
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [name])
+        elif connection.vendor == "sqlite":
+            cursor.execute("SELECT sql FROM sqlite_master WHERE name = %s", [name])
+        else:
+            return ""  # MySQL/MariaDB keep no index condition
+        return str(cursor.fetchone()[0])
+
+
+def _assert_lean() -> None:
+    indexes = _indexes()
+    by_columns = {tuple(info["columns"]): name for name, info in indexes.items()}
+    assert ("name",) not in by_columns
+    assert ("schedule_id",) not in by_columns
+    assert ("schedule_id", "occurrence_at") in by_columns, "the foreign key's index"
+    assert by_columns.get(("status", "finished_at")) == "leasejobs_finished"
+    if connection.vendor != "mysql":
+        assert "WHERE" in _index_sql("leasejobs_finished").upper()
+
+
+def _migrate(target: str) -> None:
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate([("django_leasejobs", target)])
+
+
+def test_the_job_table_has_the_lean_indexes() -> None:
+    _assert_lean()
+
+
+def test_0004_goes_back_to_the_old_indexes_and_forward_again() -> None:
+    _migrate("0003_job_task_backend")
+    try:
+        by_columns = {tuple(info["columns"]) for info in _indexes().values()}
+        assert ("name",) in by_columns
+        if connection.vendor != "mysql":  # InnoDB's foreign key used the unique index
+            assert ("schedule_id",) in by_columns
+            assert "WHERE" not in _index_sql("leasejobs_finished").upper()
+    finally:
+        _migrate("0004_lean_job_indexes")
+    _assert_lean()
