@@ -86,6 +86,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
                 )
             )
     messages += _heartbeat(values.get("LEASE_SECONDS"), values.get("HEARTBEAT_SECONDS"))
+    messages += _time_zone(django_settings.USE_TZ, django_settings.TIME_ZONE)
     if values.get("METRICS") and importlib.util.find_spec("prometheus_client") is None:
         messages.append(
             checks.Error(
@@ -95,6 +96,26 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
             )
         )
     return messages
+
+
+def _time_zone(use_tz: bool, time_zone: str | None) -> Messages:
+    """Database time is compared with stored times as UTC instants (SQLite's clock is UTC).
+
+    With ``USE_TZ = False`` Django stores naive local times: outside UTC every delay, lease and
+    backoff would be off by the zone's offset (a job delayed 10 minutes in Paris ran 50 minutes
+    late or early), so that combination is refused rather than left to misbehave.
+    """
+    if use_tz or time_zone in (None, "UTC", "Etc/UTC"):
+        return []
+    return [
+        checks.Error(
+            f"USE_TZ = False with TIME_ZONE = {time_zone!r}: django-leasejobs compares the "
+            "database clock with stored times as UTC, so run_at, leases and backoff would be "
+            "off by the zone's offset.",
+            hint="Set USE_TZ = True (Django's default), or TIME_ZONE = 'UTC'.",
+            id="leasejobs.E009",
+        )
+    ]
 
 
 def _heartbeat(lease: float | None, heartbeat: float | None) -> Messages:

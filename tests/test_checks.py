@@ -77,6 +77,21 @@ def test_w003_unknown_settings_are_named_with_a_suggestion() -> None:
     assert messages[1].hint == "Did you mean LEASEJOBS_QUEUES?"
 
 
+@pytest.mark.parametrize(
+    ("use_tz", "time_zone", "refused"),
+    [
+        (True, "Europe/Paris", False),
+        (False, "UTC", False),
+        (False, "Europe/Paris", True),
+        (False, "America/New_York", True),
+    ],
+)
+def test_e009_local_naive_times_outside_utc(use_tz: bool, time_zone: str, refused: bool) -> None:
+    with override_settings(USE_TZ=use_tz, TIME_ZONE=time_zone):
+        ids = [message.id for message in checks.check_settings()]
+    assert ("leasejobs.E009" in ids) is refused
+
+
 @override_settings(LEASEJOBS_METRICS=True)
 def test_e008_metrics_on_without_prometheus_client(monkeypatch: pytest.MonkeyPatch) -> None:
     assert checks.check_settings() == []
