@@ -149,7 +149,7 @@ def insert_many(rows: list[dict[str, Any]], alias: str) -> list[Job]:
         return []
     connection = connections[alias]
     first = rows[0]
-    varying = tuple(name for name in first if any(not _same(r[name], first[name]) for r in rows))
+    varying = tuple(name for name in first if _varies(name, rows))
     fixed = tuple(name for name in first if name not in varying)
     row = shape(alias, (*varying, *fixed))
     sql = _many_sql(alias, varying, fixed)
@@ -171,16 +171,22 @@ def insert_many(rows: list[dict[str, Any]], alias: str) -> list[Job]:
     return jobs
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equal as stored: ``1 == 1.0 == True`` in Python, not in JSON (``[1]``, ``[1.0]``,
-    ``[true]`` are three jsonb values), so JSON values compare by their encoding."""
-    if a is b:
-        return True
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, list | dict):
-        return validation.COMPACT_JSON.encode(a) == validation.COMPACT_JSON.encode(b)
-    return bool(a == b)
+def _varies(name: str, rows: list[dict[str, Any]]) -> bool:
+    """Whether ``name`` would be stored differently in some row than in the first.
+
+    ``1 == 1.0 == True`` in Python, not in JSON (``[1]``, ``[1.0]``, ``[true]`` are three jsonb
+    values): values count as the same only with the same type, and lists and dicts by their
+    JSON encoding (the first row's encoded once).
+    """
+    first = rows[0][name]
+    kind = type(first)
+    if isinstance(first, list | dict):
+        encoded = validation.COMPACT_JSON.encode(first)
+        return any(
+            type(row[name]) is not kind or validation.COMPACT_JSON.encode(row[name]) != encoded
+            for row in rows
+        )
+    return any(type(row[name]) is not kind or row[name] != first for row in rows)
 
 
 def _jsonable(value: Any) -> Any:
