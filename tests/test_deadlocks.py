@@ -115,14 +115,19 @@ def _deadlocking_write(first: int, second: int, calls: list[int]) -> Callable[[]
     return write
 
 
-def test_the_deadlock_victim_runs_again_and_its_write_lands(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def _write_that_loses_a_deadlock() -> tuple[Callable[[], str], list[int], int]:
+    """Two rows and the write that deadlocks on them; the rival also holds 20 more rows."""
     first, second = jobs.noop.enqueue().pk, jobs.noop.enqueue().pk
     for _ in range(20):
         jobs.noop.enqueue()
     calls: list[int] = []
-    write = _deadlocking_write(first, second, calls)
+    return _deadlocking_write(first, second, calls), calls, second
+
+
+def test_the_deadlock_victim_runs_again_and_its_write_lands(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    write, calls, second = _write_that_loses_a_deadlock()
     with caplog.at_level(logging.WARNING, logger="django_leasejobs"):
         assert write() == "written"
     write.rival.join(30)  # type: ignore[attr-defined]
@@ -132,11 +137,7 @@ def test_the_deadlock_victim_runs_again_and_its_write_lands(
 
 
 def test_inside_a_callers_transaction_the_deadlock_is_passed_on() -> None:
-    first, second = jobs.noop.enqueue().pk, jobs.noop.enqueue().pk
-    for _ in range(20):
-        jobs.noop.enqueue()
-    calls: list[int] = []
-    write = _deadlocking_write(first, second, calls)
+    write, calls, _second = _write_that_loses_a_deadlock()
     with pytest.raises(OperationalError) as raised, transaction.atomic():
         write()
     write.rival.join(30)  # type: ignore[attr-defined]
@@ -161,11 +162,7 @@ def test_other_errors_are_not_retried() -> None:
 
 def test_with_autocommit_off_the_deadlock_is_passed_on() -> None:
     """set_autocommit(False) is the caller's own transaction, like atomic(): no retry."""
-    first, second = jobs.noop.enqueue().pk, jobs.noop.enqueue().pk
-    for _ in range(20):
-        jobs.noop.enqueue()
-    calls: list[int] = []
-    write = _deadlocking_write(first, second, calls)
+    write, calls, _second = _write_that_loses_a_deadlock()
     transaction.set_autocommit(False)
     try:
         with pytest.raises(OperationalError) as raised:
