@@ -260,11 +260,8 @@ def _save_postgresql(job: Job, using: str) -> None:
     Columns with a database default and no value (``run_at``, ``created_at``) are left out of
     the INSERT and read back, as Django's own ``save()`` does.
     """
-    values = {
-        f.name: getattr(job, f.attname)
-        for f in Job._meta.concrete_fields
-        if not f.primary_key and not isinstance(getattr(job, f.attname), DatabaseDefault)
-    }
+    given = {f: f.pre_save(job, True) for f in Job._meta.concrete_fields if not f.primary_key}
+    values = {f.name: v for f, v in given.items() if not isinstance(v, DatabaseDefault)}
     saved = pg_insert.insert_one(values, using)
     for field in Job._meta.concrete_fields:
         if field.primary_key or field.name not in values:
