@@ -14,6 +14,9 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Model
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.safestring import SafeString
+
+from . import display
 
 PERMISSIONS = {
     "cancel": "cancel_job",
@@ -69,3 +72,25 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def refused(self, request: HttpRequest, text: str) -> None:
         self.message_user(request, text, messages.ERROR)
+
+
+class PayloadDisplay:
+    """Detail-page fields of a row that carries a job's call and its attempt history: a job
+    and its dead letter show them the same way."""
+
+    @admin.display(description="args")
+    def args_json(self, row: Any) -> SafeString:
+        return display.pretty_json(row.args)
+
+    @admin.display(description="kwargs")
+    def kwargs_json(self, row: Any) -> SafeString:
+        return display.pretty_json(row.kwargs)
+
+    @admin.display(description="error history")
+    def history(self, row: Any) -> SafeString:
+        return display.error_history(row.errors)
+
+
+def fieldset_fields(fieldsets: Any) -> tuple[str, ...]:
+    """Every field named in ``fieldsets``, in order: a read-only detail page shows them all."""
+    return tuple(name for _, options in fieldsets for name in options["fields"])

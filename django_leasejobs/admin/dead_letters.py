@@ -18,7 +18,7 @@ from .. import lifecycle
 from ..errors import InvalidTransitionError, JobValidationError
 from ..models import DeadLetter
 from . import display
-from .base import ReadOnlyAdmin
+from .base import PayloadDisplay, ReadOnlyAdmin
 from .filters import JobNameFilter
 
 
@@ -52,7 +52,7 @@ class ReplayForm(forms.Form):
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(ReadOnlyAdmin):
+class DeadLetterAdmin(PayloadDisplay, ReadOnlyAdmin):
     list_display = (
         "id",
         "name",
@@ -108,18 +108,6 @@ class DeadLetterAdmin(ReadOnlyAdmin):
     @admin.display(description="last error")
     def last_error_text(self, letter: DeadLetter) -> SafeString:
         return display.preformatted(self._last_error(letter))
-
-    @admin.display(description="args")
-    def args_json(self, letter: DeadLetter) -> SafeString:
-        return display.pretty_json(letter.args)
-
-    @admin.display(description="kwargs")
-    def kwargs_json(self, letter: DeadLetter) -> SafeString:
-        return display.pretty_json(letter.kwargs)
-
-    @admin.display(description="error history")
-    def history(self, letter: DeadLetter) -> SafeString:
-        return display.error_history(letter.errors)
 
     # ------------------------------------------------------------------ replay
 

@@ -18,7 +18,7 @@ from .. import lifecycle
 from ..dbtime import DbNow
 from ..models import CLAIMABLE, Job, Status
 from . import dashboard, display
-from .base import ReadOnlyAdmin
+from .base import PayloadDisplay, ReadOnlyAdmin, fieldset_fields
 from .filters import JobNameFilter, QueueFilter
 
 
@@ -67,7 +67,7 @@ JOB_ACTIONS = {
 
 
 @admin.register(Job)
-class JobAdmin(ReadOnlyAdmin):
+class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
     list_display = (
         "id",
         "name",
@@ -122,31 +122,7 @@ class JobAdmin(ReadOnlyAdmin):
         ("Outcome", {"fields": ("result_json", "last_error_text", "dead_letter_link")}),
         ("Attempt history", {"fields": ("history",)}),
     )
-    readonly_fields = (
-        "id",
-        "name",
-        "status",
-        "queue",
-        "priority",
-        "run_at_marked",
-        "dedupe_key",
-        "schedule_link",
-        "occurrence_at",
-        "attempts",
-        "released",
-        "lease_owner",
-        "lease_expires_at",
-        "created_at",
-        "started_at",
-        "finished_at",
-        "run_duration",
-        "args_json",
-        "kwargs_json",
-        "result_json",
-        "last_error_text",
-        "dead_letter_link",
-        "history",
-    )
+    readonly_fields = fieldset_fields(fieldsets)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
         # The database's clock, as the workers see it, for the due/overdue marker.
@@ -184,14 +160,6 @@ class JobAdmin(ReadOnlyAdmin):
     def run_duration(self, job: Job) -> str:
         return display.human_duration(display.duration(job.started_at, job.finished_at))
 
-    @admin.display(description="args")
-    def args_json(self, job: Job) -> SafeString:
-        return display.pretty_json(job.args)
-
-    @admin.display(description="kwargs")
-    def kwargs_json(self, job: Job) -> SafeString:
-        return display.pretty_json(job.kwargs)
-
     @admin.display(description="result")
     def result_json(self, job: Job) -> SafeString:
         return display.pretty_json(job.result)
@@ -209,10 +177,6 @@ class JobAdmin(ReadOnlyAdmin):
         if origin is not None:
             return display.admin_link(origin, f"replay of dead letter #{origin.pk}")
         return "\u2014"
-
-    @admin.display(description="attempt history")
-    def history(self, job: Job) -> SafeString:
-        return display.error_history(job.errors)
 
     # ------------------------------------------------------------------ bulk actions
 
