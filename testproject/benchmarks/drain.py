@@ -9,7 +9,7 @@ figure alike; the wall time including it is reported beside it.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,24 +49,48 @@ def _record(out: dict[str, Any], prefix: str, figures: dict[str, float]) -> None
         out[f"{prefix}_{key}"] = value
 
 
+def _best_of_grid(
+    target: Target,
+    section: str,
+    *,
+    jobs_count: int,
+    procs: Sequence[int],
+    variants: Sequence[tuple[str, Callable[[int], Sequence[Sequence[str]]]]],
+    timeout: float,
+) -> dict[str, Any]:
+    """Drain the same N jobs once per (process count, variant); record each and the best.
+
+    ``variants`` are (label, argvs for P processes); figures land under
+    ``<section>_p<P>_<label>_*`` and the best rate under ``<section>_p<P>_per_s``.
+    """
+    out: dict[str, Any] = {}
+    for p in procs:
+        best = 0.0
+        for label, argvs in variants:
+            _prepare(target, jobs_count)
+            figures = _drain(
+                target, argvs(p), expected=jobs_count, table=JOB_TABLE, timeout=timeout
+            )
+            _record(out, f"{section}_p{p}_{label}", figures)
+            best = max(best, figures["per_s"])
+        out[f"{section}_p{p}_per_s"] = best
+    return out
+
+
 def ceiling(
     target: Target, *, jobs_count: int, procs: Sequence[int], batches: Sequence[int], timeout: float
 ) -> dict[str, Any]:
     """psycopg alone: SKIP LOCKED batch claim + one grouped fenced completion per batch."""
-    out: dict[str, Any] = {}
-    for p in procs:
-        best = 0.0
-        for batch in batches:
-            _prepare(target, jobs_count)
-            argvs = [
-                [sys.executable, RAW_WORKER, target.conninfo, str(batch), f"raw-{i}"]
-                for i in range(p)
-            ]
-            figures = _drain(target, argvs, expected=jobs_count, table=JOB_TABLE, timeout=timeout)
-            _record(out, f"ceiling_p{p}_b{batch}", figures)
-            best = max(best, figures["per_s"])
-        out[f"ceiling_p{p}_per_s"] = best
-    return out
+
+    def raw_workers(batch: int) -> Callable[[int], list[list[str]]]:
+        return lambda p: [
+            [sys.executable, RAW_WORKER, target.conninfo, str(batch), f"raw-{i}"] for i in range(p)
+        ]
+
+    variants = [(f"b{batch}", raw_workers(batch)) for batch in batches]
+    return _best_of_grid(
+        target, "ceiling", jobs_count=jobs_count, procs=procs, variants=variants, timeout=timeout
+    )
 
 
 def peer(
@@ -115,19 +139,15 @@ def loop(
     target: Target, *, jobs_count: int, procs: Sequence[int], batches: Sequence[int], timeout: float
 ) -> dict[str, Any]:
     """The library's own path without the worker: lifecycle.claim, execute, complete_many."""
-    out: dict[str, Any] = {}
-    for p in procs:
-        best = 0.0
-        for batch in batches:
-            _prepare(target, jobs_count)
-            argv = database.manage("benchmark_part", "loop-worker", "--batch", str(batch))
-            figures = _drain(
-                target, [argv] * p, expected=jobs_count, table=JOB_TABLE, timeout=timeout
-            )
-            _record(out, f"loop_p{p}_b{batch}", figures)
-            best = max(best, figures["per_s"])
-        out[f"loop_p{p}_per_s"] = best
-    return out
+
+    def loop_workers(batch: int) -> Callable[[int], list[list[str]]]:
+        argv = database.manage("benchmark_part", "loop-worker", "--batch", str(batch))
+        return lambda p: [argv] * p
+
+    variants = [(f"b{batch}", loop_workers(batch)) for batch in batches]
+    return _best_of_grid(
+        target, "loop", jobs_count=jobs_count, procs=procs, variants=variants, timeout=timeout
+    )
 
 
 def worker(
@@ -140,20 +160,15 @@ def worker(
     timeout: float,
 ) -> dict[str, Any]:
     """``runjobworker --burst`` over process counts, batch sizes and thread counts."""
-    out: dict[str, Any] = {}
-    for p in procs:
-        best = 0.0
-        for batch in batches:
-            for t in threads:
-                _prepare(target, jobs_count)
-                argv = worker_argv("--burst", batch=batch, threads=t)
-                figures = _drain(
-                    target, [argv] * p, expected=jobs_count, table=JOB_TABLE, timeout=timeout
-                )
-                _record(out, f"worker_p{p}_b{batch}_t{t}", figures)
-                best = max(best, figures["per_s"])
-        out[f"worker_p{p}_per_s"] = best
-    return out
+
+    def workers(batch: int, t: int) -> Callable[[int], list[list[str]]]:
+        argv = worker_argv("--burst", batch=batch, threads=t)
+        return lambda p: [argv] * p
+
+    variants = [(f"b{b}_t{t}", workers(b, t)) for b in batches for t in threads]
+    return _best_of_grid(
+        target, "worker", jobs_count=jobs_count, procs=procs, variants=variants, timeout=timeout
+    )
 
 
 def worker_argv(*extra: str, batch: int, threads: int, poll: float | None = None) -> list[str]:
