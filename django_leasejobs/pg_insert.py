@@ -7,7 +7,7 @@ enqueue against 0.25 ms for the same statement sent through a Django cursor). He
 split once per *row shape* (which fields the caller gave): the given ones are prepared per row,
 every other column is a model default prepared once, and the ones with a database default
 (``created_at``, ``run_at`` when not given) come back through ``RETURNING``. The returned
-instances are built with ``Model.from_db``, as a queryset builds them.
+instances are the ones a queryset would load (``job_rows.instances``).
 
 One row: one ``INSERT ... RETURNING`` that also carries the ``pg_notify`` waking idle workers (in
 the INSERT's own statement, so it is delivered on commit and never for a rolled-back job).
@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import itertools
+import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,9 +34,6 @@ from .models import Job
 
 CHUNK = 5000
 """Rows per bulk statement."""
-
-_ATTNAMES = [f.attname for f in Job._meta.concrete_fields]
-_POSITION = {attname: i for i, attname in enumerate(_ATTNAMES)}
 
 
 class InsertShape:
@@ -53,26 +53,17 @@ class InsertShape:
         self.constant_params = [
             f.get_db_prep_save(getattr(template, f.attname), connection) for f in self.constant
         ]
-        self._base = [getattr(template, attname) for attname in _ATTNAMES]
         # Callable defaults (list, dict) must give each instance its own object.
-        self._fresh = [
-            (_POSITION[f.attname], f)
-            for f in self.constant
-            if f.has_default() and callable(f.default)
-        ]
-        self._given_positions = [_POSITION[f.attname] for f in self.given]
-        self._returned_positions = [_POSITION[str(f.attname)] for f in self.returned]
+        fresh = [f for f in self.constant if f.has_default() and callable(f.default)]
+        static = [f for f in self.constant if f not in fresh]
+        self._fresh = [f.default for f in fresh]
+        self._static = [getattr(template, f.attname) for f in static]
+        self.attnames = [str(f.attname) for f in [*self.given, *self.returned, *fresh, *static]]
+        """The fields of ``values()``, in its order."""
 
-    def build(self, alias: str, given: Sequence[Any], returned: Sequence[Any]) -> Job:
-        """The instance a queryset would load for this row."""
-        values = list(self._base)
-        for position, value in zip(self._given_positions, given, strict=True):
-            values[position] = value
-        for position, field in self._fresh:
-            values[position] = field.get_default()
-        for position, value in zip(self._returned_positions, returned, strict=True):
-            values[position] = value
-        return Job.from_db(alias, _ATTNAMES, values)
+    def values(self, given: Sequence[Any], returned: Sequence[Any]) -> list[Any]:
+        """Every field's value for this row, in the order of ``attnames``."""
+        return [*given, *returned, *[default() for default in self._fresh], *self._static]
 
 
 @functools.lru_cache(maxsize=64)
@@ -115,7 +106,11 @@ def insert_one(values: dict[str, Any], alias: str) -> Job:
         job_rows.parse_timestamps_in_c(cursor.cursor)
         cursor.execute(_one_sql(alias, given, announce), params)
         returned = cursor.fetchone()
-    return row.build(alias, [values[f.name] for f in row.given], returned[: len(row.returned)])
+    given_values = [values[f.name] for f in row.given]
+    (job,) = job_rows.instances(
+        alias, row.attnames, [row.values(given_values, returned[: len(row.returned)])]
+    )
+    return job
 
 
 @functools.lru_cache(maxsize=64)
@@ -156,7 +151,7 @@ def insert_many(rows: list[dict[str, Any]], alias: str) -> list[Job]:
     fixed_params = [
         f.get_db_prep_save(first[f.name], connection) for f in row.given[len(varying) :]
     ]
-    jobs: list[Job] = []
+    field_values: list[list[Any]] = []
     with connection.cursor() as cursor:
         job_rows.parse_timestamps_in_c(cursor.cursor)
         for start in range(0, len(rows), CHUNK):
@@ -167,26 +162,40 @@ def insert_many(rows: list[dict[str, Any]], alias: str) -> list[Job]:
             cursor.execute(sql, [*fixed_params, *row.constant_params, payload])
             for values, returned in zip(chunk, sorted(cursor.fetchall()), strict=True):
                 given = [values[f.name] for f in row.given]
-                jobs.append(row.build(alias, given, returned))
-    return jobs
+                field_values.append(row.values(given, returned))
+    return job_rows.instances(alias, row.attnames, field_values)
 
 
 def _varies(name: str, rows: list[dict[str, Any]]) -> bool:
-    """Whether ``name`` would be stored differently in some row than in the first.
+    """Whether ``name`` would be stored differently in some row than in the first."""
+    column = list(map(operator.itemgetter(name), rows))
+    first = column[0]
+    # Most columns hold the very same object in every row (the defaults a bulk enqueue
+    # resolved once): an identity test in C settles them without a call per row.
+    if all(map(operator.is_, column, itertools.repeat(first))):
+        return False
+    return not all(_same_json(value, first) for value in column)
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are the same JSON value (a validated one: no NaN, str keys).
 
     ``1 == 1.0 == True`` in Python, not in JSON (``[1]``, ``[1.0]``, ``[true]`` are three jsonb
-    values): values count as the same only with the same type, and lists and dicts by their
-    JSON encoding (the first row's encoded once).
+    values), so values match only with the same type, all the way down. Encoding both would
+    say the same, at several times the cost on a bulk enqueue's every row.
     """
-    first = rows[0][name]
-    kind = type(first)
-    if isinstance(first, list | dict):
-        encoded = validation.COMPACT_JSON.encode(first)
-        return any(
-            type(row[name]) is not kind or validation.COMPACT_JSON.encode(row[name]) != encoded
-            for row in rows
-        )
-    return any(type(row[name]) is not kind or row[name] != first for row in rows)
+    if a is b:
+        return True
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is list or kind is tuple:
+        return len(a) == len(b) and all(map(_same_json, a, b))
+    if kind is dict:
+        return a.keys() == b.keys() and all(_same_json(value, b[key]) for key, value in a.items())
+    if kind is float:  # 0.0 == -0.0
+        return bool(a == b) and math.copysign(1.0, a) == math.copysign(1.0, b)
+    return bool(a == b)
 
 
 def _jsonable(value: Any) -> Any:

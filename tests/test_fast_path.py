@@ -6,7 +6,9 @@ stored as ``complete()`` stores them, and a job announced only once it is commit
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
+import json
 import time
 from collections.abc import Iterator
 
@@ -16,6 +18,8 @@ from django.forms.models import model_to_dict
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from hypothesis import given
+from hypothesis import strategies as st
 from testapp import jobs
 
 from django_leasejobs import lifecycle, notify, pg_insert
@@ -159,6 +163,28 @@ class TestBulkEnqueue:
         first, second = jobs.noop.enqueue_many([((), {}), ((), {})])
         first.errors.append("x")
         assert second.errors == []
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.sampled_from([0.0, -0.0, 1.0, 2.5])
+    | st.text(max_size=2),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=2), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(JSON_VALUES, JSON_VALUES)
+def test_bulk_rows_share_a_value_only_when_its_json_is_the_same(a: object, b: object) -> None:
+    """Rows whose field is "the same" send the first row's value for all: it must be the same
+    JSON (jsonb ignores key order, so keys are sorted here), never merely equal in Python."""
+    same_json = json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert pg_insert._same_json(a, b) == same_json
+    assert pg_insert._same_json(a, copy.deepcopy(a))
 
 
 @postgresql_only

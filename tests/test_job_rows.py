@@ -9,6 +9,7 @@ import time
 import pytest
 from django.db import connection
 from django.db.models import JSONField
+from django.db.models.signals import post_init
 from testapp import jobs
 
 from django_leasejobs import lifecycle
@@ -93,3 +94,45 @@ class TestLazyEvent:
         event.set()
         waiter.join(10)
         assert woke == [True]
+
+
+def _loaded_state(job: Job) -> dict[str, object]:
+    """What makes two loaded instances the same: field values by name, and their state."""
+    values = {k: v for k, v in vars(job).items() if k != "_state"}
+    return {**values, "_state": (job._state.db, job._state.adding)}
+
+
+@pytest.mark.django_db
+def test_built_instances_hold_exactly_what_from_db_sets() -> None:
+    """job_rows.instances fills __dict__ directly: the same keys and values from_db would set."""
+    job = jobs.add.enqueue(1, 2, priority=3)
+    (claimed,) = lifecycle.claim("w1", batch=1)
+    deferred = claimed.get_deferred_fields()
+    loaded = Job.objects.defer(*deferred).get(pk=job.pk) if deferred else Job.objects.get(pk=job.pk)
+    assert _loaded_state(claimed) == _loaded_state(loaded)
+    (made,) = jobs.add.enqueue_many([((3, 4), {})])
+    assert _loaded_state(made) == _loaded_state(Job.objects.get(pk=made.pk))
+
+
+@pytest.mark.django_db
+def test_init_signal_receivers_see_every_instance() -> None:
+    """A post_init receiver (a field tracker, say) sees claimed and enqueued jobs, as Django's."""
+    seen: list[Job] = []
+
+    def receiver(sender: type[Job], instance: Job, **kwargs: object) -> None:
+        seen.append(instance)
+
+    post_init.connect(receiver, sender=Job)
+    try:
+        made = jobs.add.enqueue_many([((1, 2), {}), ((3, 4), {})])
+        single = jobs.add.enqueue(5, 6)
+        claimed = lifecycle.claim("w1", batch=3)
+    finally:
+        post_init.disconnect(receiver, sender=Job)
+    assert [(job.status, job.attempt) for job in claimed] == [("running", 1)] * 3
+    for job in [*made, single, *claimed]:
+        assert any(instance is job for instance in seen)
+        stored = Job.objects.get(pk=job.pk)
+        assert job.args == stored.args
+        assert job._state.db == stored._state.db
+        assert job._state.adding is False
