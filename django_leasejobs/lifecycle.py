@@ -20,7 +20,7 @@ import enum
 import json
 import logging
 import traceback as traceback_module
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -347,11 +347,13 @@ def _item(item: Any) -> tuple[Sequence[Any], dict[str, Any], dict[str, Any]]:
 
 
 def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
-    """Validate every item first, then insert them in bulk in one transaction.
+    """Validate every item and insert them in bulk in one transaction.
 
     Items with a dedupe key go through the single-row path (they may return an existing job);
-    the rest are one multi-row INSERT (one INSERT each on MySQL 8, which cannot return the ids
-    of a multi-row INSERT). Jobs come back in the order given.
+    the rest are one multi-row INSERT per chunk (one INSERT each on MySQL 8, which cannot return
+    the ids of a multi-row INSERT). Jobs come back in the order given. On PostgreSQL the items
+    are validated chunk by chunk while the database inserts the previous chunk; an invalid item
+    raises inside the transaction, which is rolled back whole: nothing is written either way.
     """
     alias = _alias()
     parsed = [_item(item) for item in items]
@@ -362,17 +364,24 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     # Items without options (the usual bulk) share one validated row; only their arguments
     # differ and are checked one by one.
     plain_row = _values(name, (), {}, now=now, defaults=defaults)
-    rows = [
+    checked = (
         _values(name, args, kwargs, now=now, defaults=defaults, **options)
         if options
         else _with_payload(plain_row, args, kwargs, defaults.max_payload_bytes)
         for args, kwargs, options in parsed
-    ]
+    )
     if connections[alias].vendor == "postgresql":
+        rows: list[dict[str, Any]] = []
+
+        def without_dedupe_key() -> Iterator[dict[str, Any]]:
+            # Lazy, so pg_insert validates a chunk while the previous one is inserted.
+            for row in checked:
+                rows.append(row)
+                if row["dedupe_key"] is None:
+                    yield row
+
         with transaction.atomic(using=alias):
-            inserted = iter(
-                pg_insert.insert_many([r for r in rows if r["dedupe_key"] is None], alias)
-            )
+            inserted = iter(pg_insert.insert_many(without_dedupe_key(), alias))
             result = [
                 next(inserted) if r["dedupe_key"] is None else _insert(Job(**r), alias)
                 for r in rows
@@ -390,7 +399,7 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
                     _announce_enqueued(job, alias)
         logger.info("job.enqueued_many name=%s count=%s", name, len(result))
         return result
-    jobs = [Job(**r) for r in rows]
+    jobs = [Job(**r) for r in checked]
     with transaction.atomic(using=alias):
         plain = [job for job in jobs if job.dedupe_key is None]
         if connections[alias].features.can_return_rows_from_bulk_insert:

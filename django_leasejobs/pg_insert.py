@@ -16,15 +16,18 @@ Many rows: a few thousand per statement, their varying fields as one JSON parame
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import itertools
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field
 from django.db.models.expressions import DatabaseDefault
 from django.db.models.fields.json import JSONField
@@ -32,8 +35,9 @@ from django.db.models.fields.json import JSONField
 from . import job_rows, notify, validation
 from .models import Job
 
-CHUNK = 5000
-"""Rows per bulk statement."""
+CHUNK = 2000
+"""Rows per bulk statement: small enough that the database has the first chunk to insert
+while the next is validated, large enough that a statement carries most of its cost."""
 
 
 class InsertShape:
@@ -131,39 +135,80 @@ def _many_sql(alias: str, varying: tuple[str, ...], fixed: tuple[str, ...]) -> s
     )
 
 
-def insert_many(rows: list[dict[str, Any]], alias: str) -> list[Job]:
+def insert_many(rows: Iterable[dict[str, Any]], alias: str) -> list[Job]:
     """Insert rows that all give the same fields; return them as ``Job`` instances, in order.
 
-    Fields with the same value in every row are parameters of the statement; the ones that vary
-    travel as one JSON array per chunk (one parameter, encoded in C), so a chunk is one short
-    statement instead of thousands of placeholders, and the database casts only what varies.
-    Ids are assigned in row order within a statement, so the RETURNING rows sorted by id line
-    up with the input.
+    Rows are taken ``CHUNK`` at a time, one statement each. In a chunk, fields with the same
+    value in every row are parameters of the statement; the ones that vary travel as one JSON
+    array (one parameter, encoded in C), so a chunk is one short statement instead of
+    thousands of placeholders, and the database casts only what varies. Ids are assigned in
+    row order within a statement, so the RETURNING rows sorted by id line up with the input.
+
+    On psycopg 3 the statements go through a pipeline: each is sent as soon as its chunk is
+    ready and the database inserts it while the next chunk is taken from ``rows`` (a lazy
+    iterable lets the caller validate it meanwhile) and encoded; the results are read at the
+    end. Without it the database and Python take turns, each idle half of the time.
     """
-    if not rows:
-        return []
     connection = connections[alias]
-    first = rows[0]
-    varying = tuple(name for name in first if _varies(name, rows))
+    sent: list[tuple[list[dict[str, Any]], InsertShape, Any]] = []
+    with _pipeline(connection):
+        for chunk in _chunks(rows):
+            row, sql, params = _many_statement(chunk, connection, alias)
+            cursor = connection.cursor()
+            job_rows.parse_timestamps_in_c(cursor.cursor)
+            cursor.execute(sql, params)
+            sent.append((chunk, row, cursor))
+        jobs: list[Job] = []
+        for chunk, row, cursor in sent:
+            with cursor:
+                returned_rows = sorted(cursor.fetchall())
+            field_values = [
+                row.values([values[f.name] for f in row.given], returned)
+                for values, returned in zip(chunk, returned_rows, strict=True)
+            ]
+            jobs += job_rows.instances(alias, row.attnames, field_values)
+    return jobs
+
+
+def _chunks(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    iterator = iter(rows)
+    while chunk := list(itertools.islice(iterator, CHUNK)):
+        yield chunk
+
+
+def _many_statement(
+    chunk: list[dict[str, Any]], connection: BaseDatabaseWrapper, alias: str
+) -> tuple[InsertShape, str, list[Any]]:
+    first = chunk[0]
+    varying = tuple(name for name in first if _varies(name, chunk))
     fixed = tuple(name for name in first if name not in varying)
     row = shape(alias, (*varying, *fixed))
-    sql = _many_sql(alias, varying, fixed)
     fixed_params = [
         f.get_db_prep_save(first[f.name], connection) for f in row.given[len(varying) :]
     ]
-    field_values: list[list[Any]] = []
-    with connection.cursor() as cursor:
-        job_rows.parse_timestamps_in_c(cursor.cursor)
-        for start in range(0, len(rows), CHUNK):
-            chunk = rows[start : start + CHUNK]
-            payload = validation.COMPACT_JSON.encode(
-                [[_jsonable(values[name]) for name in varying] for values in chunk]
-            )
-            cursor.execute(sql, [*fixed_params, *row.constant_params, payload])
-            for values, returned in zip(chunk, sorted(cursor.fetchall()), strict=True):
-                given = [values[f.name] for f in row.given]
-                field_values.append(row.values(given, returned))
-    return job_rows.instances(alias, row.attnames, field_values)
+    payload = validation.COMPACT_JSON.encode(
+        [[_jsonable(values[name]) for name in varying] for values in chunk]
+    )
+    return row, _many_sql(alias, varying, fixed), [*fixed_params, *row.constant_params, payload]
+
+
+def _pipeline(connection: BaseDatabaseWrapper) -> AbstractContextManager[Any]:
+    """psycopg 3's pipeline mode on this connection, where the driver and libpq have it."""
+    driver = getattr(connection.connection, "pipeline", None)
+    if driver is None:  # psycopg2
+        return contextlib.nullcontext()
+    from psycopg import Pipeline
+
+    if not Pipeline.is_supported():
+        return contextlib.nullcontext()
+    return _wrapped(connection, driver)
+
+
+@contextlib.contextmanager
+def _wrapped(connection: BaseDatabaseWrapper, pipeline: Callable[[], Any]) -> Iterator[None]:
+    # Errors surface when the pipeline is left, outside any Django cursor: wrap them as one.
+    with connection.wrap_database_errors, pipeline():
+        yield
 
 
 def _varies(name: str, rows: list[dict[str, Any]]) -> bool:

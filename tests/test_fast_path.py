@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.forms.models import model_to_dict
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from testapp import jobs
 
 from django_leasejobs import lifecycle, notify, pg_insert
+from django_leasejobs.errors import JobValidationError
 from django_leasejobs.lifecycle import Outcome
 from django_leasejobs.models import DeadLetter, Job, Status
 
@@ -163,6 +164,40 @@ class TestBulkEnqueue:
         first, second = jobs.noop.enqueue_many([((), {}), ((), {})])
         first.errors.append("x")
         assert second.errors == []
+
+    def test_a_bad_item_in_a_later_chunk_writes_nothing(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Chunks are validated while earlier ones are inserted: a bad item rolls them back."""
+        monkeypatch.setattr(pg_insert, "CHUNK", 3)
+        kept = jobs.add.enqueue(0, 0)
+        items = [((i, i), {}) for i in range(10)] + [(([1], {"x": float("inf")}))]
+        with transaction.atomic():
+            inside = jobs.add.enqueue(1, 1)
+            with pytest.raises(JobValidationError, match="Infinity"):
+                jobs.add.enqueue_many(items)
+            # The caller's transaction goes on, with its own write kept.
+            after = jobs.add.enqueue(2, 2)
+        assert set(Job.objects.values_list("pk", flat=True)) == {kept.pk, inside.pk, after.pk}
+        assert [j.args for j in jobs.add.enqueue_many(items[:7])] == [[i, i] for i in range(7)]
+
+    @postgresql_only
+    def test_a_database_error_in_a_later_chunk_writes_nothing(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """An error the database raises for a later statement comes out as Django's own
+        IntegrityError, the earlier chunks are rolled back and the connection stays usable."""
+        monkeypatch.setattr(pg_insert, "CHUNK", 2)
+        with connection.cursor() as cursor:  # rolled back with the test's transaction
+            cursor.execute(
+                "ALTER TABLE django_leasejobs_job "
+                "ADD CONSTRAINT test_no_boom CHECK (queue <> 'boom')"
+            )
+        items = [((i, i), {}) for i in range(5)] + [{"args": [9, 9], "queue": "boom"}]
+        with pytest.raises(IntegrityError, match="test_no_boom"):
+            jobs.add.enqueue_many(items)
+        assert not Job.objects.exists()
+        assert len(jobs.add.enqueue_many(items[:5])) == 5
 
 
 JSON_VALUES = st.recursive(
