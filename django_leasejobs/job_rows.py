@@ -53,23 +53,21 @@ def parse_timestamps_in_c(cursor: Any) -> None:
         adapters.register_loader("timestamptz", TimestamptzLoader)
 
 
-def instances(alias: str, attnames: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[Job]:
-    """``Job`` instances loaded from ``alias`` with these field values (attnames not given are
-    deferred), as ``Model.from_db`` builds them, at a tenth of its cost.
+def instances(alias: str, rows: Iterable[dict[str, Any]]) -> list[Job]:
+    """``Job`` instances loaded from ``alias``, one per dict of field values by attname (fields
+    left out are deferred), as ``Model.from_db`` builds them, at a tenth of its cost.
 
     ``Model.__init__`` sets each of the two dozen fields through ``setattr`` and sends
     ``pre_init`` / ``post_init``: 25-30 µs a job, more than the database's own work for a bulk
-    enqueue's row. With no receiver for those signals, filling the instance's ``__dict__`` gives
-    the same instance (``Job`` has no data descriptor but the foreign key's id, whose setter only
-    drops a cached related object a new instance cannot have). With a receiver connected (a
-    field tracker, say), every instance goes through ``from_db`` so the receiver sees it.
+    enqueue's row. With no receiver for those signals, the dict becomes the instance's
+    ``__dict__`` (each row's dict must be the caller's own, new one): the same instance
+    (``Job`` has no data descriptor but the foreign key's id, whose setter only drops a cached
+    related object a new instance cannot have). With a receiver connected (a field tracker,
+    say), every instance goes through ``from_db`` so the receiver sees it.
     """
     if pre_init.has_listeners(Job) or post_init.has_listeners(Job):
-        loaded = set(attnames)
-        order = [attnames.index(a) if a in loaded else -1 for a in _ATTNAMES]
         return [
-            Job.from_db(alias, _ATTNAMES, [row[i] if i >= 0 else DEFERRED for i in order])
-            for row in rows
+            Job.from_db(alias, _ATTNAMES, [row.get(a, DEFERRED) for a in _ATTNAMES]) for row in rows
         ]
     new = object.__new__
     jobs = []
@@ -78,9 +76,8 @@ def instances(alias: str, attnames: Sequence[str], rows: Iterable[Sequence[Any]]
         state = ModelState()
         state.adding = False
         state.db = alias
-        values = job.__dict__
-        values["_state"] = state
-        values.update(zip(attnames, row, strict=True))
+        row["_state"] = state
+        job.__dict__ = row
         jobs.append(job)
     return jobs
 
@@ -96,14 +93,14 @@ def fetch_jobs(
         rows = cursor.fetchall()
     attnames = [_ATTNAMES[_POSITION[column]] for column in columns]
     converters = [
-        (i, _JSON[column], _JSON[column].get_col(Job._meta.db_table))
+        (i, attnames[i], _JSON[column], _JSON[column].get_col(Job._meta.db_table))
         for i, column in enumerate(columns)
         if column in _JSON
     ]
     values = []
     for row in rows:
-        converted = list(row)
-        for i, field, expression in converters:
-            converted[i] = field.from_db_value(row[i], expression, connection)
-        values.append(converted)
-    return instances(alias, attnames, values)
+        loaded = dict(zip(attnames, row, strict=True))
+        for i, attname, field, expression in converters:
+            loaded[attname] = field.from_db_value(row[i], expression, connection)
+        values.append(loaded)
+    return instances(alias, values)

@@ -59,15 +59,23 @@ class InsertShape:
         ]
         # Callable defaults (list, dict) must give each instance its own object.
         fresh = [f for f in self.constant if f.has_default() and callable(f.default)]
-        static = [f for f in self.constant if f not in fresh]
-        self._fresh = [f.default for f in fresh]
-        self._static = [getattr(template, f.attname) for f in static]
-        self.attnames = [str(f.attname) for f in [*self.given, *self.returned, *fresh, *static]]
-        """The fields of ``values()``, in its order."""
+        self._fresh = [(str(f.attname), f.default) for f in fresh]
+        self._static = {
+            str(f.attname): getattr(template, f.attname) for f in self.constant if f not in fresh
+        }
+        self._returned = [str(f.attname) for f in self.returned]
+        self._renamed = [(f.name, str(f.attname)) for f in self.given if f.name != f.attname]
 
-    def values(self, given: Sequence[Any], returned: Sequence[Any]) -> list[Any]:
-        """Every field's value for this row, in the order of ``attnames``."""
-        return [*given, *returned, *[default() for default in self._fresh], *self._static]
+    def values(self, given: dict[str, Any], returned: Sequence[Any]) -> dict[str, Any]:
+        """Every field's value for this row by attname: ``given`` (by field name: every field
+        of the shape, nothing else), the ``returned`` columns, and the defaults."""
+        values = {**self._static, **given}
+        for name, attname in self._renamed:
+            values[attname] = values.pop(name)
+        for attname, default in self._fresh:
+            values[attname] = default()
+        values.update(zip(self._returned, returned, strict=True))
+        return values
 
 
 @functools.lru_cache(maxsize=64)
@@ -110,10 +118,7 @@ def insert_one(values: dict[str, Any], alias: str) -> Job:
         job_rows.parse_timestamps_in_c(cursor.cursor)
         cursor.execute(_one_sql(alias, given, announce), params)
         returned = cursor.fetchone()
-    given_values = [values[f.name] for f in row.given]
-    (job,) = job_rows.instances(
-        alias, row.attnames, [row.values(given_values, returned[: len(row.returned)])]
-    )
+    (job,) = job_rows.instances(alias, [row.values(values, returned[: len(row.returned)])])
     return job
 
 
@@ -162,11 +167,7 @@ def insert_many(rows: Iterable[dict[str, Any]], alias: str) -> list[Job]:
         for chunk, row, cursor in sent:
             with cursor:
                 returned_rows = sorted(cursor.fetchall())
-            field_values = [
-                row.values([values[f.name] for f in row.given], returned)
-                for values, returned in zip(chunk, returned_rows, strict=True)
-            ]
-            jobs += job_rows.instances(alias, row.attnames, field_values)
+            jobs += job_rows.instances(alias, map(row.values, chunk, returned_rows))
     return jobs
 
 
@@ -219,7 +220,23 @@ def _varies(name: str, rows: list[dict[str, Any]]) -> bool:
     # resolved once): an identity test in C settles them without a call per row.
     if all(map(operator.is_, column, itertools.repeat(first))):
         return False
+    # Values equal in Python are the same JSON unless numbers are involved (1 == 1.0 == True):
+    # without numbers, counting equal values (in C) settles it.
+    if column.count(first) != len(column):
+        return True
+    if not _has_numbers(first):
+        return False
     return not all(_same_json(value, first) for value in column)
+
+
+def _has_numbers(value: Any) -> bool:
+    if isinstance(value, int | float):  # bool too
+        return True
+    if isinstance(value, list | tuple):
+        return any(map(_has_numbers, value))
+    if isinstance(value, dict):
+        return any(map(_has_numbers, value.values()))
+    return False
 
 
 def _same_json(a: Any, b: Any) -> bool:

@@ -75,9 +75,12 @@ def check_payload(
     if type(kwargs) is not dict and not isinstance(kwargs, Mapping):
         raise JobValidationError(f"kwargs must be a dict, not {type(kwargs).__name__}.")
     args_list, kwargs_dict = list(args), dict(kwargs)
-    check_json(args_list, "args")
-    check_json(kwargs_dict, "kwargs")
-    size = len(COMPACT_JSON.encode([args_list, kwargs_dict]).encode())
+    if args_list:  # empty ones have nothing to check (a bulk enqueue of no-argument jobs)
+        check_json(args_list, "args")
+    if kwargs_dict:
+        check_json(kwargs_dict, "kwargs")
+    # ASCII-only (ensure_ascii): as many bytes as characters.
+    size = len(COMPACT_JSON.encode([args_list, kwargs_dict]))
     cap = settings.MAX_PAYLOAD_BYTES if max_bytes is None else max_bytes
     if size > cap:
         raise JobValidationError(

@@ -222,6 +222,16 @@ def test_bulk_rows_share_a_value_only_when_its_json_is_the_same(a: object, b: ob
     assert pg_insert._same_json(a, copy.deepcopy(a))
 
 
+@given(st.lists(JSON_VALUES, min_size=1, max_size=4))
+def test_a_bulk_column_varies_when_its_json_does(column: list[object]) -> None:
+    rows = [{"v": value} for value in column]
+    assert pg_insert._varies("v", rows) == (
+        len({json.dumps(v, sort_keys=True) for v in column}) > 1
+    )
+    shared = [{"v": column[0]} for _ in column]  # the very same object in every row
+    assert not pg_insert._varies("v", shared)
+
+
 @postgresql_only
 @pytest.mark.django_db(transaction=True)
 class TestNotify:
