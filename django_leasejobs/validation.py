@@ -29,8 +29,19 @@ def check_json(value: Any, path: str = "args") -> None:
     """Refuse anything that would not come back from the database exactly as given.
 
     ``json.dumps`` alone is not enough: it turns NaN into a token PostgreSQL rejects, int dict
-    keys into strings, and lets NUL characters through (jsonb refuses ``\\u0000``).
+    keys into strings, and lets NUL characters through (jsonb refuses ``\\u0000``). A value
+    that contains itself, or nests deeper than Python recurses, is refused as well (it would
+    otherwise raise RecursionError where a clear error is due, in a worker's completion too).
     """
+    try:
+        _check_json(value, path)
+    except RecursionError:
+        raise JobValidationError(
+            f"{path} nests too deeply or contains itself; JSON is a finite tree."
+        ) from None
+
+
+def _check_json(value: Any, path: str) -> None:
     if value is None or isinstance(value, bool | int):
         return
     if isinstance(value, float):
@@ -43,7 +54,7 @@ def check_json(value: Any, path: str = "args") -> None:
         return
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            check_json(item, f"{path}[{index}]")
+            _check_json(item, f"{path}[{index}]")
         return
     if isinstance(value, dict):
         for key, item in value.items():
@@ -53,7 +64,7 @@ def check_json(value: Any, path: str = "args") -> None:
                 )
             if "\x00" in key:
                 raise JobValidationError(f"{path} has a key with a NUL character.")
-            check_json(item, f"{path}[{key!r}]")
+            _check_json(item, f"{path}[{key!r}]")
         return
     raise JobValidationError(
         f"{path} is a {type(value).__name__}, which is not JSON; job arguments are JSON only "

@@ -80,6 +80,19 @@ class Unserialisable:
     pass
 
 
+def _contains_itself() -> list[object]:
+    value: list[object] = [1]
+    value.append(value)
+    return value
+
+
+def _nested(depth: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 @pytest.mark.parametrize(
     ("args", "kwargs", "message"),
     [
@@ -93,6 +106,8 @@ class Unserialisable:
         (({"k\x00": 1},), {}, "NUL"),
         (({1: "int key"},), {}, "keys must be strings"),
         (([[[{"deep": {1}}]]],), {}, "not JSON"),
+        ((_contains_itself(),), {}, "contains itself"),
+        ((_nested(5000),), {}, "nests too deeply"),
     ],
 )
 def test_arguments_must_be_plain_json(args: tuple, kwargs: dict, message: str) -> None:

@@ -61,15 +61,26 @@ class TestCompleteMany:
         assert fields(job.pk, "status")["status"] == Status.RUNNING
 
     def test_an_unstorable_result_fails_only_its_job(self) -> None:
-        for _ in range(2):
+        for _ in range(3):
             jobs.noop.enqueue()
-        good, bad = lifecycle.claim("w1", batch=2)
+        good, bad, circular = lifecycle.claim("w1", batch=3)
+        contains_itself: list[object] = []
+        contains_itself.append(contains_itself)
         outcomes = lifecycle.complete_many(
-            [(good.pk, good.attempt, [1, 2]), (bad.pk, bad.attempt, float("nan"))]
+            [
+                (good.pk, good.attempt, [1, 2]),
+                (bad.pk, bad.attempt, float("nan")),
+                (circular.pk, circular.attempt, contains_itself),
+            ]
         )
-        assert outcomes == {good.pk: Outcome.SUCCEEDED, bad.pk: Outcome.DEAD}
+        assert outcomes == {
+            good.pk: Outcome.SUCCEEDED,
+            bad.pk: Outcome.DEAD,
+            circular.pk: Outcome.DEAD,
+        }
         assert fields(good.pk, "result")["result"] == [1, 2]
         assert DeadLetter.objects.get(job_id=bad.pk).reason == "error"
+        assert "contains itself" in fields(circular.pk, "last_error")["last_error"]
 
 
 @pytest.mark.django_db
