@@ -54,9 +54,14 @@ class InsertShape:
             if f.name not in given and not isinstance(getattr(template, f.attname), DatabaseDefault)
         ]
         self.returned = [Job._meta.pk, *(f for f in fields if f not in self.given + self.constant)]
-        self.constant_params = [
+        # The constant columns' values as SQL literals, quoted once by the driver (and escaped
+        # for the parameter style): a statement then carries only the values its caller gave,
+        # half the parameters for psycopg to adapt and quote on each enqueue.
+        constant_params = [
             f.get_db_prep_save(getattr(template, f.attname), connection) for f in self.constant
         ]
+        quote = connection.ops.compose_sql  # type: ignore[attr-defined]  # PostgreSQL's
+        self.constant_sql = [quote("%s", [param]).replace("%", "%%") for param in constant_params]
         # Callable defaults (list, dict) must give each instance its own object.
         fresh = [f for f in self.constant if f.has_default() and callable(f.default)]
         self._fresh = [(str(f.attname), f.default) for f in fresh]
@@ -89,9 +94,10 @@ def _one_sql(alias: str, given: tuple[str, ...], announce: bool) -> str:
     qn = connections[alias].ops.quote_name
     columns = [qn(str(f.column)) for f in [*row.given, *row.constant]]
     names = ", ".join(qn(str(f.column)) for f in row.returned)
+    values = ["%s"] * len(row.given) + row.constant_sql
     insert = (
         f"INSERT INTO {qn(Job._meta.db_table)} ({', '.join(columns)}) "
-        f"VALUES ({', '.join(['%s'] * len(columns))}) RETURNING {names}"
+        f"VALUES ({', '.join(values)}) RETURNING {names}"
     )
     if not announce:
         return insert
@@ -111,7 +117,6 @@ def insert_one(values: dict[str, Any], alias: str) -> Job:
     row = shape(alias, given)
     announce = notify.supported(alias)
     params = [f.get_db_prep_save(values[f.name], connection) for f in row.given]
-    params += row.constant_params
     if announce:
         params += [notify.CHANNEL, values["queue"]]
     with connection.cursor() as cursor:
@@ -127,10 +132,14 @@ def _many_sql(alias: str, varying: tuple[str, ...], fixed: tuple[str, ...]) -> s
     row = shape(alias, (*varying, *fixed))
     connection = connections[alias]
     qn = connection.ops.quote_name
-    selects = [
-        f"e.r->{i}" if isinstance(f, JSONField) else f"(e.r->>{i})::{f.db_type(connection)}"
-        for i, f in enumerate(row.given[: len(varying)])
-    ] + ["%s"] * (len(fixed) + len(row.constant))
+    selects = (
+        [
+            f"e.r->{i}" if isinstance(f, JSONField) else f"(e.r->>{i})::{f.db_type(connection)}"
+            for i, f in enumerate(row.given[: len(varying)])
+        ]
+        + ["%s"] * len(fixed)
+        + row.constant_sql
+    )
     return (
         f"INSERT INTO {qn(Job._meta.db_table)} "
         f"({', '.join(qn(str(f.column)) for f in [*row.given, *row.constant])}) "
@@ -190,7 +199,7 @@ def _many_statement(
     payload = validation.COMPACT_JSON.encode(
         [[_jsonable(values[name]) for name in varying] for values in chunk]
     )
-    return row, _many_sql(alias, varying, fixed), [*fixed_params, *row.constant_params, payload]
+    return row, _many_sql(alias, varying, fixed), [*fixed_params, payload]
 
 
 def _pipeline(connection: BaseDatabaseWrapper) -> AbstractContextManager[Any]:

@@ -78,6 +78,12 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     _db["TEST"] = {
         "NAME": env("TEST_SQLITE_NAME", default=str(BASE_DIR / "test-leasejobs.sqlite3"))
     }
+elif _db["ENGINE"] == "django.db.backends.postgresql" and env.bool(
+    "DATABASE_SERVER_SIDE_BINDING", default=False
+):
+    # Django's opt-in for psycopg 3: parameters bound on the server, statements prepared after
+    # five runs. CI runs the PostgreSQL suite this way too; docs/databases.md has the figures.
+    _db.setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 5})
 elif _db["ENGINE"] in ("django.db.backends.mysql",):
     _db.setdefault("OPTIONS", {}).update({"charset": "utf8mb4"})
     _db["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
