@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .conf import settings
+from .conf import PREFIX, settings
 from .durations import format_age
 from .stats import QueueStats, Stats
 
@@ -26,11 +26,11 @@ class Thresholds:
 
     @classmethod
     def from_settings(cls) -> Thresholds:
-        return cls(
-            max_due_age=settings.HEALTH_MAX_DUE_AGE,
-            max_dead_per_hour=settings.HEALTH_MAX_DEAD_PER_HOUR,
-            max_expired_leases=settings.HEALTH_MAX_EXPIRED_LEASES,
-        )
+        return cls(**{limit: getattr(settings, name) for _, limit, name in _CHECKS})
+
+    def limit(self, metric: str) -> float | None:
+        """By ``QueueStats`` field, so callers holding a ``Problem`` need not know our names."""
+        return getattr(self, _LIMITS[metric])
 
     def override(self, **values: Any) -> Thresholds:
         """These thresholds with the given ones replaced (``None`` values are ignored)."""
@@ -59,18 +59,29 @@ class Problem:
         if self.metric == "oldest_due_age":
             return (
                 f"queue {self.queue!r}: the oldest due job has waited {int(self.value)} s "
-                f"({format_age(self.value)}), more than {_number(self.limit)} s: "
+                f"({format_age(self.value)}), more than {self.limit_text}: "
                 "no worker is taking jobs from this queue, or workers are too few"
             )
         if self.metric == "dead_last_hour":
             return (
                 f"queue {self.queue!r}: {int(self.value)} job(s) went dead in the last hour, "
-                f"more than {_number(self.limit)}"
+                f"more than {self.limit_text}"
             )
         return (
             f"queue {self.queue!r}: {int(self.value)} running job(s) with an expired lease, "
-            f"more than {_number(self.limit)}: their workers died and no worker recovers them"
+            f"more than {self.limit_text}: their workers died and no worker recovers them"
         )
+
+    @property
+    def limit_text(self) -> str:
+        """The limit as people read it (``300 s``, ``10``), for messages and the dashboard."""
+        unit = " s" if self.metric == "oldest_due_age" else ""
+        return _number(self.limit) + unit
+
+    @property
+    def setting(self) -> str:
+        """The setting that holds this limit when it is not given as an option or parameter."""
+        return PREFIX + _SETTINGS[self.metric]
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "message": str(self)}
@@ -81,10 +92,13 @@ def _number(value: float) -> str:
 
 
 _CHECKS = (
-    ("oldest_due_age", "max_due_age"),
-    ("dead_last_hour", "max_dead_per_hour"),
-    ("expired_leases", "max_expired_leases"),
+    # (QueueStats field, Thresholds field, conf.Settings name)
+    ("oldest_due_age", "max_due_age", "HEALTH_MAX_DUE_AGE"),
+    ("dead_last_hour", "max_dead_per_hour", "HEALTH_MAX_DEAD_PER_HOUR"),
+    ("expired_leases", "max_expired_leases", "HEALTH_MAX_EXPIRED_LEASES"),
 )
+_LIMITS = {metric: limit for metric, limit, _ in _CHECKS}
+_SETTINGS = {metric: name for metric, _, name in _CHECKS}
 
 
 def evaluate(
@@ -98,8 +112,8 @@ def evaluate(
     problems = []
     for name in names:
         numbers = stats.queues.get(name, QueueStats())
-        for metric, limit_name in _CHECKS:
-            limit = getattr(thresholds, limit_name)
+        for metric in _LIMITS:
+            limit = thresholds.limit(metric)
             value = getattr(numbers, metric)
             if limit is not None and value > limit:
                 problems.append(Problem(name, metric, value, limit))

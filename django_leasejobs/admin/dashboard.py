@@ -1,7 +1,9 @@
 """The dashboard page: per-queue depth, running, oldest due age, dead letters, expired leases.
 
 Numbers come from :func:`django_leasejobs.stats.collect`, the same query module as ``jobstats``,
-``checkjobs`` and the health view, so every face agrees on what "due" and "expired" mean.
+``checkjobs`` and the health view, so every face agrees on what "due" and "expired" mean. A cell
+is red when :func:`django_leasejobs.health.evaluate` reports it, so the page turns red exactly
+when ``checkjobs`` fails and the health view answers 503.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from .. import stats
+from .. import health, stats
 from . import display
 
 COLUMNS = (
@@ -25,21 +27,42 @@ COLUMNS = (
     ("dead_last_day", "dead, last day"),
     ("expired_leases", "expired leases"),
 )
-ALERT_AGE_SECONDS = 60.0
-"""An oldest due age above this is highlighted: jobs are waiting longer than a poll or two."""
+FALLBACK = health.Thresholds(max_due_age=60.0, max_dead_per_hour=0, max_expired_leases=0)
+"""Used for a ``LEASEJOBS_HEALTH_*`` setting left at None: a page nobody configured should still
+show a stalled queue (jobs waiting longer than a poll or two), a dead worker's lease or a new dead
+letter, which the probes, having no threshold, do not report."""
+
+Reasons = dict[str, str]
+"""Field -> why that cell of a row is red."""
 
 
-def _cells(numbers: Any) -> list[dict[str, Any]]:
+def _alerts(numbers: stats.Stats) -> dict[str, Reasons]:
+    """Per queue; the total row gets none, as each queue is judged on its own numbers."""
+    configured = health.Thresholds.from_settings()
+    thresholds = FALLBACK.override(**configured.as_dict())
+    alerts: dict[str, Reasons] = {}
+    for problem in health.evaluate(numbers, thresholds):
+        alerts.setdefault(problem.queue, {})[problem.metric] = _reason(problem, configured)
+    return alerts
+
+
+def _reason(problem: health.Problem, configured: health.Thresholds) -> str:
+    """Names the setting, so an operator knows where the limit comes from and how to change it."""
+    if configured.limit(problem.metric) is None:
+        return f"over {problem.limit_text} (dashboard default: {problem.setting} is not set)"
+    return f"over {problem.setting} ({problem.limit_text})"
+
+
+def _cells(numbers: stats.QueueStats, reasons: Reasons) -> list[dict[str, Any]]:
     cells = []
     for field, _ in COLUMNS:
         value = getattr(numbers, field)
         if field == "oldest_due_age":
-            alert = value > ALERT_AGE_SECONDS
             text = display.human_duration(value) if value else "0"
         else:
-            alert = field in ("expired_leases", "dead_last_hour") and value > 0
             text = str(value)
-        cells.append({"field": field, "text": text, "alert": alert})
+        reason = reasons.get(field, "")
+        cells.append({"field": field, "text": text, "alert": bool(reason), "title": reason})
     return cells
 
 
@@ -48,14 +71,18 @@ def dashboard_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpR
     if not model_admin.has_view_permission(request):
         return HttpResponse("You may not view jobs.", status=403)
     numbers = stats.collect()
-    rows = [{"queue": name, "cells": _cells(q)} for name, q in sorted(numbers.queues.items())]
+    alerts = _alerts(numbers)
+    rows = [
+        {"queue": name, "cells": _cells(q, alerts.get(name, {}))}
+        for name, q in sorted(numbers.queues.items())
+    ]
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.opts,
         "title": "Queue dashboard",
         "columns": [label for _, label in COLUMNS],
         "rows": rows,
-        "total": _cells(numbers.total),
+        "total": _cells(numbers.total, {}),
         "taken_at": getattr(numbers, "now", None),
     }
     return TemplateResponse(request, "admin/django_leasejobs/dashboard.html", context)

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import io
+import re
+
 import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.test import Client, override_settings
 from testapp import jobs
 
 from django_leasejobs import lifecycle
+from django_leasejobs.models import DeadLetter
 
 from .conftest import staff_client, url
 
@@ -49,6 +56,141 @@ def test_per_queue_numbers(viewer, make_due, expire_lease, dead_letter) -> None:
     assert f"{url('job_changelist')}?queue=other" in page
     # highlighted: the default queue's age (> 60 s) and dead letter, the other's expired lease
     assert page.count('class="leasejobs-overdue"') == 3
+
+
+def red(response) -> dict[tuple[str, str], str]:
+    """(queue, field) -> title of every highlighted cell, checked against the page's markup."""
+    found = {
+        (row["queue"], cell["field"]): cell["title"]
+        for row in response.context["rows"]
+        for cell in row["cells"]
+        if cell["alert"]
+    }
+    page = response.content.decode()
+    assert page.count('class="leasejobs-overdue"') == len(found)
+    for title in found.values():
+        assert f'title="{title}"' in page
+    return found
+
+
+def stalled(queue: str, seconds_ago: float, make_due) -> None:
+    make_due(jobs.noop.enqueue(queue=queue), seconds_ago=seconds_ago)
+
+
+def expired(queue: str, count: int, expire_lease) -> None:
+    for _ in range(count):
+        jobs.noop.enqueue(queue=queue)
+    expire_lease(*lifecycle.claim("w", batch=count, queues=[queue]))
+
+
+@override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=300)
+def test_oldest_due_age_is_red_over_the_setting(viewer, make_due, dead_letter) -> None:
+    dead_letter()  # first: it claims whichever job is due
+    stalled("under", 280, make_due)
+    stalled("over", 320, make_due)
+    assert red(viewer.get(url("dashboard"))) == {
+        ("over", "oldest_due_age"): "over LEASEJOBS_HEALTH_MAX_DUE_AGE (300 s)",
+        # the settings left at None keep the dashboard's own rule
+        ("default", "dead_last_hour"): (
+            "over 0 (dashboard default: LEASEJOBS_HEALTH_MAX_DEAD_PER_HOUR is not set)"
+        ),
+    }
+
+
+@override_settings(LEASEJOBS_HEALTH_MAX_DEAD_PER_HOUR=1, LEASEJOBS_HEALTH_MAX_EXPIRED_LEASES=1)
+def test_counts_are_red_only_when_strictly_over_the_setting(
+    viewer, dead_letter, expire_lease
+) -> None:
+    dead_letter()
+    expired("one", 1, expire_lease)
+    expired("two", 2, expire_lease)
+    assert red(viewer.get(url("dashboard"))) == {
+        ("two", "expired_leases"): "over LEASEJOBS_HEALTH_MAX_EXPIRED_LEASES (1)"
+    }
+    dead_letter()
+    assert red(viewer.get(url("dashboard")))[("default", "dead_last_hour")] == (
+        "over LEASEJOBS_HEALTH_MAX_DEAD_PER_HOUR (1)"
+    )
+
+
+def test_without_settings_a_minute_and_any_count_are_red(
+    viewer, make_due, expire_lease, dead_letter
+) -> None:
+    dead_letter()
+    stalled("under", 50, make_due)
+    stalled("over", 70, make_due)
+    expired("lost", 1, expire_lease)
+    assert red(viewer.get(url("dashboard"))) == {
+        ("over", "oldest_due_age"): (
+            "over 60 s (dashboard default: LEASEJOBS_HEALTH_MAX_DUE_AGE is not set)"
+        ),
+        ("lost", "expired_leases"): (
+            "over 0 (dashboard default: LEASEJOBS_HEALTH_MAX_EXPIRED_LEASES is not set)"
+        ),
+        ("default", "dead_last_hour"): (
+            "over 0 (dashboard default: LEASEJOBS_HEALTH_MAX_DEAD_PER_HOUR is not set)"
+        ),
+    }
+
+
+CHECKJOBS_METRICS = {
+    "the oldest due job": "oldest_due_age",
+    "went dead": "dead_last_hour",
+    "expired lease": "expired_leases",
+}
+
+
+def checkjobs_problems() -> set[tuple[str, str]]:
+    out = io.StringIO()
+    with pytest.raises(SystemExit):
+        call_command("checkjobs", stdout=out)
+    found = set()
+    for queue, message in re.findall(r"^UNHEALTHY queue '([^']+)': (.*)$", out.getvalue(), re.M):
+        (metric,) = [m for phrase, m in CHECKJOBS_METRICS.items() if phrase in message]
+        found.add((queue, metric))
+    return found
+
+
+@override_settings(
+    LEASEJOBS_HEALTH_MAX_DUE_AGE=300,
+    LEASEJOBS_HEALTH_MAX_DEAD_PER_HOUR=1,
+    LEASEJOBS_HEALTH_MAX_EXPIRED_LEASES=0,
+)
+def test_red_exactly_where_checkjobs_and_the_health_view_report(
+    viewer, client: Client, make_due, expire_lease, dead_letter
+) -> None:
+    dead_letter()
+    dead_letter()
+    DeadLetter.objects.filter(pk=dead_letter().pk).update(queue="mail")  # one: not over 1
+    stalled("stalled", 600, make_due)
+    stalled("fresh", 100, make_due)
+    expired("lost", 1, expire_lease)
+    health = client.get("/jobs/health/")
+    assert health.status_code == 503
+    reported = {(p["queue"], p["metric"]) for p in health.json()["problems"]}
+    assert reported == {
+        ("stalled", "oldest_due_age"),
+        ("lost", "expired_leases"),
+        ("default", "dead_last_hour"),
+    }
+    assert set(red(viewer.get(url("dashboard")))) == reported
+    assert checkjobs_problems() == reported
+
+
+@override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE="60s")
+def test_a_bad_setting_raises_what_checkjobs_and_the_health_view_raise(
+    viewer, client: Client
+) -> None:
+    messages = []
+    for face in (
+        lambda: viewer.get(url("dashboard")),
+        lambda: client.get("/jobs/health/"),
+        lambda: call_command("checkjobs", stdout=io.StringIO()),
+    ):
+        with pytest.raises(ImproperlyConfigured) as info:
+            face()
+        messages.append(str(info.value))
+    assert messages == ["LEASEJOBS_HEALTH_MAX_DUE_AGE must be a number, not '60s'."] * 3
 
 
 def test_empty(viewer) -> None:
