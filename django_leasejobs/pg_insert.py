@@ -204,6 +204,7 @@ def _many_statement(
 
 def _pipeline(connection: BaseDatabaseWrapper) -> AbstractContextManager[Any]:
     """psycopg 3's pipeline mode on this connection, where the driver and libpq have it."""
+    connection.ensure_connection()
     driver = getattr(connection.connection, "pipeline", None)
     if driver is None:  # psycopg2
         return contextlib.nullcontext()
