@@ -29,7 +29,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.db.models.expressions import DatabaseDefault, ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
 
-from . import job_rows, notify, pg_insert, registry, signals, validation
+from . import gc_pause, job_rows, notify, pg_insert, registry, signals, validation
 from .backoff import Backoff
 from .conf import settings as conf_settings
 from .dbtime import DbNow
@@ -354,7 +354,13 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     the ids of a multi-row INSERT). Jobs come back in the order given. On PostgreSQL the items
     are validated chunk by chunk while the database inserts the previous chunk; an invalid item
     raises inside the transaction, which is rolled back whole: nothing is written either way.
+    Python's cyclic garbage collector is paused meanwhile (``gc_pause``).
     """
+    with gc_pause.paused():
+        return _enqueue_many(name, items)
+
+
+def _enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     alias = _alias()
     parsed = [_item(item) for item in items]
     if not parsed:

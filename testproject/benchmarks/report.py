@@ -100,6 +100,7 @@ SUMMARY_ROWS: list[tuple[str, str, str]] = [
     ("raw psycopg INSERT, one at a time (rows/s)", "raw_single_per_s", ""),
     ("enqueue_many (jobs/s)", "bulk_per_s", "bulk_vs_raw"),
     ("raw multi-row INSERT (rows/s)", "raw_bulk_per_s", ""),
+    ("enqueue_many, two int arguments each (jobs/s)", "bulk_args_per_s", ""),
     ("claim 100, one queue, 10k pending (ms)", "claim_one_queue_10k_ms", ""),
     ("claim 100, one queue, 100k pending (ms)", "claim_one_queue_100k_ms", ""),
     ("claim 100, one queue, 1M pending (ms)", "claim_one_queue_1M_ms", "claim_one_queue_growth"),
