@@ -63,7 +63,7 @@ class Command(BaseCommand):
         add("--peer-jobs", type=int, help="Jobs for the django-tasks worker (default: --jobs).")
         add("--backlogs", default="10000,100000,1000000", help="Pending rows for claim cost.")
         add("--claim-batch", type=int, default=100)
-        add("--claim-reps", type=int, default=20, help="Claims timed per backlog.")
+        add("--claim-reps", type=int, default=50, help="Claims timed per backlog.")
         add("--latency-samples", type=int, default=200)
         add("--spike-jobs", type=int, default=50_000)
         add("--spike-batch", type=int, default=128)
