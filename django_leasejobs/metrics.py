@@ -12,6 +12,11 @@ Two kinds of numbers, because they live in different places:
 * **Counters** (``leasejobs_jobs_succeeded_total{queue="mail"}`` ...) count the state changes
   *this process* made, from the signals in :mod:`django_leasejobs.signals`. Workers make most of
   them, so each worker exports its own (``serve(port)``), and Prometheus sums them.
+
+The counters are installed for good by :func:`install` (``LEASEJOBS_METRICS``, the metrics
+view), or only for as long as an :class:`Exporter` of :func:`serve` is open: a worker run inside
+a process that lives on must not leave receivers counting that process's later state changes
+into the next run's numbers.
 """
 
 from __future__ import annotations
@@ -57,6 +62,10 @@ COUNTERS = (
 _lock = threading.Lock()
 _counters: dict[str, Any] = {}
 _stats_collector: StatsCollector | None = None
+_installed = False
+"""``install()`` was called: the counters stay until ``uninstall()``, whatever exporters do."""
+_exporters = 0
+"""Open exporters: the last one to close takes the counters down unless they are installed."""
 
 
 def client() -> Any:
@@ -100,21 +109,37 @@ def install(*, with_stats: bool = True) -> None:
 
     Idempotent. The counters start counting at the first call, so call it at start-up in every
     process that should count (``LEASEJOBS_METRICS = True`` does it in ``AppConfig.ready``).
+    They then count for the life of the process: closing an exporter leaves them alone.
     """
-    global _stats_collector
+    global _installed, _stats_collector
     prometheus = client()
     with _lock:
-        if not _counters:
-            for event, signal, documentation in COUNTERS:
-                counter = prometheus.Counter(
-                    f"leasejobs_jobs_{event}", documentation, labelnames=["queue"]
-                )
-                _counters[event] = counter
-                signal.connect(_receiver(counter), weak=False, dispatch_uid=f"leasejobs-{event}")
+        _installed = True
+        _connect_counters(prometheus)
         if with_stats and _stats_collector is None:
             collector = StatsCollector()
             prometheus.REGISTRY.register(collector)
             _stats_collector = collector
+
+
+def _connect_counters(prometheus: Any) -> None:
+    """Under ``_lock``: one set of counters per process, however many want them."""
+    if _counters:
+        return
+    for event, signal, documentation in COUNTERS:
+        counter = prometheus.Counter(f"leasejobs_jobs_{event}", documentation, labelnames=["queue"])
+        _counters[event] = counter
+        signal.connect(_receiver(counter), weak=False, dispatch_uid=f"leasejobs-{event}")
+
+
+def _disconnect_counters(prometheus: Any) -> None:
+    """Under ``_lock``. A signal with no receiver costs a state change nothing (see
+    ``signals.wanted``), and a registry without the names lets the next run register afresh."""
+    for event, signal, _ in COUNTERS:
+        signal.disconnect(dispatch_uid=f"leasejobs-{event}")
+    for counter in _counters.values():
+        prometheus.REGISTRY.unregister(counter)
+    _counters.clear()
 
 
 def _receiver(counter: Any) -> Any:
@@ -147,33 +172,80 @@ def render() -> tuple[bytes, str]:
     return prometheus.generate_latest(prometheus.REGISTRY), prometheus.CONTENT_TYPE_LATEST
 
 
-def serve(port: int, addr: str = "0.0.0.0") -> WSGIServer:
+class Exporter:
+    """A metrics server started by :func:`serve`, and its hold on the counters.
+
+    ``close()`` (or leaving a ``with`` block) stops the server, frees the port and, when no other
+    exporter is open and :func:`install` was not called, disconnects and unregisters the
+    counters. A process that runs a worker and lives on (``call_command``, an application that
+    embeds and later stops its worker) is then as it was before the worker started, and its
+    next worker counts from zero, as a restarted worker process would (Prometheus reads the new
+    ``_created`` time as a counter reset).
+    """
+
+    def __init__(self, server: WSGIServer, thread: threading.Thread) -> None:
+        self.server = server
+        self.thread = thread
+        self._closed = False
+
+    def close(self) -> None:
+        """Idempotent, so that a caller's ``finally`` may close an exporter a ``with`` closed."""
+        with _lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self.server.shutdown()
+            self.server.server_close()
+            self.thread.join()
+        finally:
+            _release()
+
+    def __enter__(self) -> Exporter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def serve(port: int, addr: str = "0.0.0.0") -> Exporter:
     """Export this process's counters on ``http://addr:port/metrics`` (for worker processes).
 
     The gauges are left to the web process's ``metrics`` view, so that N workers do not run
-    the stats queries N times per scrape. The server answers from a daemon thread; it is
-    returned so that a caller living on after its worker (a test, ``call_command``) can
-    ``shutdown()`` and ``server_close()`` it and free the port. A failed bind (port in use,
-    unknown address) raises its ``OSError`` before the counters are installed, so it leaves
-    nothing behind.
+    the stats queries N times per scrape. The server answers from a daemon thread until the
+    returned :class:`Exporter` is closed. A failed bind (port in use, unknown address) raises
+    its ``OSError`` with nothing left behind.
     """
+    global _exporters
     prometheus = client()
-    server, _ = prometheus.start_http_server(port, addr)
-    install(with_stats=False)
+    with _lock:
+        _connect_counters(prometheus)
+        _exporters += 1
+    try:
+        server, thread = prometheus.start_http_server(port, addr)
+    except BaseException:
+        _release()
+        raise
     logger.info("metrics.serving addr=%s port=%s", addr, port)
-    return server
+    return Exporter(server, thread)
+
+
+def _release() -> None:
+    """An exporter is done with the counters: the last one out takes them down."""
+    global _exporters
+    with _lock:
+        _exporters -= 1
+        if not _exporters and not _installed:
+            _disconnect_counters(client())
 
 
 def uninstall() -> None:
     """Undo :func:`install` (for tests): disconnect the counters and unregister everything."""
-    global _stats_collector
+    global _installed, _stats_collector
     prometheus = client()
     with _lock:
-        for event, signal, _ in COUNTERS:
-            signal.disconnect(dispatch_uid=f"leasejobs-{event}")
-        for counter in _counters.values():
-            prometheus.REGISTRY.unregister(counter)
-        _counters.clear()
+        _installed = False
+        _disconnect_counters(prometheus)
         if _stats_collector is not None:
             prometheus.REGISTRY.unregister(_stats_collector)
             _stats_collector = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import urllib.error
 from collections.abc import Iterator
 
 import prometheus_client
@@ -12,6 +13,8 @@ from django.test import Client, override_settings
 from testapp import jobs
 
 from django_leasejobs import execution, lifecycle, metrics
+
+from .exporter import NOTHING, free_port, leftovers, scrape
 
 pytestmark = pytest.mark.django_db
 
@@ -73,6 +76,45 @@ def test_install_is_idempotent_and_uninstall_removes_everything() -> None:
     metrics.uninstall()
     names = set(prometheus_client.REGISTRY._names_to_collectors)
     assert not {name for name in names if name.startswith("leasejobs_")}
+
+
+def test_serve_counts_until_the_last_exporter_closes(django_capture_on_commit_callbacks) -> None:
+    first_port, second_port = free_port(), free_port()
+    first = metrics.serve(first_port, "127.0.0.1")
+    second = metrics.serve(second_port, "127.0.0.1")
+    try:
+        first.close()
+        with django_capture_on_commit_callbacks(execute=True):
+            jobs.noop.enqueue(queue="held")
+        # Two workers embedded in one process: the one still running keeps counting.
+        assert scrape(second_port)[("leasejobs_jobs_enqueued_total", "held")] == 1
+    finally:
+        second.close()
+    second.close()  # closing again (a caller's finally after a with block) is harmless
+    assert leftovers() == NOTHING
+    assert not first.thread.is_alive()
+    assert not second.thread.is_alive()
+    for port in (first_port, second_port):
+        with pytest.raises(urllib.error.URLError):
+            scrape(port)
+
+
+@override_settings(LEASEJOBS_METRICS=True)
+def test_counters_of_the_whole_process_outlive_an_exporter(
+    django_capture_on_commit_callbacks,
+) -> None:
+    metrics.install_if_enabled()
+    try:
+        with (
+            metrics.serve(free_port(), "127.0.0.1"),
+            django_capture_on_commit_callbacks(execute=True),
+        ):
+            jobs.noop.enqueue(queue="kept")
+        with django_capture_on_commit_callbacks(execute=True):
+            jobs.noop.enqueue(queue="kept")
+        assert sample("leasejobs_jobs_enqueued_total", "kept") == 2
+    finally:
+        metrics.uninstall()
 
 
 def test_the_metrics_view_renders_the_text_format(client: Client, make_due) -> None:

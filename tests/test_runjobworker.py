@@ -8,19 +8,18 @@ import socket
 import sys
 import threading
 import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
-import prometheus_client
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
-from prometheus_client.parser import text_string_to_metric_families
 from testapp import jobs
 
 from django_leasejobs import lifecycle, metrics
 from django_leasejobs.models import Job, Status
+from django_leasejobs.worker import Worker
 
+from .exporter import NOTHING, free_port, leftovers, scrape
 from .invariants import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -131,47 +130,30 @@ def test_queues_outside_a_declared_leasejobs_queues_are_refused(settings) -> Non
 
 @pytest.fixture
 def counters() -> Iterator[None]:
-    """The command installs the process-wide counters; take them out again afterwards."""
+    """Whatever a failing test left installed in the process must not reach the next test."""
     yield
     metrics.uninstall()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+SUCCEEDED = ("leasejobs_jobs_succeeded_total", "default")
+LOCAL = ["--metrics-addr", "127.0.0.1", *FAST]
 
 
-def scrape(port: int) -> dict[tuple[str, str], float]:
-    """GET /metrics over HTTP and parse it: {(sample name, queue label): value}."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return {
-        (sample.name, sample.labels.get("queue", "")): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
+def run_and_scrape_mid_run(port: int) -> tuple[dict[tuple[str, str], float], str]:
+    """Run a --burst worker with --metrics-port on a thread; scrape it while it runs.
 
-
-def leasejobs_collectors() -> set[str]:
-    names = set(prometheus_client.REGISTRY._names_to_collectors)
-    return {name for name in names if name.startswith("leasejobs_")}
-
-
-def test_metrics_port_serves_the_counters_while_the_worker_runs(counters) -> None:
-    port = free_port()
-    succeeded = ("leasejobs_jobs_succeeded_total", "default")
-    before = prometheus_client.REGISTRY.get_sample_value(succeeded[0], {"queue": "default"}) or 0
-    gate = jobs.other_queue.enqueue()  # a queue this worker does not take: it stays pending
+    It gets two no-op jobs and one that keeps it running until a gate job (on a queue it does
+    not take) is final, so the scrape sees the two successes while the server is up. Returns
+    that scrape and the command's output, once the command has returned.
+    """
+    gate = jobs.other_queue.enqueue()
     jobs.noop.enqueue_many([((), {})] * 2)
-    jobs.wait_until_final.enqueue([gate.pk])  # keeps the --burst worker up until the gate closes
+    jobs.wait_until_final.enqueue([gate.pk])
     output: list[str] = []
 
     def work() -> None:
         try:
-            output.append(
-                run("--burst", "--metrics-port", str(port), "--metrics-addr", "127.0.0.1", *FAST)
-            )
+            output.append(run("--burst", "--metrics-port", str(port), *LOCAL))
         finally:
             connection.close()
 
@@ -184,22 +166,80 @@ def test_metrics_port_serves_the_counters_while_the_worker_runs(counters) -> Non
                 samples = scrape(port)
             except urllib.error.URLError:  # the server is not up yet
                 return None
-            return samples if samples.get(succeeded) == before + 2 else None
+            return samples if samples.get(SUCCEEDED, 0) >= 2 else None
 
         samples = wait_for(two_succeeded, timeout=30, what="two successes on /metrics")
         assert thread.is_alive(), "scraped the worker while it runs"
-        # Counters only: the gauges (the pending gate would show in leasejobs_jobs_pending) are
-        # the metrics view's job, so a worker's scrape runs no query.
-        assert not any(name == "leasejobs_jobs_pending" for name, _ in samples)
     finally:
         lifecycle.cancel(gate.pk)
         thread.join(timeout=30)
     assert not thread.is_alive(), "the worker did not finish"
-    lines = dict(line.split() for line in output[0].splitlines()[1:6])
-    assert lines["succeeded"] == "3"
-    # The command shut its server down on the way out: the port is free for the next one.
+    return samples, output[0]
+
+
+def test_metrics_port_serves_each_runs_own_counters_and_leaves_nothing_behind(counters) -> None:
+    port = free_port()
+    for run_number in (1, 2):
+        samples, output = run_and_scrape_mid_run(port)
+        counted = {
+            name: value
+            for (name, queue), value in samples.items()
+            if name.startswith("leasejobs_") and name.endswith("_total")
+        }
+        # This run's claims and successes only: not the enqueues made before it started, and
+        # not the first run's jobs added to the second's.
+        assert counted == {
+            "leasejobs_jobs_started_total": 3,
+            "leasejobs_jobs_succeeded_total": 2,
+        }, f"run {run_number}"
+        # Counters only: the gauges (the pending gate would show in leasejobs_jobs_pending) are
+        # the metrics view's job, so a worker's scrape runs no query.
+        assert not any(name == "leasejobs_jobs_pending" for name, _ in samples)
+        lines = dict(line.split() for line in output.splitlines()[1:6])
+        assert lines["succeeded"] == "3"
+        # The command took its server and its counters down on the way out: the port is free
+        # for the next run, and the process's later state changes are counted by nobody.
+        with pytest.raises(urllib.error.URLError):
+            scrape(port)
+        assert leftovers() == NOTHING, f"after run {run_number}"
+
+
+def raise_in_the_loop(worker: Worker) -> None:
+    raise RuntimeError("a bug in the worker loop")
+
+
+@pytest.mark.parametrize(
+    ("failure", "error", "message"),
+    [
+        pytest.param("schedules", CommandError, "LEASEJOBS_SCHEDULES: ", id="invalid-schedules"),
+        pytest.param("loop", RuntimeError, "a bug in the worker loop", id="exception-in-loop"),
+    ],
+)
+def test_a_failing_worker_takes_its_metrics_down(
+    failure, error, message, counters, settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if failure == "schedules":  # Worker.run raises ScheduleError before its loop starts
+        settings.LEASEJOBS_SCHEDULES = {"broken": {"job": jobs.noop.name, "cron": "61 * * * *"}}
+    else:  # an exception out of the loop itself, after the server and the counters started
+        monkeypatch.setattr(Worker, "_flush_completions", raise_in_the_loop)
+    jobs.noop.enqueue()
+    port = free_port()
+    with pytest.raises(error, match=message):
+        run("--burst", "--metrics-port", str(port), *LOCAL)
     with pytest.raises(urllib.error.URLError):
         scrape(port)
+    assert leftovers() == NOTHING
+
+
+def test_a_worker_stopped_by_sigterm_takes_its_metrics_down(counters) -> None:
+    # Not --burst: only the signal (caught by this main thread's handler) ends the run.
+    job = jobs.terminate_worker.enqueue()
+    port = free_port()
+    run("--metrics-port", str(port), *LOCAL)
+    assert Job.objects.get(pk=job.pk).status == Status.SUCCEEDED
+    with pytest.raises(urllib.error.URLError):
+        scrape(port)
+    assert leftovers() == NOTHING
 
 
 def test_a_metrics_port_in_use_is_a_command_error_and_nothing_starts(counters) -> None:
@@ -211,9 +251,9 @@ def test_a_metrics_port_in_use_is_a_command_error_and_nothing_starts(counters) -
         with pytest.raises(
             CommandError, match=rf"--metrics-port {port}: cannot listen on 127\.0\.0\.1:{port}"
         ):
-            run("--burst", "--metrics-port", str(port), "--metrics-addr", "127.0.0.1", *FAST)
+            run("--burst", "--metrics-port", str(port), *LOCAL)
     assert Job.objects.get(pk=job.pk).status == Status.PENDING
-    assert not leasejobs_collectors()
+    assert leftovers() == NOTHING
 
 
 def test_a_metrics_addr_not_on_this_host_is_a_command_error() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 from django.db import transaction
@@ -115,6 +117,12 @@ def slow_fail_first(ctx: JobContext, seconds: float, label: str = "") -> str:
 def exits() -> None:
     """Calls sys.exit() in a handler: the worker's thread must survive it."""
     raise SystemExit(3)
+
+
+@job
+def terminate_worker() -> None:
+    """Sends SIGTERM to its own process, as an orchestrator stopping the worker would."""
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 @job

@@ -3,7 +3,8 @@ server when asked). Nothing else."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import contextlib
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -12,9 +13,6 @@ from django_leasejobs import metrics
 from django_leasejobs.conf import settings
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.worker import Worker, parse_queues
-
-if TYPE_CHECKING:
-    from wsgiref.simple_server import WSGIServer
 
 DEFAULT_METRICS_ADDR = "0.0.0.0"
 
@@ -115,18 +113,15 @@ class Command(BaseCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        server = _serve_metrics(metrics_port, metrics_addr) if metrics_port is not None else None
-        restore_signals = worker.install_signal_handlers()
-        try:
-            summary = worker.run(burst=options["burst"])
-        except ScheduleError as exc:
-            raise CommandError(f"LEASEJOBS_SCHEDULES: {exc}") from exc
-        finally:
-            restore_signals()
-            if server is not None:
-                # Frees the port when the command returns into a living process (call_command).
-                server.shutdown()
-                server.server_close()
+        # Undone however the run ends, for a process that lives on after it (call_command).
+        with contextlib.ExitStack() as started:
+            if metrics_port is not None:
+                started.enter_context(_serve_metrics(metrics_port, metrics_addr))
+            started.callback(worker.install_signal_handlers())
+            try:
+                summary = worker.run(burst=options["burst"])
+            except ScheduleError as exc:
+                raise CommandError(f"LEASEJOBS_SCHEDULES: {exc}") from exc
         if options["burst"] or options["verbosity"] > 1:
             self.stdout.write(summary.as_table())
 
@@ -146,7 +141,7 @@ def _metrics_options(port: int | None, addr: str | None) -> tuple[int | None, st
     return port, addr if addr is not None else DEFAULT_METRICS_ADDR
 
 
-def _serve_metrics(port: int, addr: str) -> WSGIServer:
+def _serve_metrics(port: int, addr: str) -> metrics.Exporter:
     """Start the metrics server, or stop here with a CommandError before the worker starts."""
     try:
         return metrics.serve(port, addr)
