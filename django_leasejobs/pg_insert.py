@@ -258,14 +258,14 @@ def _same_json(a: Any, b: Any) -> bool:
     """
     if a is b:
         return True
-    kind = type(a)
-    if kind is not type(b):
+    if type(a) is not type(b):
         return False
-    if kind is list or kind is tuple:
+    # Subclasses too (OrderedDict, namedtuple): compared by their own type, their items walked.
+    if isinstance(a, list | tuple):
         return len(a) == len(b) and all(map(_same_json, a, b))
-    if kind is dict:
+    if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same_json(value, b[key]) for key, value in a.items())
-    if kind is float:  # 0.0 == -0.0
+    if isinstance(a, float):  # 0.0 == -0.0
         return bool(a == b) and math.copysign(1.0, a) == math.copysign(1.0, b)
     return bool(a == b)
 

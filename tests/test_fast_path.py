@@ -10,6 +10,7 @@ import copy
 import datetime as dt
 import json
 import time
+from collections import OrderedDict, namedtuple
 from collections.abc import Iterator
 
 import pytest
@@ -28,6 +29,8 @@ from django_leasejobs.lifecycle import Outcome
 from django_leasejobs.models import DeadLetter, Job, Status
 
 from .conftest import fields
+
+Point = namedtuple("Point", "x y")
 
 postgresql_only = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="LISTEN/NOTIFY is PostgreSQL's"
@@ -146,6 +149,22 @@ class TestBulkEnqueue:
             [float, int],
         ]
         assert stored == [job.args for job in made]
+
+    @pytest.mark.parametrize(
+        ("first", "second"),
+        [
+            (OrderedDict(a=1), OrderedDict(a=True)),
+            (OrderedDict(a=1), OrderedDict(a=1.0)),
+            (Point(1, 2), Point(True, 2)),
+        ],
+        ids=["ordered-dict-bool", "ordered-dict-float", "namedtuple-bool"],
+    )
+    def test_nested_subclasses_keep_each_rows_own_json(self, first: object, second: object) -> None:
+        """1 == 1.0 == True inside an OrderedDict or a namedtuple too: each row its own value."""
+        alone = jobs.noop.enqueue(second)
+        made = jobs.noop.enqueue_many([((first,), {}), ((second,), {})])
+        stored = [json.dumps(Job.objects.get(pk=job.pk).args) for job in [*made, alone]]
+        assert stored[1] == stored[2] != stored[0]
 
     def test_a_single_enqueue_equals_its_row(self) -> None:
         """enqueue() builds its Job from the values it sent (pg_insert), not by a re-read."""

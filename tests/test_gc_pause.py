@@ -19,8 +19,7 @@ def collector_on() -> Iterator[None]:
     was = gc.isenabled()
     gc.enable()
     yield
-    if not was:
-        gc.disable()
+    (gc.enable if was else gc.disable)()
 
 
 @pytest.mark.django_db
