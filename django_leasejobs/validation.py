@@ -25,23 +25,34 @@ COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 which was half the cost of validating a bulk enqueue's rows."""
 
 
+MAX_JSON_DEPTH = 100
+"""Lists and dicts nested deeper than this are refused. Encoding and decoding JSON recurse in
+Python, so a limit that depended on the caller's stack would accept a value at enqueue that a
+worker, deeper in its own stack, then fails to decode after its claim has committed."""
+
+
 def check_json(value: Any, path: str = "args") -> None:
     """Refuse anything that would not come back from the database exactly as given.
 
     ``json.dumps`` alone is not enough: it turns NaN into a token PostgreSQL rejects, int dict
     keys into strings, and lets NUL characters through (jsonb refuses ``\\u0000``). A value
-    that contains itself, or nests deeper than Python recurses, is refused as well (it would
-    otherwise raise RecursionError where a clear error is due, in a worker's completion too).
+    nested deeper than ``MAX_JSON_DEPTH``, or that contains itself, is refused as well (it
+    would otherwise raise RecursionError somewhere later, in a worker's completion or claim).
     """
     try:
-        _check_json(value, path)
-    except RecursionError:
-        raise JobValidationError(
-            f"{path} nests too deeply or contains itself; JSON is a finite tree."
-        ) from None
+        _check_json(value, path, 0)
+    except RecursionError:  # a caller already deep in its own stack
+        raise JobValidationError(_too_deep(path)) from None
 
 
-def _check_json(value: Any, path: str) -> None:
+def _too_deep(path: str) -> str:
+    return (
+        f"{path} nests deeper than {MAX_JSON_DEPTH} levels or contains itself; "
+        "JSON is a finite tree."
+    )
+
+
+def _check_json(value: Any, path: str, depth: int) -> None:
     if value is None or isinstance(value, bool | int):
         return
     if isinstance(value, float):
@@ -52,9 +63,11 @@ def _check_json(value: Any, path: str) -> None:
         if "\x00" in value:
             raise JobValidationError(f"{path} contains a NUL character, which cannot be stored.")
         return
+    if depth >= MAX_JSON_DEPTH and isinstance(value, list | tuple | dict):
+        raise JobValidationError(_too_deep(path.partition("[")[0]))
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            _check_json(item, f"{path}[{index}]")
+            _check_json(item, f"{path}[{index}]", depth + 1)
         return
     if isinstance(value, dict):
         for key, item in value.items():
@@ -64,7 +77,7 @@ def _check_json(value: Any, path: str) -> None:
                 )
             if "\x00" in key:
                 raise JobValidationError(f"{path} has a key with a NUL character.")
-            _check_json(item, f"{path}[{key!r}]")
+            _check_json(item, f"{path}[{key!r}]", depth + 1)
         return
     raise JobValidationError(
         f"{path} is a {type(value).__name__}, which is not JSON; job arguments are JSON only "

@@ -107,13 +107,22 @@ def _nested(depth: int) -> list[object]:
         (({1: "int key"},), {}, "keys must be strings"),
         (([[[{"deep": {1}}]]],), {}, "not JSON"),
         ((_contains_itself(),), {}, "contains itself"),
-        ((_nested(5000),), {}, "nests too deeply"),
+        ((_nested(5000),), {}, "nests deeper than 100 levels"),
+        ((_nested(99),), {}, "nests deeper than 100 levels"),
     ],
 )
 def test_arguments_must_be_plain_json(args: tuple, kwargs: dict, message: str) -> None:
     with pytest.raises(JobValidationError, match=message):
         jobs.record.enqueue(*args, **kwargs)
     assert Job.objects.count() == 0
+
+
+def test_arguments_nested_up_to_the_limit_are_stored_and_claimed() -> None:
+    """args is the first level: args holding 99 nested lists is 100 levels, the limit."""
+    job = jobs.add.enqueue(_nested(98), 0)
+    (claimed,) = lifecycle.claim("w1", batch=1)
+    assert claimed.pk == job.pk
+    assert claimed.args == [_nested(98), 0]
 
 
 @override_settings(LEASEJOBS_MAX_PAYLOAD_BYTES=100)
