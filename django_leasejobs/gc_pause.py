@@ -7,9 +7,12 @@ process: in a Django process, hundreds of thousands of objects. Measured on 20,0
 18.5 µs of CPU per job with the collector running, 11.7 µs with it paused; nothing a bulk
 enqueue creates forms a reference cycle, so pausing it frees nothing later than it would have.
 
-The collector is process-wide: while it is paused, other threads' garbage cycles wait too (for
-the length of the call). Its previous state is restored on the way out, exception or not; a
-collector that was already off stays off.
+The collector is process-wide, so the pause is kept short and never extended: the caller holds
+it only while it reads the items, validates rows and builds jobs (not while it sends signals or
+waits on another transaction's dedupe key); only the first holder pauses, and the collector
+resumes when that one leaves even if another thread's bulk enqueue is still running (the
+garbage that piled up meanwhile is collected at the next allocation). A collector that was off
+stays off.
 """
 
 from __future__ import annotations
@@ -20,23 +23,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 _lock = threading.Lock()
-_holders = 0
-_resume = False
+_held = False
 
 
 @contextmanager
 def paused() -> Iterator[None]:
-    """Nested and concurrent uses keep it paused until the last one leaves."""
-    global _holders, _resume
+    global _held
     with _lock:
-        if _holders == 0:
-            _resume = gc.isenabled()
+        mine = not _held and gc.isenabled()
+        if mine:
             gc.disable()
-        _holders += 1
+            _held = True
     try:
         yield
     finally:
-        with _lock:
-            _holders -= 1
-            if _holders == 0 and _resume:
+        if mine:
+            with _lock:
+                _held = False
                 gc.enable()

@@ -354,15 +354,12 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     the ids of a multi-row INSERT). Jobs come back in the order given. On PostgreSQL the items
     are validated chunk by chunk while the database inserts the previous chunk; an invalid item
     raises inside the transaction, which is rolled back whole: nothing is written either way.
-    Python's cyclic garbage collector is paused meanwhile (``gc_pause``).
+    Python's cyclic garbage collector is paused while the items are read, the rows validated and
+    the jobs built, not while signals are sent or a dedupe insert waits (``gc_pause``).
     """
-    with gc_pause.paused():
-        return _enqueue_many(name, items)
-
-
-def _enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     alias = _alias()
-    parsed = [_item(item) for item in items]
+    with gc_pause.paused():
+        parsed = [_item(item) for item in items]
     if not parsed:
         return []
     now = db_now()
@@ -387,7 +384,8 @@ def _enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
                     yield row
 
         with transaction.atomic(using=alias):
-            inserted = iter(pg_insert.insert_many(without_dedupe_key(), alias))
+            with gc_pause.paused():
+                inserted = iter(pg_insert.insert_many(without_dedupe_key(), alias))
             result = [
                 next(inserted) if r["dedupe_key"] is None else _insert(Job(**r), alias)
                 for r in rows
@@ -405,7 +403,8 @@ def _enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
                     _announce_enqueued(job, alias)
         logger.info("job.enqueued_many name=%s count=%s", name, len(result))
         return result
-    jobs = [Job(**r) for r in checked]
+    with gc_pause.paused():
+        jobs = [Job(**r) for r in checked]
     with transaction.atomic(using=alias):
         plain = [job for job in jobs if job.dedupe_key is None]
         if connections[alias].features.can_return_rows_from_bulk_insert:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pytest
 from testapp import jobs
 
-from django_leasejobs import gc_pause
+from django_leasejobs import gc_pause, signals
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job
 
@@ -25,17 +26,41 @@ def collector_on() -> Iterator[None]:
 @pytest.mark.django_db
 @pytest.mark.usefixtures("collector_on")
 class TestEnqueueMany:
-    def test_paused_during_the_call_and_resumed_after(self) -> None:
+    def test_paused_while_rows_are_validated_and_resumed_after(self) -> None:
         seen: list[bool] = []
 
-        def items() -> Iterator[tuple[tuple[int, int], dict[str, int]]]:
-            for i in range(3):
-                seen.append(gc.isenabled())
-                yield (i, i), {}
+        class Recording(Mapping[str, int]):
+            """Empty kwargs that note the collector's state when validation reads them."""
 
-        assert len(jobs.add.enqueue_many(items())) == 3
+            def __getitem__(self, key: str) -> int:
+                raise KeyError(key)
+
+            def __iter__(self) -> Iterator[str]:
+                seen.append(gc.isenabled())
+                return iter(())
+
+            def __len__(self) -> int:
+                return 0
+
+        assert len(jobs.add.enqueue_many([((i, i), Recording()) for i in range(3)])) == 3
         assert seen == [False, False, False]
         assert gc.isenabled()
+
+    def test_not_paused_while_signal_receivers_run(
+        self, django_capture_on_commit_callbacks: Any
+    ) -> None:
+        seen: list[bool] = []
+
+        def receiver(**kwargs: object) -> None:
+            seen.append(gc.isenabled())
+
+        signals.job_enqueued.connect(receiver)
+        try:
+            with django_capture_on_commit_callbacks(execute=True):
+                jobs.noop.enqueue_many([((), {}), ((), {})])
+        finally:
+            signals.job_enqueued.disconnect(receiver)
+        assert seen == [True, True]
 
     def test_resumed_when_an_item_is_refused(self) -> None:
         with pytest.raises(JobValidationError):
@@ -50,20 +75,22 @@ class TestEnqueueMany:
 
 
 @pytest.mark.usefixtures("collector_on")
-def test_overlapping_pauses_resume_when_the_last_one_leaves() -> None:
-    """Two threads' bulk enqueues overlap: the first to leave must not resume it early."""
+def test_an_overlapping_pause_does_not_extend_the_first() -> None:
+    """Bulk enqueues in several threads must not keep the collector off between them: it
+    resumes when the thread that paused it leaves, whoever is still inside."""
     entered, release = threading.Event(), threading.Event()
 
-    def other() -> None:
+    def first() -> None:
         with gc_pause.paused():
             entered.set()
             release.wait(5)
 
-    thread = threading.Thread(target=other)
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert entered.wait(5)
     with gc_pause.paused():
-        thread.start()
-        assert entered.wait(5)
-    assert not gc.isenabled(), "the other thread is still inside"
-    release.set()
-    thread.join(5)
+        assert not gc.isenabled()
+        release.set()
+        thread.join(5)
+        assert gc.isenabled(), "the first holder left: the collector runs again"
     assert gc.isenabled()
