@@ -25,10 +25,11 @@ COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 which was half the cost of validating a bulk enqueue's rows."""
 
 
-MAX_JSON_DEPTH = 100
-"""Lists and dicts nested deeper than this are refused. Encoding and decoding JSON recurse in
-Python, so a limit that depended on the caller's stack would accept a value at enqueue that a
-worker, deeper in its own stack, then fails to decode after its claim has committed."""
+MAX_JSON_DEPTH = 31
+"""Lists and dicts nested deeper than this are refused, on every database: MariaDB's JSON
+check accepts at most 31 levels, and encoding and decoding JSON recurse in Python, so a limit
+that depended on the caller's stack would accept a value at enqueue that a worker, deeper in
+its own stack, then fails to decode after its claim has committed."""
 
 
 def check_json(value: Any, path: str = "args") -> None:
@@ -37,7 +38,7 @@ def check_json(value: Any, path: str = "args") -> None:
     ``json.dumps`` alone is not enough: it turns NaN into a token PostgreSQL rejects, int dict
     keys into strings, and lets NUL characters through (jsonb refuses ``\\u0000``). A value
     nested deeper than ``MAX_JSON_DEPTH``, or that contains itself, is refused as well (it
-    would otherwise raise RecursionError somewhere later, in a worker's completion or claim).
+    would otherwise fail later: MariaDB's JSON check, or RecursionError in a worker).
     """
     try:
         _check_json(value, path, 0)
