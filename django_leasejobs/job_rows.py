@@ -27,7 +27,7 @@ from .models import Job
 
 _FIELDS = Job._meta.concrete_fields
 _ATTNAMES = [f.attname for f in _FIELDS]
-_POSITION = {str(f.column): i for i, f in enumerate(_FIELDS)}
+_ATTNAME = {str(f.column): str(f.attname) for f in _FIELDS}
 # The fields whose values Django converts after loading (JSON text from the driver); a test
 # checks that no other field of Job has a converter.
 _JSON = {str(f.column): f for f in _FIELDS if isinstance(f, JSONField)}
@@ -91,7 +91,7 @@ def fetch_jobs(
         cursor.execute(sql, params)
         columns = [str(column[0]) for column in cursor.description]
         rows = cursor.fetchall()
-    attnames = [_ATTNAMES[_POSITION[column]] for column in columns]
+    attnames = [_ATTNAME[column] for column in columns]
     converters = [
         (i, attnames[i], _JSON[column], _JSON[column].get_col(Job._meta.db_table))
         for i, column in enumerate(columns)
