@@ -26,6 +26,7 @@ import importlib.util
 import sqlite3
 import zoneinfo
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -56,7 +57,9 @@ def register() -> None:
 
 def setting_names() -> list[str]:
     """The names ``conf.Settings`` knows, without the prefix."""
-    return sorted(name for name, value in vars(Settings).items() if isinstance(value, property))
+    return sorted(
+        name for name, value in vars(Settings).items() if isinstance(value, cached_property)
+    )
 
 
 # --------------------------------------------------------------------------- settings

@@ -1,16 +1,21 @@
 """Every ``LEASEJOBS_*`` setting, read in one place with a typed default.
 
-Settings are read on each access (not cached at import) so that ``override_settings`` in tests
-and a changed settings module in a long-running worker behave as Django users expect. A bad value
-raises ``ImproperlyConfigured`` naming the setting, rather than failing later inside the worker.
+Each setting is read and checked on first use, then kept until Django announces a change of a
+``LEASEJOBS_*`` setting (``setting_changed``, which ``override_settings`` and pytest-django's
+``settings`` fixture send), as Django does with its own settings: an enqueue reads three of them,
+and reading one through ``django.conf.settings`` costs microseconds when it is not set. A bad
+value raises ``ImproperlyConfigured`` naming the setting on every read (nothing bad is kept),
+rather than failing later inside the worker.
 """
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
 
 PREFIX = "LEASEJOBS_"
 
@@ -62,7 +67,7 @@ def _optional_number(name: str, *, integer: bool = False) -> float | None:
 class Settings:
     """Typed accessors for the app's settings; import the ``settings`` instance below."""
 
-    @property
+    @cached_property
     def DEFAULT_QUEUE(self) -> str:
         value = _get("DEFAULT_QUEUE")
         if not isinstance(value, str) or not value:
@@ -71,19 +76,19 @@ class Settings:
             )
         return value
 
-    @property
+    @cached_property
     def MAX_ATTEMPTS(self) -> int:
         return int(_number("MAX_ATTEMPTS", minimum=1, integer=True))
 
-    @property
+    @cached_property
     def BACKOFF_BASE(self) -> float:
         return float(_number("BACKOFF_BASE", minimum=0))
 
-    @property
+    @cached_property
     def BACKOFF_CAP(self) -> float:
         return float(_number("BACKOFF_CAP", minimum=0))
 
-    @property
+    @cached_property
     def BACKOFF_JITTER(self) -> str:
         value = _get("BACKOFF_JITTER")
         if value not in JITTER_MODES:
@@ -92,23 +97,23 @@ class Settings:
             )
         return str(value)
 
-    @property
+    @cached_property
     def LEASE_SECONDS(self) -> float:
         return float(_number("LEASE_SECONDS", minimum=1))
 
-    @property
+    @cached_property
     def HEARTBEAT_SECONDS(self) -> float:
         return float(_number("HEARTBEAT_SECONDS", minimum=0.1))
 
-    @property
+    @cached_property
     def POLL_SECONDS(self) -> float:
         return float(_number("POLL_SECONDS", minimum=0.01))
 
-    @property
+    @cached_property
     def MAX_PAYLOAD_BYTES(self) -> int:
         return int(_number("MAX_PAYLOAD_BYTES", minimum=2, integer=True))
 
-    @property
+    @cached_property
     def NOTIFY(self) -> bool:
         """PostgreSQL only: enqueue sends NOTIFY and idle workers LISTEN, so due jobs start at
         once instead of at the next poll. Elsewhere (or when off) workers poll."""
@@ -117,7 +122,7 @@ class Settings:
             raise ImproperlyConfigured(f"{PREFIX}NOTIFY must be True or False, not {value!r}.")
         return value
 
-    @property
+    @cached_property
     def SCHEDULES(self) -> dict[str, dict[str, Any]]:
         value = _get("SCHEDULES")
         if not isinstance(value, dict):
@@ -126,12 +131,12 @@ class Settings:
             )
         return value
 
-    @property
+    @cached_property
     def MISFIRE_GRACE_SECONDS(self) -> int:
         """How late an occurrence may be emitted and still count as on time (not missed)."""
         return int(_number("MISFIRE_GRACE_SECONDS", minimum=1, integer=True))
 
-    @property
+    @cached_property
     def QUEUES(self) -> list[str] | None:
         """The queues this project uses, if it declares them (checks and stats use the list)."""
         value = _get("QUEUES")
@@ -147,21 +152,21 @@ class Settings:
             )
         return list(value)
 
-    @property
+    @cached_property
     def HEALTH_MAX_DUE_AGE(self) -> float | None:
         return _optional_number("HEALTH_MAX_DUE_AGE")
 
-    @property
+    @cached_property
     def HEALTH_MAX_DEAD_PER_HOUR(self) -> int | None:
         value = _optional_number("HEALTH_MAX_DEAD_PER_HOUR", integer=True)
         return None if value is None else int(value)
 
-    @property
+    @cached_property
     def HEALTH_MAX_EXPIRED_LEASES(self) -> int | None:
         value = _optional_number("HEALTH_MAX_EXPIRED_LEASES", integer=True)
         return None if value is None else int(value)
 
-    @property
+    @cached_property
     def METRICS(self) -> bool:
         """Count state changes in Prometheus counters in this process (needs prometheus-client)."""
         value = _get("METRICS")
@@ -169,5 +174,17 @@ class Settings:
             raise ImproperlyConfigured(f"{PREFIX}METRICS must be True or False, not {value!r}.")
         return value
 
+    def forget(self) -> None:
+        """Drop every value read so far: the next read takes the current setting."""
+        self.__dict__.clear()
+
 
 settings = Settings()
+
+
+def _setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting.startswith(PREFIX):
+        settings.forget()
+
+
+setting_changed.connect(_setting_changed, dispatch_uid="django_leasejobs.conf")

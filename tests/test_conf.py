@@ -91,3 +91,27 @@ def test_backoff_stays_within_its_bounds(
         assert delay >= ceiling / 2
     if jitter == "none":
         assert delay == ceiling
+
+
+def test_a_setting_is_read_once_and_again_when_django_says_it_changed() -> None:
+    from django.conf import settings as django_settings
+
+    assert settings.MAX_ATTEMPTS == 5
+    # Kept: a value set behind Django's back (no setting_changed) is not seen...
+    django_settings.LEASEJOBS_MAX_ATTEMPTS = 9
+    try:
+        assert settings.MAX_ATTEMPTS == 5
+    finally:
+        del django_settings.LEASEJOBS_MAX_ATTEMPTS
+    # ...while override_settings (and pytest-django's settings fixture) are, both ways.
+    with override_settings(LEASEJOBS_MAX_ATTEMPTS=7):
+        assert settings.MAX_ATTEMPTS == 7
+    assert settings.MAX_ATTEMPTS == 5
+
+
+def test_a_bad_value_is_refused_on_every_read_and_never_kept() -> None:
+    with override_settings(LEASEJOBS_MAX_PAYLOAD_BYTES=0):
+        for _ in range(2):
+            with pytest.raises(ImproperlyConfigured, match="LEASEJOBS_MAX_PAYLOAD_BYTES"):
+                _ = settings.MAX_PAYLOAD_BYTES
+    assert settings.MAX_PAYLOAD_BYTES == 256 * 1024
