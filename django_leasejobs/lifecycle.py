@@ -201,9 +201,10 @@ def _build(name: str, args: Sequence[Any], kwargs: dict[str, Any], **options: An
 def _enqueue_values(values: dict[str, Any], using: str) -> Job:
     """Persist one validated row: on PostgreSQL without a dedupe key, straight from the values
     (no model instance to build first, see ``pg_insert``); otherwise through ``_insert``."""
-    if values["dedupe_key"] is not None or connections[using].vendor != "postgresql":
+    connection = connections[using]
+    if values["dedupe_key"] is not None or connection.vendor != "postgresql":
         return _insert(Job(**values), using)
-    job = pg_insert.insert_one(values, using)
+    job = pg_insert.insert_one(values, using, connection)
     logger.info("job.enqueued id=%s name=%s queue=%s", job.pk, job.name, job.queue)
     _announce_enqueued(job, using)
     return job

@@ -18,6 +18,7 @@ import select
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .conf import settings
 
@@ -29,7 +30,12 @@ CHANNEL = "leasejobs"
 
 def supported(alias: str = DEFAULT_DB_ALIAS) -> bool:
     """Whether enqueue notifies and workers may listen: PostgreSQL with LEASEJOBS_NOTIFY on."""
-    return connections[alias].vendor == "postgresql" and settings.NOTIFY
+    return supported_on(connections[alias])
+
+
+def supported_on(connection: BaseDatabaseWrapper) -> bool:
+    """``supported()`` for a connection the caller already holds."""
+    return connection.vendor == "postgresql" and settings.NOTIFY
 
 
 class Listener:

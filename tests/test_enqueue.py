@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import threading
 from decimal import Decimal
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 from testapp import jobs
@@ -16,6 +15,8 @@ from testapp import jobs
 from django_leasejobs import JobValidationError, UnknownJobError, lifecycle
 from django_leasejobs.lifecycle import db_now
 from django_leasejobs.models import Job, Status
+
+from .conftest import race
 
 pytestmark = pytest.mark.django_db
 
@@ -258,26 +259,11 @@ def test_nested_functions_cannot_be_registered() -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_racing_producers_with_one_dedupe_key_get_one_job() -> None:
-    barrier = threading.Barrier(8)
-    ids: list[int] = []
-    errors: list[BaseException] = []
+    def produce() -> int:
+        with transaction.atomic():
+            return jobs.noop.enqueue(dedupe_key="race").pk
 
-    def produce() -> None:
-        try:
-            barrier.wait()
-            with transaction.atomic():
-                ids.append(jobs.noop.enqueue(dedupe_key="race").pk)
-        except BaseException as exc:  # collected and asserted below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=produce) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    ids = race(*[produce] * 8)
     assert len(ids) == 8
     assert len(set(ids)) == 1
     assert Job.objects.filter(dedupe_key="race").count() == 1

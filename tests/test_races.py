@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from django.db import connection, connections, transaction
@@ -15,34 +14,9 @@ from django_leasejobs import lifecycle
 from django_leasejobs.lifecycle import Failure, Outcome
 from django_leasejobs.models import DeadLetter, Job, Status
 
-from .conftest import shifted
+from .conftest import race, shifted
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def race(*calls: Callable[[], Any]) -> list[Any]:
-    """Run the calls in threads released together; return their results (or raise their errors)."""
-    barrier = threading.Barrier(len(calls))
-    results: list[Any] = [None] * len(calls)
-    errors: list[BaseException] = []
-
-    def run(index: int, call: Callable[[], Any]) -> None:
-        try:
-            barrier.wait()
-            results[index] = call()
-        except BaseException as exc:  # re-raised in the main thread below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return results
 
 
 def test_concurrent_claimers_never_both_win_a_row() -> None:

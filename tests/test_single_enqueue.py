@@ -1,0 +1,137 @@
+"""The one-row enqueue statement: how it reaches the database, on every kind of connection.
+
+On PostgreSQL with psycopg 3 it goes through a driver cursor kept per connection, binding its
+parameters on the server; it must still be a Django query (debug log, execute wrappers, async
+guard), follow the project's prepared-statement setting, and survive a new connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.exceptions import SynchronousOnlyOperation
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from testapp import jobs
+
+from django_leasejobs.models import Job, Status
+
+from .conftest import race
+
+postgresql_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="prepared statements on PostgreSQL"
+)
+
+INSERT = 'INSERT INTO "django_leasejobs_job"'
+
+
+def _prepared_inserts() -> list[str]:
+    """This session's prepared statements that insert jobs (PostgreSQL keeps them per session)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s",
+            [INSERT + "%"],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.fixture
+def prepare_threshold() -> Iterator[Any]:
+    """Set psycopg's ``prepare_threshold`` on the open connection, as Django does from the
+    database's ``OPTIONS`` when it connects; restored afterwards."""
+    connection.ensure_connection()
+    driver = connection.connection
+    before = driver.prepare_threshold
+
+    def set_threshold(value: int | None) -> None:
+        driver.prepare_threshold = value
+
+    yield set_threshold
+    driver.prepare_threshold = before
+
+
+@postgresql_only
+@pytest.mark.django_db
+def test_the_statement_is_prepared_when_the_project_allows_prepared_statements(
+    prepare_threshold: Any,
+) -> None:
+    prepare_threshold(2)
+    created = [jobs.noop.enqueue() for _ in range(4)]
+    (statement,) = _prepared_inserts()
+    assert "pg_notify" in statement
+    stored = Job.objects.filter(pk__in=[job.pk for job in created])
+    assert sorted(stored.values_list("pk", flat=True)) == sorted(job.pk for job in created)
+    assert {job.status for job in stored} == {Status.PENDING}
+
+
+@postgresql_only
+@pytest.mark.django_db
+def test_django_default_prepares_nothing(prepare_threshold: Any) -> None:
+    """``prepare_threshold=None`` (Django's default, for transaction-pooling PgBouncers)."""
+    prepare_threshold(None)
+    for _ in range(8):
+        jobs.noop.enqueue()
+    assert _prepared_inserts() == []
+    assert Job.objects.count() == 8
+
+
+@pytest.mark.django_db
+def test_enqueue_is_a_query_django_logs() -> None:
+    with CaptureQueriesContext(connection) as queries:
+        job = jobs.noop.enqueue()
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    assert len(inserts) == 1
+    assert "django_leasejobs_job" in inserts[0]
+    if connection.vendor == "postgresql":
+        assert len(queries.captured_queries) == 1  # the INSERT carries its NOTIFY
+        # Columns left NULL are not named: a shorter statement to parse.
+        assert '"lease_expires_at"' not in inserts[0]
+    assert Job.objects.get(pk=job.pk).name == "testapp.jobs.noop"
+
+
+@pytest.mark.django_db
+def test_execute_wrappers_see_the_enqueue() -> None:
+    seen: list[str] = []
+
+    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        jobs.noop.enqueue()
+    assert any(sql.startswith("INSERT") and "django_leasejobs_job" in sql for sql in seen)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_works_again_on_a_new_connection() -> None:
+    first = jobs.noop.enqueue()
+    connection.close()
+    second = jobs.noop.enqueue(queue="other")
+    assert second.pk != first.pk
+    assert dict(Job.objects.values_list("pk", "queue")) == {first.pk: "default", second.pk: "other"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_threads_enqueue_at_once_each_on_its_own_connection() -> None:
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite serialises writers; the per-connection cursor is PostgreSQL's")
+
+    def produce() -> list[int]:
+        return [jobs.noop.enqueue().pk for _ in range(50)]
+
+    created = [pk for pks in race(*[produce] * 4) for pk in pks]
+    assert len(set(created)) == 200
+    assert Job.objects.count() == 200
+
+
+@pytest.mark.django_db
+def test_enqueue_from_async_code_is_refused() -> None:
+    async def enqueue_in_event_loop() -> None:
+        jobs.noop.enqueue()
+
+    with pytest.raises(SynchronousOnlyOperation):
+        asyncio.run(enqueue_in_event_loop())
+    assert Job.objects.count() == 0
