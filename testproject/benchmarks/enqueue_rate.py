@@ -1,8 +1,14 @@
 """Section ``enqueue``: jobs per second, one at a time and in bulk, beside raw psycopg.
 
 Single enqueue runs in autocommit, so each job is its own transaction, exactly like a raw
-``INSERT ... RETURNING`` on a psycopg connection in autocommit; the two are interleaved in
-blocks so a noisy neighbour slows both alike. Bulk compares ``enqueue_many`` with raw
+``INSERT ... RETURNING`` on a psycopg connection in autocommit. Four variants are interleaved
+in blocks so a noisy neighbour slows them alike: ``enqueue()`` as Django configures psycopg by
+default (no prepared statements, ``prepare_threshold=None``, kept for connection poolers) and
+with prepared statements allowed (``prepare_threshold=5`` in the database's ``OPTIONS``, set
+here on the open connection); the raw INSERT as psycopg runs it by default (prepared after five
+runs) and never prepared. ``single_vs_raw`` is Django's default against the prepared raw
+INSERT; ``single_prepared_vs_raw`` compares like with like, both prepared, and
+``single_vs_raw_unprepared`` both unprepared. Bulk compares ``enqueue_many`` with raw
 multi-row INSERTs of the same size (1,000 rows) in one transaction. No-op jobs have no
 arguments; ``bulk_args_per_s`` is the same bulk enqueue of jobs with two integer arguments
 each (every row's arguments validated, measured and sent), what most real bulk enqueues carry.
@@ -10,9 +16,12 @@ each (every row's arguments validated, measured and sent), what most real bulk e
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from django.db import connection
 from testapp import jobs
 
 from . import database
@@ -38,21 +47,43 @@ def _raw_bulk_insert(rows: int) -> str:
     return f"{head} VALUES {', '.join([RAW_BULK_ROW] * rows)} RETURNING id"
 
 
+@contextlib.contextmanager
+def _prepared_statements(threshold: int | None) -> Iterator[None]:
+    """What ``OPTIONS={"prepare_threshold": threshold}`` gives, on the open connection."""
+    connection.ensure_connection()
+    driver = connection.connection
+    before = driver.prepare_threshold
+    driver.prepare_threshold = threshold
+    try:
+        yield
+    finally:
+        driver.prepare_threshold = before
+
+
+def _time_block(block: int, call: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    for _ in range(block):
+        call()
+    return time.perf_counter() - start
+
+
 def run(target: Target, *, jobs_count: int, single_count: int) -> dict[str, Any]:
     with target.connect() as raw:
         database.reset(raw)
-        ours_seconds = raw_seconds = 0.0
+        params = [database.NOOP, "[]", "{}", "default"]
+        variants: dict[str, Callable[[], Any]] = {
+            "ours": jobs.noop.enqueue,
+            "raw": lambda: raw.execute(RAW_INSERT, params).fetchone(),
+            "raw_unprepared": lambda: raw.execute(RAW_INSERT, params, prepare=False).fetchone(),
+        }
+        seconds = dict.fromkeys([*variants, "ours_prepared"], 0.0)
         done = 0
         while done < single_count:
             block = min(BLOCK, single_count - done)
-            start = time.perf_counter()
-            for _ in range(block):
-                jobs.noop.enqueue()
-            ours_seconds += time.perf_counter() - start
-            start = time.perf_counter()
-            for _ in range(block):
-                raw.execute(RAW_INSERT, [database.NOOP, "[]", "{}", "default"]).fetchone()
-            raw_seconds += time.perf_counter() - start
+            for name, call in variants.items():
+                seconds[name] += _time_block(block, call)
+            with _prepared_statements(5):
+                seconds["ours_prepared"] += _time_block(block, jobs.noop.enqueue)
             done += block
 
         database.reset(raw)
@@ -76,14 +107,19 @@ def run(target: Target, *, jobs_count: int, single_count: int) -> dict[str, Any]
         raw_bulk_seconds = time.perf_counter() - start
         database.reset(raw)
 
-    single = single_count / ours_seconds
-    raw_single = single_count / raw_seconds
+    single, raw_single, raw_unprepared, prepared = (
+        single_count / seconds[name] for name in ("ours", "raw", "raw_unprepared", "ours_prepared")
+    )
     bulk = jobs_count / bulk_seconds
     raw_bulk = jobs_count / raw_bulk_seconds
     return {
         "single_per_s": single,
         "raw_single_per_s": raw_single,
         "single_vs_raw": single / raw_single,
+        "single_prepared_per_s": prepared,
+        "single_prepared_vs_raw": prepared / raw_single,
+        "raw_single_unprepared_per_s": raw_unprepared,
+        "single_vs_raw_unprepared": single / raw_unprepared,
         "bulk_per_s": bulk,
         "raw_bulk_per_s": raw_bulk,
         "bulk_vs_raw": bulk / raw_bulk,
