@@ -93,8 +93,16 @@ class InsertShape:
 
 
 def _preparer(field: Field[Any, Any]) -> Callable[[Any, BaseDatabaseWrapper], Any]:
-    """``field.get_db_prep_save``, skipped for a ``str`` in a text column (it returns it as
-    is, through four calls: a tenth of an enqueue's Python time for its three text values)."""
+    """``field.get_db_prep_save``, skipped where its result is known: a ``str`` in a text
+    column is sent as is (Django returns it through four calls), a JSON value as its text
+    (Django wraps it for psycopg, whose Python dumper then calls ``json.dumps``: a tenth of an
+    enqueue's CPU for its two argument columns). ``_placeholder`` casts that text."""
+    if _json_as_text(field):
+
+        def encode(value: Any, connection: BaseDatabaseWrapper) -> Any:
+            return None if value is None else validation.COMPACT_JSON.encode(value)
+
+        return encode
     if field.get_internal_type() in ("CharField", "TextField"):
 
         def prepare(value: Any, connection: BaseDatabaseWrapper) -> Any:
@@ -104,6 +112,15 @@ def _preparer(field: Field[Any, Any]) -> Callable[[Any, BaseDatabaseWrapper], An
 
         return prepare
     return field.get_db_prep_save
+
+
+def _json_as_text(field: Field[Any, Any]) -> bool:
+    """A plain ``JSONField``: Django would encode its value with ``json.dumps`` as well."""
+    return isinstance(field, JSONField) and field.encoder is None
+
+
+def _placeholder(field: Field[Any, Any]) -> str:
+    return "%s::jsonb" if _json_as_text(field) else "%s"
 
 
 _NULL_BY_DEFAULT = frozenset(
@@ -124,7 +141,7 @@ def _one_sql(alias: str, given: tuple[str, ...], announce: bool) -> str:
     row = shape(alias, given)
     qn = connections[alias].ops.quote_name
     columns = [qn(str(f.column)) for f in row.given] + [qn(str(f.column)) for f, _ in row.inserted]
-    values = ["%s"] * len(row.given) + [sql for _, sql in row.inserted]
+    values = [_placeholder(f) for f in row.given] + [sql for _, sql in row.inserted]
     names = ", ".join(qn(str(f.column)) for f in row.returned)
     insert = (
         f"INSERT INTO {qn(Job._meta.db_table)} ({', '.join(columns)}) "

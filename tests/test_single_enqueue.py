@@ -8,6 +8,7 @@ guard), follow the project's prepared-statement setting, and survive a new conne
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +16,8 @@ import pytest
 from django.core.exceptions import SynchronousOnlyOperation
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from testapp import jobs
 
 from django_leasejobs.models import Job, Status
@@ -135,3 +138,31 @@ def test_enqueue_from_async_code_is_refused() -> None:
     with pytest.raises(SynchronousOnlyOperation):
         asyncio.run(enqueue_in_event_loop())
     assert Job.objects.count() == 0
+
+
+# What JSON and every database can hold: no NUL, no lone surrogate.
+TEXT = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=5)
+ARGUMENTS = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | TEXT,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(TEXT, children, max_size=3),
+    max_leaves=10,
+)
+
+
+@pytest.mark.django_db
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ARGUMENTS, ARGUMENTS)
+def test_arguments_are_stored_as_the_orm_stores_them(first: Any, second: Any) -> None:
+    """enqueue() encodes JSON arguments itself on PostgreSQL: the row must hold what Django's
+    own JSONField would have written, and the returned job what a read gives back."""
+    enqueued = jobs.noop.enqueue(first, key=second)
+    through_orm = Job.objects.create(name="testapp.jobs.noop", args=[first], kwargs={"key": second})
+    stored = Job.objects.get(pk=enqueued.pk)
+    expected = Job.objects.get(pk=through_orm.pk)
+    # As JSON text, so that 1, 1.0 and True (equal in Python) stay apart.
+    assert json.dumps([stored.args, stored.kwargs]) == json.dumps([expected.args, expected.kwargs])
+    assert json.dumps([enqueued.args, enqueued.kwargs]) == json.dumps([[first], {"key": second}])
