@@ -1,0 +1,91 @@
+"""Argument checks: the quick walk over plain JSON must accept and refuse exactly what the
+exact check (every value judged, the JSON encoded and measured) does."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from django_leasejobs import validation
+from django_leasejobs.errors import JobValidationError
+
+# Valid JSON and, now and then, what the checks refuse: NaN and infinities, NUL characters,
+# keys that are not strings, values that are not JSON, subclasses of the plain types.
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=6)
+    | st.sampled_from(["\x00", "a\x00", "é", "😀", "\n", '"', "\\"])
+    | st.sampled_from([b"bytes", {1, 2}, math.nan, -math.inf])
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.tuples(children, children)
+        | st.dictionaries(st.text(max_size=4), children, max_size=4)
+        | st.dictionaries(st.integers(0, 3), children, min_size=1, max_size=2)
+    ),
+    max_leaves=12,
+)
+
+
+def _exact(args: list[Any], kwargs: dict[str, Any], cap: int) -> str | None:
+    """The check as it was before the quick walk: judge every value, then measure the JSON."""
+    try:
+        validation._check_json(args, "args", 0)
+        validation._check_json(kwargs, "kwargs", 0)
+    except JobValidationError as exc:
+        return str(exc)
+    if len(validation.COMPACT_JSON.encode([args, kwargs])) > cap:
+        return "over the cap"
+    return None
+
+
+def _outcome(args: list[Any], kwargs: dict[str, Any], cap: int) -> str | None:
+    try:
+        validation.check_payload(args, kwargs, max_bytes=cap)
+    except JobValidationError as exc:
+        return "over the cap" if "LEASEJOBS_MAX_PAYLOAD_BYTES" in str(exc) else str(exc)
+    return None
+
+
+@given(VALUES)
+def test_the_quick_walk_passes_only_valid_json_and_never_under_measures_it(value: Any) -> None:
+    size = validation._plain_size(value, 0)
+    if size < 0:
+        return  # left to the exact check, which judges and explains it
+    validation._check_json(value, "args", 0)  # would raise for anything invalid
+    assert size >= len(validation.COMPACT_JSON.encode(value))
+
+
+@given(st.lists(VALUES, max_size=3), st.dictionaries(st.text(max_size=3), VALUES, max_size=2))
+def test_check_payload_decides_as_the_exact_check(args: list[Any], kwargs: dict) -> None:
+    for cap in (2, 40, 400, 256 * 1024):
+        assert _outcome(args, kwargs, cap) == _exact(args, kwargs, cap), cap
+
+
+@pytest.mark.parametrize("text", ["x" * 30, "é" * 30, "😀" * 30, "\n" * 30])
+def test_a_payload_exactly_at_the_cap_is_accepted_and_one_byte_over_refused(text: str) -> None:
+    size = len(validation.COMPACT_JSON.encode([[text], {}]))
+    assert validation.check_payload([text], {}, max_bytes=size) == ([text], {})
+    with pytest.raises(JobValidationError, match="over LEASEJOBS_MAX_PAYLOAD_BYTES"):
+        validation.check_payload([text], {}, max_bytes=size - 1)
+
+
+def test_deep_and_self_containing_values_still_get_their_message() -> None:
+    deep: list[Any] = []
+    for _ in range(validation.MAX_JSON_DEPTH + 1):
+        deep = [deep]
+    loop: list[Any] = []
+    loop.append(loop)
+    for value in (deep, loop):
+        assert validation._plain_size(value, 0) == -1
+        with pytest.raises(JobValidationError, match="nests deeper than 31 levels"):
+            validation.check_json(value)
