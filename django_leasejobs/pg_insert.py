@@ -22,11 +22,11 @@ import functools
 import itertools
 import math
 import operator
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field
@@ -171,45 +171,60 @@ def insert_one(
     announce = notify.supported_on(connection)
     if announce:
         params += [notify.CHANNEL, given["queue"]]
-    cursor = _insert_cursor(connection)
-    cursor.execute(_one_sql(alias, names, announce), params)
-    returned = cursor.fetchone()
+    sql = _one_sql(alias, names, announce)
+    kept = _kept_cursor(connection)
+    if kept is None:
+        with connection.cursor() as cursor:
+            job_rows.parse_timestamps_in_c(cursor.cursor)
+            returned = _execute(cursor, sql, params)
+    else:
+        returned = _execute(kept, sql, params)
     (job,) = job_rows.instances(alias, [row.values(given, returned[: len(row.returned)])])
     return job
 
 
-_cursors: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+def _execute(cursor: Any, sql: str, params: list[Any]) -> Any:
+    cursor.execute(sql, params)
+    return cursor.fetchone()
 
 
-def _insert_cursor(connection: BaseDatabaseWrapper) -> Any:
-    """A Django cursor for ``insert_one`` over one driver cursor kept per driver connection.
+_KEPT = "_leasejobs_insert_cursor"
+"""The Django connection's attribute holding ``(driver connection, session time zone,
+the cursor kept for them)``."""
 
-    On psycopg 3 it binds parameters on the server (Django's default cursor quotes each into
-    the SQL text, a third of the statement's CPU), so when the project allows prepared
-    statements (``prepare_threshold`` in the database's ``OPTIONS``) the enqueue statement is
-    prepared like any other; Django's default (``None``) keeps every statement unprepared, as
-    transaction-pooling PgBouncers need. Kept open, the cursor also keeps psycopg's C
-    timestamp loader registered once instead of on every enqueue. Debug logging, execute
-    wrappers and error translation are Django's own (``CursorWrapper``).
+
+def _kept_cursor(connection: BaseDatabaseWrapper) -> Any:
+    """A Django cursor over the one driver cursor ``insert_one`` keeps per driver connection,
+    or None where Django's own cursor serves: psycopg2, ``USE_TZ = False`` (Django's time-zone
+    loader then applies) and query logging (``DEBUG``: Django's cursor shows the values in
+    ``connection.queries``, a server-bound one only ``$1``).
+
+    It binds parameters on the server (Django's default psycopg 3 cursor quotes each into the
+    SQL text, a third of the statement's CPU), so when the project allows prepared statements
+    (``prepare_threshold`` in the database's ``OPTIONS``) psycopg prepares the enqueue
+    statement, even where Django's own client-binding cursors prepare nothing; Django's
+    default (``None``) prepares nothing, as transaction-pooling PgBouncers need. Kept open, it
+    also keeps psycopg's C timestamp loader registered once instead of on every enqueue.
+    Execute wrappers and error translation are Django's own (``CursorWrapper``). The cursor is
+    kept on the Django connection (one per thread), never in a global table: it refers to its
+    driver connection, which would then never be freed.
     """
     server_binding = _server_binding_cursor()
-    if server_binding is None:  # psycopg2
-        cursor = connection.cursor()
-        job_rows.parse_timestamps_in_c(cursor.cursor)
-        return cursor
+    if server_binding is None or not django_settings.USE_TZ or connection.queries_logged:
+        return None
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     driver = connection.connection
-    raw = _cursors.get(driver)
-    if raw is None or raw.closed:
+    # The C loader reads the session's time zone when the cursor first loads a timestamp.
+    zone = connection.timezone_name
+    kept = connection.__dict__.get(_KEPT)
+    if kept is None or kept[0] is not driver or kept[1] != zone or kept[2].closed:
         with connection.wrap_database_errors:
-            raw = server_binding(driver)
-        job_rows.parse_timestamps_in_c(raw)
-        _cursors[driver] = raw
+            cursor = server_binding(driver)
+        job_rows.parse_timestamps_in_c(cursor)
+        kept = connection.__dict__[_KEPT] = (driver, zone, cursor)
     connection.validate_thread_sharing()
-    if connection.queries_logged:
-        return connection.make_debug_cursor(raw)
-    return connection.make_cursor(raw)
+    return connection.make_cursor(kept[2])
 
 
 @functools.cache

@@ -8,13 +8,16 @@ guard), follow the project's prepared-statement setting, and survive a new conne
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.core.exceptions import SynchronousOnlyOperation
 from django.db import connection
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -93,6 +96,46 @@ def test_enqueue_is_a_query_django_logs() -> None:
         # Columns left NULL are not named: a shorter statement to parse.
         assert '"lease_expires_at"' not in inserts[0]
     assert Job.objects.get(pk=job.pk).name == "testapp.jobs.noop"
+
+
+@pytest.mark.django_db
+def test_the_query_log_shows_the_values() -> None:
+    with CaptureQueriesContext(connection) as queries:
+        jobs.noop.enqueue(queue="shown")
+    (insert,) = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    assert "'testapp.jobs.noop'" in insert
+    assert "'shown'" in insert
+
+
+@pytest.mark.skipif(
+    connection.vendor == "sqlite", reason="sqlite3.Connection cannot be weakly referenced"
+)
+@pytest.mark.django_db(transaction=True)
+def test_a_closed_connection_and_its_cursor_are_freed() -> None:
+    """Nothing keeps the driver connection of a closed Django connection alive."""
+    jobs.noop.enqueue()
+    driver = weakref.ref(connection.connection)
+    connection.close()
+    jobs.noop.enqueue()
+    gc.collect()
+    assert driver() is None
+    assert Job.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_time_zone_settings_apply_to_the_returned_job() -> None:
+    """What enqueue() returns holds the datetimes a read would, as the settings say now."""
+    aware = jobs.noop.enqueue()
+    assert Job.objects.get(pk=aware.pk).created_at == aware.created_at
+    assert aware.created_at.utcoffset() is not None
+    with override_settings(USE_TZ=False):
+        naive = jobs.noop.enqueue()
+        read = Job.objects.get(pk=naive.pk)
+        assert naive.created_at.tzinfo is None
+        assert (naive.created_at, naive.run_at) == (read.created_at, read.run_at)
+    again = jobs.noop.enqueue()
+    assert again.created_at.utcoffset() is not None
+    assert Job.objects.get(pk=again.pk).created_at == again.created_at
 
 
 @pytest.mark.django_db
