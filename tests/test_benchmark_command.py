@@ -75,4 +75,8 @@ def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
     assert median["claim_all_queues_2k_scan"] == (
         "Index Only Scan leasejobs_claimable, Index Scan leasejobs_claimable"
     )
-    assert {row["key"] for row in document["goals"]} >= {"bulk_per_s", "single_prepared_vs_raw"}
+    assert {row["key"] for row in document["goals"]} >= {
+        "bulk_per_s",
+        "single_vs_raw",
+        "single_prepared_vs_raw",
+    }
