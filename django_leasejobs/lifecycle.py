@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, router, transaction
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.db.models.expressions import DatabaseDefault, ExpressionWrapper, Value
@@ -31,6 +32,7 @@ from django.db.models.fields import DateTimeField
 
 from . import gc_pause, job_rows, notify, pg_insert, registry, signals, validation
 from .backoff import Backoff
+from .conf import PREFIX as conf_settings_prefix
 from .conf import settings as conf_settings
 from .dbtime import DbNow
 from .deadlocks import retry_deadlocks
@@ -305,10 +307,38 @@ def enqueue(
     name: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, **options: Any
 ) -> Job:
     """Persist one job in the caller's transaction (one INSERT) and return it."""
+    if not options:  # the usual call: only the arguments are new
+        row, max_bytes = _plain_row(name)
+        return _enqueue_values(_with_payload(row, args, kwargs or {}, max_bytes), _alias())
     unknown = set(options) - set(ENQUEUE_OPTIONS)
     if unknown:
         raise JobValidationError(f"Unknown enqueue options: {', '.join(sorted(unknown))}.")
     return _enqueue_values(_values(name, args, kwargs or {}, **options), _alias())
+
+
+_plain_rows: dict[registry.JobFunction[Any, Any], tuple[dict[str, Any], int]] = {}
+
+
+def _plain_row(name: str) -> tuple[dict[str, Any], int]:
+    """A registered job's validated row for an enqueue without options, all but its
+    arguments, and the payload cap: worked out on its first enqueue, again after a change of
+    a ``LEASEJOBS_*`` setting. Keyed by the registered function, so a job registered again
+    under the same name gets its own."""
+    job_function = registry.get(name)
+    found = _plain_rows.get(job_function)
+    if found is None:
+        defaults = _Defaults.resolve(name)
+        found = (_values(name, (), {}, defaults=defaults), defaults.max_payload_bytes)
+        _plain_rows[job_function] = found
+    return found
+
+
+def _forget_plain_rows(*, setting: str, **kwargs: Any) -> None:
+    if setting.startswith(conf_settings_prefix):
+        _plain_rows.clear()
+
+
+setting_changed.connect(_forget_plain_rows, dispatch_uid="django_leasejobs.lifecycle")
 
 
 def enqueue_task(

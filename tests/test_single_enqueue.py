@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from testapp import jobs
 
+from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job, Status
 
 from .conftest import race
@@ -209,3 +210,24 @@ def test_arguments_are_stored_as_the_orm_stores_them(first: Any, second: Any) ->
     # As JSON text, so that 1, 1.0 and True (equal in Python) stay apart.
     assert json.dumps([stored.args, stored.kwargs]) == json.dumps([expected.args, expected.kwargs])
     assert json.dumps([enqueued.args, enqueued.kwargs]) == json.dumps([[first], {"key": second}])
+
+
+@pytest.mark.django_db
+def test_an_enqueue_takes_the_defaults_the_settings_give_now() -> None:
+    """enqueue() keeps a job's resolved defaults between calls, until a setting changes."""
+    before = jobs.noop.enqueue()
+    with override_settings(LEASEJOBS_DEFAULT_QUEUE="elsewhere", LEASEJOBS_MAX_ATTEMPTS=9):
+        during = jobs.noop.enqueue()
+        with (
+            override_settings(LEASEJOBS_MAX_PAYLOAD_BYTES=10),
+            pytest.raises(JobValidationError, match="over LEASEJOBS_MAX_PAYLOAD_BYTES"),
+        ):
+            jobs.noop.enqueue("x" * 20)
+    after = jobs.noop.enqueue()
+    stored = dict(Job.objects.values_list("pk", "queue"))
+    assert [(job.queue, job.max_attempts) for job in (before, during, after)] == [
+        ("default", 5),
+        ("elsewhere", 9),
+        ("default", 5),
+    ]
+    assert stored == {before.pk: "default", during.pk: "elsewhere", after.pk: "default"}
