@@ -1,4 +1,4 @@
-"""Migration 0004 leaves the job table with the lean indexes, and goes back and forth."""
+"""Migrations 0004 and 0005 leave the job table with the lean indexes, and go back and forth."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from django.db.migrations.executor import MigrationExecutor
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TABLE = "django_leasejobs_job"
+LATEST = "0005_partial_unique_keys"
+UNIQUE_KEYS = ("leasejobs_live_dedupe", "leasejobs_one_job_per_occurrence")
 
 
 def _indexes() -> dict[str, Any]:
@@ -43,6 +45,11 @@ def _assert_lean() -> None:
     assert by_columns.get(("status", "finished_at")) == "leasejobs_finished"
     if connection.vendor != "mysql":
         assert "WHERE" in _index_sql("leasejobs_finished").upper()
+    for name in UNIQUE_KEYS:
+        assert indexes[name]["unique"], name
+    if connection.vendor == "postgresql":
+        assert "WHERE (live_dedupe_key IS NOT NULL)" in _index_sql("leasejobs_live_dedupe")
+        assert "WHERE (schedule_id IS NOT NULL)" in _index_sql("leasejobs_one_job_per_occurrence")
 
 
 def _migrate(target: str) -> None:
@@ -64,5 +71,33 @@ def test_0004_goes_back_to_the_old_indexes_and_forward_again() -> None:
             assert ("schedule_id",) in by_columns
             assert "WHERE" not in _index_sql("leasejobs_finished").upper()
     finally:
-        _migrate("0004_lean_job_indexes")
+        _migrate(LATEST)
     _assert_lean()
+
+
+def test_0005_goes_back_to_full_unique_constraints_and_forward_again() -> None:
+    _migrate("0004_lean_job_indexes")
+    try:
+        for name in UNIQUE_KEYS:
+            assert _indexes()[name]["unique"], name
+            if connection.vendor == "postgresql":  # elsewhere 0005 changes nothing
+                assert "WHERE" not in _index_sql(name).upper(), name
+    finally:
+        _migrate(LATEST)
+    _assert_lean()
+
+
+def test_the_unique_keys_still_refuse_a_second_live_job() -> None:
+    """Partial or not, the indexes refuse what the constraints refused, and nothing else."""
+    from django.db import IntegrityError, transaction
+
+    from django_leasejobs.models import Job
+
+    def row(**fields: Any) -> Job:
+        return Job(name="testapp.jobs.noop", args=[], kwargs={}, **fields)
+
+    Job.objects.bulk_create([row(), row(), row(live_dedupe_key=None)])  # NULLs never conflict
+    row(live_dedupe_key="k").save()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        row(live_dedupe_key="k").save()
+    assert Job.objects.count() == 4
