@@ -55,6 +55,29 @@ def _too_deep(path: str) -> str:
     )
 
 
+MAX_INT_BITS = 10_000
+"""About 3,000 digits: Python refuses to write an integer of more than 4,300 digits as text
+(``sys.set_int_max_str_digits``), so a longer one would fail when the row is written."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone UTF-16 surrogate (what ``os.fsdecode`` makes of badly encoded bytes): not valid
+UTF-8, so PostgreSQL and MariaDB refuse the JSON that holds it (SQLite would store it)."""
+
+
+def _bad_text(text: str) -> bool:
+    return "\x00" in text or (not text.isascii() and _SURROGATE.search(text) is not None)
+
+
+def _check_text(text: str, where: str) -> None:
+    if "\x00" in text:
+        raise JobValidationError(f"{where} a NUL character, which cannot be stored.")
+    if _bad_text(text):
+        raise JobValidationError(
+            f"{where} a lone surrogate ({_SURROGATE.search(text)!r}), which is not valid "
+            "UTF-8 and cannot be stored; decode the bytes it came from properly."
+        )
+
+
 def _plain_size(value: Any, depth: int) -> int:
     """At least the length of ``value``'s compact JSON if it is made of plain JSON types only
     (exactly ``str``, ``int``, ``float``, ``bool``, ``None``, ``list``, ``tuple``, ``dict``)
@@ -65,9 +88,10 @@ def _plain_size(value: Any, depth: int) -> int:
     kind = type(value)
     if kind is str:
         # Escaped, a character takes at most 12 characters (two \uXXXX outside the BMP).
-        return -1 if "\x00" in value else 12 * len(value) + 2
+        return -1 if _bad_text(value) else 12 * len(value) + 2
     if kind is int:
-        return value.bit_length() // 3 + 3  # digits (at most bits x 0.302 + 1) and a sign
+        bits = value.bit_length()
+        return -1 if bits > MAX_INT_BITS else bits // 3 + 3  # digits (bits x 0.302 + 1), sign
     if value is None or kind is bool:
         return 5
     if kind is float:
@@ -87,7 +111,7 @@ def _plain_size(value: Any, depth: int) -> int:
             return -1
         size = 2 + 2 * len(value)  # braces, colons and commas
         for key, item in value.items():
-            if type(key) is not str or "\x00" in key:
+            if type(key) is not str or _bad_text(key):
                 return -1
             item_size = _plain_size(item, depth + 1)
             if item_size < 0:
@@ -98,15 +122,21 @@ def _plain_size(value: Any, depth: int) -> int:
 
 
 def _check_json(value: Any, path: str, depth: int) -> None:
-    if value is None or isinstance(value, bool | int):
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if value.bit_length() > MAX_INT_BITS:
+            raise JobValidationError(
+                f"{path} contains an integer of {value.bit_length()} bits; at most "
+                f"{MAX_INT_BITS} (Python refuses to write longer ones as text)."
+            )
         return
     if isinstance(value, float):
         if not math.isfinite(value):
             raise JobValidationError(f"{path} contains {value!r}; JSON has no NaN or Infinity.")
         return
     if isinstance(value, str):
-        if "\x00" in value:
-            raise JobValidationError(f"{path} contains a NUL character, which cannot be stored.")
+        _check_text(value, f"{path} contains")
         return
     if depth >= MAX_JSON_DEPTH and isinstance(value, list | tuple | dict):
         raise JobValidationError(_too_deep(path.partition("[")[0]))
@@ -120,8 +150,7 @@ def _check_json(value: Any, path: str, depth: int) -> None:
                 raise JobValidationError(
                     f"{path} has the key {key!r}; JSON object keys must be strings."
                 )
-            if "\x00" in key:
-                raise JobValidationError(f"{path} has a key with a NUL character.")
+            _check_text(key, f"{path} has a key with")
             _check_json(item, f"{path}[{key!r}]", depth + 1)
         return
     raise JobValidationError(
@@ -178,9 +207,19 @@ def check_queue(queue: Any) -> str:
     return queue
 
 
+MAX_ATTEMPTS_LIMIT = 2**31 - 1
+"""The largest value the ``max_attempts`` column (a 32-bit integer) holds on every database."""
+
+
 def check_max_attempts(max_attempts: Any) -> int:
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-        raise JobValidationError(f"max_attempts must be an integer >= 1, not {max_attempts!r}.")
+    if (
+        isinstance(max_attempts, bool)
+        or not isinstance(max_attempts, int)
+        or not 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT
+    ):
+        raise JobValidationError(
+            f"max_attempts must be an integer from 1 to {MAX_ATTEMPTS_LIMIT}, not {max_attempts!r}."
+        )
     return max_attempts
 
 

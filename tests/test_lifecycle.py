@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.db import transaction
 from testapp import jobs
@@ -156,8 +158,10 @@ class TestComplete:
         assert fields(b.pk, "status")["status"] == Status.RUNNING
         assert lifecycle.complete_many([]) == {}
 
-    def test_unstorable_return_value_dead_letters_the_job(self) -> None:
-        jobs.returns_object.enqueue()
+    @pytest.mark.parametrize("job_function", [jobs.returns_object, jobs.returns_undecodable_name])
+    def test_unstorable_return_value_dead_letters_the_job(self, job_function: Any) -> None:
+        """Never a database error on the worker's write (which it would retry for ever)."""
+        job_function.enqueue()
         job = claim_one()
         assert execution.run(job, "w1") is Outcome.DEAD
         assert "Unstorable return value" in DeadLetter.objects.get(job=job).errors[0]["error"]

@@ -55,7 +55,10 @@ BAD_SPECS = [
     ({"job": NOOP, "cron": "@daily", "kwargs": {"when": object()}}, "not JSON"),
     ({"job": NOOP, "cron": "@daily", "priority": 500}, "priority 500 is out of range"),
     ({"job": NOOP, "cron": "@daily", "priority": True}, "priority must be an integer"),
-    ({"job": NOOP, "cron": "@daily", "max_attempts": 0}, "max_attempts must be an integer >= 1"),
+    (
+        {"job": NOOP, "cron": "@daily", "max_attempts": 0},
+        "max_attempts must be an integer from 1 to",
+    ),
     ({"job": NOOP, "cron": "@daily", "queue": "no spaces"}, "not a valid queue name"),
     ({"job": NOOP}, "missing required 'cron'"),
     ({"cron": "@daily"}, "missing required 'job'"),

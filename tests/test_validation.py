@@ -14,22 +14,23 @@ from django_leasejobs import validation
 from django_leasejobs.errors import JobValidationError
 
 # Valid JSON and, now and then, what the checks refuse: NaN and infinities, NUL characters,
-# keys that are not strings, values that are not JSON, subclasses of the plain types.
+# lone surrogates, integers too long to write, keys that are not strings, values that are not
+# JSON, subclasses of the plain types.
 SCALARS = (
     st.none()
     | st.booleans()
     | st.integers()
     | st.floats()
     | st.text(max_size=6)
-    | st.sampled_from(["\x00", "a\x00", "é", "😀", "\n", '"', "\\"])
-    | st.sampled_from([b"bytes", {1, 2}, math.nan, -math.inf])
+    | st.sampled_from(["\x00", "a\x00", "é", "😀", "\n", '"', "\\", "b\udcffad", "\ud83d"])
+    | st.sampled_from([b"bytes", {1, 2}, math.nan, -math.inf, 10**3500, -(2**10_001)])
 )
 VALUES = st.recursive(
     SCALARS,
     lambda children: (
         st.lists(children, max_size=4)
         | st.tuples(children, children)
-        | st.dictionaries(st.text(max_size=4), children, max_size=4)
+        | st.dictionaries(st.text(max_size=4) | st.just("k\udcff"), children, max_size=4)
         | st.dictionaries(st.integers(0, 3), children, min_size=1, max_size=2)
     ),
     max_leaves=12,
@@ -89,3 +90,25 @@ def test_deep_and_self_containing_values_still_get_their_message() -> None:
         assert validation._plain_size(value, 0) == -1
         with pytest.raises(JobValidationError, match="nests deeper than 31 levels"):
             validation.check_json(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("b\udcffad", "lone surrogate"),
+        ({"k\ud800": 1}, "has a key with a lone surrogate"),
+        ([10**3500], "integer of 11627 bits"),
+    ],
+)
+def test_what_no_database_can_store_is_refused_with_its_reason(value: Any, message: str) -> None:
+    with pytest.raises(JobValidationError, match=message):
+        validation.check_json([value])
+    with pytest.raises(JobValidationError, match=message):
+        validation.check_payload([value], {})
+
+
+@pytest.mark.parametrize("value", [0, -1, 2**31, 2**40, True, 1.0])
+def test_max_attempts_fits_the_column_everywhere(value: Any) -> None:
+    with pytest.raises(JobValidationError, match="from 1 to 2147483647"):
+        validation.check_max_attempts(value)
+    assert validation.check_max_attempts(2**31 - 1) == 2**31 - 1

@@ -79,6 +79,12 @@ def returns_object() -> object:
     return object()
 
 
+@job
+def returns_undecodable_name() -> str:
+    """A file name in a foreign encoding, as ``os.fsdecode`` gives it: a lone surrogate."""
+    return os.fsdecode(b"caf\xe9.txt")
+
+
 @job(queue="other", priority=5)
 def other_queue() -> None:
     pass
