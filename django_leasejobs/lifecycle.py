@@ -316,20 +316,27 @@ def enqueue(
     return _enqueue_values(_values(name, args, kwargs or {}, **options), _alias())
 
 
-_plain_rows: dict[registry.JobFunction[Any, Any], tuple[dict[str, Any], int]] = {}
+_plain_rows: dict[tuple[Any, ...], tuple[dict[str, Any], int]] = {}
 
 
 def _plain_row(name: str) -> tuple[dict[str, Any], int]:
     """A registered job's validated row for an enqueue without options, all but its
     arguments, and the payload cap: worked out on its first enqueue, again after a change of
-    a ``LEASEJOBS_*`` setting. Keyed by the registered function, so a job registered again
-    under the same name gets its own."""
+    a ``LEASEJOBS_*`` setting. Keyed by the registered function and its defaults as they are
+    now, so a job registered again, or one whose ``queue`` a test patches, gets its own."""
     job_function = registry.get(name)
-    found = _plain_rows.get(job_function)
+    key = (
+        job_function,
+        job_function.queue,
+        job_function.priority,
+        job_function.max_attempts,
+        job_function.lease,
+    )
+    found = _plain_rows.get(key)
     if found is None:
         defaults = _Defaults.resolve(name)
         found = (_values(name, (), {}, defaults=defaults), defaults.max_payload_bytes)
-        _plain_rows[job_function] = found
+        _plain_rows[key] = found
     return found
 
 

@@ -194,7 +194,12 @@ def insert_one(
             job_rows.parse_timestamps_in_c(cursor.cursor)
             returned = _execute(cursor, sql, params)
     else:
-        returned = _execute(kept, sql, params)
+        # An enqueue from inside this one (an execute wrapper's) takes Django's own cursor.
+        connection.__dict__[_BUSY] = True
+        try:
+            returned = _execute(kept, sql, params)
+        finally:
+            connection.__dict__[_BUSY] = False
     (job,) = job_rows.instances(alias, [row.values(given, returned[: len(row.returned)])])
     return job
 
@@ -204,6 +209,7 @@ def _execute(cursor: Any, sql: str, params: list[Any]) -> Any:
     return cursor.fetchone()
 
 
+_BUSY = "_leasejobs_insert_cursor_busy"
 _KEPT = "_leasejobs_insert_cursor"
 """The Django connection's attribute holding ``(driver connection, session time zone,
 the Django cursor kept for them)``."""
@@ -212,8 +218,9 @@ the Django cursor kept for them)``."""
 def _kept_cursor(connection: BaseDatabaseWrapper) -> Any:
     """A Django cursor over the one driver cursor ``insert_one`` keeps per driver connection,
     or None where Django's own cursor serves: psycopg2, ``USE_TZ = False`` (Django's time-zone
-    loader then applies) and query logging (``DEBUG``: Django's cursor shows the values in
-    ``connection.queries``, a server-bound one only ``$1``).
+    loader then applies), query logging (``DEBUG``: Django's cursor shows the values in
+    ``connection.queries``, a server-bound one only ``$1``) and an enqueue made while the
+    kept cursor runs one (from an execute wrapper).
 
     It binds parameters on the server (Django's default psycopg 3 cursor quotes each into the
     SQL text, a third of the statement's CPU), so when the project allows prepared statements
@@ -226,7 +233,12 @@ def _kept_cursor(connection: BaseDatabaseWrapper) -> Any:
     driver connection, which would then never be freed.
     """
     server_binding = _server_binding_cursor()
-    if server_binding is None or not django_settings.USE_TZ or connection.queries_logged:
+    if (
+        server_binding is None
+        or not django_settings.USE_TZ
+        or connection.queries_logged
+        or connection.__dict__.get(_BUSY)
+    ):
         return None
     connection.close_if_health_check_failed()
     connection.ensure_connection()

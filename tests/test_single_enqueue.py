@@ -13,6 +13,7 @@ import json
 import weakref
 from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import pytest
 from django.core.exceptions import SynchronousOnlyOperation
@@ -231,3 +232,31 @@ def test_an_enqueue_takes_the_defaults_the_settings_give_now() -> None:
         ("default", 5),
     ]
     assert stored == {before.pk: "default", during.pk: "elsewhere", after.pk: "default"}
+
+
+@pytest.mark.django_db
+def test_a_patched_job_default_applies_to_the_next_enqueue() -> None:
+    before = jobs.noop.enqueue()
+    with mock.patch.object(jobs.noop, "queue", "patched"):
+        during = jobs.noop.enqueue()
+    after = jobs.noop.enqueue()
+    assert [job.queue for job in (before, during, after)] == ["default", "patched", "default"]
+
+
+@pytest.mark.django_db
+def test_an_execute_wrapper_may_enqueue_after_an_enqueue() -> None:
+    """The wrapper runs around the kept cursor's statement: its own enqueue must not take
+    that cursor's result away."""
+    audit: list[int] = []
+
+    def audited(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        result = execute(sql, params, many, context)
+        if "django_leasejobs_job" in sql and "testapp.jobs.add" not in str(params):
+            audit.append(jobs.add.enqueue(1, 2).pk)
+        return result
+
+    with connection.execute_wrapper(audited):
+        job = jobs.noop.enqueue()
+    assert Job.objects.get(pk=job.pk).name == "testapp.jobs.noop"
+    assert len(audit) == 1
+    assert Job.objects.get(pk=audit[0]).args == [1, 2]
