@@ -223,9 +223,9 @@ def _kept_cursor(connection: BaseDatabaseWrapper) -> Any:
     kept cursor runs one (from an execute wrapper).
 
     It binds parameters on the server (Django's default psycopg 3 cursor quotes each into the
-    SQL text: a fifth of the statement's CPU, measured), so when the project allows prepared statements
-    (``prepare_threshold`` in the database's ``OPTIONS``) psycopg prepares the enqueue
-    statement, even where Django's own client-binding cursors prepare nothing; Django's
+    SQL text: a fifth of the statement's CPU, measured), so when the project allows prepared
+    statements (``prepare_threshold`` in the database's ``OPTIONS``) psycopg prepares the
+    enqueue statement, even where Django's own client-binding cursors prepare nothing; Django's
     default (``None``) prepares nothing, as transaction-pooling PgBouncers need. Kept open, it
     also keeps psycopg's C timestamp loader registered once instead of on every enqueue.
     Execute wrappers and error translation are Django's own (``CursorWrapper``). The cursor is
