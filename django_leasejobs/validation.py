@@ -71,10 +71,11 @@ def _bad_text(text: str) -> bool:
 def _check_text(text: str, where: str) -> None:
     if "\x00" in text:
         raise JobValidationError(f"{where} a NUL character, which cannot be stored.")
-    if _bad_text(text):
+    surrogate = None if text.isascii() else _SURROGATE.search(text)
+    if surrogate is not None:
         raise JobValidationError(
-            f"{where} a lone surrogate ({_SURROGATE.search(text)!r}), which is not valid "
-            "UTF-8 and cannot be stored; decode the bytes it came from properly."
+            f"{where} a lone surrogate ({surrogate.group()!r}), which is not valid UTF-8 and "
+            "cannot be stored; decode the bytes it came from properly."
         )
 
 

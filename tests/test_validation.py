@@ -95,7 +95,7 @@ def test_deep_and_self_containing_values_still_get_their_message() -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("b\udcffad", "lone surrogate"),
+        ("b\udcffad", r"a lone surrogate \('\\udcff'\)"),
         ({"k\ud800": 1}, "has a key with a lone surrogate"),
         ([10**3500], "integer of 11627 bits"),
     ],
