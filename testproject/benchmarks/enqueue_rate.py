@@ -2,8 +2,9 @@
 
 Single enqueue runs in autocommit, so each job is its own transaction, exactly like a raw
 ``INSERT ... RETURNING`` on a psycopg connection in autocommit. Four variants are interleaved
-in blocks so a noisy neighbour slows them alike: ``enqueue()`` as Django configures psycopg by
-default (no prepared statements, ``prepare_threshold=None``, kept for connection poolers) and
+in blocks, each round starting with the next variant, so a noisy neighbour slows them alike:
+``enqueue()`` as Django configures psycopg by default (no prepared statements,
+``prepare_threshold=None``, kept for connection poolers) and
 with prepared statements allowed (``prepare_threshold=5`` in the database's ``OPTIONS``, set
 here on the open connection); the raw INSERT as psycopg runs it by default (prepared after five
 runs) and never prepared. ``single_vs_raw`` is Django's default against the prepared raw
@@ -78,12 +79,17 @@ def run(target: Target, *, jobs_count: int, single_count: int) -> dict[str, Any]
         }
         seconds = dict.fromkeys([*variants, "ours_prepared"], 0.0)
         done = 0
+        names = [*variants, "ours_prepared"]
         while done < single_count:
             block = min(BLOCK, single_count - done)
-            for name, call in variants.items():
-                seconds[name] += _time_block(block, call)
-            with _prepared_statements(5):
-                seconds["ours_prepared"] += _time_block(block, jobs.noop.enqueue)
+            # Each round starts with the next variant, so none always follows the same one.
+            turn = (done // BLOCK) % len(names)
+            for name in names[turn:] + names[:turn]:
+                if name == "ours_prepared":
+                    with _prepared_statements(5):
+                        seconds[name] += _time_block(block, jobs.noop.enqueue)
+                else:
+                    seconds[name] += _time_block(block, variants[name])
             done += block
 
         database.reset(raw)
