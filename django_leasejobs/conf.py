@@ -18,6 +18,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
 PREFIX = "LEASEJOBS_"
+MAX_ATTEMPTS_LIMIT = 2**31 - 1
+"""The ``max_attempts`` column is a 32-bit integer on every database."""
 
 JITTER_MODES = ("full", "equal", "none")
 
@@ -78,7 +80,12 @@ class Settings:
 
     @cached_property
     def MAX_ATTEMPTS(self) -> int:
-        return int(_number("MAX_ATTEMPTS", minimum=1, integer=True))
+        value = int(_number("MAX_ATTEMPTS", minimum=1, integer=True))
+        if value > MAX_ATTEMPTS_LIMIT:  # the column's limit, as validation.check_max_attempts
+            raise ImproperlyConfigured(
+                f"{PREFIX}MAX_ATTEMPTS must be at most {MAX_ATTEMPTS_LIMIT}, not {value!r}."
+            )
+        return value
 
     @cached_property
     def BACKOFF_BASE(self) -> float:

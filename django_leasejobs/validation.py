@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from .conf import settings
+from .conf import MAX_ATTEMPTS_LIMIT, settings
 from .errors import JobValidationError
 
 MIN_PRIORITY = -100
@@ -206,10 +206,6 @@ def check_queue(queue: Any) -> str:
             f"queue {queue!r} is not a valid queue name (1-100 of letters, digits, _ . : -)."
         )
     return queue
-
-
-MAX_ATTEMPTS_LIMIT = 2**31 - 1
-"""The largest value the ``max_attempts`` column (a 32-bit integer) holds on every database."""
 
 
 def check_max_attempts(max_attempts: Any) -> int:

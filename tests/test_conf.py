@@ -35,6 +35,7 @@ def test_defaults() -> None:
         ("LEASEJOBS_MAX_ATTEMPTS", 0, "at least 1"),
         ("LEASEJOBS_MAX_ATTEMPTS", "5", "must be an integer"),
         ("LEASEJOBS_MAX_ATTEMPTS", True, "must be an integer"),
+        ("LEASEJOBS_MAX_ATTEMPTS", 2**31, "at most 2147483647"),
         ("LEASEJOBS_LEASE_SECONDS", 0, "at least 1"),
         ("LEASEJOBS_HEARTBEAT_SECONDS", "fast", "must be a number"),
         ("LEASEJOBS_BACKOFF_JITTER", "random", "must be one of"),
