@@ -194,17 +194,21 @@ def insert_one(
             job_rows.parse_timestamps_in_c(cursor.cursor)
             returned = _execute(cursor, sql, params)
     else:
+        cursor, quote = kept
+        bound: list[Any] | None = params
+        if quote is not None:
+            sql, bound = sql % tuple(map(quote, params)), None
         # An enqueue from inside this one (an execute wrapper's) takes Django's own cursor.
         connection.__dict__[_BUSY] = True
         try:
-            returned = _execute(kept, sql, params)
+            returned = _execute(cursor, sql, bound)
         finally:
             connection.__dict__[_BUSY] = False
     (job,) = job_rows.instances(alias, [row.values(given, returned[: len(row.returned)])])
     return job
 
 
-def _execute(cursor: Any, sql: str, params: list[Any]) -> Any:
+def _execute(cursor: Any, sql: str, params: list[Any] | None) -> Any:
     cursor.execute(sql, params)
     return cursor.fetchone()
 
@@ -212,29 +216,34 @@ def _execute(cursor: Any, sql: str, params: list[Any]) -> Any:
 _BUSY = "_leasejobs_insert_cursor_busy"
 _KEPT = "_leasejobs_insert_cursor"
 """The Django connection's attribute holding ``(driver connection, session time zone,
-the Django cursor kept for them)``."""
+whether psycopg may prepare, the Django cursor kept for them, its quoting function)``."""
+
+Quote = Callable[[Any], str]
 
 
-def _kept_cursor(connection: BaseDatabaseWrapper) -> Any:
+def _kept_cursor(connection: BaseDatabaseWrapper) -> tuple[Any, Quote | None] | None:
     """A Django cursor over the one driver cursor ``insert_one`` keeps per driver connection,
-    or None where Django's own cursor serves: psycopg2, ``USE_TZ = False`` (Django's time-zone
-    loader then applies), query logging (``DEBUG``: Django's cursor shows the values in
-    ``connection.queries``, a server-bound one only ``$1``) and an enqueue made while the
-    kept cursor runs one (from an execute wrapper).
+    and the function quoting values into its SQL when it takes them as literals; or None where
+    Django's own cursor serves: psycopg2, ``USE_TZ = False`` (Django's time-zone loader then
+    applies), query logging (``DEBUG``: Django's cursor logs what it always did) and an
+    enqueue made while the kept cursor runs one (from an execute wrapper).
 
-    It binds parameters on the server (Django's default psycopg 3 cursor quotes each into the
-    SQL text: a fifth of the statement's CPU, measured), so when the project allows prepared
-    statements (``prepare_threshold`` in the database's ``OPTIONS``) psycopg prepares the
-    enqueue statement, even where Django's own client-binding cursors prepare nothing; Django's
-    default (``None``) prepares nothing, as transaction-pooling PgBouncers need. Kept open, it
-    also keeps psycopg's C timestamp loader registered once instead of on every enqueue.
-    Execute wrappers and error translation are Django's own (``CursorWrapper``). The cursor is
-    kept on the Django connection (one per thread), never in a global table: it refers to its
-    driver connection, which would then never be freed.
+    Which cursor follows the project's prepared-statement setting. Django's default
+    (``prepare_threshold=None``, as transaction-pooling PgBouncers need) prepares nothing: the
+    statement then goes with its values written in, over the simple query protocol, which the
+    server runs in less time than an unnamed statement with parameters (0.49 against 0.59 ms a
+    row, measured with psycopg alone); the values are quoted here, most as plain text, without
+    psycopg's per-call query parsing. With ``prepare_threshold`` set, the cursor binds on the
+    server and psycopg prepares the statement, which is faster still.
+
+    Kept open, the cursor keeps psycopg's C timestamp loader registered once instead of on
+    every enqueue. Execute wrappers and error translation are Django's own
+    (``CursorWrapper``). It is kept on the Django connection (one per thread), never in a
+    global table: it refers to its driver connection, which would then never be freed.
     """
-    server_binding = _server_binding_cursor()
+    classes = _cursor_classes()
     if (
-        server_binding is None
+        classes is None
         or not django_settings.USE_TZ
         or connection.queries_logged
         or connection.__dict__.get(_BUSY)
@@ -245,24 +254,58 @@ def _kept_cursor(connection: BaseDatabaseWrapper) -> Any:
     driver = connection.connection
     # The C loader reads the session's time zone when the cursor first loads a timestamp.
     zone = connection.timezone_name
+    prepares = driver.prepare_threshold is not None
     kept = connection.__dict__.get(_KEPT)
-    if kept is None or kept[0] is not driver or kept[1] != zone or kept[2].cursor.closed:
+    if (
+        kept is None
+        or kept[0] is not driver
+        or kept[1] != zone
+        or kept[2] is not prepares
+        or kept[3].cursor.closed
+    ):
         with connection.wrap_database_errors:
-            cursor = server_binding(driver)
+            cursor = classes[prepares](driver)
         job_rows.parse_timestamps_in_c(cursor)
-        kept = connection.__dict__[_KEPT] = (driver, zone, connection.make_cursor(cursor))
+        quote = None if prepares else _quoter(cursor, connection)
+        kept = (driver, zone, prepares, connection.make_cursor(cursor), quote)
+        connection.__dict__[_KEPT] = kept
     connection.validate_thread_sharing()
-    return kept[2]
+    return kept[3], kept[4]
 
 
 @functools.cache
-def _server_binding_cursor() -> type | None:
-    """Django's psycopg 3 cursor class that binds on the server (None with psycopg2)."""
+def _cursor_classes() -> tuple[type, type] | None:
+    """Django's psycopg 3 cursor classes: the one writing values into the SQL (its default)
+    and the one binding them on the server; None with psycopg2."""
     try:
-        from django.db.backends.postgresql.base import ServerBindingCursor
+        from django.db.backends.postgresql.base import Cursor, ServerBindingCursor
     except ImportError:
         return None
-    return ServerBindingCursor
+    return Cursor, ServerBindingCursor
+
+
+def _quoter(cursor: Any, connection: BaseDatabaseWrapper) -> Quote:
+    """A value as an SQL literal, as psycopg's client-side binding would write it.
+
+    Text without a backslash or NUL is the same literal whatever ``standard_conforming_strings``
+    says: quotes doubled, inside quotes (and PostgreSQL reads the statement in the client
+    encoding, so no multibyte character can hide a quote). Integers are their digits. Every
+    other value is psycopg's own literal (``E''`` strings, typed timestamps, its errors).
+    """
+    from psycopg.adapt import Transformer
+
+    transformer = Transformer(cursor)
+
+    def quote(value: Any) -> str:
+        kind = type(value)
+        if kind is str and "\\" not in value and "\x00" not in value:
+            return "'" + value.replace("'", "''") + "'"
+        if kind is int:
+            return str(value)
+        with connection.wrap_database_errors:
+            return transformer.as_literal(value).decode(transformer.encoding)
+
+    return quote
 
 
 @functools.lru_cache(maxsize=64)

@@ -8,12 +8,14 @@ guard), follow the project's prepared-statement setting, and survive a new conne
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import gc
 import json
 import weakref
 from collections.abc import Iterator
 from typing import Any
 from unittest import mock
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.core.exceptions import SynchronousOnlyOperation
@@ -251,7 +253,8 @@ def test_an_execute_wrapper_may_enqueue_after_an_enqueue() -> None:
 
     def audited(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         result = execute(sql, params, many, context)
-        if "django_leasejobs_job" in sql and "testapp.jobs.add" not in str(params):
+        # The values are in the SQL or its parameters, as the connection binds them.
+        if "django_leasejobs_job" in sql and "testapp.jobs.add" not in sql + str(params):
             audit.append(jobs.add.enqueue(1, 2).pk)
         return result
 
@@ -260,3 +263,75 @@ def test_an_execute_wrapper_may_enqueue_after_an_enqueue() -> None:
     assert Job.objects.get(pk=job.pk).name == "testapp.jobs.noop"
     assert len(audit) == 1
     assert Job.objects.get(pk=audit[0]).args == [1, 2]
+
+
+@postgresql_only
+@pytest.mark.django_db
+def test_django_default_sends_the_values_in_the_statement(prepare_threshold: Any) -> None:
+    """Without prepared statements the INSERT goes with its values written in (the simple
+    query protocol); with them, as parameters bound on the server."""
+    seen: list[tuple[str, Any]] = []
+
+    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        seen.append((sql, params))
+        return execute(sql, params, many, context)
+
+    prepare_threshold(None)
+    with connection.execute_wrapper(wrapper):
+        jobs.noop.enqueue("it's", queue="written")
+    prepare_threshold(5)
+    with connection.execute_wrapper(wrapper):
+        jobs.noop.enqueue(queue="bound")
+    (literal, literal_params), (bound, bound_params) = seen
+    assert literal_params is None
+    assert "'written'" in literal
+    assert """'["it''s"]'::jsonb""" in literal
+    assert "'bound'" not in bound
+    assert "bound" in bound_params
+    assert [job.queue for job in Job.objects.order_by("pk")] == ["written", "bound"]
+
+
+# Text that quoting could get wrong: quotes, backslashes, percent signs, non-ASCII.
+TRICKY = st.lists(
+    st.sampled_from(["'", "\\", "%", "%s", "''", "\\'", "$1", "é", "😀", "a", " "]), max_size=8
+).map("".join)
+
+
+@postgresql_only
+@pytest.mark.django_db
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(text=TRICKY, key=TRICKY.filter(bool), conforming=st.booleans())
+def test_values_written_into_the_statement_are_stored_exactly(
+    prepare_threshold: Any, text: str, key: str, conforming: bool
+) -> None:
+    """Whatever ``standard_conforming_strings`` says (a session may turn it off, and then a
+    backslash escapes), every value arrives as it was given."""
+    prepare_threshold(None)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET standard_conforming_strings = {'on' if conforming else 'off'}")
+    try:
+        plain = jobs.noop.enqueue(text, **{text: [text]} if text else {})
+        keyed = jobs.noop.enqueue(text, dedupe_key=key)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET standard_conforming_strings")
+    stored = {job.pk: job for job in Job.objects.filter(pk__in=[plain.pk, keyed.pk])}
+    assert stored[plain.pk].args == [text]
+    assert stored[plain.pk].kwargs == ({text: [text]} if text else {})
+    assert (stored[keyed.pk].args, stored[keyed.pk].dedupe_key) == ([text], key)
+    Job.objects.filter(pk__in=[plain.pk, keyed.pk]).delete()
+
+
+@postgresql_only
+@pytest.mark.django_db
+def test_a_run_at_written_into_the_statement_keeps_its_instant(prepare_threshold: Any) -> None:
+    prepare_threshold(None)
+    when = dt.datetime(2031, 3, 30, 1, 30, 15, 123456, tzinfo=ZoneInfo("Europe/Paris"))
+    job = jobs.noop.enqueue(run_at=when, priority=-7, max_attempts=2)
+    stored = Job.objects.get(pk=job.pk)
+    assert (stored.run_at, stored.priority, stored.max_attempts) == (when, -7, 2)
+    assert job.run_at == when
