@@ -22,7 +22,7 @@ import logging
 import traceback as traceback_module
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, router, transaction
@@ -206,7 +206,10 @@ def _enqueue_values(values: dict[str, Any], using: str) -> Job:
     connection = connections[using]
     if values["dedupe_key"] is not None or connection.vendor != "postgresql":
         return _insert(Job(**values), using)
-    job = pg_insert.insert_one(values, using, connection)
+    return _enqueued(pg_insert.insert_one(values, using, connection), using)
+
+
+def _enqueued(job: Job, using: str) -> Job:
     logger.info("job.enqueued id=%s name=%s queue=%s", job.pk, job.name, job.queue)
     _announce_enqueued(job, using)
     return job
@@ -221,9 +224,7 @@ def _insert(job: Job, using: str) -> Job:
     """
     if job.dedupe_key is None:
         _save(job, using)
-        logger.info("job.enqueued id=%s name=%s queue=%s", job.pk, job.name, job.queue)
-        _announce_enqueued(job, using)
-        return job
+        return _enqueued(job, using)
     for _ in range(5):
         holder = Job.objects.using(using).filter(live_dedupe_key=job.dedupe_key).first()
         if holder is not None:
@@ -308,20 +309,27 @@ def enqueue(
 ) -> Job:
     """Persist one job in the caller's transaction (one INSERT) and return it."""
     if not options:  # the usual call: only the arguments are new
-        row, max_bytes = _plain_row(name)
-        return _enqueue_values(_with_payload(row, args, kwargs or {}, max_bytes), _alias())
+        return _enqueue_plain(_plain_row(name), args, kwargs or {})
     unknown = set(options) - set(ENQUEUE_OPTIONS)
     if unknown:
         raise JobValidationError(f"Unknown enqueue options: {', '.join(sorted(unknown))}.")
     return _enqueue_values(_values(name, args, kwargs or {}, **options), _alias())
 
 
-_plain_rows: dict[tuple[Any, ...], tuple[dict[str, Any], int]] = {}
+class _PlainRow(NamedTuple):
+    """A registered job's validated row for an enqueue without options (all but its
+    arguments), the payload cap, and its PostgreSQL statement per database alias."""
+
+    values: dict[str, Any]
+    max_bytes: int
+    inserts: dict[str, pg_insert.PlainInsert]
 
 
-def _plain_row(name: str) -> tuple[dict[str, Any], int]:
-    """A registered job's validated row for an enqueue without options, all but its
-    arguments, and the payload cap: worked out on its first enqueue, again after a change of
+_plain_rows: dict[tuple[Any, ...], _PlainRow] = {}
+
+
+def _plain_row(name: str) -> _PlainRow:
+    """``name``'s ``_PlainRow``: worked out on its first enqueue, again after a change of
     a ``LEASEJOBS_*`` setting. Keyed by the registered function and its defaults as they are
     now, so a job registered again, or one whose ``queue`` a test patches, gets its own."""
     job_function = registry.get(name)
@@ -335,9 +343,21 @@ def _plain_row(name: str) -> tuple[dict[str, Any], int]:
     found = _plain_rows.get(key)
     if found is None:
         defaults = _Defaults.resolve(name)
-        found = (_values(name, (), {}, defaults=defaults), defaults.max_payload_bytes)
+        found = _PlainRow(_values(name, (), {}, defaults=defaults), defaults.max_payload_bytes, {})
         _plain_rows[key] = found
     return found
+
+
+def _enqueue_plain(plain: _PlainRow, args: Sequence[Any], kwargs: dict[str, Any]) -> Job:
+    args_list, kwargs_dict = validation.check_payload(args, kwargs, max_bytes=plain.max_bytes)
+    using = _alias()
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return _insert(Job(**{**plain.values, "args": args_list, "kwargs": kwargs_dict}), using)
+    insert = plain.inserts.get(using)
+    if insert is None:
+        insert = plain.inserts[using] = pg_insert.PlainInsert(plain.values, using)
+    return _enqueued(insert(args_list, kwargs_dict, connection), using)
 
 
 def _forget_plain_rows(*, setting: str, **kwargs: Any) -> None:

@@ -289,6 +289,14 @@ class TestNotify:
         jobs.noop.enqueue(delay=60)
         assert listener.wait(0.3) == set()
 
+    def test_a_job_given_a_past_run_at_is_announced(self, listener: notify.Listener) -> None:
+        jobs.other_queue.enqueue(run_at=timezone.now() - dt.timedelta(seconds=5))
+        assert listener.wait(5) == {"other"}
+
+    def test_a_dedupe_keyed_job_is_announced(self, listener: notify.Listener) -> None:
+        jobs.other_queue.enqueue(dedupe_key="announced")
+        assert listener.wait(5) == {"other"}
+
     def test_bulk_enqueue_notifies_each_due_queue(self, listener: notify.Listener) -> None:
         jobs.noop.enqueue_many([((), {}), {"queue": "q2"}, {"queue": "later", "delay": 60}])
         seen: set[str] = set()

@@ -8,6 +8,7 @@ guard), follow the project's prepared-statement setting, and survive a new conne
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import gc
 import json
@@ -26,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from testapp import jobs
 
+from django_leasejobs import job, registry
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job, Status
 
@@ -335,3 +337,97 @@ def test_a_run_at_written_into_the_statement_keeps_its_instant(prepare_threshold
     stored = Job.objects.get(pk=job.pk)
     assert (stored.run_at, stored.priority, stored.max_attempts) == (when, -7, 2)
     assert job.run_at == when
+
+
+def _handler() -> None:
+    pass
+
+
+@postgresql_only
+@pytest.mark.django_db
+@pytest.mark.parametrize("threshold", [None, 5])
+@pytest.mark.parametrize("conforming", ["on", "off"])
+@pytest.mark.parametrize("name", ["tests.it's", "tests.back\\slash", "tests.both\\'%s%%"])
+def test_a_job_named_with_quotes_and_backslashes_is_stored_by_its_name(
+    prepare_threshold: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    threshold: Any,
+    conforming: str,
+    name: str,
+) -> None:
+    """A job's own values are quoted once per job (all but its arguments); a name that only
+    psycopg can quote takes the general path. Either way the row holds what was given."""
+    monkeypatch.setattr(registry, "_registry", dict(registry._registry))
+    odd = job(name=name)(_handler)
+    prepare_threshold(threshold)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET standard_conforming_strings = {conforming}")
+    try:
+        first = odd.enqueue("a'b\\c", key="%s")
+        second = odd.enqueue()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET standard_conforming_strings")
+    stored = Job.objects.filter(pk__in=[first.pk, second.pk]).order_by("pk")
+    assert [(row.name, row.args, row.kwargs) for row in stored] == [
+        (name, ["a'b\\c"], {"key": "%s"}),
+        (name, [], {}),
+    ]
+    assert (first.name, first.args, second.kwargs) == (name, ["a'b\\c"], {})
+
+
+@contextlib.contextmanager
+def client_encoding(value: str) -> Iterator[None]:
+    """The session's client encoding set to ``value``, then back to Django's UTF8."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET client_encoding TO '{value}'")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SET client_encoding TO 'UTF8'")
+
+
+@postgresql_only
+@pytest.mark.django_db
+def test_a_changed_client_encoding_stores_backslashed_text_exactly(
+    prepare_threshold: Any,
+) -> None:
+    """psycopg quotes text with a backslash; its adapters must follow the session's encoding."""
+    prepare_threshold(None)
+    # The first value psycopg quotes is a datetime: its adapters take UTF-8 then.
+    jobs.noop.enqueue(run_at=dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
+    key = "Ã©\\"
+    with client_encoding("LATIN1"):
+        job = jobs.noop.enqueue(dedupe_key=key)
+    assert Job.objects.get(pk=job.pk).dedupe_key == key
+
+
+@postgresql_only
+@pytest.mark.django_db
+@pytest.mark.parametrize("threshold", [None, 5])
+def test_enqueue_still_works_after_the_client_encoding_is_set_back(
+    prepare_threshold: Any, threshold: Any
+) -> None:
+    prepare_threshold(threshold)
+    jobs.noop.enqueue()
+    with client_encoding("LATIN1"):
+        jobs.noop.enqueue(dedupe_key="a\\b")
+    job = jobs.noop.enqueue(dedupe_key="ぁ\\")
+    assert Job.objects.get(pk=job.pk).dedupe_key == "ぁ\\"
+
+
+@postgresql_only
+@pytest.mark.django_db
+def test_a_client_only_multibyte_encoding_is_quoted_in_that_encoding(
+    prepare_threshold: Any,
+) -> None:
+    """In SJIS the bytes of a UTF-8 character and a quote read as one character: text must be
+    quoted in the encoding the server reads it in, or the quote is lost (and, with a libpq
+    older than CVE-2025-1094's fix, what follows it runs as SQL)."""
+    prepare_threshold(None)
+    jobs.noop.enqueue("a\\b")
+    key = "ぁ'); SELECT 1; --\\"
+    with client_encoding("SJIS"):
+        job = jobs.noop.enqueue(dedupe_key=key)
+    assert Job.objects.get(pk=job.pk).dedupe_key == key
