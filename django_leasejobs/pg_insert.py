@@ -378,15 +378,20 @@ def _cursor_classes() -> tuple[type, type] | None:
 
 
 def _plain_literal(value: Any) -> str | None:
-    """``value`` as an SQL literal, for text without a backslash or NUL and for integers, the
-    same literal on every connection whatever ``standard_conforming_strings`` says: quotes
-    doubled, inside quotes (PostgreSQL reads a statement in the client encoding, so no
-    multibyte character can hide a quote). None for anything else."""
+    """``value`` as an SQL literal, for text without a backslash or NUL, integers and finite
+    floats that are not negative (a job's lease): the same literal on every connection,
+    whatever ``standard_conforming_strings`` says. Text is quoted with its quotes doubled
+    (PostgreSQL reads a statement in the client encoding, so no multibyte character can hide
+    a quote). None for anything else."""
     kind = type(value)
     if kind is str and "\\" not in value and "\x00" not in value:
         return "'" + value.replace("'", "''") + "'"
     if kind is int:
         return str(value)
+    # The shortest text that reads back as the same double; not -0.0, whose sign a minus
+    # on a numeric zero would lose (nor NaN or infinities, which have no numeric literal).
+    if kind is float and math.isfinite(value) and math.copysign(1.0, value) > 0:
+        return repr(value)
     return None
 
 

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from testapp import jobs
 
-from django_leasejobs import job, registry
+from django_leasejobs import job, lifecycle, registry
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job, Status
 
@@ -431,3 +431,22 @@ def test_a_client_only_multibyte_encoding_is_quoted_in_that_encoding(
     with client_encoding("SJIS"):
         job = jobs.noop.enqueue(dedupe_key=key)
     assert Job.objects.get(pk=job.pk).dedupe_key == key
+
+
+@postgresql_only
+@pytest.mark.django_db
+@pytest.mark.parametrize("threshold", [None, 5])
+@pytest.mark.parametrize("lease", [5, 0.1, 1e-05, 2.5e20, 1.7976931348623157e308])
+def test_a_job_lease_is_stored_exactly_and_its_statement_kept(
+    prepare_threshold: Any, monkeypatch: pytest.MonkeyPatch, threshold: Any, lease: float
+) -> None:
+    """A job's lease (a float column) is written into the statement as the same double, so
+    an enqueue of a job with a lease keeps its statement's text like any other."""
+    monkeypatch.setattr(registry, "_registry", dict(registry._registry))
+    leased = job(name="tests.leased", lease=lease)(_handler)
+    prepare_threshold(threshold)
+    first, second = leased.enqueue(), leased.enqueue(1)
+    assert set(Job.objects.values_list("lease_seconds", flat=True)) == {float(lease)}
+    assert (first.lease_seconds, second.args) == (lease, [1])
+    insert = lifecycle._plain_row("tests.leased").inserts[connection.alias]
+    assert insert.pieces(True) is not None
