@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.db.models import ExpressionWrapper, F, Value
 from django.db.models.fields import DateTimeField
 from django.db.models.functions import Now
@@ -91,3 +91,30 @@ def race(*calls: Callable[[], Any]) -> list[Any]:
     if errors:
         raise errors[0]
     return results
+
+
+@pytest.fixture
+def kill_own_connection() -> Iterator[Callable[[], None]]:
+    """Terminate this test's database connection from the server side, as a failover would."""
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite has no server connection to terminate")
+    killer = connections.create_connection("default")
+
+    def kill() -> None:
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                cursor.execute("SELECT pg_backend_pid()")
+            else:
+                cursor.execute("SELECT CONNECTION_ID()")
+            own_id = cursor.fetchone()[0]
+        with killer.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                cursor.execute("SELECT pg_terminate_backend(%s)", [own_id])
+            else:
+                cursor.execute(f"KILL CONNECTION {int(own_id)}")
+
+    try:
+        yield kill
+    finally:
+        killer.close()
+        connection.close()

@@ -7,11 +7,11 @@ out, and its docstring names the queue that had it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import DatabaseError, close_old_connections, connection, connections
+from django.db import DatabaseError, close_old_connections
 from django.db.models.functions import Now
 from testapp import jobs
 
@@ -255,33 +255,6 @@ def test_a_restarted_worker_reusing_its_id_cannot_write_its_old_attempt(
     assert lifecycle.complete(old.pk, old.attempt) is Outcome.STALE
     assert row(new.pk) == before
     assert lifecycle.complete(new.pk, new.attempt) is Outcome.SUCCEEDED
-
-
-@pytest.fixture
-def kill_own_connection() -> Iterator[Callable[[], None]]:
-    """Terminate this test's database connection from the server side, as a failover would."""
-    if connection.vendor == "sqlite":
-        pytest.skip("SQLite has no server connection to terminate")
-    killer = connections.create_connection("default")
-
-    def kill() -> None:
-        with connection.cursor() as cursor:
-            if connection.vendor == "postgresql":
-                cursor.execute("SELECT pg_backend_pid()")
-            else:
-                cursor.execute("SELECT CONNECTION_ID()")
-            own_id = cursor.fetchone()[0]
-        with killer.cursor() as cursor:
-            if connection.vendor == "postgresql":
-                cursor.execute("SELECT pg_terminate_backend(%s)", [own_id])
-            else:
-                cursor.execute(f"KILL CONNECTION {int(own_id)}")
-
-    try:
-        yield kill
-    finally:
-        killer.close()
-        connection.close()
 
 
 def test_a_completion_lost_to_a_terminated_connection_expires_and_the_job_runs_again(

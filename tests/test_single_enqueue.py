@@ -13,14 +13,14 @@ import datetime as dt
 import gc
 import json
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
 from zoneinfo import ZoneInfo
 
 import pytest
 from django.core.exceptions import SynchronousOnlyOperation
-from django.db import connection
+from django.db import DatabaseError, close_old_connections, connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
@@ -450,3 +450,19 @@ def test_a_job_lease_is_stored_exactly_and_its_statement_kept(
     assert (first.lease_seconds, second.args) == (lease, [1])
     insert = lifecycle._plain_row("tests.leased").inserts[connection.alias]
     assert insert.pieces(True) is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_enqueue_on_a_terminated_connection_fails_cleanly_then_works_again(
+    kill_own_connection: Callable[[], None],
+) -> None:
+    """A failover under an open connection (and its kept cursor): the enqueue raises Django's
+    DatabaseError and writes nothing; after Django's end-of-request cleanup the next enqueue
+    runs on a new connection."""
+    first = jobs.noop.enqueue()
+    kill_own_connection()
+    with pytest.raises(DatabaseError):
+        jobs.noop.enqueue(queue="lost")
+    close_old_connections()
+    after = jobs.noop.enqueue(queue="after")
+    assert dict(Job.objects.values_list("pk", "queue")) == {first.pk: "default", after.pk: "after"}
