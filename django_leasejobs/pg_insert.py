@@ -255,8 +255,8 @@ class PlainInsert:
 
     def pieces(self, announce: bool) -> list[str] | None:
         """The statement's text around its two arguments, every other value quoted; None
-        when one of them is not text or an integer (``_plain_literal``), which only
-        psycopg, on a given connection, can quote."""
+        when one of them has no plain literal (``_plain_literal``): only psycopg, on a
+        given connection, can quote it."""
         if announce not in self._pieces:
             params = list(self.params)
             if announce:
