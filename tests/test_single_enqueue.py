@@ -34,7 +34,8 @@ from django_leasejobs.models import Job, Status
 from .conftest import race
 
 postgresql_only = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="prepared statements on PostgreSQL"
+    connection.vendor != "postgresql",
+    reason="PostgreSQL's enqueue statement: written-in values or prepared",
 )
 
 INSERT = 'INSERT INTO "django_leasejobs_job"'
