@@ -188,15 +188,31 @@ def insert_one(
     names = tuple(given)
     row = shape(alias, names)
     params = [prepare(given[name], connection) for name, prepare in row.prepare]
+    return _send(connection, alias, names, given, params, _kept_cursor(connection))
+
+
+def _send(
+    connection: BaseDatabaseWrapper,
+    alias: str,
+    names: tuple[str, ...],
+    given: dict[str, Any],
+    params: list[Any],
+    kept: tuple[Any, Quote | None] | None,
+) -> Job:
+    """Run the INSERT of ``given`` (``params``: its values prepared for the columns of
+    ``names``), the values bound or written in as the ``kept`` cursor takes them."""
     announce = notify.supported_on(connection)
     if announce:
-        params += [notify.CHANNEL, given["queue"]]
+        params = [*params, notify.CHANNEL, given["queue"]]
     sql = _one_sql(alias, names, announce)
-    kept = _kept_cursor(connection)
     if kept is not None and kept[1] is not None:
-        returned = _run(connection, kept, sql % tuple(map(kept[1], params)), None)
-    else:
-        returned = _run(connection, kept, sql, params)
+        return _job(alias, names, given, _run(connection, kept, sql % tuple(map(kept[1], params))))
+    return _job(alias, names, given, _run(connection, kept, sql, params))
+
+
+def _job(alias: str, names: tuple[str, ...], given: dict[str, Any], returned: Any) -> Job:
+    """The inserted row as a ``Job``: ``given`` and the columns the INSERT returned."""
+    row = shape(alias, names)
     (job,) = job_rows.instances(alias, [row.values(given, returned[: len(row.returned)])])
     return job
 
@@ -214,11 +230,11 @@ class PlainInsert:
         self.alias = alias
         self.given = {k: v for k, v in values.items() if v is not None or k not in _NULL_BY_DEFAULT}
         self.names = tuple(self.given)
-        self.row = shape(alias, self.names)
-        self.params = [prepare(self.given[name], connection) for name, prepare in self.row.prepare]
+        row = shape(alias, self.names)
+        self.params = [prepare(self.given[name], connection) for name, prepare in row.prepare]
         self.varying = [
             (i, name, prepare)
-            for i, (name, prepare) in enumerate(self.row.prepare)
+            for i, (name, prepare) in enumerate(row.prepare)
             if name in self._VARYING
         ]
         self._pieces: dict[bool, list[str] | None] = {}
@@ -227,31 +243,18 @@ class PlainInsert:
         self, args: list[Any], kwargs: dict[str, Any], connection: BaseDatabaseWrapper
     ) -> Job:
         given = {**self.given, "args": args, "kwargs": kwargs}
-        announce = notify.supported_on(connection)
         kept = _kept_cursor(connection)
         quote = None if kept is None else kept[1]
-        pieces = None if quote is None else self.pieces(announce)
-        sql: str
-        params: list[Any] | None
-        if quote is not None and pieces is not None:
-            parts = [pieces[0]]
-            for (_, name, prepare), piece in zip(self.varying, pieces[1:], strict=True):
-                parts += (quote(prepare(given[name], connection)), piece)
-            sql, params = "".join(parts), None
-        else:
-            sql = _one_sql(self.alias, self.names, announce)
+        pieces = None if quote is None else self.pieces(notify.supported_on(connection))
+        if quote is None or pieces is None:
             params = list(self.params)
             for at, name, prepare in self.varying:
                 params[at] = prepare(given[name], connection)
-            if announce:
-                params += [notify.CHANNEL, given["queue"]]
-            if quote is not None:
-                sql, params = sql % tuple(map(quote, params)), None
-        returned = _run(connection, kept, sql, params)
-        (job,) = job_rows.instances(
-            self.alias, [self.row.values(given, returned[: len(self.row.returned)])]
-        )
-        return job
+            return _send(connection, self.alias, self.names, given, params, kept)
+        parts = [pieces[0]]
+        for (_, name, prepare), piece in zip(self.varying, pieces[1:], strict=True):
+            parts += (quote(prepare(given[name], connection)), piece)
+        return _job(self.alias, self.names, given, _run(connection, kept, "".join(parts)))
 
     def pieces(self, announce: bool) -> list[str] | None:
         """The statement's text around its two arguments, every other value quoted; None
@@ -280,7 +283,7 @@ def _run(
     connection: BaseDatabaseWrapper,
     kept: tuple[Any, Quote | None] | None,
     sql: str,
-    params: list[Any] | None,
+    params: list[Any] | None = None,
 ) -> Any:
     """Execute the INSERT on the kept cursor (or Django's own) and return its one row."""
     if kept is None:
