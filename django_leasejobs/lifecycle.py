@@ -30,7 +30,16 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.db.models.expressions import DatabaseDefault, ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
 
-from . import gc_pause, job_rows, notify, pg_insert, registry, signals, validation
+from . import (
+    client_encoding,
+    gc_pause,
+    job_rows,
+    notify,
+    pg_insert,
+    registry,
+    signals,
+    validation,
+)
 from .backoff import Backoff
 from .conf import PREFIX as conf_settings_prefix
 from .conf import settings as conf_settings
@@ -203,10 +212,9 @@ def _build(name: str, args: Sequence[Any], kwargs: dict[str, Any], **options: An
 def _enqueue_values(values: dict[str, Any], using: str) -> Job:
     """Persist one validated row: on PostgreSQL without a dedupe key, straight from the values
     (no model instance to build first, see ``pg_insert``); otherwise through ``_insert``."""
-    connection = connections[using]
-    if values["dedupe_key"] is not None or connection.vendor != "postgresql":
+    if values["dedupe_key"] is not None or connections[using].vendor != "postgresql":
         return _insert(Job(**values), using)
-    return _enqueued(pg_insert.insert_one(values, using, connection), using)
+    return _enqueued(pg_insert.insert_one(values, using), using)
 
 
 def _enqueued(job: Job, using: str) -> Job:
@@ -222,6 +230,11 @@ def _insert(job: Job, using: str) -> Job:
     to insert, one wins, the other gets IntegrityError inside a savepoint (so the caller's
     transaction survives) and returns the winner's row.
     """
+    connection = connections[using]
+    connection.ensure_connection()
+    client_encoding.check_sendable(
+        ((f.name, getattr(job, f.attname)) for f in Job._meta.concrete_fields), connection
+    )
     if job.dedupe_key is None:
         _save(job, using)
         return _enqueued(job, using)
@@ -318,11 +331,10 @@ def enqueue(
 
 class _PlainRow(NamedTuple):
     """A registered job's validated row for an enqueue without options (all but its
-    arguments), the payload cap, and its PostgreSQL statement per database alias."""
+    arguments), and the payload cap."""
 
     values: dict[str, Any]
     max_bytes: int
-    inserts: dict[str, pg_insert.PlainInsert]
 
 
 _plain_rows: dict[tuple[Any, ...], _PlainRow] = {}
@@ -343,21 +355,14 @@ def _plain_row(name: str) -> _PlainRow:
     found = _plain_rows.get(key)
     if found is None:
         defaults = _Defaults.resolve(name)
-        found = _PlainRow(_values(name, (), {}, defaults=defaults), defaults.max_payload_bytes, {})
+        found = _PlainRow(_values(name, (), {}, defaults=defaults), defaults.max_payload_bytes)
         _plain_rows[key] = found
     return found
 
 
 def _enqueue_plain(plain: _PlainRow, args: Sequence[Any], kwargs: dict[str, Any]) -> Job:
     args_list, kwargs_dict = validation.check_payload(args, kwargs, max_bytes=plain.max_bytes)
-    using = _alias()
-    connection = connections[using]
-    if connection.vendor != "postgresql":
-        return _insert(Job(**{**plain.values, "args": args_list, "kwargs": kwargs_dict}), using)
-    insert = plain.inserts.get(using)
-    if insert is None:
-        insert = plain.inserts[using] = pg_insert.PlainInsert(plain.values, using)
-    return _enqueued(insert(args_list, kwargs_dict, connection), using)
+    return _enqueue_values({**plain.values, "args": args_list, "kwargs": kwargs_dict}, _alias())
 
 
 def _forget_plain_rows(*, setting: str, **kwargs: Any) -> None:
@@ -1246,6 +1251,8 @@ def replay(
     from the dead letter, and a second replay returns that same job.
     """
     alias = _alias()
+    connections[alias].ensure_connection()
+    client_encoding.require_utf8(connections[alias], "replay")
     for _ in range(3):
         try:
             with transaction.atomic(using=alias):
