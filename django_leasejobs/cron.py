@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import re
 import zoneinfo
 from collections.abc import Iterator
 
@@ -31,6 +32,11 @@ UTC = dt.timezone.utc
 
 ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 """The ``@`` shorthands croniter understands that name a time (``@reboot`` does not)."""
+
+FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
+
+_RANDOM_OR_HASHED = re.compile(r"^[HR](\(\d+-\d+\))?(/\d+)?$", re.ASCII | re.IGNORECASE)
+"""croniter's ``R`` (random) and ``H`` (hashed) fields, in the forms it reads them in."""
 
 # A cron expression that matches nothing (Feb 30) makes croniter search for years; a valid one
 # matches within 28 years (Feb 29 on a given weekday). Checked once, at compile time.
@@ -111,6 +117,8 @@ def check_expression(expression: object) -> str:
             f"{len(text.split())} fields; a cron expression has exactly five: "
             "minute hour day-of-month month day-of-week (no seconds field)"
         )
+    else:
+        _refuse_random_fields(text.split())
     try:
         probe = croniter(text, _PROBE_FROM)
     except CroniterError as exc:
@@ -122,6 +130,20 @@ def check_expression(expression: object) -> str:
     except CroniterBadDateError:
         raise CronError("it never matches a date (like 30 February)") from None
     return text
+
+
+def _refuse_random_fields(fields: list[str]) -> None:
+    """Refuse croniter's ``R`` and ``H``: it picks ``R`` afresh each time it reads the
+    expression (and ``H`` from a seed it is not given here), so no two schedulers, nor two
+    ticks of one, would agree on the occurrences, and a schedule could fire twice an hour."""
+    for name, field in zip(FIELDS, fields, strict=True):
+        if _RANDOM_OR_HASHED.match(field):
+            kind = "random value (R)" if field[0] in "Rr" else "hashed value (H)"
+            raise CronError(
+                f"the {name} field {field!r} is a {kind}: Hashed (H) and random (R) fields are "
+                "refused, because every scheduler and every tick would pick a different value; "
+                "write the value you want (for example 17)"
+            )
 
 
 def check_timezone(name: object) -> zoneinfo.ZoneInfo:

@@ -168,6 +168,7 @@ class TestRangeAndValidation:
             ("0 0 30 2 *", "never matches a date"),
             ("@reboot", "unknown shorthand"),
             ("H * * * *", "Hashed"),
+            ("R * * * *", "random"),
             ("bogus text here now x", "not acceptable|cannot parse"),
             (None, "is a string"),
         ],
@@ -175,6 +176,41 @@ class TestRangeAndValidation:
     def test_invalid_cron_expressions_say_why(self, expression: object, message: str) -> None:
         with pytest.raises(CronError, match=message):
             check_expression(expression)
+
+    @pytest.mark.parametrize(
+        ("expression", "field"),
+        [
+            ("R * * * *", "minute field 'R'"),
+            ("r * * * *", "minute field 'r'"),
+            ("0 R * * *", "hour field 'R'"),
+            ("R(0-29) * * * *", "minute field 'R(0-29)'"),
+            ("R/15 * * * *", "minute field 'R/15'"),
+            ("0 0 R * *", "day-of-month field 'R'"),
+            ("0 0 * R *", "month field 'R'"),
+            ("0 0 * * r", "day-of-week field 'r'"),
+            ("H * * * *", "minute field 'H'"),
+            ("0 H(0-5) * * *", "hour field 'H(0-5)'"),
+            ("H/15 * * * *", "minute field 'H/15'"),
+            ("0 0 * * h", "day-of-week field 'h'"),
+        ],
+    )
+    def test_random_and_hashed_fields_are_refused_naming_the_field(
+        self, expression: str, field: str
+    ) -> None:
+        # croniter picks R afresh each time it reads the expression (and H from a seed that it
+        # is not given): no two schedulers, nor two ticks, would agree on the occurrences.
+        with pytest.raises(CronError) as caught:
+            check_expression(expression)
+        assert str(caught.value).startswith(f"the {field} is a ")
+        assert "write the value you want" in str(caught.value)
+        with pytest.raises(CronError):
+            Cron(expression, "UTC")
+
+    @pytest.mark.parametrize(
+        "expression", ["0 3 * * thu", "0 3 * mar fri", "0 3 * MAR-APR THU#2", "0 0 ? * *"]
+    )
+    def test_names_with_h_or_r_in_them_are_still_accepted(self, expression: str) -> None:
+        assert check_expression(expression) == expression
 
     @pytest.mark.parametrize("expression", ["@hourly", "@DAILY", " 0  3 * * 1-5 ", "0 0 L * *"])
     def test_valid_cron_expressions(self, expression: str) -> None:

@@ -64,6 +64,8 @@ BAD_SPECS = [
     ({"cron": "@daily"}, "missing required 'job'"),
     ({"job": NOOP, "cron": "@daily", "crontab": "x"}, "unknown keys crontab"),
     ("0 3 * * *", "the entry must be a dict with at least 'job' and 'cron', not str"),
+    ({"job": NOOP, "cron": "R * * * *"}, "the minute field 'R' is a random value (R)"),
+    ({"job": NOOP, "cron": "0 H * * *"}, "the hour field 'H' is a hashed value (H)"),
 ]
 
 
@@ -124,6 +126,14 @@ class TestModelClean:
         with pytest.raises(ValidationError) as caught:
             schedule.full_clean()
         assert set(caught.value.message_dict) == {"misfire", "jitter"}
+
+    @pytest.mark.parametrize("cron", ["R * * * *", "0 r * * *", "H/10 * * * *"])
+    def test_clean_refuses_random_and_hashed_fields(self, cron: str) -> None:
+        schedule = Schedule(name="s", cron=cron, job=NOOP)
+        with pytest.raises(ValidationError) as caught:
+            schedule.full_clean()
+        assert set(caught.value.message_dict) == {"cron"}
+        assert "write the value you want" in caught.value.message_dict["cron"][0]
 
     def test_a_valid_schedule_is_clean(self) -> None:
         Schedule(name="s", cron="*/5 * * * *", timezone="Asia/Tokyo", job=NOOP).full_clean()
@@ -230,6 +240,13 @@ class TestCommand:
             command({"nightly": spec})
         assert message in str(caught.value)
         assert "Schedule 'nightly': " in str(caught.value)
+        assert not Schedule.objects.exists()
+
+    @pytest.mark.parametrize("cron", ["R * * * *", "0 H * * *"])
+    def test_random_and_hashed_fields_fail_and_nothing_is_synced(self, cron: str) -> None:
+        with pytest.raises(CommandError, match="nothing was synced") as caught:
+            command({"nightly": NIGHTLY, "spiky": {"job": NOOP, "cron": cron}})
+        assert f"Schedule 'spiky': invalid cron expression '{cron}': the " in str(caught.value)
         assert not Schedule.objects.exists()
 
     def test_a_setting_that_is_not_a_dict_fails_with_the_message(self) -> None:
