@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 from .. import lifecycle
 from ..errors import InvalidTransitionError, JobValidationError
 from ..models import DeadLetter
-from . import display
+from . import display, json_input
 from .base import PayloadDisplay, ReadOnlyAdmin
 from .filters import JobNameFilter
 
@@ -35,11 +35,7 @@ class ReplayForm(forms.Form):
     )
 
     def _json(self, field: str, kind: type, what: str) -> Any:
-        text = self.cleaned_data[field]
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc}.") from None
+        value = json_input.load(self.cleaned_data[field])
         if not isinstance(value, kind):
             raise forms.ValidationError(f"{field} must be a JSON {what}.")
         return value

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
@@ -15,7 +16,7 @@ from django.utils.safestring import SafeString
 
 from .. import schedules
 from ..models import Schedule
-from . import occurrences
+from . import json_input, occurrences
 
 
 @admin.register(Schedule)
@@ -34,6 +35,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         "last_occurrence_at",
         "occurrences_link",
     )
+    formfield_overrides = {models.JSONField: {"form_class": json_input.JSONInputField}}
     list_filter = ("enabled", "from_settings")
     search_fields = ("name", "job")
     actions = ("enable_schedules", "disable_schedules")

@@ -6,6 +6,8 @@ import json
 
 import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+from django.contrib.auth.models import Permission, User
+from django.test import Client
 
 from django_leasejobs.models import DeadLetter, Job, Status
 
@@ -139,6 +141,10 @@ class TestReplayEdited:
             ('["\\u0000"]', "{}", "NUL character"),
             ('["' + "x" * 300_000 + '"]', "{}", "LEASEJOBS_MAX_PAYLOAD_BYTES"),
             ("", "{}", "This field is required."),
+            ("[" + "1" * 5000 + "]", "{}", "an integer too long to read"),
+            ("[]", '{"n": -' + "9" * 5000 + "}", "an integer too long to read"),
+            ("[" * 100_000 + "]" * 100_000, "{}", "nests deeper than 31 levels"),
+            ("[]", '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "nests deeper than 31 levels"),
         ],
     )
     def test_invalid_arguments_show_an_error_and_write_nothing(
@@ -166,3 +172,29 @@ class TestReplayEdited:
         assert any("already replayed" in t for t in messages(response))
         assert Job.objects.count() == 2
         assert not Job.objects.filter(args=[5, 5]).exists()
+
+    def test_bad_input_from_staff_with_the_permission_and_a_csrf_token(self, dead_letter) -> None:
+        user = User.objects.create_user("replayer", is_staff=True)
+        user.user_permissions.set(
+            Permission.objects.filter(
+                codename__in=["view_deadletter", "view_job", "replay_deadletter"]
+            )
+        )
+        client = Client(enforce_csrf_checks=True)
+        client.force_login(user)
+        letter = dead_letter()
+        client.get(url("deadletter_replay", letter.pk))  # sets the CSRF cookie
+        token = client.cookies["csrftoken"].value
+        for args in ("[" + "1" * 5000 + "]", "[" * 100_000 + "]" * 100_000):
+            response = client.post(
+                url("deadletter_replay", letter.pk),
+                {"args": args, "kwargs": "{}", "csrfmiddlewaretoken": token},
+            )
+            assert response.status_code == 200
+            assert "errornote" in response.content.decode() or "errorlist" in (
+                response.content.decode()
+            )
+        letter.refresh_from_db()
+        assert letter.replayed_job_id is None
+        assert Job.objects.count() == 1
+        assert not LogEntry.objects.exists()

@@ -6,6 +6,9 @@ import datetime as dt
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission, User
+from django.http import HttpResponse
+from django.test import Client
 
 from django_leasejobs import lifecycle
 from django_leasejobs.models import Schedule, ScheduleSkip, Status
@@ -228,3 +231,55 @@ class TestScheduleAdmin:
         form = admin_client.get(url("schedule_change", hourly.pk)).context["adminform"].form
         assert "cron" in form.fields
         assert "last_occurrence_at" not in form.fields
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+LONG_INT = "1" * 5000
+
+
+class TestBadInputInTheForm:
+    """What the settings sync refuses, the add form refuses too: a form error, never a 500."""
+
+    @pytest.fixture
+    def scheduler(self, db) -> Client:
+        """Staff with the add permission, through a client that enforces CSRF."""
+        user = User.objects.create_user("scheduler", is_staff=True)
+        user.user_permissions.set(
+            Permission.objects.filter(
+                content_type__app_label="django_leasejobs",
+                codename__in=["view_schedule", "add_schedule", "change_schedule"],
+            )
+        )
+        client = Client(enforce_csrf_checks=True)
+        client.force_login(user)
+        return client
+
+    def post(self, client: Client, **changes: str) -> HttpResponse:
+        client.get(url("schedule_add"))  # sets the CSRF cookie
+        token = client.cookies["csrftoken"].value
+        data = {**TestScheduleAdmin.form(self, **changes), "csrfmiddlewaretoken": token}
+        return client.post(url("schedule_add"), data)
+
+    def test_a_valid_schedule_is_saved_by_staff_with_the_permission(self, scheduler) -> None:
+        assert self.post(scheduler).status_code == 302
+        assert Schedule.objects.get().cron == "0 3 * * *"
+
+    @pytest.mark.parametrize(
+        ("changes", "error"),
+        [
+            ({"cron": "R * * * *"}, "the minute field &#x27;R&#x27; is a random value (R)"),
+            ({"cron": "0 H * * *"}, "the hour field &#x27;H&#x27; is a hashed value (H)"),
+            ({"args": f"[{LONG_INT}]"}, "an integer too long to read"),
+            ({"kwargs": f'{{"n": -{LONG_INT}}}'}, "an integer too long to read"),
+            ({"args": DEEP}, "nests deeper than 31 levels"),
+            ({"kwargs": '{"a": ' + DEEP + "}"}, "nests deeper than 31 levels"),
+        ],
+    )
+    def test_bad_input_is_a_form_error_and_nothing_is_written(
+        self, scheduler, changes, error
+    ) -> None:
+        response = self.post(scheduler, **changes)
+        assert response.status_code == 200
+        assert error in response.content.decode()
+        assert not Schedule.objects.exists()
+        assert not LogEntry.objects.exists()
