@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, router, transaction
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
@@ -38,6 +39,7 @@ from . import (
     pg_insert,
     registry,
     signals,
+    task_results,
     validation,
 )
 from .backoff import Backoff
@@ -45,7 +47,12 @@ from .conf import PREFIX as conf_settings_prefix
 from .conf import settings as conf_settings
 from .dbtime import DbNow
 from .deadlocks import retry_deadlocks
-from .errors import InvalidTransitionError, JobValidationError, StaleAttemptError
+from .errors import (
+    InvalidTransitionError,
+    JobValidationError,
+    StaleAttemptError,
+    TaskRefusedError,
+)
 from .models import CLAIMABLE, DeadLetter, Effect, Job, Schedule, ScheduleSkip, Status
 
 logger = logging.getLogger("django_leasejobs")
@@ -1239,6 +1246,22 @@ class _ReplayRace(Exception):
     pass
 
 
+def _check_replayable(name: str, task_backend: str) -> None:
+    """A replay is an enqueue: refuse, before anything is written, a name that would not run.
+
+    A registered job's name is checked by ``_Defaults.resolve``; a ``django.tasks`` row's path
+    is resolved here, once, as a worker would, since an enqueue through the backend never
+    stored a path that was not a ``Task`` but the code may have changed since.
+    """
+    if not task_backend:
+        registry.get(name)
+        return
+    try:
+        task_results.resolve(name)
+    except (TaskRefusedError, ImproperlyConfigured) as exc:
+        raise JobValidationError(f"The task cannot be replayed: {exc}") from None
+
+
 def replay(
     dead_letter_id: int,
     *,
@@ -1265,6 +1288,7 @@ def replay(
                 if dead_letter.replayed_job_id is not None:
                     return Job.objects.using(alias).get(pk=dead_letter.replayed_job_id)
                 original = dead_letter.job
+                _check_replayable(dead_letter.name, original.task_backend)
                 built = _build(
                     dead_letter.name,
                     dead_letter.args if args is None else args,

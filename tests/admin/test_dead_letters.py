@@ -9,11 +9,30 @@ from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
+from django_leasejobs import lifecycle
+from django_leasejobs.errors import JobValidationError
+from django_leasejobs.lifecycle import Failure
 from django_leasejobs.models import DeadLetter, Job, Status
 
 from .conftest import SCRIPT, url
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def task_dead_letter(make_due):
+    """A dead letter of the ``testapp.tasks.add`` task, enqueued through the tasks backend."""
+    from testapp import tasks
+
+    def make() -> DeadLetter:
+        result = tasks.add.using(max_attempts=1).enqueue(2, 3)
+        job = Job.objects.get(pk=int(result.id))
+        make_due(job)
+        (running,) = lifecycle.claim("admin-test-worker", batch=1)
+        lifecycle.fail(job.pk, running.attempt, Failure("boom", "Traceback: boom"))
+        return DeadLetter.objects.get(job=job)
+
+    return make
 
 
 def messages(response) -> list[str]:
@@ -198,3 +217,60 @@ class TestReplayEdited:
         assert letter.replayed_job_id is None
         assert Job.objects.count() == 1
         assert not LogEntry.objects.exists()
+
+
+class TestReplayChecksTheName:
+    """A replay is an enqueue: a name that no longer runs is refused and nothing is written."""
+
+    def test_edited_replay_of_an_unregistered_job_is_a_form_error(
+        self, operator, dead_letter
+    ) -> None:
+        letter = dead_letter()
+        DeadLetter.objects.filter(pk=letter.pk).update(name="gone.module.job")
+        response = operator.post(
+            url("deadletter_replay", letter.pk), {"args": "[1, 2]", "kwargs": "{}"}
+        )
+        assert response.status_code == 200
+        assert "No job is registered as &#x27;gone.module.job&#x27;" in response.content.decode()
+        assert DeadLetter.objects.get(pk=letter.pk).replayed_job_id is None
+        assert Job.objects.count() == 1
+        assert not LogEntry.objects.exists()
+
+    @pytest.mark.parametrize(
+        ("path", "message"),
+        [
+            ("testapp.jobs.add", "is a JobFunction, not a django.tasks Task"),
+            ("os.path.join", "is a function, not a django.tasks Task"),
+            ("gone.module.task", "cannot be imported"),
+        ],
+    )
+    def test_a_task_path_that_is_not_a_task_is_refused(
+        self, operator, task_dead_letter, path, message
+    ) -> None:
+        letter = task_dead_letter()
+        DeadLetter.objects.filter(pk=letter.pk).update(name=path)
+        with pytest.raises(JobValidationError, match=message):
+            lifecycle.replay(letter.pk)
+        with pytest.raises(JobValidationError, match=message):
+            lifecycle.replay(letter.pk, args=[1, 2], kwargs={})
+        response = operator.post(url("deadletter_replay", letter.pk), {"as_is": "1"}, follow=True)
+        assert any(
+            f"Dead letter #{letter.pk} was not replayed: " in t and message in t
+            for t in messages(response)
+        )
+        response = operator.post(
+            url("deadletter_replay", letter.pk), {"args": "[1, 2]", "kwargs": "{}"}
+        )
+        assert response.status_code == 200
+        assert message in response.content.decode()
+        assert DeadLetter.objects.get(pk=letter.pk).replayed_job_id is None
+        assert Job.objects.count() == 1
+        assert not LogEntry.objects.exists()
+
+    def test_a_task_dead_letter_is_replayed_as_a_task(self, operator, task_dead_letter) -> None:
+        letter = task_dead_letter()
+        response = operator.post(url("deadletter_replay", letter.pk), {"as_is": "1"})
+        assert response.status_code == 302
+        letter.refresh_from_db()
+        new = letter.replayed_job
+        assert (new.name, new.task_backend, new.args) == (letter.name, "default", [2, 3])
