@@ -32,20 +32,42 @@ that depended on the caller's stack would accept a value at enqueue that a worke
 its own stack, then fails to decode after its claim has committed."""
 
 
-def check_json(value: Any, path: str = "args") -> None:
+def check_json(value: Any, path: str = "args", *, exact_floats: bool = False) -> None:
     """Refuse anything that would not come back from the database exactly as given.
 
     ``json.dumps`` alone is not enough: it turns NaN into a token PostgreSQL rejects, int dict
     keys into strings, and lets NUL characters through (jsonb refuses ``\\u0000``). A value
     nested deeper than ``MAX_JSON_DEPTH``, or that contains itself, is refused as well (it
     would otherwise fail later: MariaDB's JSON check, or RecursionError in a worker).
+    With ``exact_floats`` (job arguments, see ``check_payload``), so are the floats jsonb gives
+    back changed (``_float_changes``); a handler's result keeps them, as failing a job whose
+    work is done, for the type its number comes back as, would be worse.
     """
     if _plain_size(value, 0) >= 0:
         return
     try:
-        _check_json(value, path, 0)
+        _check_json(value, path, 0, exact_floats)
     except RecursionError:  # a caller already deep in its own stack
         raise JobValidationError(_too_deep(path)) from None
+
+
+EXACT_FLOAT_LIMIT = 1e16
+"""Floats of this magnitude and more are written in exponent form (``1e+16``); PostgreSQL's
+jsonb keeps numbers as ``numeric`` and prints them without an exponent, so they come back as
+integers. Refused in job arguments on every database, so that a job reads the same arguments
+wherever it runs."""
+
+
+def _float_changes(value: float) -> str | None:
+    """Why jsonb would give ``value`` back changed, or None when it comes back as sent."""
+    if -EXACT_FLOAT_LIMIT < value < EXACT_FLOAT_LIMIT:
+        if value == 0 and math.copysign(1.0, value) < 0:
+            return "PostgreSQL's jsonb gives it back as 0.0 (numeric has no negative zero)"
+        return None
+    return (
+        "a float of 1e16 or more in magnitude, which PostgreSQL's jsonb gives back as an "
+        "integer; pass an int (or the number as a string)"
+    )
 
 
 def _too_deep(path: str) -> str:
@@ -96,7 +118,12 @@ def _plain_size(value: Any, depth: int) -> int:
     if value is None or kind is bool:
         return 5
     if kind is float:
-        return 24 if math.isfinite(value) else -1  # repr: "-2.2250738585072014e-308"
+        # Finite, and as jsonb gives it back: not -0.0 nor 1e16 and more (_float_changes).
+        if -EXACT_FLOAT_LIMIT < value < EXACT_FLOAT_LIMIT and (
+            value or math.copysign(1, value) > 0
+        ):
+            return 24  # repr: "-2.2250738585072014e-308"
+        return -1
     if kind is list or kind is tuple:
         if depth >= MAX_JSON_DEPTH:
             return -1
@@ -122,7 +149,7 @@ def _plain_size(value: Any, depth: int) -> int:
     return -1
 
 
-def _check_json(value: Any, path: str, depth: int) -> None:
+def _check_json(value: Any, path: str, depth: int, exact_floats: bool = True) -> None:
     if value is None or isinstance(value, bool):
         return
     if isinstance(value, int):
@@ -135,6 +162,12 @@ def _check_json(value: Any, path: str, depth: int) -> None:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise JobValidationError(f"{path} contains {value!r}; JSON has no NaN or Infinity.")
+        change = _float_changes(value) if exact_floats else None
+        if change is not None:
+            raise JobValidationError(
+                f"{path} contains {value!r}: {change}. Refused on every database, so that job "
+                "arguments come back exactly as given."
+            )
         return
     if isinstance(value, str):
         _check_text(value, f"{path} contains")
@@ -143,7 +176,7 @@ def _check_json(value: Any, path: str, depth: int) -> None:
         raise JobValidationError(_too_deep(path.partition("[")[0]))
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            _check_json(item, f"{path}[{index}]", depth + 1)
+            _check_json(item, f"{path}[{index}]", depth + 1, exact_floats)
         return
     if isinstance(value, dict):
         for key, item in value.items():
@@ -152,7 +185,7 @@ def _check_json(value: Any, path: str, depth: int) -> None:
                     f"{path} has the key {key!r}; JSON object keys must be strings."
                 )
             _check_text(key, f"{path} has a key with")
-            _check_json(item, f"{path}[{key!r}]", depth + 1)
+            _check_json(item, f"{path}[{key!r}]", depth + 1, exact_floats)
         return
     raise JobValidationError(
         f"{path} is a {type(value).__name__}, which is not JSON; job arguments are JSON only "
@@ -178,8 +211,8 @@ def check_payload(
     args_size, kwargs_size = _plain_size(args_list, 0), _plain_size(kwargs_dict, 0)
     if args_size >= 0 and kwargs_size >= 0 and args_size + kwargs_size + 3 <= cap:
         return args_list, kwargs_dict  # valid, and its JSON cannot be over the cap
-    check_json(args_list, "args")
-    check_json(kwargs_dict, "kwargs")
+    check_json(args_list, "args", exact_floats=True)
+    check_json(kwargs_dict, "kwargs", exact_floats=True)
     # ASCII-only (ensure_ascii): as many bytes as characters.
     size = len(COMPACT_JSON.encode([args_list, kwargs_dict]))
     if size > cap:
@@ -228,6 +261,7 @@ def check_dedupe_key(key: Any) -> str | None:
             f"dedupe_key must be a non-empty string of at most {MAX_DEDUPE_KEY} characters "
             f"without NUL, not {key!r}."
         )
+    _check_text(key, "dedupe_key contains")  # a lone surrogate: no driver can encode it
     return key
 
 

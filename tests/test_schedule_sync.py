@@ -66,6 +66,8 @@ BAD_SPECS = [
     ("0 3 * * *", "the entry must be a dict with at least 'job' and 'cron', not str"),
     ({"job": NOOP, "cron": "R * * * *"}, "the minute field 'R' is a random value (R)"),
     ({"job": NOOP, "cron": "0 H * * *"}, "the hour field 'H' is a hashed value (H)"),
+    ({"job": NOOP, "cron": "@daily", "args": [1, 1e16]}, "args[1] contains 1e+16: a float"),
+    ({"job": NOOP, "cron": "@daily", "kwargs": {"x": -0.0}}, "kwargs['x'] contains -0.0: "),
 ]
 
 
@@ -134,6 +136,13 @@ class TestModelClean:
             schedule.full_clean()
         assert set(caught.value.message_dict) == {"cron"}
         assert "write the value you want" in caught.value.message_dict["cron"][0]
+
+    def test_clean_refuses_floats_that_would_come_back_changed(self) -> None:
+        schedule = Schedule(name="s", cron="@daily", job=NOOP, args=[1e16], kwargs={"x": -0.0})
+        with pytest.raises(ValidationError) as caught:
+            schedule.full_clean()
+        assert set(caught.value.message_dict) == {"args"}
+        assert "args[0] contains 1e+16" in caught.value.message_dict["args"][0]
 
     def test_a_valid_schedule_is_clean(self) -> None:
         Schedule(name="s", cron="*/5 * * * *", timezone="Asia/Tokyo", job=NOOP).full_clean()
@@ -247,6 +256,13 @@ class TestCommand:
         with pytest.raises(CommandError, match="nothing was synced") as caught:
             command({"nightly": NIGHTLY, "spiky": {"job": NOOP, "cron": cron}})
         assert f"Schedule 'spiky': invalid cron expression '{cron}': the " in str(caught.value)
+        assert not Schedule.objects.exists()
+
+    @pytest.mark.parametrize("args", [[-0.0], [2.5e16]])
+    def test_floats_that_would_come_back_changed_fail_and_nothing_is_synced(self, args) -> None:
+        with pytest.raises(CommandError, match="nothing was synced") as caught:
+            command({"nightly": {**NIGHTLY, "args": args}})
+        assert f"Schedule 'nightly': args[0] contains {args[0]!r}: " in str(caught.value)
         assert not Schedule.objects.exists()
 
     def test_a_setting_that_is_not_a_dict_fails_with_the_message(self) -> None:

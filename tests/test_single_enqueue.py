@@ -203,13 +203,14 @@ def test_enqueue_from_async_code_is_refused() -> None:
     assert Job.objects.count() == 0
 
 
-# What JSON and every database can hold: no NUL, no lone surrogate.
+# What JSON and every database can hold: no NUL, no lone surrogate, no float that jsonb gives
+# back changed (-0.0, 1e16 and more: refused at enqueue).
 TEXT = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=5)
 ARGUMENTS = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(-(2**70), 2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.floats(-1e16, 1e16, exclude_min=True, exclude_max=True).filter(lambda f: repr(f) != "-0.0")
     | TEXT,
     lambda children: st.lists(children, max_size=3) | st.dictionaries(TEXT, children, max_size=3),
     max_leaves=10,

@@ -3,15 +3,19 @@ exact check (every value judged, the JSON encoded and measured) does."""
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from testapp import jobs
 
 from django_leasejobs import validation
 from django_leasejobs.errors import JobValidationError
+from django_leasejobs.models import Job
 
 # Valid JSON and, now and then, what the checks refuse: NaN and infinities, NUL characters,
 # lone surrogates, integers too long to write, keys that are not strings, values that are not
@@ -112,3 +116,90 @@ def test_max_attempts_fits_the_column_everywhere(value: Any) -> None:
     with pytest.raises(JobValidationError, match="from 1 to 2147483647"):
         validation.check_max_attempts(value)
     assert validation.check_max_attempts(2**31 - 1) == 2**31 - 1
+
+
+# --------------------------------------------------------------------------- through enqueue
+
+SURROGATE_KEYS = ["b\udcffad", "\ud800", "k" * 199 + "\udfff"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("key", SURROGATE_KEYS)
+def test_a_lone_surrogate_in_a_dedupe_key_is_refused_and_nothing_is_written(key: str) -> None:
+    # Not valid UTF-8: every driver failed to encode it (UnicodeEncodeError) when writing.
+    message = r"dedupe_key .*a lone surrogate"
+    with pytest.raises(JobValidationError, match=message):
+        jobs.noop.enqueue(dedupe_key=key)
+    with pytest.raises(JobValidationError, match=message):
+        jobs.noop.enqueue_many([((), {}), {"dedupe_key": "fine"}, {"dedupe_key": key}])
+    with pytest.raises(JobValidationError, match=message):
+        validation.check_dedupe_key(key)
+    assert not Job.objects.exists()
+
+
+REFUSED_FLOATS = [-0.0, 1e16, -1e16, 1.5e16, 12345678901234567890.0, 1e308, -1.7976931348623157e308]
+"""What PostgreSQL's jsonb does not give back as sent: -0.0 as 0.0, 1e16 and up as integers."""
+
+KEPT_FLOATS = [
+    0.0,
+    0.1,
+    -1.5,
+    2.0,
+    1e15,
+    9999999999999998.0,
+    -1e-7,
+    5e-324,
+    2.2250738585072014e-308,
+]
+
+
+def _exactly(value: Any) -> str:
+    """The value with its types (``1e16 == 10**16`` and ``-0.0 == 0.0`` in Python, not in
+    JSON text); keys sorted, as jsonb keeps its own order and dicts compare without one."""
+    return json.dumps(value, sort_keys=True)
+
+
+@pytest.mark.parametrize("value", REFUSED_FLOATS)
+def test_floats_that_would_not_come_back_as_sent_are_refused(value: float) -> None:
+    for args, kwargs in (([value], {}), ([], {"x": {"y": [1, value]}}), ([(value, 1)], {})):
+        assert validation._plain_size([args, kwargs], 0) == -1
+        with pytest.raises(JobValidationError, match=re.escape(repr(value))):
+            validation.check_payload(args, kwargs)
+
+
+def test_a_result_keeps_any_finite_float() -> None:
+    # A handler's return value is not refused for its type coming back changed: the job's
+    # work is done, and failing it for that would run it again or dead-letter it.
+    for value in REFUSED_FLOATS:
+        validation.check_json([value], "result")
+    with pytest.raises(JobValidationError, match="NaN or Infinity"):
+        validation.check_json([math.inf], "result")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("value", REFUSED_FLOATS)
+def test_such_floats_are_refused_at_enqueue_and_nothing_is_written(value: float) -> None:
+    with pytest.raises(JobValidationError, match=re.escape(f"args[1] contains {value!r}")):
+        jobs.noop.enqueue(1, value)
+    with pytest.raises(JobValidationError, match=re.escape(f"kwargs['x'] contains {value!r}")):
+        jobs.noop.enqueue(x=value, priority=1)
+    with pytest.raises(JobValidationError, match=re.escape(repr(value))):
+        jobs.noop.enqueue_many([((1,), {}), ((value,), {})])
+    with pytest.raises(JobValidationError, match=re.escape(repr(value))):
+        jobs.noop.enqueue_many([((1,), {}), {"kwargs": {"x": [value]}, "priority": 2}])
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_returned_job_equals_a_fresh_read_of_its_row() -> None:
+    kwargs = {"floats": KEPT_FLOATS, "big": 10**300, "nested": {"f": [-1e-300, 0.5]}}
+    jobs_made = [
+        jobs.noop.enqueue(*KEPT_FLOATS, **kwargs),
+        jobs.noop.enqueue(*KEPT_FLOATS, dedupe_key="floats", **kwargs),
+        *jobs.noop.enqueue_many([(KEPT_FLOATS, kwargs), {"args": KEPT_FLOATS, "priority": 3}]),
+    ]
+    for job in jobs_made:
+        fresh = Job.objects.get(pk=job.pk)
+        assert _exactly(fresh.args) == _exactly(KEPT_FLOATS)
+        assert _exactly(fresh.args) == _exactly(job.args)
+        assert _exactly(fresh.kwargs) == _exactly(job.kwargs)

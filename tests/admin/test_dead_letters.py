@@ -164,6 +164,12 @@ class TestReplayEdited:
             ("[]", '{"n": -' + "9" * 5000 + "}", "an integer too long to read"),
             ("[" * 100_000 + "]" * 100_000, "{}", "nests deeper than 31 levels"),
             ("[]", '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "nests deeper than 31 levels"),
+            ("[1e16, 1]", "{}", "args[0] contains 1e+16: a float of 1e16 or more"),
+            (
+                "[-0.0, 1]",
+                "{}",
+                "args[0] contains -0.0: PostgreSQL&#x27;s jsonb gives it back as 0.0",
+            ),
         ],
     )
     def test_invalid_arguments_show_an_error_and_write_nothing(

@@ -273,6 +273,8 @@ class TestBadInputInTheForm:
             ({"kwargs": f'{{"n": -{LONG_INT}}}'}, "an integer too long to read"),
             ({"args": DEEP}, "nests deeper than 31 levels"),
             ({"kwargs": '{"a": ' + DEEP + "}"}, "nests deeper than 31 levels"),
+            ({"args": "[1e16]"}, "args[0] contains 1e+16: a float of 1e16 or more"),
+            ({"kwargs": '{"x": -0.0}'}, "kwargs[&#x27;x&#x27;] contains -0.0: PostgreSQL"),
         ],
     )
     def test_bad_input_is_a_form_error_and_nothing_is_written(
