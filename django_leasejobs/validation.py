@@ -119,9 +119,8 @@ def _plain_size(value: Any, depth: int) -> int:
         return 5
     if kind is float:
         # Finite, and as jsonb gives it back: not -0.0 nor 1e16 and more (_float_changes).
-        if -EXACT_FLOAT_LIMIT < value < EXACT_FLOAT_LIMIT and (
-            value or math.copysign(1, value) > 0
-        ):
+        # Literal bounds (EXACT_FLOAT_LIMIT): a global's lookup per float costs a little.
+        if -1e16 < value < 1e16 and (value or math.copysign(1.0, value) > 0):
             return 24  # repr: "-2.2250738585072014e-308"
         return -1
     if kind is list or kind is tuple:
