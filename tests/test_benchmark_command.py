@@ -59,7 +59,7 @@ def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
     for key in (
         "single_per_s",
         "single_prepared_per_s",
-        "raw_single_unprepared_per_s",
+        "raw_single_prepared_per_s",
         "bulk_per_s",
         "bulk_args_per_s",
         "ceiling_p1_per_s",
@@ -78,5 +78,5 @@ def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
     assert {row["key"] for row in document["goals"]} >= {
         "bulk_per_s",
         "single_vs_raw",
-        "single_prepared_vs_raw",
+        "claim_one_queue_growth",
     }
