@@ -10,6 +10,7 @@ rather than failing later inside the worker.
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from typing import Any
 
@@ -22,6 +23,11 @@ MAX_ATTEMPTS_LIMIT = 2**31 - 1
 """The ``max_attempts`` column is a 32-bit integer on every database."""
 
 JITTER_MODES = ("full", "equal", "none")
+
+TOKEN_PATTERN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+"""RFC 6750's ``b64token``: what an ``Authorization: Bearer`` header can carry unquoted."""
+TOKEN_MIN_LENGTH = 32
+"""``secrets.token_urlsafe(32)`` gives 43 characters; a short token can be guessed."""
 
 DEFAULTS: dict[str, Any] = {
     "DEFAULT_QUEUE": "default",
@@ -41,6 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "HEALTH_MAX_DEAD_PER_HOUR": None,
     "HEALTH_MAX_EXPIRED_LEASES": None,
     "METRICS": False,
+    "MONITORING_TOKEN": None,
 }
 
 
@@ -179,6 +186,27 @@ class Settings:
         value = _get("METRICS")
         if not isinstance(value, bool):
             raise ImproperlyConfigured(f"{PREFIX}METRICS must be True or False, not {value!r}.")
+        return value
+
+    @cached_property
+    def MONITORING_TOKEN(self) -> str | None:
+        """The bearer token that shows the health view's numbers and the metrics to scrapers.
+
+        The message of a bad value never quotes it: it is a secret, and checks end up in logs.
+        """
+        value = _get("MONITORING_TOKEN")
+        if value is None:
+            return None
+        wanted = (
+            f"{PREFIX}MONITORING_TOKEN must be None or a string of at least {TOKEN_MIN_LENGTH} "
+            "characters from A-Z a-z 0-9 - . _ ~ + / (then = padding)"
+        )
+        if not isinstance(value, str):
+            raise ImproperlyConfigured(f"{wanted}, not a value of type {type(value).__name__}.")
+        if len(value) < TOKEN_MIN_LENGTH:
+            raise ImproperlyConfigured(f"{wanted}, not {len(value)} characters.")
+        if not TOKEN_PATTERN.fullmatch(value):
+            raise ImproperlyConfigured(f"{wanted}; it holds other characters.")
         return value
 
     def forget(self) -> None:

@@ -13,10 +13,12 @@ Two kinds of numbers, because they live in different places:
   *this process* made, from the signals in :mod:`django_leasejobs.signals`. Workers make most of
   them, so each worker exports its own (``serve(port)``), and Prometheus sums them.
 
-The counters are installed for good by :func:`install` (``LEASEJOBS_METRICS``, the metrics
-view), or only for as long as an :class:`Exporter` of :func:`serve` is open: a worker run inside
-a process that lives on must not leave receivers counting that process's later state changes
-into the next run's numbers.
+The counters are installed for good by :func:`install` (``LEASEJOBS_METRICS``), or only for as
+long as an :class:`Exporter` of :func:`serve` is open: a worker run inside a process that lives
+on must not leave receivers counting that process's later state changes into the next run's
+numbers. The metrics view installs nothing: :func:`render` builds a registry of this app's
+metrics alone for each scrape (:func:`app_registry`), never the process's default registry,
+which holds whatever else the process registered.
 """
 
 from __future__ import annotations
@@ -165,11 +167,51 @@ def install_if_enabled() -> None:
         return
 
 
-def render() -> tuple[bytes, str]:
-    """The default registry in the text exposition format, and its content type."""
+class CountersCollector:
+    """The state-change counters while this process counts, else their families, empty.
+
+    Empty families (no samples) keep the exposition's shape the same whether or not this
+    process counts: a dashboard sees the metric names and no values instead of nothing.
+    """
+
+    def describe(self) -> Iterator[Any]:
+        yield from self._empty()
+
+    def collect(self) -> Iterator[Any]:
+        with _lock:
+            counters = list(_counters.values())
+        if not counters:
+            yield from self._empty()
+        for counter in counters:
+            yield from counter.collect()
+
+    @staticmethod
+    def _empty() -> Iterator[Any]:
+        client()
+        from prometheus_client.core import CounterMetricFamily as counter_family
+
+        for event, _, documentation in COUNTERS:
+            yield counter_family(f"leasejobs_jobs_{event}", documentation, labels=["queue"])
+
+
+def app_registry() -> Any:
+    """A new registry holding this app's metrics only: the gauges and the counters.
+
+    Built per scrape and dropped after it, so serving the view changes nothing in the process
+    (no receiver connected, nothing added to the default registry) and exports nothing that
+    another library registered there.
+    """
     prometheus = client()
-    install()
-    return prometheus.generate_latest(prometheus.REGISTRY), prometheus.CONTENT_TYPE_LATEST
+    registry = prometheus.CollectorRegistry(auto_describe=True)
+    registry.register(StatsCollector())
+    registry.register(CountersCollector())
+    return registry
+
+
+def render() -> tuple[bytes, str]:
+    """This app's metrics (:func:`app_registry`) in the text format, and its content type."""
+    prometheus = client()
+    return prometheus.generate_latest(app_registry()), prometheus.CONTENT_TYPE_LATEST
 
 
 class Exporter:

@@ -1,6 +1,7 @@
 """URLs to include: ``path("jobs/", include("django_leasejobs.urls"))``.
 
-That gives ``jobs/health/`` (JSON health) and ``jobs/metrics/`` (Prometheus, optional extra).
+That gives ``jobs/health/`` (JSON health: the verdict for anyone, the numbers for monitors) and
+``jobs/metrics/`` (Prometheus, optional extra, monitors only); see :mod:`django_leasejobs.views`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,15 @@
 """The health view (JSON, 503 when a threshold is passed) and the optional Prometheus view.
 
-Include them with ``path("jobs/", include("django_leasejobs.urls"))``. Both are unauthenticated
-read-only pages, like most probe endpoints: they show queue names and counts, nothing from the
-jobs' arguments. Put them behind your network policy, or wrap them (``staff_member_required``)
-if queue names are sensitive.
+Include them with ``path("jobs/", include("django_leasejobs.urls"))``. Safe by default: an
+anonymous request to the health view gets the verdict only (the status code and ``ok`` or
+``unhealthy``), so an uptime probe needs no secret; queue names and numbers, and the metrics,
+need a *monitor*: the bearer token of ``LEASEJOBS_MONITORING_TOKEN`` or an active staff user
+who may view jobs (the permission of the admin dashboard, which shows the same numbers).
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
 from typing import Any
 
@@ -25,6 +27,47 @@ from .health import Thresholds, evaluate
 logger = logging.getLogger("django_leasejobs")
 
 PARAMETERS = ("max_due_age", "max_dead_per_hour", "max_expired_leases", "queue")
+PERMISSION = "django_leasejobs.view_job"
+"""What staff need to see the numbers: the admin dashboard asks the same."""
+
+
+class WrongToken(Exception):
+    """A bearer token that is not ours: refused, never downgraded to an anonymous request."""
+
+
+def is_monitor(request: HttpRequest) -> bool:
+    """The right bearer token, or an active staff user with :data:`PERMISSION`.
+
+    Raises :class:`WrongToken` for any other bearer token (with no token configured, every one
+    is wrong), so a scraper with a stale token fails loudly. Other ``Authorization`` schemes
+    (a proxy's HTTP Basic login) are not ours and leave the request to the session.
+    """
+    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer":
+        token = settings.MONITORING_TOKEN
+        given = credentials.strip().encode("utf-8", "replace")
+        if token is None or not hmac.compare_digest(given, token.encode()):
+            raise WrongToken
+        return True
+    user = getattr(request, "user", None)  # no AuthenticationMiddleware: nobody is staff
+    return bool(user is not None and user.is_active and user.is_staff and user.has_perm(PERMISSION))
+
+
+def _refused(reason: str, status: int) -> JsonResponse:
+    response = JsonResponse({"status": "error", "error": reason}, status=status)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer error="invalid_token"'
+    return response
+
+
+def _wrong_token() -> JsonResponse:
+    return _refused("The bearer token is not LEASEJOBS_MONITORING_TOKEN.", 401)
+
+
+NEEDS_A_MONITOR = (
+    "needs the bearer token of LEASEJOBS_MONITORING_TOKEN "
+    "(Authorization: Bearer <token>) or a staff user who may view jobs."
+)
 
 
 @never_cache
@@ -34,8 +77,16 @@ def health(request: HttpRequest) -> JsonResponse:
 
     Thresholds come from the ``LEASEJOBS_HEALTH_*`` settings; query parameters override them
     (``?max_due_age=5m&max_dead_per_hour=10&max_expired_leases=0&queue=mail``). With no
-    threshold at all the view reports the numbers and answers 200.
+    threshold at all the view reports the numbers and answers 200. Anyone but a monitor gets
+    ``{"status": ...}`` alone and may pass no parameter: thresholds chosen by a stranger would
+    read the numbers out one probe at a time.
     """
+    try:
+        monitor = is_monitor(request)
+    except WrongToken:
+        return _wrong_token()
+    if not monitor and request.GET:
+        return _refused(f"Query parameters {NEEDS_A_MONITOR}", 403)
     try:
         thresholds = Thresholds.from_settings().override(**_thresholds(request.GET))
         queues = _queues(request.GET)
@@ -45,17 +96,22 @@ def health(request: HttpRequest) -> JsonResponse:
         result = stats.collect()
     except DatabaseError:
         logger.exception("health: cannot read the jobs table")
-        return JsonResponse(
-            {"status": "unhealthy", "error": "cannot read the jobs table"}, status=503
-        )
+        error = {"error": "cannot read the jobs table"} if monitor else {}
+        return JsonResponse({"status": "unhealthy", **error}, status=503)
     problems = evaluate(result, thresholds, queues)
+    if not monitor:
+        return JsonResponse({"status": "unhealthy" if problems else "ok"}, status=_code(problems))
     body = {
         "status": "unhealthy" if problems else "ok",
         "problems": [problem.as_dict() for problem in problems],
         "thresholds": thresholds.as_dict(),
         **result.as_dict(),
     }
-    return JsonResponse(body, status=503 if problems else 200)
+    return JsonResponse(body, status=_code(problems))
+
+
+def _code(problems: list[Any]) -> int:
+    return 503 if problems else 200
 
 
 def _thresholds(query: QueryDict) -> dict[str, Any]:
@@ -104,9 +160,16 @@ def _queues(query: QueryDict) -> set[str] | None:
 def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus text format: the queue gauges and this process's state-change counters.
 
+    For monitors only (see :func:`is_monitor`): 401 for a wrong token, 403 for anyone else.
     Needs the ``metrics`` extra (prometheus-client); without it, ImproperlyConfigured says so.
     """
     from . import metrics as exporter
+
+    try:
+        if not is_monitor(request):
+            return _refused(f"The metrics view {NEEDS_A_MONITOR}", 403)
+    except WrongToken:
+        return _wrong_token()
 
     body, content_type = exporter.render()
     return HttpResponse(body, content_type=content_type)

@@ -51,6 +51,14 @@ def test_e001_bad_setting_values_become_errors() -> None:
     assert "LEASEJOBS_BACKOFF_JITTER must be one of" in text
 
 
+@override_settings(LEASEJOBS_MONITORING_TOKEN="hunter2")
+def test_e001_a_short_monitoring_token_is_refused_without_showing_it() -> None:
+    (message,) = checks.check_settings()
+    assert message.id == "leasejobs.E001"
+    assert "LEASEJOBS_MONITORING_TOKEN must be None or" in message.msg
+    assert "hunter2" not in message.msg
+
+
 @override_settings(LEASEJOBS_LEASE_SECONDS=30, LEASEJOBS_HEARTBEAT_SECONDS=30)
 def test_e002_heartbeat_not_shorter_than_the_lease() -> None:
     (message,) = checks.check_settings()

@@ -27,6 +27,7 @@ def test_defaults() -> None:
         assert settings.SCHEDULES == {}
     assert settings.SCHEDULES == {}
     assert settings.NOTIFY is True
+    assert settings.MONITORING_TOKEN is None
 
 
 @pytest.mark.parametrize(
@@ -44,6 +45,11 @@ def test_defaults() -> None:
         ("LEASEJOBS_MAX_PAYLOAD_BYTES", 1.5, "must be an integer"),
         ("LEASEJOBS_MISFIRE_GRACE_SECONDS", 0, "at least 1"),
         ("LEASEJOBS_NOTIFY", "yes", "must be True or False"),
+        ("LEASEJOBS_MONITORING_TOKEN", 12345, "not a value of type int"),
+        ("LEASEJOBS_MONITORING_TOKEN", "", "at least 32 characters"),
+        ("LEASEJOBS_MONITORING_TOKEN", "short-token", "at least 32 characters"),
+        ("LEASEJOBS_MONITORING_TOKEN", "x" * 31 + " y", "A-Z a-z 0-9"),
+        ("LEASEJOBS_MONITORING_TOKEN", "\u00e9" * 40, "A-Z a-z 0-9"),
     ],
 )
 def test_bad_settings_name_the_setting(name: str, value: object, message: str) -> None:
@@ -52,6 +58,14 @@ def test_bad_settings_name_the_setting(name: str, value: object, message: str) -
         getattr(settings, attribute)
     assert name in str(info.value)
     assert message in str(info.value)
+    if name == "LEASEJOBS_MONITORING_TOKEN" and isinstance(value, str) and value:
+        assert value not in str(info.value)  # a secret is never echoed into logs or checks
+
+
+def test_a_good_monitoring_token_is_kept_as_given() -> None:
+    token = "Abc-._~+/" + "z" * 30 + "=="  # RFC 6750's token characters, padding last
+    with override_settings(LEASEJOBS_MONITORING_TOKEN=token):
+        assert token == settings.MONITORING_TOKEN
 
 
 @override_settings(

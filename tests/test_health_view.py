@@ -1,8 +1,13 @@
-"""The JSON health view: 503 while a threshold is passed, 200 otherwise, 400 for bad input."""
+"""The JSON health view: 503 while a threshold is passed, 200 otherwise, 400 for bad input.
+
+Anonymous requests get the verdict only; the numbers and queue names go to staff who may view
+jobs and to the bearer token of ``LEASEJOBS_MONITORING_TOKEN``.
+"""
 
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import Permission, User
 from django.db import connection, transaction
 from django.test import Client, override_settings
 from django.urls import reverse
@@ -13,6 +18,24 @@ from django_leasejobs import execution, lifecycle
 pytestmark = pytest.mark.django_db
 
 URL = "/jobs/health/"
+TOKEN = "tok3n-for-the-monitoring-views_0123456789abcdef"
+
+
+def user_client(username: str, *, is_staff: bool, may_view_jobs: bool) -> Client:
+    user = User.objects.create_user(username, is_staff=is_staff)
+    if may_view_jobs:
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label="django_leasejobs", codename="view_job")
+        )
+    logged_in = Client()
+    logged_in.force_login(user)
+    return logged_in
+
+
+@pytest.fixture
+def staff() -> Client:
+    """Staff who may view jobs: they see what the admin dashboard shows."""
+    return user_client("monitor", is_staff=True, may_view_jobs=True)
 
 
 def drain() -> None:
@@ -27,10 +50,10 @@ def test_the_url_is_namespaced() -> None:
 
 
 @override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=60)
-def test_503_while_a_queue_is_stalled_then_200_once_drained(client: Client, make_due) -> None:
+def test_503_while_a_queue_is_stalled_then_200_once_drained(staff: Client, make_due) -> None:
     make_due(jobs.noop.enqueue(queue="mail"), jobs.noop.enqueue(queue="mail"), seconds_ago=3600)
 
-    response = client.get(URL)
+    response = staff.get(URL)
     assert response.status_code == 503
     body = response.json()
     assert body["status"] == "unhealthy"
@@ -50,41 +73,39 @@ def test_503_while_a_queue_is_stalled_then_200_once_drained(client: Client, make
     assert "no-cache" in response["Cache-Control"]
 
     drain()
-    response = client.get(URL)
+    response = staff.get(URL)
     assert response.status_code == 200
     assert response.json()["status"] == "ok"
     assert response.json()["problems"] == []
 
 
-def test_without_thresholds_it_reports_the_numbers_and_answers_200(
-    client: Client, make_due
-) -> None:
+def test_without_thresholds_it_reports_the_numbers_and_answers_200(staff: Client, make_due) -> None:
     make_due(jobs.noop.enqueue(), seconds_ago=3600)
-    response = client.get(URL)
+    response = staff.get(URL)
     assert response.status_code == 200
     assert response.json()["queues"]["default"]["oldest_due_age"] >= 3600
 
 
 @override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=60)
-def test_query_parameters_override_the_settings(client: Client, make_due) -> None:
+def test_query_parameters_override_the_settings(staff: Client, make_due) -> None:
     make_due(jobs.noop.enqueue(queue="mail"), seconds_ago=600)
-    assert client.get(URL).status_code == 503
-    assert client.get(URL, {"max_due_age": "15m"}).status_code == 200
-    assert client.get(URL, {"queue": "default"}).status_code == 200
-    assert client.get(URL, {"queue": "default,mail"}).status_code == 503
+    assert staff.get(URL).status_code == 503
+    assert staff.get(URL, {"max_due_age": "15m"}).status_code == 200
+    assert staff.get(URL, {"queue": "default"}).status_code == 200
+    assert staff.get(URL, {"queue": "default,mail"}).status_code == 503
 
 
-def test_expired_leases_and_dead_letters_as_query_thresholds(client: Client, expire_lease) -> None:
+def test_expired_leases_and_dead_letters_as_query_thresholds(staff: Client, expire_lease) -> None:
     jobs.permanent.enqueue()
     drain()
     jobs.noop.enqueue(queue="busy")
     (claimed,) = lifecycle.claim("w1", batch=1)
     expire_lease(claimed, seconds_ago=5)
-    response = client.get(URL, {"max_dead_per_hour": "0", "max_expired_leases": "0"})
+    response = staff.get(URL, {"max_dead_per_hour": "0", "max_expired_leases": "0"})
     assert response.status_code == 503
     found = {(p["queue"], p["metric"]) for p in response.json()["problems"]}
     assert found == {("default", "dead_last_hour"), ("busy", "expired_leases")}
-    response = client.get(URL, {"max_dead_per_hour": "1", "max_expired_leases": "1"})
+    response = staff.get(URL, {"max_dead_per_hour": "1", "max_expired_leases": "1"})
     assert response.status_code == 200
 
 
@@ -99,16 +120,16 @@ def test_expired_leases_and_dead_letters_as_query_thresholds(client: Client, exp
         ({"queue": "bad name"}, "queue: queue 'bad name' is not a valid queue name"),
     ],
 )
-def test_bad_query_parameters_get_400(client: Client, query: dict, message: str) -> None:
-    response = client.get(URL, query)
+def test_bad_query_parameters_get_400(staff: Client, query: dict, message: str) -> None:
+    response = staff.get(URL, query)
     assert response.status_code == 400
     assert response.json()["status"] == "error"
     assert message in response.json()["error"]
 
 
 @override_settings(LEASEJOBS_QUEUES=["default", "mail"])
-def test_a_queue_outside_the_declared_list_gets_400(client: Client) -> None:
-    response = client.get(URL, {"queue": "mial"})
+def test_a_queue_outside_the_declared_list_gets_400(staff: Client) -> None:
+    response = staff.get(URL, {"queue": "mial"})
     assert response.status_code == 400
     assert "Unknown queue(s) mial" in response.json()["error"]
 
@@ -122,14 +143,106 @@ class Unreadable(Exception):
     """Raised to roll the renamed table back."""
 
 
-def test_a_database_error_answers_503_without_its_text(client: Client, vendor: str) -> None:
+def test_a_database_error_answers_503_without_its_text(staff: Client, vendor: str) -> None:
     if vendor == "mysql":
         pytest.skip("MySQL commits DDL at once: renaming the table would outlive the test")
     with pytest.raises(Unreadable), transaction.atomic():
         with connection.cursor() as cursor:  # the jobs table disappears inside a savepoint
             cursor.execute("ALTER TABLE django_leasejobs_job RENAME TO leasejobs_gone")
-        response = client.get(URL)
+        response = staff.get(URL)
         raise Unreadable
     assert response.status_code == 503
     assert response.json() == {"status": "unhealthy", "error": "cannot read the jobs table"}
-    assert client.get(URL).status_code == 200  # the table is back
+    assert staff.get(URL).status_code == 200  # the table is back
+
+
+# --------------------------------------------------------------------------- who sees what
+
+
+@pytest.fixture
+def stalled(make_due) -> None:
+    make_due(jobs.noop.enqueue(queue="payroll"), seconds_ago=3600)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+
+
+@override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=60, LEASEJOBS_MONITORING_TOKEN=TOKEN)
+def test_anonymous_requests_get_the_verdict_only(client: Client, stalled) -> None:
+    response = client.get(URL)
+    assert response.status_code == 503
+    assert response.json() == {"status": "unhealthy"}
+    assert b"payroll" not in response.content
+    drain()
+    response = client.get(URL)
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+    assert client.head(URL).status_code == 200
+
+
+@override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=60)
+def test_anonymous_requests_may_not_pass_query_parameters(client: Client, stalled) -> None:
+    # Thresholds and queue names given by a stranger would read the numbers out one bit at a
+    # time (is max_due_age=1800 passed? 2700?), and name the queues that exist.
+    for query in ({"max_due_age": "2h"}, {"queue": "payroll"}, {"max_due_ag": "1"}):
+        response = client.get(URL, query)
+        assert response.status_code == 403
+        assert response.json()["status"] == "error"
+        assert "LEASEJOBS_MONITORING_TOKEN" in response.json()["error"]
+        assert b"payroll" not in response.content
+
+
+@override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=60, LEASEJOBS_MONITORING_TOKEN=TOKEN)
+def test_the_right_token_gets_the_numbers(client: Client, stalled) -> None:
+    assert client.get(URL).json() == {"status": "unhealthy"}
+    response = client.get(URL, **bearer(TOKEN))
+    assert response.status_code == 503
+    assert response.json()["queues"]["payroll"]["due"] == 1
+    assert response.json()["problems"][0]["queue"] == "payroll"
+    response = client.get(URL, {"queue": "default"}, **bearer(TOKEN))
+    assert response.status_code == 200
+    assert client.get(URL, HTTP_AUTHORIZATION=f"bearer  {TOKEN}").status_code == 503  # any case
+
+
+@pytest.mark.parametrize("configured", [TOKEN, None], ids=["token-set", "no-token-set"])
+def test_a_wrong_token_is_refused_not_downgraded(
+    client: Client, stalled, configured: str | None
+) -> None:
+    # A scraper with a stale token must notice, not quietly get the verdict only.
+    with override_settings(LEASEJOBS_MONITORING_TOKEN=configured):
+        for wrong in (TOKEN[:-1], TOKEN + "x", "", "None", TOKEN.upper()):
+            response = client.get(URL, **bearer(wrong))
+            assert response.status_code == 401, wrong
+            assert response["WWW-Authenticate"] == 'Bearer error="invalid_token"'
+            assert b"payroll" not in response.content
+            assert "due" not in response.json()
+
+
+@override_settings(LEASEJOBS_MONITORING_TOKEN=TOKEN)
+def test_another_authorization_scheme_is_left_to_whoever_set_it(client: Client, stalled) -> None:
+    # An HTTP Basic login of a proxy in front of the site reaches Django too: it is not ours.
+    response = client.get(URL, HTTP_AUTHORIZATION="Basic dXNlcjpwYXNz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_staff_who_may_view_jobs_get_the_numbers(stalled) -> None:
+    looker = user_client("looker", is_staff=True, may_view_jobs=True)
+    assert looker.get(URL).json()["queues"]["payroll"]["due"] == 1
+    for name, is_staff, may_view_jobs in (("plain", True, False), ("customer", False, True)):
+        other = user_client(name, is_staff=is_staff, may_view_jobs=may_view_jobs)
+        assert other.get(URL).json() == {"status": "ok"}, name
+        assert other.get(URL, {"queue": "payroll"}).status_code == 403, name
+
+
+def test_anonymous_database_error_is_the_verdict_only(client: Client, vendor: str) -> None:
+    if vendor == "mysql":
+        pytest.skip("MySQL commits DDL at once: renaming the table would outlive the test")
+    with pytest.raises(Unreadable), transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE django_leasejobs_job RENAME TO leasejobs_gone")
+        response = client.get(URL)
+        raise Unreadable
+    assert response.status_code == 503
+    assert response.json() == {"status": "unhealthy"}

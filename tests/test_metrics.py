@@ -10,13 +10,26 @@ import prometheus_client
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client, override_settings
+from prometheus_client.parser import text_string_to_metric_families
 from testapp import jobs
 
 from django_leasejobs import execution, lifecycle, metrics
 
 from .exporter import NOTHING, free_port, leftovers, scrape
+from .test_health_view import TOKEN, user_client
 
-pytestmark = pytest.mark.django_db
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.usefixtures("monitoring_token"),
+]
+
+METRICS = "/jobs/metrics/"
+
+
+@pytest.fixture
+def monitoring_token() -> Iterator[None]:
+    with override_settings(LEASEJOBS_MONITORING_TOKEN=TOKEN):
+        yield
 
 
 @pytest.fixture
@@ -120,7 +133,7 @@ def test_counters_of_the_whole_process_outlive_an_exporter(
 def test_the_metrics_view_renders_the_text_format(client: Client, make_due) -> None:
     make_due(jobs.noop.enqueue(), seconds_ago=5)
     try:
-        response = client.get("/jobs/metrics/")
+        response = client.get("/jobs/metrics/", **bearer(TOKEN))
     finally:
         metrics.uninstall()
     assert response.status_code == 200
@@ -128,6 +141,82 @@ def test_the_metrics_view_renders_the_text_format(client: Client, make_due) -> N
     text = response.content.decode()
     assert 'leasejobs_jobs_due{queue="default"} 1.0' in text
     assert "# TYPE leasejobs_jobs_enqueued_total counter" in text
+
+
+# --------------------------------------------------------------------------- who may scrape
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+
+
+def test_anonymous_and_plain_users_are_refused(client: Client, make_due) -> None:
+    make_due(jobs.noop.enqueue(queue="payroll"), seconds_ago=5)
+    response = client.get(METRICS)
+    assert response.status_code == 403
+    assert "LEASEJOBS_MONITORING_TOKEN" in response.json()["error"]
+    assert b"leasejobs_" not in response.content
+    plain = user_client("plain", is_staff=True, may_view_jobs=False)
+    assert plain.get(METRICS).status_code == 403
+    assert leftovers() == NOTHING
+
+
+def test_staff_who_may_view_jobs_may_scrape(make_due) -> None:
+    make_due(jobs.noop.enqueue(queue="payroll"), seconds_ago=5)
+    looker = user_client("looker", is_staff=True, may_view_jobs=True)
+    response = looker.get(METRICS)
+    assert response.status_code == 200
+    assert 'leasejobs_jobs_due{queue="payroll"} 1.0' in response.content.decode()
+
+
+@pytest.mark.parametrize("configured", [TOKEN, None], ids=["token-set", "no-token-set"])
+def test_a_wrong_token_gets_401(client: Client, configured: str | None) -> None:
+    with override_settings(LEASEJOBS_MONITORING_TOKEN=configured):
+        for wrong in (TOKEN[:-1], "", "None"):
+            response = client.get(METRICS, **bearer(wrong))
+            assert response.status_code == 401
+            assert response["WWW-Authenticate"] == 'Bearer error="invalid_token"'
+            assert b"leasejobs_" not in response.content
+
+
+@pytest.fixture
+def someone_elses() -> Iterator[prometheus_client.Counter]:
+    """A metric of another library, in prometheus_client's default registry."""
+    counter = prometheus_client.Counter("someone_elses_requests", "Not ours.")
+    counter.inc()
+    yield counter
+    prometheus_client.REGISTRY.unregister(counter)
+
+
+def test_the_view_exports_only_its_own_metrics_and_leaves_nothing_behind(
+    client: Client, someone_elses, make_due
+) -> None:
+    make_due(jobs.noop.enqueue(), seconds_ago=5)
+    before = dict(prometheus_client.REGISTRY._collector_to_names)
+    for _ in range(2):  # the second request finds nothing the first one left
+        response = client.get(METRICS, **bearer(TOKEN))
+        assert response.status_code == 200
+        names = {family.name for family in text_string_to_metric_families(response.text)}
+        assert all(name.startswith("leasejobs_") for name in names), names
+        assert "leasejobs_jobs_due" in names
+        assert "someone_elses_requests" not in response.text
+        assert dict(prometheus_client.REGISTRY._collector_to_names) == before
+        assert leftovers() == NOTHING
+
+
+@override_settings(LEASEJOBS_METRICS=True)
+def test_the_view_shows_the_counters_of_a_counting_process(
+    client: Client, django_capture_on_commit_callbacks
+) -> None:
+    metrics.install_if_enabled()
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            jobs.noop.enqueue(queue="counted")
+        text = client.get(METRICS, **bearer(TOKEN)).content.decode()
+    finally:
+        metrics.uninstall()
+    assert 'leasejobs_jobs_enqueued_total{queue="counted"} 1.0' in text
+    assert "leasejobs_jobs_due" in text
 
 
 @pytest.fixture
@@ -139,7 +228,7 @@ def test_a_missing_prometheus_client_is_a_clear_error(without_prometheus, client
     with pytest.raises(ImproperlyConfigured, match=r"pip install 'django-leasejobs\[metrics\]'"):
         metrics.install()
     with pytest.raises(ImproperlyConfigured, match="need prometheus-client"):
-        client.get("/jobs/metrics/")
+        client.get(METRICS, **bearer(TOKEN))
 
 
 @override_settings(LEASEJOBS_METRICS=True)
