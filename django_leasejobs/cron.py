@@ -38,6 +38,10 @@ FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
 _RANDOM_OR_HASHED = re.compile(r"^[HR](\(\d+-\d+\))?(/\d+)?$", re.ASCII | re.IGNORECASE)
 """croniter's ``R`` (random) and ``H`` (hashed) fields, in the forms it reads them in."""
 
+# How far before croniter's backward estimate to start iterating forward: more than any zone's
+# offset change, so the estimate (which knows nothing of the DST rule) is never too late.
+_BACK_MARGIN = dt.timedelta(hours=3)
+
 # A cron expression that matches nothing (Feb 30) makes croniter search for years; a valid one
 # matches within 28 years (Feb 29 on a given weekday). Checked once, at compile time.
 _PROBE_FROM = dt.datetime(2001, 1, 1, tzinfo=UTC)
@@ -91,6 +95,34 @@ class Cron:
                 break
             found.append(instant)
         return found
+
+    def last(self, floor: dt.datetime, ceiling: dt.datetime, count: int) -> list[dt.datetime]:
+        """The last ``count`` occurrences ``t`` with ``floor < t <= ceiling``, in order.
+
+        For a page of the newest occurrences of a long range without computing all of it:
+        croniter steps back ``count`` times to estimate where they begin, then :meth:`after`
+        yields them forward, so they follow the DST rule exactly. An estimate that falls short
+        (skipped times that collapse) steps back again.
+        """
+        if count < 1:
+            return []
+        lower = ceiling
+        while True:
+            lower = max(floor, self._back(lower, count))
+            found = self.between(lower, ceiling)
+            if len(found) >= count or lower == floor:
+                return found[-count:]
+
+    def _back(self, instant: dt.datetime, steps: int) -> dt.datetime:
+        """An instant at least ``steps`` matches of the expression before ``instant``."""
+        iterator = croniter(self.expression, instant.astimezone(self.tz))
+        try:
+            for _ in range(steps):
+                local = iterator.get_prev(dt.datetime)
+            return local.astimezone(UTC) - _BACK_MARGIN
+        except (CroniterError, ValueError, OverflowError):
+            # Nothing earlier within croniter's reach, or before year 1: the caller's floor.
+            return dt.datetime.min.replace(tzinfo=UTC)
 
 
 def _is_repeat(instant: dt.datetime, tz: zoneinfo.ZoneInfo) -> bool:

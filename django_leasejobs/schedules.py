@@ -75,6 +75,11 @@ def _cron(schedule: Schedule) -> cron.Cron:
         raise ScheduleError(f"Schedule {schedule.name!r}: {exc}.") from None
 
 
+def cron_of(schedule: Schedule) -> cron.Cron:
+    """The schedule's compiled cron expression; ``ScheduleError`` if it cannot be used."""
+    return _cron(schedule)
+
+
 def _aware(value: Any, name: str) -> dt.datetime:
     if not isinstance(value, dt.datetime) or value.tzinfo is None:
         raise ValueError(f"{name} must be an aware datetime, not {value!r}.")
@@ -148,7 +153,14 @@ def occurrence_history(
     schedule: Schedule, start: dt.datetime, end: dt.datetime
 ) -> list[Occurrence]:
     """Every occurrence ``start < t <= end`` with its job or skip record; gaps are explicit."""
-    expected = occurrences_between(schedule, start, end)
+    return history_of(schedule, occurrences_between(schedule, start, end))
+
+
+def history_of(schedule: Schedule, expected: list[dt.datetime]) -> list[Occurrence]:
+    """These occurrences of ``schedule`` (in order) with their jobs or skip records.
+
+    For a page of a long range: the caller computes only the occurrences it shows.
+    """
     if not expected:
         return []
     jobs = {

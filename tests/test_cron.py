@@ -371,3 +371,20 @@ def test_every_occurrence_is_a_matching_wall_clock_time_and_none_is_missed(case)
         exists = first.astimezone(tz).replace(tzinfo=None) == wall
         if exists and start < first <= end:
             assert first in present, (wall, first)
+
+
+@pytest.mark.parametrize("expression", ["* * * * *", "30 2 * * *", "*/7 1-3 * * *", "* 2 * * *"])
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin", "Australia/Lord_Howe"])
+@pytest.mark.parametrize("count", [1, 7, 500])
+def test_last_is_the_tail_of_between_across_dst(expression: str, zone: str, count: int) -> None:
+    # Around both of Berlin's 2026 changes (and Lord Howe's half-hour ones): croniter's
+    # backward steps know nothing of the DST rule, last() must still agree with between().
+    schedule_cron = Cron(expression, zone)
+    for floor, ceiling in (
+        (dt.datetime(2026, 3, 28, 2, tzinfo=UTC), dt.datetime(2026, 3, 29, 3, tzinfo=UTC)),
+        (dt.datetime(2026, 10, 24, 2, tzinfo=UTC), dt.datetime(2026, 10, 25, 2, tzinfo=UTC)),
+        (dt.datetime(2026, 4, 3, 14, tzinfo=UTC), dt.datetime(2026, 4, 4, 16, tzinfo=UTC)),
+    ):
+        every = schedule_cron.between(floor, ceiling)
+        assert schedule_cron.last(floor, ceiling, count) == every[-count:]
+    assert schedule_cron.last(floor, ceiling, 0) == []

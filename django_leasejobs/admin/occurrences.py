@@ -4,12 +4,19 @@ An occurrence without a job is a *gap*, and the page says which kind: skipped by
 policy (with the scheduler's recorded reason), emitted but its job since pruned, missed (due,
 not emitted: is any scheduler running?), still to come, or from before the schedule existed.
 Times are read and shown in the schedule's own timezone, as its cron expression means them.
+
+A range is shown a page of at most ``PAGE_SIZE`` occurrences at a time, the latest first, with
+links to the earlier and later pages. A page computes only its own occurrences (plus one on
+each side to know whether there is more), so a 31-day range of a per-minute schedule costs a
+request no more than a range of a few hours.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice, takewhile
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -18,7 +25,8 @@ from ..models import Job, Schedule
 from . import display
 
 MAX_RANGE = dt.timedelta(days=31)
-MAX_ROWS = 1000
+PAGE_SIZE = 500
+"""Occurrences per page; a page also lists up to as many jobs the current cron does not yield."""
 DEFAULT_RANGE = dt.timedelta(hours=24)
 QUICK_RANGES = (("last hour", 1), ("last 24 hours", 24), ("last 7 days", 24 * 7))
 """Links above the table: (label, hours back from now)."""
@@ -130,42 +138,123 @@ def note(schedule: Schedule, occurrence: schedules.Occurrence) -> str:
 
 @dataclass
 class Table:
-    """What the occurrence view shows: rows in time order, and counts over the whole range."""
+    """One page of the occurrence view: rows in time order, and where the next pages start.
+
+    The page covers the occurrences ``t`` with ``lower < t <= upper``: the pages of a range cut
+    it into consecutive intervals, so walking them shows each occurrence (and each job) once.
+    """
 
     rows: list[Row]
-    total: int
-    """Occurrences in the range (the rows hold at most ``MAX_ROWS`` of them: the latest)."""
+    shown: int
+    """Occurrences on this page (the rows also hold jobs the current cron does not yield)."""
     gaps: int
-    """Occurrences in the range without a job."""
+    """Occurrences on this page without a job."""
+    earlier: dt.datetime | None
+    """``until`` of the page before this one, or None when this page starts the range."""
+    later: dt.datetime | None
+    """``after`` of the page after this one, or None when this page ends the range."""
+
+    @property
+    def span(self) -> str:
+        """The first and last time on the page, for the summary above the table."""
+        return f"{self.rows[0].label} to {self.rows[-1].label}" if self.rows else ""
+
+    @property
+    def whole(self) -> bool:
+        """The range fits on this page."""
+        return self.earlier is None and self.later is None
 
 
-def rows_between(schedule: Schedule, start: dt.datetime, end: dt.datetime) -> Table:
-    """The occurrences of the range beside their jobs; past ``MAX_ROWS``, the latest ones.
+def page_bounds(
+    schedule: Schedule,
+    start: dt.datetime,
+    end: dt.datetime,
+    after: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+) -> tuple[list[dt.datetime], dt.datetime, dt.datetime]:
+    """A page's occurrences and its interval ``(lower, upper]`` within ``(start, end]``.
 
-    The expected occurrences and their jobs or skip records come from
-    :func:`schedules.occurrence_history` (``start < t <= end``), so the admin and the scheduler
-    agree on what each occurrence is.
+    ``after``: the first ``PAGE_SIZE`` occurrences after it; otherwise the last ``PAGE_SIZE``
+    up to ``until`` (default ``end``). One more is computed to know where the next page starts.
     """
-    history = schedules.occurrence_history(schedule, start, end)
-    total = len(history)
-    gaps = sum(1 for o in history if o.job is None)
-    shown = history[-MAX_ROWS:]
-    rows = [Row(o.at, o.job, gap=o.job is None, note=note(schedule, o)) for o in shown]
-    if total <= MAX_ROWS:
-        # Jobs of occurrences the current expression does not yield (the cron was edited).
-        expected = {o.at for o in history}
-        for job in Job.objects.filter(
-            schedule=schedule, occurrence_at__gt=start, occurrence_at__lte=end
-        ):
-            if job.occurrence_at is not None and job.occurrence_at not in expected:
-                rows.append(
-                    Row(job.occurrence_at, job, note="not an occurrence of the current cron")
-                )
+    cron = schedules.cron_of(schedule)
+    if after is not None:
+        lower = max(start, after)
+        found = list(islice(takewhile(lambda t: t <= end, cron.after(lower)), PAGE_SIZE + 1))
+        if len(found) > PAGE_SIZE:
+            return found[:PAGE_SIZE], lower, found[PAGE_SIZE - 1]
+        return found, lower, end
+    upper = end if until is None else min(end, until)
+    found = cron.last(start, upper, PAGE_SIZE + 1)
+    if len(found) > PAGE_SIZE:
+        return found[1:], found[0], upper
+    return found, start, upper
+
+
+def page_between(
+    schedule: Schedule,
+    start: dt.datetime,
+    end: dt.datetime,
+    after: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+) -> Table:
+    """One page of the range (see :func:`page_bounds`) beside the occurrences' jobs.
+
+    The states come from :func:`schedules.history_of`, so the admin and the scheduler agree on
+    what each occurrence is.
+    """
+    expected, lower, upper = page_bounds(schedule, start, end, after, until)
+    history = schedules.history_of(schedule, expected)
+    rows = [Row(o.at, o.job, gap=o.job is None, note=note(schedule, o)) for o in history]
+    # Jobs of occurrences the current expression does not yield (the cron was edited).
+    for job in (
+        Job.objects.filter(schedule=schedule, occurrence_at__gt=lower, occurrence_at__lte=upper)
+        .exclude(occurrence_at__in=expected)
+        .order_by("occurrence_at")[:PAGE_SIZE]
+    ):
+        if job.occurrence_at is not None:  # the filter says so; mypy cannot know
+            rows.append(Row(job.occurrence_at, job, note="not an occurrence of the current cron"))
     rows.sort(key=lambda row: row.at)
     zone = schedule_zone(schedule)
     for row in rows:
         row.at = row.at.astimezone(zone)
-    return Table(rows, total, gaps)
+    cron = schedules.cron_of(schedule)
+    return Table(
+        rows,
+        shown=len(history),
+        gaps=sum(1 for o in history if o.job is None),
+        earlier=lower if _any(cron.after(start), lower) else None,
+        later=upper if _any(cron.after(upper), end) else None,
+    )
+
+
+def _any(occurrences: Iterator[dt.datetime], through: dt.datetime) -> bool:
+    """The first of ``occurrences`` is at or before ``through``: one step of the cron."""
+    first = next(occurrences, None)
+    return first is not None and first <= through
+
+
+def parse_cursor(value: str | None, name: str) -> dt.datetime | None:
+    """``after``/``until`` of a page link: an ISO instant with its offset, as the links write it."""
+    if not value:
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise RangeError(f"{name} {value!r} is not a page of this view (follow its links).")
+    return parsed
+
+
+def page_links(base: str, query: dict[str, str], table: Table) -> dict[str, str]:
+    """URLs of the earlier and later pages: the same range, the next interval."""
+    links = {}
+    if table.earlier is not None:
+        links["earlier"] = f"{base}?" + urlencode({**query, "until": table.earlier.isoformat()})
+    if table.later is not None:
+        links["later"] = f"{base}?" + urlencode({**query, "after": table.later.isoformat()})
+    return links
 
 
 def database_now() -> dt.datetime:

@@ -119,35 +119,44 @@ class ScheduleAdmin(admin.ModelAdmin):
             return HttpResponse("Not a schedule id.", status=404)
         schedule = get_object_or_404(Schedule, pk=object_id)
         now = occurrences.database_now()
-        error, total, gaps = "", 0, 0
-        rows: list[occurrences.Row] = []
+        zone = occurrences.schedule_zone(schedule)
+        base = reverse("admin:django_leasejobs_schedule_occurrences", args=[schedule.pk])
+        fmt = occurrences.INPUT_FORMAT
+        error, table, links = "", None, {}
         start = end = None
         try:
             start, end = occurrences.parse_range(
                 schedule, request.GET.get("start"), request.GET.get("end"), now
             )
-            table = occurrences.rows_between(schedule, start, end)
-            rows, total, gaps = table.rows, table.total, table.gaps
+            table = occurrences.page_between(
+                schedule,
+                start,
+                end,
+                after=occurrences.parse_cursor(request.GET.get("after"), "after"),
+                until=occurrences.parse_cursor(request.GET.get("until"), "until"),
+            )
+            # The exact instants: a page of "the last 24 hours" keeps the range it was cut from.
+            query = {"start": start.isoformat(), "end": end.isoformat()}
+            links = occurrences.page_links(base, query, table)
         except occurrences.RangeError as exc:
             error = str(exc)
-        zone = occurrences.schedule_zone(schedule)
-        base = reverse("admin:django_leasejobs_schedule_occurrences", args=[schedule.pk])
-        fmt = occurrences.INPUT_FORMAT
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": f"Occurrences of {schedule.name}",
             "schedule": schedule,
             "change_url": reverse("admin:django_leasejobs_schedule_change", args=[schedule.pk]),
-            "rows": rows,
-            "total": total,
-            "gaps": gaps,
+            "table": table,
+            "rows": table.rows if table else [],
+            "total": table.shown if table and table.whole else None,
+            "gaps": table.gaps if table else 0,
+            "links": links,
             "error": error,
             "start": start.astimezone(zone).strftime(fmt) if start else request.GET.get("start"),
             "end": end.astimezone(zone).strftime(fmt) if end else request.GET.get("end"),
             "zone": str(zone),
             "quick": occurrences.quick_links(base, now, zone),
-            "max_rows": occurrences.MAX_ROWS,
+            "page_size": occurrences.PAGE_SIZE,
         }
         return TemplateResponse(
             request,

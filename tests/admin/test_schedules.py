@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 import pytest
 from django.contrib.admin.models import LogEntry
@@ -10,14 +11,42 @@ from django.contrib.auth.models import Permission, User
 from django.http import HttpResponse
 from django.test import Client
 
-from django_leasejobs import lifecycle
+from django_leasejobs import cron, lifecycle
+from django_leasejobs.admin import occurrences
 from django_leasejobs.models import Schedule, ScheduleSkip, Status
 
 from .conftest import SCRIPT, occurrence_job, url
 
+if TYPE_CHECKING:
+    from typing import Any
+
 pytestmark = pytest.mark.django_db
 
 FMT = "%Y-%m-%dT%H:%M"
+
+
+class Steps:
+    """Counts croniter's steps: the occurrences a request computed, forward or back."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def pop(self) -> int:
+        count, self.count = self.count, 0
+        return count
+
+
+def cron_steps(monkeypatch: pytest.MonkeyPatch) -> Steps:
+    steps = Steps()
+    for name in ("get_next", "get_prev"):
+        original = getattr(cron.croniter, name)
+
+        def counted(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            steps.count += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cron.croniter, name, counted)
+    return steps
 
 
 class TestOccurrenceView:
@@ -119,7 +148,7 @@ class TestOccurrenceView:
         assert response.status_code == 400
         assert error in response.content.decode()
 
-    def test_large_ranges_are_capped(self, viewer) -> None:
+    def test_a_long_range_is_paged_the_latest_first(self, viewer) -> None:
         every_minute = Schedule.objects.create(
             name="minutely", cron="* * * * *", timezone="UTC", job="testapp.jobs.noop"
         )
@@ -127,14 +156,70 @@ class TestOccurrenceView:
             url("schedule_occurrences", every_minute.pk),
             {"start": "2026-01-01T00:00", "end": "2026-01-02T00:00"},
         )
-        assert response.context["total"] == 1440
-        assert response.context["gaps"] == 1440
+        table = response.context["table"]
+        assert table.shown == occurrences.PAGE_SIZE == 500
+        assert table.gaps == 500
         rows = response.context["rows"]
-        assert len(rows) == 1000
-        assert rows[-1].label == "2026-01-02 00:00 UTC"  # the latest are shown
-        assert "1440 occurrences in the range, 1440 without a job; showing the latest 1000" in (
-            response.content.decode()
+        assert len(rows) == 500
+        assert rows[0].label == "2026-01-01 15:41 UTC"  # 1440 minutes: the latest 500
+        assert rows[-1].label == "2026-01-02 00:00 UTC"
+        assert response.context["total"] is None  # not counted: the range has more pages
+        assert set(response.context["links"]) == {"earlier"}
+        assert (
+            "500 occurrences on this page (2026-01-01 15:41 UTC to 2026-01-02 00:00 UTC), "
+            "500 without a job; the range has more, 500 a page."
+        ) in response.content.decode()
+
+    def test_pages_walk_a_31_day_per_minute_range_without_gap_or_duplicate(
+        self, viewer, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        every_minute = Schedule.objects.create(
+            name="minutely", cron="* * * * *", timezone="UTC", job="testapp.jobs.noop"
         )
+        start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+        expected = [start + dt.timedelta(minutes=n) for n in range(1, 31 * 24 * 60 + 1)]
+        done = occurrence_job(every_minute, expected[20_000], Status.SUCCEEDED)
+        odd = occurrence_job(every_minute, expected[30_000] + dt.timedelta(seconds=30), "pending")
+        steps = cron_steps(monkeypatch)
+        query = {"start": "2026-01-01T00:00", "end": "2026-02-01T00:00"}
+        first = viewer.get(url("schedule_occurrences", every_minute.pk), query)
+
+        def walk(response: Any, direction: str) -> tuple[list[list[Any]], Any]:
+            pages = []
+            while True:
+                assert response.status_code == 200
+                rows = response.context["rows"]
+                pages.append(rows)
+                assert response.context["table"].shown <= occurrences.PAGE_SIZE
+                # The bound: what a request computes and renders, whatever the range's length.
+                assert steps.pop() <= 3 * occurrences.PAGE_SIZE
+                body = response.content.decode().split("<tbody>")[1].split("</tbody>")[0]
+                assert body.count("<tr") == len(rows) <= occurrences.PAGE_SIZE + 1
+                link = response.context["links"].get(direction)
+                if link is None:
+                    return pages, response
+                response = viewer.get(link)
+
+        backward, earliest = walk(first, "earlier")
+        assert len(backward) == 90  # 44,640 occurrences, 500 a page
+        assert [
+            sum(row.job is None or row.job.pk != odd.pk for row in page) for page in backward
+        ] == [500] * 89 + [140]
+        forward, _ = walk(earliest, "later")
+        steps.pop()
+        for pages in (backward[::-1], forward):
+            rows = [row for page in pages for row in page]
+            assert [row.at for row in rows if row.job is None or row.job.pk != odd.pk] == expected
+            assert [row.job.pk for row in rows if row.job] == [done.pk, odd.pk]
+            assert [row.note for row in rows if row.job and row.job.pk == odd.pk] == [
+                "not an occurrence of the current cron"
+            ]
+
+    def test_a_page_link_that_was_tampered_with_is_refused(self, viewer, hourly) -> None:
+        for cursor in ({"after": "soon"}, {"until": "2026-01-01T00:00"}):
+            response = viewer.get(url("schedule_occurrences", hourly.pk), cursor)
+            assert response.status_code == 400
+            assert "is not a page of this view" in response.content.decode()
 
     def test_needs_the_view_permission(self, hourly) -> None:
         from .conftest import staff_client
