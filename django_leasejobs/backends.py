@@ -138,6 +138,12 @@ class LeaseJobsBackend(_framework.BaseTaskBackend):  # type: ignore[name-defined
                     f"The task path {task.module_path!r} is too long to store "
                     f"(over {Job._meta.get_field('name').max_length} characters)."
                 )
+            refused = task_results.refusal(task.module_path)
+            if refused:  # a worker would refuse it: say so now, not at run time
+                raise JobValidationError(
+                    f"{refused} A worker would refuse it: move the task into an installed app "
+                    "or list its package in LEASEJOBS_TASK_MODULES."
+                )
             if getattr(task, "max_attempts", None) is not None:
                 validation.check_max_attempts(task.max_attempts)
             _backoff(getattr(task, "backoff", None), "backoff")

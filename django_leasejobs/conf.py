@@ -23,6 +23,7 @@ MAX_ATTEMPTS_LIMIT = 2**31 - 1
 """The ``max_attempts`` column is a 32-bit integer on every database."""
 
 JITTER_MODES = ("full", "equal", "none")
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 TOKEN_PATTERN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 """RFC 6750's ``b64token``: what an ``Authorization: Bearer`` header can carry unquoted."""
@@ -48,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "HEALTH_MAX_EXPIRED_LEASES": None,
     "METRICS": False,
     "MONITORING_TOKEN": None,
+    "TASK_MODULES": (),
 }
 
 
@@ -165,6 +167,22 @@ class Settings:
                 f"{PREFIX}QUEUES must be None or a non-empty list of queue names, not {value!r}."
             )
         return list(value)
+
+    @cached_property
+    def TASK_MODULES(self) -> tuple[str, ...]:
+        """Packages or modules, beyond the installed apps', whose ``django.tasks`` tasks may run.
+
+        A worker imports a task path read from a row only inside these and the installed apps'
+        packages, so a row cannot make it import (and run the top level of) any other module.
+        """
+        value = _get("TASK_MODULES")
+        if not isinstance(value, list | tuple) or not all(
+            isinstance(name, str) and _DOTTED.fullmatch(name) for name in value
+        ):
+            raise ImproperlyConfigured(
+                f"{PREFIX}TASK_MODULES must be a list of dotted module names, not {value!r}."
+            )
+        return tuple(value)
 
     @cached_property
     def HEALTH_MAX_DUE_AGE(self) -> float | None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.apps import apps
 from django.utils.module_loading import import_string
 
 from . import tasks_framework
+from .conf import settings
 from .errors import TaskRefusedError
 from .models import Job, Status
 
@@ -36,13 +38,38 @@ def exception_path(exc: BaseException) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
+def refusal(path: str) -> str | None:
+    """Why the worker may not import ``path``'s module; ``None`` when it may.
+
+    Importing a module runs its top level (``this`` prints, ``unittest.__main__`` runs a test
+    program), so a path read from a row must name a module inside an installed app's package
+    or ``LEASEJOBS_TASK_MODULES`` before anything is imported. ``__main__``-style modules are
+    refused even there: they are programs, not libraries.
+    """
+    module = path.rpartition(".")[0]
+    if not module or not _CLASS_PATH.match(path):
+        return f"Task path {path!r} is not a dotted path to a task."
+    packages = [config.name for config in apps.get_app_configs()]
+    packages += settings.TASK_MODULES
+    if not any(module == package or module.startswith(package + ".") for package in packages):
+        return f"Task path {path!r} is outside the installed apps and LEASEJOBS_TASK_MODULES."
+    dunder = next((p for p in module.split(".") if p.startswith("__") and p.endswith("__")), None)
+    if dunder:
+        return f"Task path {path!r}: a module named {dunder!r} is not allowed."
+    return None
+
+
 def resolve(path: str) -> Any:
     """The ``Task`` instance at ``path``; ``TaskRefusedError`` for anything else.
 
     This is the one place a name read from a row is imported, and only for rows the tasks
-    backend marked: whatever the path names, nothing but a ``Task`` instance is accepted.
+    backend marked whose module ``refusal`` allows: whatever the path names, nothing but a
+    ``Task`` instance is accepted.
     """
     tasks_framework.get()
+    refused = refusal(path)
+    if refused:
+        raise TaskRefusedError(f"{refused} It was not imported.")
     try:
         found = import_string(path)
     except ImportError as exc:
