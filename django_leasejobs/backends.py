@@ -38,6 +38,13 @@ class InvalidTaskArguments(InvalidTask, JobValidationError):  # type: ignore[val
     """
 
 
+class UnsupportedTaskArgument(InvalidTaskArguments, TypeError):
+    """An argument of a type JSON has no form for (Django's "Unsupported type"); nothing written.
+
+    A ``TypeError`` too, as Django's own backends raise (``normalize_json`` in ``TaskResult``).
+    """
+
+
 def _backoff(value: Any, where: str) -> Backoff | None:
     if value is None or isinstance(value, Backoff):
         return value
@@ -47,6 +54,24 @@ def _backoff(value: Any, where: str) -> Backoff | None:
             raise ValueError(f"{where} has unknown keys {sorted(unknown)} (base, cap, jitter).")
         return Backoff(**value)
     raise ValueError(f"{where} must be a Backoff or a dict of base/cap/jitter, not {value!r}.")
+
+
+def _normalized(args: Any, kwargs: Any) -> tuple[Any, Any]:
+    """The arguments as Django's ``TaskResult`` keeps them (tuples as lists, bytes decoded).
+
+    A type JSON cannot hold raises Django's own ``TypeError`` ("Unsupported type"), as an
+    enqueue on Django's backends does. A value that contains itself is left for
+    ``lifecycle``'s check, which names it.
+    """
+    normalize = _framework.normalize_json
+    try:
+        return normalize(args), normalize(kwargs)
+    except TypeError as exc:
+        raise UnsupportedTaskArgument(f"Task arguments are not JSON: {exc}") from None
+    except RecursionError:
+        return args, kwargs
+    except ValueError as exc:  # bytes that are not UTF-8
+        raise InvalidTaskArguments(f"Task arguments are not JSON: {exc}") from None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,6 +179,7 @@ class LeaseJobsBackend(_framework.BaseTaskBackend):  # type: ignore[name-defined
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         """Write the job in the caller's transaction and return its ``TaskResult``."""
         self.validate_task(task)
+        args, kwargs = _normalized(args, kwargs)
         max_attempts = getattr(task, "max_attempts", None) or self.default_max_attempts
         try:
             job = lifecycle.enqueue_task(

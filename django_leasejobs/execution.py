@@ -36,6 +36,8 @@ class Execution:
     task: Any = None
     """The ``django.tasks`` Task, for a row enqueued through the tasks backend."""
     task_sender: Any = None
+    exception: BaseException | None = None
+    """What a task raised: ``task_finished`` is sent while it is handled again, as Django does."""
 
 
 def close_old_connections() -> None:
@@ -50,7 +52,11 @@ def close_old_connections() -> None:
 
 
 def execute(job: Job, worker_id: str, lease_lost: EventLike | None = None) -> Execution:
-    """Call the job's handler; never raises for what the handler does."""
+    """Call the job's handler; never raises for what the handler does but KeyboardInterrupt.
+
+    Any other exception, ``SystemExit`` included, fails the attempt with its traceback, as
+    Django's own tasks backends do; a ``KeyboardInterrupt`` is passed on, as they do too.
+    """
     context = JobContext(
         job_id=job.pk,
         attempt=job.attempt,
@@ -85,7 +91,9 @@ def execute(job: Job, worker_id: str, lease_lost: EventLike | None = None) -> Ex
             execution.failure.error, execution.failure.traceback, kind="permanent error"
         )
         execution.retryable = False
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise  # as Django's backends do: someone is stopping this process
+    except BaseException as exc:  # SystemExit too: it ends the attempt, not the worker's thread
         failure = Failure.from_exception(exc)
         if job_function.permanent and isinstance(exc, job_function.permanent):
             failure = Failure(failure.error, failure.traceback, kind="permanent error")

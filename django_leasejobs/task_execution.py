@@ -8,7 +8,6 @@ instance is refused (dead-lettered, never called). Signals follow Django's meani
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +39,20 @@ def _failure(exc: BaseException, kind: str = "error") -> Failure:
     return Failure(error, plain.traceback, kind=kind)
 
 
+def _normalized(framework: tasks_framework.Framework, value: Any) -> Any:
+    """The return value as Django keeps it; Django's "Unsupported type" ``TypeError`` if not JSON.
+
+    Raised inside the task's ``try``, so the error records Django's exception class, message
+    and traceback (rather than an unstorable-value error from ``lifecycle.complete``).
+    """
+    try:
+        return framework.normalize_json(value)
+    except TypeError as exc:
+        raise TypeError(f"Unstorable return value: {exc}") from exc
+    except RecursionError:
+        return value  # a value that contains itself: lifecycle.complete names it
+
+
 def execute(execution: Execution) -> None:
     """Resolve and call the task; fill in ``execution`` (never raises for what the task does)."""
     job = execution.job
@@ -59,23 +72,24 @@ def execute(execution: Execution) -> None:
     execution.task_sender = type(task.get_backend())
     running = task_results.build(job, task)
     _send(framework.task_started, execution.task_sender, running)
+    returned = False
     try:
         args = list(job.args)
         if task.takes_context:
             # Django's TaskContext.attempt is len(worker_ids): our attempt, the fencing token.
             args.insert(0, framework.TaskContext(task_result=running))
         value = task.call(*args, **job.kwargs)  # async functions run through async_to_sync
-    except PermanentError as exc:
-        execution.failure = _failure(exc, kind="permanent error")
-        execution.retryable = False
+        returned = True
+        execution.result = _normalized(framework, value)
+    except KeyboardInterrupt:
+        raise  # as Django's backends do: someone is stopping this process
+    except BaseException as exc:  # SystemExit too, as on Django's backends
+        permanent = isinstance(exc, PermanentError)
+        execution.failure = _failure(exc, kind="permanent error" if permanent else "error")
+        # A value that is not JSON would be returned again: no retry, as for a native job.
+        execution.retryable = not (permanent or returned)
+        execution.exception = exc
         return
-    except Exception as exc:
-        execution.failure = _failure(exc)
-        return
-    # Left as is if it will not normalise: lifecycle.complete refuses it as unstorable.
-    with contextlib.suppress(TypeError, ValueError):
-        value = framework.normalize_json(value)
-    execution.result = value
     execution.ok = True
 
 
@@ -95,7 +109,16 @@ def finished(execution: Execution, outcome: Outcome) -> None:
     if job is None:
         return
     framework = tasks_framework.of(execution.task) or tasks_framework.get()
-    _send(framework.task_finished, execution.task_sender, task_results.build(job, execution.task))
+    result = task_results.build(job, execution.task)
+    if execution.exception is None:
+        _send(framework.task_finished, execution.task_sender, result)
+        return
+    # Django sends task_finished for a failed task inside its ``except`` block, and its own
+    # receiver logs the failure with ``sys.exc_info()``: handle the task's exception again.
+    try:
+        raise execution.exception
+    except BaseException:
+        _send(framework.task_finished, execution.task_sender, result)
 
 
 def recovered(outcomes: dict[int, Outcome], sender: Any = None) -> None:

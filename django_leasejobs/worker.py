@@ -508,7 +508,7 @@ class Worker:
                 deferred = False
                 try:
                     deferred = self._work(slot)
-                except BaseException:  # not even a handler's sys.exit() may kill the thread
+                except BaseException:  # a handler's KeyboardInterrupt must not kill the thread
                     # Unreported, the job's lease expires and lease recovery retries it.
                     logger.exception("worker.thread_error id=%s job=%s", self.worker_id, slot.token)
                 finally:

@@ -121,8 +121,14 @@ def slow_fail_first(ctx: JobContext, seconds: float, label: str = "") -> str:
 
 @job
 def exits() -> None:
-    """Calls sys.exit() in a handler: the worker's thread must survive it."""
+    """Calls sys.exit() in a handler: its attempt fails like any error; the thread survives."""
     raise SystemExit(3)
+
+
+@job
+def interrupts() -> None:
+    """Raises KeyboardInterrupt, which execution lets through (as Django's backends do)."""
+    raise KeyboardInterrupt("handler interrupted")
 
 
 @job

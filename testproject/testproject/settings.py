@@ -106,7 +106,14 @@ LEASEJOBS_SCHEDULES: dict[str, dict] = {
 
 # The Django tasks framework (django.tasks on Django 6+, the django-tasks backport on 5.2) runs
 # @task functions on this app's queue.
-TASKS = {"default": {"BACKEND": "django_leasejobs.backends.LeaseJobsBackend"}}
+# "one_attempt" runs tasks once, as Django's own backends do (testapp.upstream_tasks uses it).
+TASKS = {
+    "default": {"BACKEND": "django_leasejobs.backends.LeaseJobsBackend"},
+    "one_attempt": {
+        "BACKEND": "django_leasejobs.backends.LeaseJobsBackend",
+        "OPTIONS": {"max_attempts": 1},
+    },
+}
 if django.VERSION < (6, 0) and importlib.util.find_spec("django_tasks") is not None:
     INSTALLED_APPS.append("django_tasks")
 
@@ -116,6 +123,12 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {
         "django_leasejobs": {
+            "handlers": ["console"],
+            "level": env("LEASEJOBS_LOG_LEVEL", default="WARNING"),
+        },
+        # The backport's log lines (task started / finished, with a failure's traceback);
+        # Django's own "django.tasks" lines reach Django's console handler when DEBUG is on.
+        "django_tasks": {
             "handlers": ["console"],
             "level": env("LEASEJOBS_LOG_LEVEL", default="WARNING"),
         },
