@@ -4,7 +4,7 @@ Configure it with::
 
     TASKS = {"default": {"BACKEND": "django_leasejobs.backends.LeaseJobsBackend"}}
 
-A thin adapter: ``enqueue`` validates and writes a job through ``lifecycle`` (in the caller's
+A thin adapter: ``enqueue`` validates and writes a job through ``protocol`` (in the caller's
 transaction) and ``get_result`` reads the job back as a ``TaskResult``. The worker runs such jobs
 through ``execution``, with the same leases, retries and dead letters as ``@job`` functions.
 Works with ``django.tasks`` (Django 6.0+) or, failing that, the ``django-tasks`` backport.
@@ -19,7 +19,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
-from . import lifecycle, task_results, tasks_framework, validation
+from . import protocol, task_results, tasks_framework, validation
 from .backoff import Backoff
 from .errors import JobValidationError, TaskRefusedError
 from .models import Job
@@ -61,7 +61,7 @@ def _normalized(args: Any, kwargs: Any) -> tuple[Any, Any]:
 
     A type JSON cannot hold raises Django's own ``TypeError`` ("Unsupported type"), as an
     enqueue on Django's backends does. A value that contains itself is left for
-    ``lifecycle``'s check, which names it.
+    ``protocol``'s check, which names it.
     """
     normalize = _framework.normalize_json
     try:
@@ -182,7 +182,7 @@ class LeaseJobsBackend(_framework.BaseTaskBackend):  # type: ignore[name-defined
         args, kwargs = _normalized(args, kwargs)
         max_attempts = getattr(task, "max_attempts", None) or self.default_max_attempts
         try:
-            job = lifecycle.enqueue_task(
+            job = protocol.enqueue_task(
                 task.module_path,
                 args,
                 kwargs,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import lifecycle
+from . import protocol
 from .lazy_event import EventLike, LazyEvent
 
 
@@ -41,7 +41,7 @@ class JobContext:
 
         Keys are global: include a business id so that a retry, and a replay, skip the effect.
         """
-        return lifecycle.record_effect(key, self.job_id)
+        return protocol.record_effect(key, self.job_id)
 
     def complete(self, result: Any = None) -> None:
         """Mark the job succeeded in the current transaction, with the handler's own writes.
@@ -49,6 +49,6 @@ class JobContext:
         If the lease was lost, ``StaleAttemptError`` is raised and the transaction rolls back,
         so database-only work takes effect exactly once.
         """
-        lifecycle.complete_in_transaction(self.job_id, self.attempt, result)
+        protocol.complete_in_transaction(self.job_id, self.attempt, result)
         self.completed = True
         self.result = result

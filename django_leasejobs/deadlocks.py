@@ -3,7 +3,7 @@
 InnoDB (MariaDB, MySQL) and PostgreSQL both break a lock cycle by rolling back one of the
 transactions in it. Two guarded writes on the same job (a completion and a lease recovery, say)
 can lock the row's primary key and a secondary index entry in opposite orders; the victim's
-transaction is rolled back whole, so running it again is safe: every lifecycle write is guarded
+transaction is rolled back whole, so running it again is safe: every protocol write is guarded
 by its token and does nothing when another write won. MySQL's manual asks applications to be
 ready to do exactly this.
 

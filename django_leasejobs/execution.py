@@ -1,4 +1,4 @@
-"""Run one claimed job and report its result through the lifecycle module.
+"""Run one claimed job and report its result through the protocol.
 
 Kept apart from the worker loop so tests, the worker and the tasks backend run a job the same
 way: look the name up in the registry (never import it), call it outside any transaction,
@@ -13,12 +13,12 @@ from typing import Any
 
 from django.db import connections
 
-from . import lifecycle, registry, task_execution
+from . import protocol, registry, task_execution
 from .context import JobContext
 from .errors import PermanentError
 from .lazy_event import EventLike, LazyEvent
-from .lifecycle import Failure, Outcome
 from .models import Job
+from .protocol import Failure, Outcome
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -113,13 +113,13 @@ def report(execution: Execution) -> Outcome:
         logger.warning("job.stale id=%s attempt=%s action=report (lease lost)", job.pk, job.attempt)
         return Outcome.STALE
     if execution.ok:
-        outcome = lifecycle.complete(
+        outcome = protocol.complete(
             job.pk, job.attempt, execution.result, finished_by=context.worker_id
         )
     else:
         assert execution.failure is not None
         job_function = registry.lookup(job.name)
-        outcome = lifecycle.fail(
+        outcome = protocol.fail(
             job.pk,
             job.attempt,
             execution.failure,
@@ -139,7 +139,7 @@ def run(job: Job, worker_id: str, lease_lost: EventLike | None = None) -> Outcom
 
 
 def recovered(outcomes: dict[int, Outcome]) -> None:
-    """After ``lifecycle.recover_expired()``: ``task_finished`` for tasks it dead-lettered.
+    """After ``protocol.recover_expired()``: ``task_finished`` for tasks it dead-lettered.
 
     Recovery runs no handler code, so this is the only place a ``django.tasks`` task whose last
     worker died reaches its final signal. Native jobs need nothing here.

@@ -1,6 +1,6 @@
 """The tables: jobs, dead letters, cron schedules and recorded effects.
 
-Every state change of a ``Job`` is made by :mod:`django_leasejobs.lifecycle`; nothing else writes
+Every state change of a ``Job`` is made by :mod:`django_leasejobs.protocol`; nothing else writes
 ``status``, ``attempt`` or the lease columns. The models only describe the rows.
 """
 

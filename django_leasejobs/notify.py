@@ -1,28 +1,16 @@
-"""LISTEN/NOTIFY on PostgreSQL: enqueue announces due jobs, idle workers wake on it.
+"""LISTEN/NOTIFY on PostgreSQL: whether it is on, and its channel.
 
-The sending side lives in :mod:`lifecycle` (the ``pg_notify`` travels in the enqueuing
-statement, so it is delivered on commit and never for a rolled-back job). This module is the
-receiving side: a ``Listener`` holds its own connection (a connection waiting for
-notifications cannot run the worker's queries) and ``wait()`` blocks until a notification, a
-``wake()`` from another thread, or the timeout. Notifications only shorten a worker's sleep;
-polling stays the fallback, so a lost notification (a dropped connection) delays a job by at
-most one poll interval and loses nothing.
+The sending side is the PostgreSQL dialect (the ``pg_notify`` travels in the enqueuing
+statement, so it is delivered on commit and never for a rolled-back job); the receiving side
+is ``listener.Listener``, in the worker.
 """
 
 from __future__ import annotations
-
-import contextlib
-import logging
-import os
-import select
-from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .conf import settings
-
-logger = logging.getLogger("django_leasejobs")
 
 CHANNEL = "leasejobs"
 """One channel for every queue; the payload is the queue name."""
@@ -36,83 +24,3 @@ def supported(alias: str = DEFAULT_DB_ALIAS) -> bool:
 def supported_on(connection: BaseDatabaseWrapper) -> bool:
     """``supported()`` for a connection the caller already holds."""
     return connection.vendor == "postgresql" and settings.NOTIFY
-
-
-class Listener:
-    """A dedicated LISTEN connection; use from one thread, ``wake()`` from any.
-
-    ``wait()`` returns the set of queue names notified since the last call (empty on timeout
-    or wake). A broken connection is closed and opened again on the next ``wait()``; until
-    then ``wait()`` just sleeps its timeout, so a worker falls back to polling, never spins.
-    """
-
-    def __init__(self, alias: str = DEFAULT_DB_ALIAS) -> None:
-        self.alias = alias
-        self._conn: Any = None
-        self._wake_read, self._wake_write = os.pipe()
-        os.set_blocking(self._wake_read, False)
-        os.set_blocking(self._wake_write, False)
-
-    def _connect(self) -> Any:
-        wrapper = connections[self.alias]
-        conn = wrapper.get_new_connection(wrapper.get_connection_params())
-        conn.autocommit = True
-        conn.execute(f"LISTEN {CHANNEL}")
-        return conn
-
-    def connected(self) -> bool:
-        return self._conn is not None and not self._conn.closed
-
-    def start(self) -> None:
-        """Open the connection and LISTEN now, so nothing sent from here on is missed."""
-        if not self.connected():
-            try:
-                self._conn = self._connect()
-            except Exception as exc:
-                logger.warning("notify.listen_failed error=%s", exc)
-                self._conn = None
-
-    def wake(self) -> None:
-        """Make a ``wait()`` in another thread return at once (shutdown, new local work)."""
-        with contextlib.suppress(BlockingIOError):  # a full pipe: a wake is already pending
-            os.write(self._wake_write, b"x")
-
-    def wait(self, timeout: float) -> set[str]:
-        self.start()
-        fds = [self._wake_read]
-        if self._conn is not None:
-            queues = self._drain()
-            if queues:
-                return queues
-            fds.append(self._conn.pgconn.socket)
-        readable, _, _ = select.select(fds, [], [], max(0.0, timeout))
-        if self._wake_read in readable:
-            with contextlib.suppress(BlockingIOError):
-                while os.read(self._wake_read, 512):
-                    pass
-        return self._drain() if self._conn is not None else set()
-
-    def _drain(self) -> set[str]:
-        """Read what the server sent and return the payloads of pending notifications."""
-        queues: set[str] = set()
-        try:
-            pgconn = self._conn.pgconn
-            pgconn.consume_input()
-            while (notice := pgconn.notifies()) is not None:
-                queues.add(notice.extra.decode())
-        except Exception as exc:
-            logger.warning("notify.connection_lost error=%s", exc)
-            self._close_connection()
-        return queues
-
-    def _close_connection(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):  # already broken
-                self._conn.close()
-        self._conn = None
-
-    def close(self) -> None:
-        self._close_connection()
-        for fd in (self._wake_read, self._wake_write):
-            with contextlib.suppress(OSError):
-                os.close(fd)

@@ -3,7 +3,7 @@
 Any number of processes may run ``tick()`` at the same time; there is no leader. What keeps each
 occurrence to one job is the schedule's cursor (``last_occurrence_at``), moved forward by a
 compare-and-set in the same transaction as the job's INSERT, with the unique
-(schedule, occurrence_at) key behind it (see ``lifecycle.emit_occurrence``). Occurrences derive
+(schedule, occurrence_at) key behind it (see ``protocol.emit_occurrence``). Occurrences derive
 from the cron expression and the cursor only, never from process uptime or the jobs table, so
 restarts, pruning and clock skew between workers change nothing: "now" is the database's.
 
@@ -31,7 +31,7 @@ from typing import Any
 from django.db import DatabaseError, IntegrityError, models, transaction
 from django.db.models import Q
 
-from . import cron, lifecycle, registry
+from . import cron, dbtime, protocol, registry
 from .conf import settings
 from .dbtime import DbNow
 from .errors import ScheduleError
@@ -103,7 +103,7 @@ def next_occurrences(
     """The next ``count`` occurrences after ``after`` (default: the database's now)."""
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise ValueError(f"count must be a non-negative integer, not {count!r}.")
-    start = lifecycle.db_now() if after is None else _aware(after, "after")
+    start = dbtime.db_now() if after is None else _aware(after, "after")
     return list(islice(_cron(schedule).after(start), count))
 
 
@@ -174,7 +174,7 @@ def history_of(schedule: Schedule, expected: list[dt.datetime]) -> list[Occurren
             schedule=schedule, through__gte=expected[0], after__lt=expected[-1]
         )
     )
-    cursor, now = schedule.last_occurrence_at, lifecycle.db_now()
+    cursor, now = schedule.last_occurrence_at, dbtime.db_now()
     history = []
     for at in expected:
         job = jobs.get(at)
@@ -261,13 +261,13 @@ def _tick_schedule(schedule: Schedule, now: dt.datetime, budget: int) -> int:
     plan = _plan(schedule, schedule_cron, now, budget)
     if plan is None:
         return 0
-    if plan.skip_through is not None and not lifecycle.skip_occurrences(
+    if plan.skip_through is not None and not protocol.skip_occurrences(
         schedule, plan.skip_through, count=plan.skip_count, reason=plan.skip_reason
     ):
         return 0  # another scheduler is ahead on this schedule; it emits what is due
     emitted = 0
     for occurrence_at in plan.emit:
-        job = lifecycle.emit_occurrence(schedule, occurrence_at, _run_at(schedule, occurrence_at))
+        job = protocol.emit_occurrence(schedule, occurrence_at, _run_at(schedule, occurrence_at))
         if schedule.last_occurrence_at != occurrence_at:
             break
         emitted += job is not None

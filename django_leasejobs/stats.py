@@ -25,7 +25,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import Count, Min, Q
 
-from . import lifecycle
+from . import dbtime
 from .conf import settings
 from .models import CLAIMABLE, DeadLetter, Job, Status
 
@@ -89,7 +89,7 @@ def collect(using: str | None = None) -> Stats:
     day; the queues listed in ``LEASEJOBS_QUEUES`` (if set) always appear, with zeros.
     """
     alias = using or router.db_for_read(Job) or DEFAULT_DB_ALIAS
-    now = lifecycle.db_now()
+    now = dbtime.db_now()
     queues: dict[str, QueueStats] = {name: QueueStats() for name in settings.QUEUES or ()}
 
     def queue(name: str) -> QueueStats:

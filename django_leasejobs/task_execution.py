@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from . import task_results, tasks_framework
 from .backoff import Backoff
 from .errors import PermanentError, TaskRefusedError
-from .lifecycle import MAX_ERROR_CHARS, Failure, Outcome
 from .models import Job
+from .protocol import MAX_ERROR_CHARS, Failure, Outcome
 
 if TYPE_CHECKING:
     from .execution import Execution
@@ -43,14 +43,14 @@ def _normalized(framework: tasks_framework.Framework, value: Any) -> Any:
     """The return value as Django keeps it; Django's "Unsupported type" ``TypeError`` if not JSON.
 
     Raised inside the task's ``try``, so the error records Django's exception class, message
-    and traceback (rather than an unstorable-value error from ``lifecycle.complete``).
+    and traceback (rather than an unstorable-value error from ``protocol.complete``).
     """
     try:
         return framework.normalize_json(value)
     except TypeError as exc:
         raise TypeError(f"Unstorable return value: {exc}") from exc
     except RecursionError:
-        return value  # a value that contains itself: lifecycle.complete names it
+        return value  # a value that contains itself: protocol.complete names it
 
 
 def execute(execution: Execution) -> None:
@@ -124,7 +124,7 @@ def finished(execution: Execution, outcome: Outcome) -> None:
 def recovered(outcomes: dict[int, Outcome], sender: Any = None) -> None:
     """Send ``task_finished`` for tasks that lease recovery dead-lettered.
 
-    ``lifecycle.recover_expired()`` runs no task code, so a task whose last worker died would
+    ``protocol.recover_expired()`` runs no task code, so a task whose last worker died would
     end FAILED without a signal. A worker calls this with what recovery returned; rows that are
     not tasks (or no longer resolve to one) are skipped.
     """

@@ -1,6 +1,6 @@
 """The worker: claims due jobs, runs them on a pool of threads, keeps their leases alive.
 
-It changes job state only through :mod:`django_leasejobs.lifecycle` (claim, heartbeat, release,
+It changes job state only through :mod:`django_leasejobs.protocol` (claim, heartbeat, release,
 recover_expired) and :mod:`django_leasejobs.execution` (run a handler, report its result under
 its attempt token). Its own job is timing and threads:
 
@@ -10,7 +10,7 @@ its attempt token). Its own job is timing and threads:
 * **Pool threads** run one handler each, outside any transaction, then report the result. A
   report that fails on a database error is retried with capped backoff: the write is guarded by
   the attempt token, so a late or repeated write can never overwrite a newer result.
-* **One heartbeat thread** extends all in-flight leases in one ``lifecycle.heartbeat`` call. A job
+* **One heartbeat thread** extends all in-flight leases in one ``protocol.heartbeat`` call. A job
   whose lease was lost gets its ``lease_lost`` event set; the worker never reports that attempt.
 
 Database outages are logged and waited out with capped exponential backoff on every thread: no
@@ -38,11 +38,11 @@ from types import FrameType
 from django.db import Error as DatabaseError
 from django.db import connections
 
-from . import execution, lifecycle, notify, schedules
+from . import execution, listener, notify, protocol, schedules
 from .conf import settings
 from .lazy_event import LazyEvent
-from .lifecycle import Outcome
 from .models import Job
+from .protocol import Outcome
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -235,7 +235,7 @@ class Worker:
         self._threads: list[threading.Thread] = []
         self._heartbeat_stop = threading.Event()
         self._heartbeat_thread: threading.Thread | None = None
-        self._listener: notify.Listener | None = None
+        self._listener: listener.Listener | None = None
         self._listener_thread: threading.Thread | None = None
         self._db_errors = 0
         self._next_maintenance = 0.0
@@ -345,7 +345,7 @@ class Worker:
             claimed: list[Job] = []
             if want > 0:
                 try:
-                    claimed = lifecycle.claim(
+                    claimed = protocol.claim(
                         self.worker_id,
                         queues=self.queues,
                         batch=want,
@@ -386,7 +386,7 @@ class Worker:
         if now < self._next_maintenance:
             return True
         try:
-            recovered = lifecycle.recover_expired()
+            recovered = protocol.recover_expired()
             execution.recovered(recovered)  # task_finished for django.tasks tasks now dead
             if recovered:
                 logger.info(
@@ -474,7 +474,7 @@ class Worker:
         """
         if not notify.supported():
             return
-        self._listener = notify.Listener()
+        self._listener = listener.Listener()
         self._listener.start()
         self._listener_thread = threading.Thread(
             target=self._listen_loop, name="leasejobs-listen", daemon=True
@@ -581,7 +581,7 @@ class Worker:
         if not slots:
             return
         try:
-            outcomes = lifecycle.complete_many(
+            outcomes = protocol.complete_many(
                 [slot.token for slot in slots], finished_by=self.worker_id
             )
         except DatabaseError:
@@ -642,7 +642,7 @@ class Worker:
             if not slots:
                 return
             execution.close_old_connections()
-            lost = lifecycle.heartbeat(
+            lost = protocol.heartbeat(
                 self.worker_id, [s.token for s in slots], lease_seconds=self.lease
             )
         for slot in slots:
@@ -686,7 +686,7 @@ class Worker:
                 slot.released = True
             slot.lease_lost.set()  # a cooperative handler stops; its result is never written
             try:
-                outcome = lifecycle.release(*slot.token)
+                outcome = protocol.release(*slot.token)
             except DatabaseError as exc:
                 logger.warning(
                     "worker.database_error id=%s where=release job=%s error=%s "

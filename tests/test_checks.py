@@ -11,7 +11,7 @@ from django.db.utils import ConnectionHandler
 from django.test import override_settings
 
 from django_leasejobs import checks, registry
-from django_leasejobs.registry import job
+from django_leasejobs.jobs import job
 
 GOOD_SCHEDULE = {"job": "testapp.jobs.noop", "cron": "0 3 * * *"}
 

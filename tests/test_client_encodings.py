@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from testapp import jobs
 
-from django_leasejobs import lifecycle
+from django_leasejobs import protocol
 from django_leasejobs.errors import JobValidationError
-from django_leasejobs.lifecycle import Failure
 from django_leasejobs.models import DeadLetter, Job
+from django_leasejobs.protocol import Failure
 
 pytestmark = [
     pytest.mark.skipif(
@@ -156,13 +156,13 @@ def test_replay(encoding: str, conforming: str, text: str) -> None:
     Job.objects.all().delete()
     # Keyed over UTF-8; the replay, in the session, sends that key again.
     original = jobs.noop.enqueue(dedupe_key=text, max_attempts=1)
-    (claimed,) = lifecycle.claim("w1", batch=1)
+    (claimed,) = protocol.claim("w1", batch=1)
     assert claimed.pk == original.pk
-    lifecycle.fail(claimed.pk, claimed.attempt, Failure("poison"))
+    protocol.fail(claimed.pk, claimed.attempt, Failure("poison"))
     letter = DeadLetter.objects.get(job_id=original.pk)
 
     def send() -> list[int]:
-        return [lifecycle.replay(letter.pk, args=[text], kwargs={text: 1}).pk]
+        return [protocol.replay(letter.pk, args=[text], kwargs={text: 1}).pk]
 
     exactly_or_refused(encoding, conforming, send, [([text], {text: 1}, original.dedupe_key)])
 

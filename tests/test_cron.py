@@ -126,7 +126,7 @@ class TestRangeAndValidation:
 
     @pytest.mark.django_db
     def test_next_occurrences_default_to_after_the_database_now(self) -> None:
-        from django_leasejobs.lifecycle import db_now
+        from django_leasejobs.dbtime import db_now
 
         before = db_now()
         (first,) = schedules.next_occurrences(schedule("* * * * *"), 1)

@@ -12,8 +12,8 @@ from django.test import override_settings
 from django.utils import timezone
 from testapp import jobs
 
-from django_leasejobs import JobValidationError, UnknownJobError, lifecycle
-from django_leasejobs.lifecycle import db_now
+from django_leasejobs import JobValidationError, UnknownJobError, protocol
+from django_leasejobs.dbtime import db_now
 from django_leasejobs.models import Job, Status
 
 from .conftest import race
@@ -122,7 +122,7 @@ def test_arguments_nested_up_to_the_limit_are_stored_and_claimed() -> None:
     """args is the first level: args holding 30 nested lists is 31 levels, the limit (and the
     deepest JSON MariaDB stores)."""
     job = jobs.add.enqueue(_nested(29), 0)
-    (claimed,) = lifecycle.claim("w1", batch=1)
+    (claimed,) = protocol.claim("w1", batch=1)
     assert claimed.pk == job.pk
     assert claimed.args == [_nested(29), 0]
 
@@ -162,13 +162,13 @@ def test_bad_options_are_refused(options: dict, message: str) -> None:
 
 def test_unknown_job_name_is_refused() -> None:
     with pytest.raises(UnknownJobError, match=r"No job is registered as 'nope\.nothing'"):
-        lifecycle.enqueue("nope.nothing")
+        protocol.enqueue("nope.nothing")
     assert Job.objects.count() == 0
 
 
 def test_unknown_enqueue_option_is_refused() -> None:
     with pytest.raises(JobValidationError, match="Unknown enqueue options: colour"):
-        lifecycle.enqueue("testapp.jobs.noop", (), {}, colour="red")
+        protocol.enqueue("testapp.jobs.noop", (), {}, colour="red")
 
 
 def test_dedupe_returns_the_live_job_and_creates_nothing() -> None:
@@ -180,12 +180,12 @@ def test_dedupe_returns_the_live_job_and_creates_nothing() -> None:
 
 def test_dedupe_applies_to_live_jobs_only() -> None:
     first = jobs.noop.enqueue(dedupe_key="k")
-    (claimed,) = lifecycle.claim("w", batch=1)
-    assert lifecycle.complete(claimed.pk, claimed.attempt) is lifecycle.Outcome.SUCCEEDED
+    (claimed,) = protocol.claim("w", batch=1)
+    assert protocol.complete(claimed.pk, claimed.attempt) is protocol.Outcome.SUCCEEDED
     again = jobs.noop.enqueue(dedupe_key="k")
     assert again.pk != first.pk
     cancelled = jobs.noop.enqueue(dedupe_key="c")
-    assert lifecycle.cancel(cancelled.pk)
+    assert protocol.cancel(cancelled.pk)
     assert jobs.noop.enqueue(dedupe_key="c").pk != cancelled.pk
 
 
@@ -193,10 +193,10 @@ def test_retry_of_a_deduped_job_keeps_its_key_without_tripping_the_constraint(ma
     job = jobs.always_fails.enqueue(dedupe_key="retry-me")
     for attempt in range(1, 3):
         make_due(job)
-        (claimed,) = lifecycle.claim("w", batch=1)
+        (claimed,) = protocol.claim("w", batch=1)
         assert claimed.attempt == attempt
-        outcome = lifecycle.fail(claimed.pk, claimed.attempt, lifecycle.Failure("x"))
-        assert outcome is lifecycle.Outcome.RETRIED
+        outcome = protocol.fail(claimed.pk, claimed.attempt, protocol.Failure("x"))
+        assert outcome is protocol.Outcome.RETRIED
         assert jobs.always_fails.enqueue(dedupe_key="retry-me").pk == job.pk
 
 

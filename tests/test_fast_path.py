@@ -23,10 +23,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from testapp import jobs
 
-from django_leasejobs import lifecycle, notify, pg_insert
+from django_leasejobs import notify, protocol
+from django_leasejobs.dialects import postgresql_insert as pg_insert
 from django_leasejobs.errors import JobValidationError
-from django_leasejobs.lifecycle import Outcome
+from django_leasejobs.listener import Listener
 from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs.protocol import Outcome
 
 from .conftest import fields
 
@@ -42,9 +44,9 @@ class TestCompleteMany:
     def test_results_are_stored_and_each_row_is_fenced(self) -> None:
         for _ in range(3):
             jobs.noop.enqueue()
-        a, b, c = lifecycle.claim("w1", batch=3)
-        lifecycle.release(c.pk, c.attempt)  # c's token is now stale
-        outcomes = lifecycle.complete_many(
+        a, b, c = protocol.claim("w1", batch=3)
+        protocol.release(c.pk, c.attempt)  # c's token is now stale
+        outcomes = protocol.complete_many(
             [(a.pk, a.attempt, {"n": 1}), (b.pk, b.attempt), (c.pk, c.attempt, "late")]
         )
         assert outcomes == {a.pk: Outcome.SUCCEEDED, b.pk: Outcome.SUCCEEDED, c.pk: Outcome.STALE}
@@ -57,19 +59,17 @@ class TestCompleteMany:
 
     def test_a_wrong_attempt_changes_nothing(self) -> None:
         job = jobs.noop.enqueue()
-        (claimed,) = lifecycle.claim("w1", batch=1)
-        assert lifecycle.complete_many([(job.pk, claimed.attempt + 1, 1)]) == {
-            job.pk: Outcome.STALE
-        }
+        (claimed,) = protocol.claim("w1", batch=1)
+        assert protocol.complete_many([(job.pk, claimed.attempt + 1, 1)]) == {job.pk: Outcome.STALE}
         assert fields(job.pk, "status")["status"] == Status.RUNNING
 
     def test_an_unstorable_result_fails_only_its_job(self) -> None:
         for _ in range(3):
             jobs.noop.enqueue()
-        good, bad, circular = lifecycle.claim("w1", batch=3)
+        good, bad, circular = protocol.claim("w1", batch=3)
         contains_itself: list[object] = []
         contains_itself.append(contains_itself)
-        outcomes = lifecycle.complete_many(
+        outcomes = protocol.complete_many(
             [
                 (good.pk, good.attempt, [1, 2]),
                 (bad.pk, bad.attempt, float("nan")),
@@ -90,11 +90,11 @@ class TestCompleteMany:
 def test_heartbeat_extends_owned_leases_and_names_the_lost_ones(expire_lease) -> None:
     for _ in range(3):
         jobs.noop.enqueue()
-    mine, reclaimed, other = lifecycle.claim("w1", batch=3)
+    mine, reclaimed, other = protocol.claim("w1", batch=3)
     Job.objects.filter(pk=other.pk).update(lease_owner="w2")
-    lifecycle.release(reclaimed.pk, reclaimed.attempt)
+    protocol.release(reclaimed.pk, reclaimed.attempt)
     expire_lease(mine)
-    lost = lifecycle.heartbeat(
+    lost = protocol.heartbeat(
         "w1",
         [(mine.pk, mine.attempt), (reclaimed.pk, reclaimed.attempt), (other.pk, other.attempt)],
         lease_seconds=30,
@@ -266,56 +266,56 @@ def test_a_bulk_column_varies_when_its_json_does(column: list[object]) -> None:
 @pytest.mark.django_db(transaction=True)
 class TestNotify:
     @pytest.fixture
-    def listener(self) -> Iterator[notify.Listener]:
-        listener = notify.Listener()
+    def listener(self) -> Iterator[Listener]:
+        listener = Listener()
         listener.start()
         assert listener.connected()
         yield listener
         listener.close()
 
-    def test_enqueue_notifies_its_queue_on_commit(self, listener: notify.Listener) -> None:
+    def test_enqueue_notifies_its_queue_on_commit(self, listener: Listener) -> None:
         with transaction.atomic():
             jobs.other_queue.enqueue()
             assert listener.wait(0.2) == set()  # not before the commit
         assert listener.wait(5) == {"other"}
 
-    def test_a_rolled_back_enqueue_notifies_nothing(self, listener: notify.Listener) -> None:
+    def test_a_rolled_back_enqueue_notifies_nothing(self, listener: Listener) -> None:
         with pytest.raises(RuntimeError), transaction.atomic():
             jobs.noop.enqueue()
             raise RuntimeError("roll back")
         assert listener.wait(0.3) == set()
 
-    def test_a_delayed_job_is_not_announced(self, listener: notify.Listener) -> None:
+    def test_a_delayed_job_is_not_announced(self, listener: Listener) -> None:
         jobs.noop.enqueue(delay=60)
         assert listener.wait(0.3) == set()
 
-    def test_a_job_given_a_past_run_at_is_announced(self, listener: notify.Listener) -> None:
+    def test_a_job_given_a_past_run_at_is_announced(self, listener: Listener) -> None:
         jobs.other_queue.enqueue(run_at=timezone.now() - dt.timedelta(seconds=5))
         assert listener.wait(5) == {"other"}
 
-    def test_a_dedupe_keyed_job_is_announced(self, listener: notify.Listener) -> None:
+    def test_a_dedupe_keyed_job_is_announced(self, listener: Listener) -> None:
         jobs.other_queue.enqueue(dedupe_key="announced")
         assert listener.wait(5) == {"other"}
 
-    def test_bulk_enqueue_notifies_each_due_queue(self, listener: notify.Listener) -> None:
+    def test_bulk_enqueue_notifies_each_due_queue(self, listener: Listener) -> None:
         jobs.noop.enqueue_many([((), {}), {"queue": "q2"}, {"queue": "later", "delay": 60}])
         seen: set[str] = set()
         for _ in range(3):
             seen |= listener.wait(1)
         assert seen == {"default", "q2"}
 
-    def test_notify_can_be_turned_off(self, listener: notify.Listener) -> None:
+    def test_notify_can_be_turned_off(self, listener: Listener) -> None:
         with override_settings(LEASEJOBS_NOTIFY=False):
             assert not notify.supported()
             jobs.noop.enqueue()
             jobs.noop.enqueue_many([((), {})])
         assert listener.wait(0.3) == set()
 
-    def test_wake_interrupts_a_wait(self, listener: notify.Listener) -> None:
+    def test_wake_interrupts_a_wait(self, listener: Listener) -> None:
         listener.wake()
         assert listener.wait(30) == set()
 
-    def test_a_lost_connection_is_reopened(self, listener: notify.Listener) -> None:
+    def test_a_lost_connection_is_reopened(self, listener: Listener) -> None:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -350,10 +350,10 @@ def test_notify_is_postgresql_only() -> None:
 def test_a_claimed_job_still_reads_its_error_history(make_due) -> None:
     """The claim leaves the history out of the rows it returns; it loads on access."""
     job = jobs.noop.enqueue()
-    (first,) = lifecycle.claim("w1", batch=1)
-    lifecycle.fail(first.pk, first.attempt, lifecycle.Failure("boom"))
+    (first,) = protocol.claim("w1", batch=1)
+    protocol.fail(first.pk, first.attempt, protocol.Failure("boom"))
     make_due(job)
-    (again,) = lifecycle.claim("w1", batch=1)
+    (again,) = protocol.claim("w1", batch=1)
     assert [entry["error"] for entry in again.errors] == ["boom"]
     assert again.last_error == "boom"
     assert again.result is None

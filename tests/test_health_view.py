@@ -13,7 +13,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 from testapp import jobs
 
-from django_leasejobs import execution, lifecycle
+from django_leasejobs import execution, protocol
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +39,7 @@ def staff() -> Client:
 
 
 def drain() -> None:
-    while claimed := lifecycle.claim("drainer", batch=10):
+    while claimed := protocol.claim("drainer", batch=10):
         for job in claimed:
             execution.run(job, "drainer")
 
@@ -99,7 +99,7 @@ def test_expired_leases_and_dead_letters_as_query_thresholds(staff: Client, expi
     jobs.permanent.enqueue()
     drain()
     jobs.noop.enqueue(queue="busy")
-    (claimed,) = lifecycle.claim("w1", batch=1)
+    (claimed,) = protocol.claim("w1", batch=1)
     expire_lease(claimed, seconds_ago=5)
     response = staff.get(URL, {"max_dead_per_hour": "0", "max_expired_leases": "0"})
     assert response.status_code == 503

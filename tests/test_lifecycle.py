@@ -9,10 +9,10 @@ from django.db import transaction
 from testapp import jobs
 from testapp.models import Hit
 
-from django_leasejobs import execution, lifecycle
-from django_leasejobs.errors import StaleAttemptError
-from django_leasejobs.lifecycle import Failure, Outcome
+from django_leasejobs import execution, protocol
+from django_leasejobs.errors import JobValidationError, StaleAttemptError
 from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs.protocol import Failure, Outcome
 
 from .conftest import fields
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 
 def claim_one(worker: str = "w1", **options) -> Job:
-    claimed = lifecycle.claim(worker, batch=1, **options)
+    claimed = protocol.claim(worker, batch=1, **options)
     assert len(claimed) == 1, claimed
     return claimed[0]
 
@@ -38,9 +38,9 @@ class TestClaim:
 
     def test_a_job_is_not_claimed_before_its_run_at(self, make_due) -> None:
         job = jobs.noop.enqueue(delay=3600)
-        assert lifecycle.claim("w1", batch=10) == []
+        assert protocol.claim("w1", batch=10) == []
         make_due(job)
-        assert [j.pk for j in lifecycle.claim("w1", batch=10)] == [job.pk]
+        assert [j.pk for j in protocol.claim("w1", batch=10)] == [job.pk]
 
     def test_claim_order_is_priority_then_run_at_then_id(self, make_due) -> None:
         low = jobs.noop.enqueue(priority=-5)
@@ -49,26 +49,26 @@ class TestClaim:
         high = jobs.noop.enqueue(priority=50)
         make_due(low, old, new, high, seconds_ago=10)
         make_due(old, seconds_ago=20)
-        order = [j.pk for j in lifecycle.claim("w1", batch=10)]
+        order = [j.pk for j in protocol.claim("w1", batch=10)]
         assert order == [high.pk, old.pk, new.pk, low.pk]
 
     def test_claim_respects_batch_and_queues(self) -> None:
         for _ in range(5):
             jobs.noop.enqueue()
         other = jobs.other_queue.enqueue()
-        assert len(lifecycle.claim("w1", batch=3, queues=["default"])) == 3
-        assert [j.pk for j in lifecycle.claim("w1", batch=10, queues=["other"])] == [other.pk]
-        assert len(lifecycle.claim("w1", batch=10, queues=["default", "other"])) == 2
-        assert lifecycle.claim("w1", batch=10) == []
-        assert lifecycle.claim("w1", batch=0) == []
-        assert lifecycle.claim("w1", batch=5, queues=[]) == []
+        assert len(protocol.claim("w1", batch=3, queues=["default"])) == 3
+        assert [j.pk for j in protocol.claim("w1", batch=10, queues=["other"])] == [other.pk]
+        assert len(protocol.claim("w1", batch=10, queues=["default", "other"])) == 2
+        assert protocol.claim("w1", batch=10) == []
+        assert protocol.claim("w1", batch=0) == []
+        assert protocol.claim("w1", batch=5, queues=[]) == []
 
     def test_running_and_finished_jobs_are_not_claimed(self) -> None:
         jobs.noop.enqueue()
         job = claim_one()
-        assert lifecycle.claim("w2", batch=10) == []
-        lifecycle.complete(job.pk, job.attempt)
-        assert lifecycle.claim("w2", batch=10) == []
+        assert protocol.claim("w2", batch=10) == []
+        protocol.complete(job.pk, job.attempt)
+        assert protocol.claim("w2", batch=10) == []
 
     def test_per_job_lease_overrides_the_worker_lease(self) -> None:
         jobs.short_lease.enqueue()
@@ -82,9 +82,9 @@ class TestClaim:
 class TestHeartbeat:
     def test_heartbeat_extends_only_current_tokens(self, expire_lease) -> None:
         a, b = jobs.noop.enqueue(), jobs.noop.enqueue()
-        ca, cb = lifecycle.claim("w1", batch=2)
+        ca, cb = protocol.claim("w1", batch=2)
         expire_lease(ca, cb, seconds_ago=-5)  # 5 s left
-        lost = lifecycle.heartbeat(
+        lost = protocol.heartbeat(
             "w1", [(ca.pk, ca.attempt), (cb.pk, cb.attempt + 7)], lease_seconds=120
         )
         assert lost == {cb.pk}
@@ -96,29 +96,29 @@ class TestHeartbeat:
         jobs.noop.enqueue()
         first = claim_one("w1")
         expire_lease(first)
-        assert lifecycle.recover_expired() == {first.pk: Outcome.RETRIED}
+        assert protocol.recover_expired() == {first.pk: Outcome.RETRIED}
         make_due(first)
         second = claim_one("w2")
         assert second.attempt == first.attempt + 1
-        assert lifecycle.heartbeat("w1", [(first.pk, first.attempt)]) == {first.pk}
-        assert lifecycle.heartbeat("w2", [(second.pk, second.attempt)]) == set()
+        assert protocol.heartbeat("w1", [(first.pk, first.attempt)]) == {first.pk}
+        assert protocol.heartbeat("w2", [(second.pk, second.attempt)]) == set()
 
     def test_heartbeat_of_another_worker_changes_nothing(self) -> None:
         jobs.noop.enqueue()
         job = claim_one("w1")
         before = fields(job.pk, "lease_expires_at")
-        assert lifecycle.heartbeat("intruder", [(job.pk, job.attempt)]) == {job.pk}
+        assert protocol.heartbeat("intruder", [(job.pk, job.attempt)]) == {job.pk}
         assert fields(job.pk, "lease_expires_at") == before
 
     def test_empty_heartbeat(self) -> None:
-        assert lifecycle.heartbeat("w1", []) == set()
+        assert protocol.heartbeat("w1", []) == set()
 
 
 class TestComplete:
     def test_complete_with_the_current_token(self) -> None:
         jobs.add.enqueue(1, 2)
         job = claim_one()
-        assert lifecycle.complete(job.pk, job.attempt, 3) is Outcome.SUCCEEDED
+        assert protocol.complete(job.pk, job.attempt, 3) is Outcome.SUCCEEDED
         row = fields(job.pk, "status", "result", "lease_owner", "lease_expires_at", "finished_at")
         assert row["status"] == Status.SUCCEEDED
         assert row["result"] == 3
@@ -130,33 +130,33 @@ class TestComplete:
         jobs.noop.enqueue()
         job = claim_one()
         before = fields(job.pk, "status", "attempt", "lease_expires_at", "result")
-        assert lifecycle.complete(job.pk, job.attempt - 1, "stale") is Outcome.STALE
-        assert lifecycle.complete(job.pk, job.attempt + 1, "future") is Outcome.STALE
+        assert protocol.complete(job.pk, job.attempt - 1, "stale") is Outcome.STALE
+        assert protocol.complete(job.pk, job.attempt + 1, "future") is Outcome.STALE
         assert fields(job.pk, "status", "attempt", "lease_expires_at", "result") == before
 
     def test_complete_twice_is_refused_the_second_time(self) -> None:
         jobs.noop.enqueue()
         job = claim_one()
-        assert lifecycle.complete(job.pk, job.attempt) is Outcome.SUCCEEDED
-        assert lifecycle.complete(job.pk, job.attempt) is Outcome.STALE
-        assert lifecycle.fail(job.pk, job.attempt, Failure("late")) is Outcome.STALE
+        assert protocol.complete(job.pk, job.attempt) is Outcome.SUCCEEDED
+        assert protocol.complete(job.pk, job.attempt) is Outcome.STALE
+        assert protocol.fail(job.pk, job.attempt, Failure("late")) is Outcome.STALE
         assert fields(job.pk, "status")["status"] == Status.SUCCEEDED
 
     def test_complete_of_a_pending_job_is_refused(self) -> None:
         job = jobs.noop.enqueue()
-        assert lifecycle.complete(job.pk, 0) is Outcome.STALE
+        assert protocol.complete(job.pk, 0) is Outcome.STALE
         assert fields(job.pk, "status")["status"] == Status.PENDING
 
     def test_complete_many_fences_each_row(self) -> None:
         for _ in range(3):
             jobs.noop.enqueue()
-        a, b, c = lifecycle.claim("w1", batch=3)
-        outcomes = lifecycle.complete_many(
+        a, b, c = protocol.claim("w1", batch=3)
+        outcomes = protocol.complete_many(
             [(a.pk, a.attempt), (b.pk, b.attempt + 1), (c.pk, c.attempt)]
         )
         assert outcomes == {a.pk: Outcome.SUCCEEDED, b.pk: Outcome.STALE, c.pk: Outcome.SUCCEEDED}
         assert fields(b.pk, "status")["status"] == Status.RUNNING
-        assert lifecycle.complete_many([]) == {}
+        assert protocol.complete_many([]) == {}
 
     @pytest.mark.parametrize("job_function", [jobs.returns_object, jobs.returns_undecodable_name])
     def test_unstorable_return_value_dead_letters_the_job(self, job_function: Any) -> None:
@@ -171,7 +171,7 @@ class TestFailRetryDead:
     def test_fail_schedules_a_retry_with_backoff_from_the_database_clock(self) -> None:
         jobs.add.enqueue(1, 2)
         job = claim_one()
-        assert lifecycle.fail(job.pk, job.attempt, Failure("E: x")) is Outcome.RETRIED
+        assert protocol.fail(job.pk, job.attempt, Failure("E: x")) is Outcome.RETRIED
         row = fields(
             job.pk, "status", "run_at", "started_at", "last_error", "errors", "lease_owner"
         )
@@ -187,8 +187,8 @@ class TestFailRetryDead:
     def test_a_failed_job_is_claimed_again_when_due(self, make_due) -> None:
         jobs.noop.enqueue()
         job = claim_one()
-        lifecycle.fail(job.pk, job.attempt, Failure("x"))
-        assert lifecycle.claim("w1", batch=1) == []
+        protocol.fail(job.pk, job.attempt, Failure("x"))
+        assert protocol.claim("w1", batch=1) == []
         make_due(job)
         assert claim_one().attempt == 2
 
@@ -197,7 +197,7 @@ class TestFailRetryDead:
         outcomes = []
         for _ in range(10):
             make_due(job)
-            claimed = lifecycle.claim("w1", batch=1)
+            claimed = protocol.claim("w1", batch=1)
             if not claimed:
                 break
             outcomes.append(execution.run(claimed[0], "w1"))
@@ -219,11 +219,11 @@ class TestFailRetryDead:
         outcomes = []
         for _ in range(10):
             make_due(job)
-            claimed = lifecycle.claim("w1", batch=1)
+            claimed = protocol.claim("w1", batch=1)
             if not claimed:
                 break
             expire_lease(claimed[0])
-            outcomes.extend(lifecycle.recover_expired().values())
+            outcomes.extend(protocol.recover_expired().values())
         assert outcomes == [Outcome.RETRIED, Outcome.RETRIED, Outcome.DEAD]
         row = Job.objects.get(pk=job.pk)
         assert (row.status, row.attempt) == (Status.DEAD, 3)
@@ -234,14 +234,14 @@ class TestFailRetryDead:
         jobs.noop.enqueue()
         job = claim_one()
         expire_lease(job)
-        lifecycle.recover_expired()
+        protocol.recover_expired()
         assert fields(job.pk, "status")["status"] == Status.FAILED
-        assert lifecycle.claim("w2", batch=1) == []
+        assert protocol.claim("w2", batch=1) == []
 
     def test_recovery_leaves_a_live_lease_alone(self, expire_lease) -> None:
         jobs.noop.enqueue()
         job = claim_one()
-        assert lifecycle.recover_expired() == {}
+        assert protocol.recover_expired() == {}
         assert fields(job.pk, "status")["status"] == Status.RUNNING
 
     def test_permanent_error_dead_letters_at_once(self) -> None:
@@ -263,7 +263,7 @@ class TestFailRetryDead:
     def test_fail_with_a_stale_token_changes_nothing(self) -> None:
         jobs.noop.enqueue()
         job = claim_one()
-        assert lifecycle.fail(job.pk, job.attempt + 1, Failure("x")) is Outcome.STALE
+        assert protocol.fail(job.pk, job.attempt + 1, Failure("x")) is Outcome.STALE
         assert fields(job.pk, "status", "errors") == {"status": Status.RUNNING, "errors": []}
 
     def test_flaky_job_succeeds_on_its_third_attempt(self, make_due) -> None:
@@ -271,7 +271,7 @@ class TestFailRetryDead:
         outcomes = []
         while True:
             make_due(job)
-            claimed = lifecycle.claim("w1", batch=1)
+            claimed = protocol.claim("w1", batch=1)
             if not claimed:
                 break
             outcomes.append(execution.run(claimed[0], "w1"))
@@ -283,42 +283,42 @@ class TestRelease:
     def test_release_is_free_of_charge_but_the_token_still_grows(self) -> None:
         job = jobs.noop.enqueue(max_attempts=1)
         first = claim_one()
-        assert lifecycle.release(first.pk, first.attempt) is Outcome.RELEASED
+        assert protocol.release(first.pk, first.attempt) is Outcome.RELEASED
         row = Job.objects.get(pk=job.pk)
         assert (row.status, row.released, row.attempt) == (Status.PENDING, 1, 1)
         second = claim_one("w2")
         assert second.attempt == 2
         # the release was not charged: one failure still ends the budget of 1
-        assert lifecycle.fail(second.pk, second.attempt, Failure("x")) is Outcome.DEAD
-        assert lifecycle.release(first.pk, first.attempt) is Outcome.STALE
+        assert protocol.fail(second.pk, second.attempt, Failure("x")) is Outcome.DEAD
+        assert protocol.release(first.pk, first.attempt) is Outcome.STALE
 
 
 class TestOperatorActions:
     def test_cancel_pending_and_failed_only(self) -> None:
         pending = jobs.noop.enqueue()
-        assert lifecycle.cancel(pending.pk)
+        assert protocol.cancel(pending.pk)
         assert fields(pending.pk, "status")["status"] == Status.CANCELLED
-        assert not lifecycle.cancel(pending.pk)
+        assert not protocol.cancel(pending.pk)
         jobs.noop.enqueue()
         running = claim_one()
-        assert not lifecycle.cancel(running.pk)
+        assert not protocol.cancel(running.pk)
         assert fields(running.pk, "status")["status"] == Status.RUNNING
-        lifecycle.fail(running.pk, running.attempt, Failure("x"))
-        assert lifecycle.cancel(running.pk)
+        protocol.fail(running.pk, running.attempt, Failure("x"))
+        assert protocol.cancel(running.pk)
 
     def test_a_cancelled_job_is_never_claimed_and_its_stale_worker_cannot_write(self) -> None:
         jobs.noop.enqueue()
         job = claim_one()
-        lifecycle.fail(job.pk, job.attempt, Failure("x"))
-        lifecycle.cancel(job.pk)
-        assert lifecycle.complete(job.pk, job.attempt) is Outcome.STALE
+        protocol.fail(job.pk, job.attempt, Failure("x"))
+        protocol.cancel(job.pk)
+        assert protocol.complete(job.pk, job.attempt) is Outcome.STALE
         assert fields(job.pk, "status")["status"] == Status.CANCELLED
 
     def test_run_now(self) -> None:
         job = jobs.noop.enqueue(delay=3600)
-        assert lifecycle.run_now(job.pk)
+        assert protocol.run_now(job.pk)
         assert claim_one().pk == job.pk
-        assert not lifecycle.run_now(job.pk)
+        assert not protocol.run_now(job.pk)
 
 
 class TestReplay:
@@ -330,8 +330,8 @@ class TestReplay:
 
     def test_replay_makes_one_new_job_with_a_fresh_budget(self, make_due) -> None:
         letter = self.dead_job(make_due)
-        new = lifecycle.replay(letter.pk)
-        again = lifecycle.replay(letter.pk)
+        new = protocol.replay(letter.pk)
+        again = protocol.replay(letter.pk)
         assert new.pk == again.pk != letter.job_id
         assert (new.status, new.attempt, new.max_attempts) == (Status.PENDING, 0, 1)
         letter.refresh_from_db()
@@ -342,18 +342,18 @@ class TestReplay:
 
     def test_replay_with_edited_arguments_is_validated(self, make_due) -> None:
         letter = self.dead_job(make_due)
-        with pytest.raises(lifecycle.JobValidationError, match="NaN"):
-            lifecycle.replay(letter.pk, args=[float("nan")])
+        with pytest.raises(JobValidationError, match="NaN"):
+            protocol.replay(letter.pk, args=[float("nan")])
         letter.refresh_from_db()
         assert letter.replayed_job_id is None
-        new = lifecycle.replay(letter.pk, kwargs={})
+        new = protocol.replay(letter.pk, kwargs={})
         assert new.kwargs == {}
 
     def test_stale_worker_of_the_dead_job_cannot_touch_it_after_replay(self, make_due) -> None:
         letter = self.dead_job(make_due)
-        lifecycle.replay(letter.pk)
+        protocol.replay(letter.pk)
         dead = Job.objects.get(pk=letter.job_id)
-        assert lifecycle.complete(dead.pk, dead.attempt) is Outcome.STALE
+        assert protocol.complete(dead.pk, dead.attempt) is Outcome.STALE
         assert Job.objects.get(pk=dead.pk).status == Status.DEAD
 
 
@@ -370,9 +370,9 @@ class TestHandlerContext:
     @pytest.mark.django_db(transaction=True)
     def test_first_time_and_complete_outside_a_transaction_are_errors(self) -> None:
         with pytest.raises(RuntimeError, match=r"inside transaction\.atomic"):
-            lifecycle.record_effect("k")
+            protocol.record_effect("k")
         with pytest.raises(RuntimeError, match=r"inside transaction\.atomic"):
-            lifecycle.complete_in_transaction(1, 1)
+            protocol.complete_in_transaction(1, 1)
 
     def test_complete_in_the_handlers_transaction(self) -> None:
         jobs.exactly_once.enqueue("paid")
@@ -387,10 +387,10 @@ class TestHandlerContext:
         jobs.exactly_once.enqueue("paid-twice")
         job = claim_one()
         expire_lease(job)
-        lifecycle.recover_expired()
+        protocol.recover_expired()
         with pytest.raises(StaleAttemptError), transaction.atomic():
             Hit.objects.create(label="paid-twice")
-            lifecycle.complete_in_transaction(job.pk, job.attempt)
+            protocol.complete_in_transaction(job.pk, job.attempt)
         assert Hit.objects.filter(label="paid-twice").count() == 0
 
 
@@ -399,12 +399,12 @@ def test_a_zero_backoff_retry_is_due_at_once_on_every_database() -> None:
     for _ in range(20):
         job = jobs.always_fails.enqueue(max_attempts=2)
         first = claim_one()
-        assert lifecycle.fail(first.pk, first.attempt, Failure("x")) is Outcome.RETRIED
+        assert protocol.fail(first.pk, first.attempt, Failure("x")) is Outcome.RETRIED
         second = claim_one()
         assert (second.pk, second.attempt) == (job.pk, 2)
         row = fields(job.pk, "run_at", "started_at")
         assert row["started_at"] >= row["run_at"]
-        assert lifecycle.fail(second.pk, second.attempt, Failure("x")) is Outcome.DEAD
+        assert protocol.fail(second.pk, second.attempt, Failure("x")) is Outcome.DEAD
 
 
 class TestClaimAcrossQueues:
@@ -416,15 +416,15 @@ class TestClaimAcrossQueues:
         mid = jobs.noop.enqueue(queue="c", priority=3)
         later = jobs.noop.enqueue(queue="d", priority=50, delay=3600)
         make_due(low, high, mid)
-        assert [j.pk for j in lifecycle.claim("w1", batch=2)] == [high.pk, mid.pk]
-        assert [j.pk for j in lifecycle.claim("w1", batch=5)] == [low.pk]
+        assert [j.pk for j in protocol.claim("w1", batch=2)] == [high.pk, mid.pk]
+        assert [j.pk for j in protocol.claim("w1", batch=5)] == [low.pk]
         assert fields(later.pk, "status")["status"] == Status.PENDING
 
     def test_given_queues_only_and_the_batch_holds_across_them(self) -> None:
         for queue in ("a", "a", "b", "b", "c"):
             jobs.noop.enqueue(queue=queue)
-        claimed = lifecycle.claim("w1", batch=3, queues=["a", "b"])
+        claimed = protocol.claim("w1", batch=3, queues=["a", "b"])
         assert len(claimed) == 3
         assert {j.queue for j in claimed} <= {"a", "b"}
-        assert len(lifecycle.claim("w1", batch=10, queues=["a", "b", "missing"])) == 1
-        assert [j.queue for j in lifecycle.claim("w1", batch=10)] == ["c"]
+        assert len(protocol.claim("w1", batch=10, queues=["a", "b", "missing"])) == 1
+        assert [j.queue for j in protocol.claim("w1", batch=10)] == ["c"]

@@ -1,4 +1,4 @@
-"""A model-based test of the lease protocol: random sequences of every lifecycle operation.
+"""A model-based test of the lease protocol: random sequences of every protocol operation.
 
 Hypothesis drives enqueue, claim, heartbeat, complete and fail (with current or stale tokens),
 lease expiry plus recovery, release, cancel and replay against the real database, and checks
@@ -32,10 +32,10 @@ from hypothesis.stateful import (
 )
 from testapp import jobs
 
-from django_leasejobs import lifecycle
+from django_leasejobs import protocol
 from django_leasejobs.errors import InvalidTransitionError
-from django_leasejobs.lifecycle import Failure, Outcome
 from django_leasejobs.models import CLAIMABLE, FINAL, DeadLetter, Job, Status
+from django_leasejobs.protocol import Failure, Outcome
 
 from .conftest import shifted
 
@@ -58,7 +58,7 @@ def owns(state: dict[str, Any], token: Token) -> bool:
 
 
 class LifecycleMachine(RuleBasedStateMachine):
-    """Every rule calls one lifecycle function and checks its outcome against the row before."""
+    """Every rule calls one protocol function and checks its outcome against the row before."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -110,7 +110,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         # Time passes: every retry's backoff is over (run_at checks have their own tests), so
         # jobs go round quickly and old tokens meet newer attempts of the same job.
         Job.objects.filter(status__in=CLAIMABLE).update(run_at=shifted(-1))
-        claimed = lifecycle.claim(worker, batch=batch)
+        claimed = protocol.claim(worker, batch=batch)
         assert len(claimed) <= batch
         handed_out = {(job_id, attempt) for job_id, attempt, _ in self.tokens}
         for job in claimed:
@@ -125,7 +125,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         if token is None:
             return
         before = row(token[0])
-        outcome = lifecycle.complete(token[0], token[1], result=token[1])
+        outcome = protocol.complete(token[0], token[1], result=token[1])
         if owns(before, token):
             assert outcome is Outcome.SUCCEEDED
             assert row(token[0])["status"] == Status.SUCCEEDED
@@ -139,7 +139,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         if token is None:
             return
         before = row(token[0])
-        outcome = lifecycle.fail(token[0], token[1], Failure("boom"), retryable=retryable)
+        outcome = protocol.fail(token[0], token[1], Failure("boom"), retryable=retryable)
         if owns(before, token):
             assert outcome is self.fail_outcome(before, retryable)
         else:
@@ -156,7 +156,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         extra = data.draw(st.lists(st.sampled_from(own), max_size=2)) if own else []
         sent = list(dict.fromkeys([(token[0], token[1]), *((t[0], t[1]) for t in extra)]))
         before = {job_id: row(job_id) for job_id, _ in sent}
-        lost = lifecycle.heartbeat(worker, sent)
+        lost = protocol.heartbeat(worker, sent)
         # The result is per job: a job is kept when any of the tokens sent for it is current.
         for job_id, state in before.items():
             current = any(owns(state, (j, a, worker)) for j, a in sent if j == job_id)
@@ -171,7 +171,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         if token is None:
             return
         before = row(token[0])
-        outcome = lifecycle.release(token[0], token[1])
+        outcome = protocol.release(token[0], token[1])
         if owns(before, token):
             assert outcome is Outcome.RELEASED
             after = row(token[0])
@@ -188,7 +188,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         job_id = data.draw(st.sampled_from(sorted(running)))
         Job.objects.filter(pk=job_id).update(lease_expires_at=shifted(-1))
         before = row(job_id)
-        outcomes = lifecycle.recover_expired()
+        outcomes = protocol.recover_expired()
         assert outcomes[job_id] is self.fail_outcome(before, retryable=True)
         after = row(job_id)
         assert after["attempt"] == before["attempt"], "a reclaim must not move the token"
@@ -202,7 +202,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             return
         job_id = data.draw(st.sampled_from(sorted(ids)))
         before = row(job_id)
-        cancelled = lifecycle.cancel(job_id)
+        cancelled = protocol.cancel(job_id)
         assert cancelled == (before["status"] in CLAIMABLE)
         if not cancelled:
             assert row(job_id) == before
@@ -215,7 +215,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             return
         letter_id, replayed = data.draw(st.sampled_from(sorted(letters)))
         try:
-            new = lifecycle.replay(letter_id)
+            new = protocol.replay(letter_id)
         except InvalidTransitionError:
             # Only when a live job holds the dead job's dedupe key.
             key = DeadLetter.objects.get(pk=letter_id).job.dedupe_key
@@ -227,7 +227,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             assert new.pk == replayed, "a second replay created another job"
         else:
             assert (new.status, new.attempt, new.released) == (Status.PENDING, 0, 0)
-        assert lifecycle.replay(letter_id).pk == new.pk
+        assert protocol.replay(letter_id).pk == new.pk
 
     # ------------------------------------------------------------------ invariants
 

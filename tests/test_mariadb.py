@@ -11,7 +11,7 @@ from django.db.models import F
 from django.utils import timezone
 from testapp import jobs
 
-from django_leasejobs import lifecycle
+from django_leasejobs import protocol
 from django_leasejobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -69,7 +69,7 @@ def test_a_server_outside_utc_still_runs_no_job_before_its_run_at(
         assert cursor.fetchone()[0] == 0
     later = jobs.noop.enqueue(run_at=timezone.now() + dt.timedelta(hours=1))
     now = jobs.noop.enqueue()
-    assert [job.pk for job in lifecycle.claim("w", batch=10)] == [now.pk]
+    assert [job.pk for job in protocol.claim("w", batch=10)] == [now.pk]
     assert Job.objects.get(pk=later.pk).status == "pending"
     assert abs(Job.objects.get(pk=now.pk).created_at - timezone.now()) < dt.timedelta(hours=1)
 

@@ -13,7 +13,7 @@ from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
 from testapp import jobs
 
-from django_leasejobs import execution, lifecycle, metrics
+from django_leasejobs import execution, metrics, protocol
 
 from .exporter import NOTHING, free_port, leftovers, scrape
 from .test_health_view import TOKEN, user_client
@@ -68,7 +68,7 @@ def test_counters_follow_the_state_changes(
         # millisecond clock, so within the same millisecond it is not yet due: move it back.
         all_due()
         with django_capture_on_commit_callbacks(execute=True):
-            for job in lifecycle.claim("w1", queues=["count"], batch=10):
+            for job in protocol.claim("w1", queues=["count"], batch=10):
                 execution.run(job, "w1")
     after = {event: sample(f"leasejobs_jobs_{event}_total", "count") for event in before}
     assert {event: after[event] - before[event] for event in before} == {

@@ -14,10 +14,11 @@ from django.db import connection, transaction
 from django.test import override_settings
 from testapp import jobs
 
-from django_leasejobs import execution, lifecycle
-from django_leasejobs.lifecycle import Outcome
+from django_leasejobs import execution, protocol
 from django_leasejobs.management.commands.jobstats import Command as JobStatsCommand
 from django_leasejobs.models import DeadLetter, Effect, Job, Schedule, Status
+from django_leasejobs.protocol import Outcome
+from django_leasejobs.protocol import pruning as prune
 
 from .conftest import shifted
 
@@ -45,7 +46,7 @@ def check(*args: str) -> tuple[int, str]:
 def drain(queue: str | None = None) -> int:
     """Do what a worker does, in-process: claim due jobs and run them until none is left."""
     done = 0
-    while claimed := lifecycle.claim("drainer", queues=[queue] if queue else None, batch=10):
+    while claimed := protocol.claim("drainer", queues=[queue] if queue else None, batch=10):
         for job in claimed:
             execution.run(job, "drainer")
             done += 1
@@ -144,7 +145,7 @@ class TestCheckJobs:
 
     def test_expired_leases_fail(self, expire_lease) -> None:
         jobs.noop.enqueue(queue="busy")
-        (claimed,) = lifecycle.claim("w1", batch=1)
+        (claimed,) = protocol.claim("w1", batch=1)
         assert check("--max-expired-leases", "0")[0] == 0
         expire_lease(claimed, seconds_ago=30)
         status, output = check("--max-expired-leases", "0")
@@ -238,7 +239,7 @@ def delete_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     """Both ways pruning deletes: direct SQL, and the ORM collector used when another app's
     model points at Job (forced here by pretending the known relations are different)."""
     if request.param == "collector":
-        monkeypatch.setattr(lifecycle, "_KNOWN_RELATIONS", set())
+        monkeypatch.setattr(prune, "_KNOWN_RELATIONS", set())
     return str(request.param)
 
 
@@ -250,14 +251,14 @@ class TestPruneJobs:
         recent_succeeded = finish(1, days_ago=6)
         old_dead, recent_dead = kill(days_ago=31), kill(days_ago=10)
         cancelled = jobs.noop.enqueue()
-        assert lifecycle.cancel(cancelled.pk)
+        assert protocol.cancel(cancelled.pk)
         # Live jobs, made to look ancient: only their status protects them.
         pending = jobs.noop.enqueue(delay=3600)
         failed = jobs.always_fails.enqueue()
-        (first_try,) = lifecycle.claim("w1", batch=1)
+        (first_try,) = protocol.claim("w1", batch=1)
         assert execution.run(first_try, "w1") is Outcome.RETRIED
         running = jobs.noop.enqueue(queue="busy")
-        lifecycle.claim("w1", queues=["busy"], batch=1)
+        protocol.claim("w1", queues=["busy"], batch=1)
         live = [pending.pk, failed.pk, running.pk, cancelled.pk]
         Job.objects.filter(pk__in=live).update(
             finished_at=shifted(-100 * DAY), created_at=shifted(-100 * DAY)
@@ -294,11 +295,11 @@ class TestPruneJobs:
         # If this fails, a model now points at Job: pruning still works (through the collector)
         # but slower; teach _delete_jobs what to do with the new relation.
         relations = {(r.related_model.__name__, r.field.name) for r in Job._meta.related_objects}
-        assert relations == lifecycle._KNOWN_RELATIONS
+        assert relations == prune._KNOWN_RELATIONS
 
     def test_cancelled_jobs_have_their_own_age(self) -> None:
         cancelled = jobs.noop.enqueue()
-        assert lifecycle.cancel(cancelled.pk)
+        assert protocol.cancel(cancelled.pk)
         Job.objects.filter(pk=cancelled.pk).update(finished_at=shifted(-2 * DAY))
         assert "cancelled: deleted 0 jobs" in run("prunejobs", "--cancelled-older-than", "3d")
         assert "cancelled: deleted 1 jobs" in run("prunejobs", "--cancelled-older-than", "1d")
@@ -306,7 +307,7 @@ class TestPruneJobs:
 
     def test_a_replayed_job_is_kept_while_its_dead_letter_exists(self, delete_path: str) -> None:
         dead = kill(days_ago=10)
-        replayed = lifecycle.replay(dead.dead_letter.pk)
+        replayed = protocol.replay(dead.dead_letter.pk)
         assert drain("poison") == 1  # the replay dies again: a new dead letter of its own
         Job.objects.filter(pk=replayed.pk).update(finished_at=shifted(-40 * DAY))
         DeadLetter.objects.filter(job=replayed).update(created_at=shifted(-40 * DAY))
@@ -315,7 +316,7 @@ class TestPruneJobs:
         assert Job.objects.filter(pk=replayed.pk).exists()
         dead_letter = DeadLetter.objects.get(job=dead)
         assert dead_letter.replayed_job_id == replayed.pk
-        assert lifecycle.replay(dead_letter.pk).pk == replayed.pk
+        assert protocol.replay(dead_letter.pk).pk == replayed.pk
         # Once the original dead letter goes, so can the replay.
         run("prunejobs", "--dead-older-than", "5d")
         assert not Job.objects.exists()
@@ -327,7 +328,7 @@ class TestPruneJobs:
         seen, after = [], 0
         while True:
             before = set(Job.objects.values_list("pk", flat=True))
-            deleted, last = lifecycle.prune_finished(Status.SUCCEEDED, age, batch=2, after_id=after)
+            deleted, last = protocol.prune_finished(Status.SUCCEEDED, age, batch=2, after_id=after)
             if last == after:
                 assert deleted == 0
                 break
@@ -341,9 +342,9 @@ class TestPruneJobs:
     def test_live_states_cannot_be_pruned(self) -> None:
         for status in (Status.PENDING, Status.RUNNING, Status.FAILED):
             with pytest.raises(ValueError, match="Only finished jobs are pruned"):
-                lifecycle.prune_finished(status, dt.timedelta(days=1))
+                protocol.prune_finished(status, dt.timedelta(days=1))
         with pytest.raises(ValueError, match="batch must be a positive integer"):
-            lifecycle.prune_finished(Status.SUCCEEDED, dt.timedelta(days=1), batch=0)
+            protocol.prune_finished(Status.SUCCEEDED, dt.timedelta(days=1), batch=0)
 
     def test_dry_run_counts_and_deletes_nothing(self) -> None:
         finish(3, days_ago=8)

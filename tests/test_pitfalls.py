@@ -1,6 +1,6 @@
 """Failure modes other job queues shipped (shared/PITFALLS.md), each proven absent in the core.
 
-One test per pitfall that the lease protocol itself (``lifecycle``) can prove; the worker, cron
+One test per pitfall that the lease protocol itself (``protocol``) can prove; the worker, cron
 and admin pitfalls are tested with those components. Each test's name says the bug it rules
 out, and its docstring names the queue that had it.
 """
@@ -15,10 +15,10 @@ from django.db import DatabaseError, close_old_connections
 from django.db.models.functions import Now
 from testapp import jobs
 
-from django_leasejobs import lifecycle
+from django_leasejobs import protocol
 from django_leasejobs.errors import InvalidTransitionError
-from django_leasejobs.lifecycle import Failure, Outcome
 from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs.protocol import Failure, Outcome, failures
 
 from .test_races import race
 
@@ -31,7 +31,7 @@ def row(job_id: int) -> dict[str, Any]:
 
 
 def claim_one(worker: str = "w1") -> Job:
-    (job,) = lifecycle.claim(worker, batch=1)
+    (job,) = protocol.claim(worker, batch=1)
     return job
 
 
@@ -59,10 +59,10 @@ def test_rescue_never_overwrites_a_job_that_completed_after_the_rescuer_read_it(
         Job.objects.filter(status=Status.RUNNING).values_list("pk", "attempt", "lease_owner")
     )
     assert read_by_rescuer == [(job.pk, job.attempt, "w1")]
-    assert lifecycle.complete(job.pk, job.attempt, result=7) is Outcome.SUCCEEDED
+    assert protocol.complete(job.pk, job.attempt, result=7) is Outcome.SUCCEEDED
     before = row(job.pk)
     (job_id, attempt, _owner) = read_by_rescuer[0]
-    outcome = lifecycle._fail(
+    outcome = failures._fail(
         job_id,
         attempt,
         Failure("Lease expired.", kind="lease expired"),
@@ -74,7 +74,7 @@ def test_rescue_never_overwrites_a_job_that_completed_after_the_rescuer_read_it(
     assert row(job.pk) == before
     assert before["status"] == Status.SUCCEEDED
     assert before["result"] == 7
-    assert lifecycle.recover_expired() == {}
+    assert protocol.recover_expired() == {}
     assert not DeadLetter.objects.exists()
 
 
@@ -92,20 +92,20 @@ def test_a_job_cancelled_after_a_rescue_never_runs_again(
         expire_lease(old)
         # The rescue and an operator's cancel race; cancel only wins against a claimable row.
         recovered, cancelled = race(
-            lambda: lifecycle.recover_expired(),
-            lambda job=job: lifecycle.cancel(job.pk),
+            lambda: protocol.recover_expired(),
+            lambda job=job: protocol.cancel(job.pk),
         )
         assert recovered == {job.pk: Outcome.RETRIED}
         if not cancelled:
             assert row(job.pk)["status"] == Status.FAILED
-            assert lifecycle.cancel(job.pk)
+            assert protocol.cancel(job.pk)
         make_due(job)
         cancelled_row = row(job.pk)
         assert cancelled_row["status"] == Status.CANCELLED
-        assert lifecycle.claim("w2", batch=10) == []
-        assert lifecycle.complete(old.pk, old.attempt) is Outcome.STALE
-        assert lifecycle.heartbeat("w1", [(old.pk, old.attempt)]) == {old.pk}
-        assert lifecycle.fail(old.pk, old.attempt, Failure("late")) is Outcome.STALE
+        assert protocol.claim("w2", batch=10) == []
+        assert protocol.complete(old.pk, old.attempt) is Outcome.STALE
+        assert protocol.heartbeat("w1", [(old.pk, old.attempt)]) == {old.pk}
+        assert protocol.fail(old.pk, old.attempt, Failure("late")) is Outcome.STALE
         assert row(job.pk) == cancelled_row
 
 
@@ -115,10 +115,10 @@ def test_a_running_job_cannot_be_cancelled_so_a_rescue_cannot_resurrect_a_cancel
     jobs.noop.enqueue()
     job = claim_one()
     before = row(job.pk)
-    assert lifecycle.cancel(job.pk) is False
+    assert protocol.cancel(job.pk) is False
     assert row(job.pk) == before
-    assert lifecycle.complete(job.pk, job.attempt) is Outcome.SUCCEEDED
-    assert lifecycle.cancel(job.pk) is False
+    assert protocol.complete(job.pk, job.attempt) is Outcome.SUCCEEDED
+    assert protocol.cancel(job.pk) is False
 
 
 def test_replay_while_a_stale_worker_of_an_older_attempt_wakes_up(
@@ -133,19 +133,19 @@ def test_replay_while_a_stale_worker_of_an_older_attempt_wakes_up(
     original = jobs.noop.enqueue(max_attempts=1)
     stale = claim_one("paused-worker")
     expire_lease(stale)
-    assert lifecycle.recover_expired() == {original.pk: Outcome.DEAD}
+    assert protocol.recover_expired() == {original.pk: Outcome.DEAD}
     letter = DeadLetter.objects.get(job_id=original.pk)
-    new = lifecycle.replay(letter.pk)
+    new = protocol.replay(letter.pk)
     assert new.pk != original.pk
     fresh = claim_one("new-worker")
     assert (fresh.pk, fresh.attempt) == (new.pk, stale.attempt)
     dead_before, new_before = row(original.pk), row(new.pk)
-    assert lifecycle.heartbeat("paused-worker", [(stale.pk, stale.attempt)]) == {stale.pk}
-    assert lifecycle.complete(stale.pk, stale.attempt) is Outcome.STALE
-    assert lifecycle.fail(stale.pk, stale.attempt, Failure("late")) is Outcome.STALE
-    assert lifecycle.release(stale.pk, stale.attempt) is Outcome.STALE
+    assert protocol.heartbeat("paused-worker", [(stale.pk, stale.attempt)]) == {stale.pk}
+    assert protocol.complete(stale.pk, stale.attempt) is Outcome.STALE
+    assert protocol.fail(stale.pk, stale.attempt, Failure("late")) is Outcome.STALE
+    assert protocol.release(stale.pk, stale.attempt) is Outcome.STALE
     assert (row(original.pk), row(new.pk)) == (dead_before, new_before)
-    assert lifecycle.complete(fresh.pk, fresh.attempt) is Outcome.SUCCEEDED
+    assert protocol.complete(fresh.pk, fresh.attempt) is Outcome.SUCCEEDED
     assert DeadLetter.objects.count() == 1
 
 
@@ -159,9 +159,9 @@ def test_a_retry_never_trips_the_dedupe_index(
     """
     job = jobs.noop.enqueue(dedupe_key="nightly")
     steps = [
-        lambda j: lifecycle.fail(j.pk, j.attempt, Failure("x")),
-        lambda j: (expire_lease(j), lifecycle.recover_expired()[j.pk])[1],
-        lambda j: lifecycle.release(j.pk, j.attempt),
+        lambda j: protocol.fail(j.pk, j.attempt, Failure("x")),
+        lambda j: (expire_lease(j), protocol.recover_expired()[j.pk])[1],
+        lambda j: protocol.release(j.pk, j.attempt),
     ]
     expected = [Outcome.RETRIED, Outcome.RETRIED, Outcome.RELEASED]
     for step, outcome in zip(steps, expected, strict=True):
@@ -175,7 +175,7 @@ def test_a_retry_never_trips_the_dedupe_index(
         assert jobs.noop.enqueue(dedupe_key="nightly").pk == job.pk
     make_due(job)
     claimed = claim_one()
-    assert lifecycle.complete(claimed.pk, claimed.attempt) is Outcome.SUCCEEDED
+    assert protocol.complete(claimed.pk, claimed.attempt) is Outcome.SUCCEEDED
     assert row(job.pk)["live_dedupe_key"] is None
     assert jobs.noop.enqueue(dedupe_key="nightly").pk != job.pk
     assert Job.objects.filter(status=Status.RUNNING).count() == 0
@@ -186,11 +186,11 @@ def test_replaying_a_dead_job_whose_dedupe_key_is_live_again_is_refused_cleanly(
     that names the holder, not an IntegrityError or a second live job with one key."""
     dead = jobs.noop.enqueue(dedupe_key="k", max_attempts=1)
     claimed = claim_one()
-    assert lifecycle.fail(claimed.pk, claimed.attempt, Failure("x")) is Outcome.DEAD
+    assert protocol.fail(claimed.pk, claimed.attempt, Failure("x")) is Outcome.DEAD
     holder = jobs.noop.enqueue(dedupe_key="k")
     letter = DeadLetter.objects.get(job_id=dead.pk)
     with pytest.raises(InvalidTransitionError, match=f"Job {holder.pk} already holds"):
-        lifecycle.replay(letter.pk)
+        protocol.replay(letter.pk)
     assert Job.objects.filter(live_dedupe_key="k").count() == 1
     letter.refresh_from_db()
     assert letter.replayed_job_id is None
@@ -208,7 +208,7 @@ def test_a_reclaim_is_an_attempt_not_a_failure_verdict(expire_lease: Callable[..
     job = jobs.noop.enqueue(max_attempts=2)
     first = claim_one()
     expire_lease(first)
-    assert lifecycle.recover_expired() == {job.pk: Outcome.RETRIED}
+    assert protocol.recover_expired() == {job.pk: Outcome.RETRIED}
     state = row(job.pk)
     assert (state["status"], state["attempt"], state["lease_owner"]) == (Status.FAILED, 1, "")
     assert [e["kind"] for e in state["errors"]] == ["lease expired"]
@@ -217,7 +217,7 @@ def test_a_reclaim_is_an_attempt_not_a_failure_verdict(expire_lease: Callable[..
     second = claim_one("w2")
     assert second.attempt == 2
     expire_lease(second)
-    assert lifecycle.recover_expired() == {job.pk: Outcome.DEAD}
+    assert protocol.recover_expired() == {job.pk: Outcome.DEAD}
     assert DeadLetter.objects.get(job_id=job.pk).reason == "attempts exhausted"
 
 
@@ -231,9 +231,9 @@ def test_a_reclaimed_job_goes_behind_other_due_jobs_by_its_backoff(
     assert taken.pk == poison.pk
     other = jobs.noop.enqueue(priority=0)
     expire_lease(taken)
-    assert lifecycle.recover_expired() == {poison.pk: Outcome.RETRIED}
+    assert protocol.recover_expired() == {poison.pk: Outcome.RETRIED}
     assert not db_is_due(poison.pk)
-    assert [j.pk for j in lifecycle.claim("w2", batch=10)] == [other.pk]
+    assert [j.pk for j in protocol.claim("w2", batch=10)] == [other.pk]
 
 
 def test_a_restarted_worker_reusing_its_id_cannot_write_its_old_attempt(
@@ -245,16 +245,16 @@ def test_a_restarted_worker_reusing_its_id_cannot_write_its_old_attempt(
     jobs.noop.enqueue()
     old = claim_one("host-1")
     expire_lease(old)
-    assert lifecycle.recover_expired() == {old.pk: Outcome.RETRIED}
+    assert protocol.recover_expired() == {old.pk: Outcome.RETRIED}
     make_due(old)
     new = claim_one("host-1")
     assert new.attempt == old.attempt + 1
     before = row(new.pk)
     # The old process (same name) wakes up and writes with its old token: refused.
-    assert lifecycle.heartbeat("host-1", [(old.pk, old.attempt)]) == {old.pk}
-    assert lifecycle.complete(old.pk, old.attempt) is Outcome.STALE
+    assert protocol.heartbeat("host-1", [(old.pk, old.attempt)]) == {old.pk}
+    assert protocol.complete(old.pk, old.attempt) is Outcome.STALE
     assert row(new.pk) == before
-    assert lifecycle.complete(new.pk, new.attempt) is Outcome.SUCCEEDED
+    assert protocol.complete(new.pk, new.attempt) is Outcome.SUCCEEDED
 
 
 def test_a_completion_lost_to_a_terminated_connection_expires_and_the_job_runs_again(
@@ -273,16 +273,16 @@ def test_a_completion_lost_to_a_terminated_connection_expires_and_the_job_runs_a
     old = claim_one()
     kill_own_connection()
     with pytest.raises(DatabaseError):
-        lifecycle.complete(old.pk, old.attempt)
+        protocol.complete(old.pk, old.attempt)
     close_old_connections()  # what the worker does around each unit of work
     assert row(job.pk)["status"] == Status.RUNNING  # the completion was never written
     expire_lease(old)
-    assert lifecycle.recover_expired() == {job.pk: Outcome.RETRIED}
+    assert protocol.recover_expired() == {job.pk: Outcome.RETRIED}
     make_due(job)
     again = claim_one("w2")
     assert (again.pk, again.attempt) == (job.pk, 2)
-    assert lifecycle.complete(old.pk, old.attempt) is Outcome.STALE
-    assert lifecycle.complete(again.pk, again.attempt) is Outcome.SUCCEEDED
+    assert protocol.complete(old.pk, old.attempt) is Outcome.STALE
+    assert protocol.complete(again.pk, again.attempt) is Outcome.SUCCEEDED
     state = row(job.pk)
     assert (state["status"], state["attempt"]) == (Status.SUCCEEDED, 2)
 
@@ -296,9 +296,9 @@ def test_a_completion_retried_after_reconnecting_within_the_lease_succeeds(
     taken = claim_one()
     kill_own_connection()
     with pytest.raises(DatabaseError):
-        lifecycle.complete(taken.pk, taken.attempt, result="done")
+        protocol.complete(taken.pk, taken.attempt, result="done")
     close_old_connections()
-    assert lifecycle.complete(taken.pk, taken.attempt, result="done") is Outcome.SUCCEEDED
-    assert lifecycle.complete(taken.pk, taken.attempt, result="done") is Outcome.STALE
+    assert protocol.complete(taken.pk, taken.attempt, result="done") is Outcome.SUCCEEDED
+    assert protocol.complete(taken.pk, taken.attempt, result="done") is Outcome.STALE
     state = row(job.pk)
     assert (state["status"], state["attempt"], state["result"]) == (Status.SUCCEEDED, 1, "done")

@@ -10,9 +10,9 @@ import pytest
 from django.db import connection, connections, transaction
 from testapp import jobs
 
-from django_leasejobs import lifecycle
-from django_leasejobs.lifecycle import Failure, Outcome
+from django_leasejobs import protocol
 from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs.protocol import Failure, Outcome
 
 from .conftest import race, shifted
 
@@ -25,7 +25,7 @@ def test_concurrent_claimers_never_both_win_a_row() -> None:
     def drain(worker: str) -> Callable[[], list[tuple[int, int]]]:
         def loop() -> list[tuple[int, int]]:
             taken = []
-            while batch := lifecycle.claim(worker, batch=7):
+            while batch := protocol.claim(worker, batch=7):
                 taken.extend((job.pk, job.attempt) for job in batch)
             return taken
 
@@ -63,14 +63,14 @@ def test_claim_skips_locked_rows_instead_of_waiting() -> None:
                 with connection.cursor() as own:
                     # Waiting on the held lock would raise instead of hanging the test.
                     own.execute(_lock_wait_guard())
-                return [job.pk for job in lifecycle.claim("w2", batch=10)]
+                return [job.pk for job in protocol.claim("w2", batch=10)]
 
             (claimed,) = race(claim_with_lock_timeout)
             assert claimed == [free.pk]
             cursor.execute("ROLLBACK")
     finally:
         holder.close()
-    assert [job.pk for job in lifecycle.claim("w3", batch=10)] == [locked.pk]
+    assert [job.pk for job in protocol.claim("w3", batch=10)] == [locked.pk]
 
 
 def test_a_claim_in_progress_locks_only_the_rows_it_takes() -> None:
@@ -88,7 +88,7 @@ def test_a_claim_in_progress_locks_only_the_rows_it_takes() -> None:
 
     def claim_and_hold() -> None:
         with transaction.atomic():
-            first.extend(job.pk for job in lifecycle.claim("first", batch=2))
+            first.extend(job.pk for job in protocol.claim("first", batch=2))
             first_holds.set()
             second_done.wait(timeout=30)
 
@@ -97,7 +97,7 @@ def test_a_claim_in_progress_locks_only_the_rows_it_takes() -> None:
         try:
             with connection.cursor() as own:
                 own.execute(_lock_wait_guard())
-            return [job.pk for job in lifecycle.claim("second", batch=2)]
+            return [job.pk for job in protocol.claim("second", batch=2)]
         finally:
             second_done.set()
 
@@ -110,11 +110,11 @@ def test_complete_racing_lease_recovery_has_one_winner() -> None:
     verdicts = Counter()
     for _ in range(30):
         jobs.noop.enqueue()
-        (job,) = lifecycle.claim("w1", batch=1)
+        (job,) = protocol.claim("w1", batch=1)
         Job.objects.filter(pk=job.pk).update(lease_expires_at=shifted(-1))
         completed, recovered = race(
-            lambda job=job: lifecycle.complete(job.pk, job.attempt),
-            lambda: lifecycle.recover_expired(),
+            lambda job=job: protocol.complete(job.pk, job.attempt),
+            lambda: protocol.recover_expired(),
         )
         status = Job.objects.get(pk=job.pk).status
         if completed is Outcome.SUCCEEDED:
@@ -125,7 +125,7 @@ def test_complete_racing_lease_recovery_has_one_winner() -> None:
             assert recovered[job.pk] is Outcome.RETRIED
             assert status == Status.FAILED
         verdicts[status] += 1
-        lifecycle.cancel(job.pk)
+        protocol.cancel(job.pk)
     assert sum(verdicts.values()) == 30
 
 
@@ -133,8 +133,8 @@ def test_cancel_racing_claim_has_one_winner() -> None:
     for _ in range(30):
         job = jobs.noop.enqueue()
         cancelled, claimed = race(
-            lambda job=job: lifecycle.cancel(job.pk),
-            lambda: lifecycle.claim("w1", batch=1),
+            lambda job=job: protocol.cancel(job.pk),
+            lambda: protocol.claim("w1", batch=1),
         )
         status = Job.objects.get(pk=job.pk).status
         if cancelled:
@@ -143,20 +143,20 @@ def test_cancel_racing_claim_has_one_winner() -> None:
         else:
             assert [j.pk for j in claimed] == [job.pk]
             assert status == Status.RUNNING
-            assert lifecycle.complete(job.pk, 1) is Outcome.SUCCEEDED
+            assert protocol.complete(job.pk, 1) is Outcome.SUCCEEDED
 
 
 def test_fail_racing_heartbeat_of_a_stale_worker() -> None:
     """A stale worker's heartbeat never resurrects a job another attempt finished."""
     jobs.noop.enqueue()
-    (old,) = lifecycle.claim("old", batch=1)
+    (old,) = protocol.claim("old", batch=1)
     Job.objects.filter(pk=old.pk).update(lease_expires_at=shifted(-1))
-    lifecycle.recover_expired()
+    protocol.recover_expired()
     Job.objects.filter(pk=old.pk).update(run_at=shifted(-1))
-    (new,) = lifecycle.claim("new", batch=1)
+    (new,) = protocol.claim("new", batch=1)
     lost, outcome = race(
-        lambda: lifecycle.heartbeat("old", [(old.pk, old.attempt)]),
-        lambda: lifecycle.fail(new.pk, new.attempt, Failure("x")),
+        lambda: protocol.heartbeat("old", [(old.pk, old.attempt)]),
+        lambda: protocol.fail(new.pk, new.attempt, Failure("x")),
     )
     assert lost == {old.pk}
     assert outcome is Outcome.RETRIED
@@ -166,10 +166,10 @@ def test_fail_racing_heartbeat_of_a_stale_worker() -> None:
 
 def test_replaying_one_dead_letter_concurrently_creates_one_job() -> None:
     job = jobs.always_fails.enqueue(max_attempts=1)
-    (claimed,) = lifecycle.claim("w1", batch=1)
-    assert lifecycle.fail(claimed.pk, claimed.attempt, Failure("x")) is Outcome.DEAD
+    (claimed,) = protocol.claim("w1", batch=1)
+    assert protocol.fail(claimed.pk, claimed.attempt, Failure("x")) is Outcome.DEAD
     letter_id = DeadLetter.objects.get(job_id=job.pk).pk
-    replayed = race(*(lambda: lifecycle.replay(letter_id).pk for _ in range(4)))
+    replayed = race(*(lambda: protocol.replay(letter_id).pk for _ in range(4)))
     assert len(set(replayed)) == 1
     assert Job.objects.count() == 2
 
@@ -180,6 +180,6 @@ def test_enqueue_in_a_transaction_is_invisible_to_claimers_until_commit() -> Non
     seen_before_commit: list[list[Job]] = []
     with transaction.atomic():
         jobs.noop.enqueue()
-        seen_before_commit.extend(race(lambda: lifecycle.claim("w1", batch=10)))
+        seen_before_commit.extend(race(lambda: protocol.claim("w1", batch=10)))
     assert seen_before_commit == [[]]
-    assert len(lifecycle.claim("w1", batch=10)) == 1
+    assert len(protocol.claim("w1", batch=10)) == 1

@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from testapp import jobs
 
-from django_leasejobs import lifecycle, metrics
+from django_leasejobs import metrics, protocol
 from django_leasejobs.models import Job, Status
 from django_leasejobs.worker import Worker
 
@@ -171,7 +171,7 @@ def run_and_scrape_mid_run(port: int) -> tuple[dict[tuple[str, str], float], str
         samples = wait_for(two_succeeded, timeout=30, what="two successes on /metrics")
         assert thread.is_alive(), "scraped the worker while it runs"
     finally:
-        lifecycle.cancel(gate.pk)
+        protocol.cancel(gate.pk)
         thread.join(timeout=30)
     assert not thread.is_alive(), "the worker did not finish"
     return samples, output[0]

@@ -14,11 +14,11 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from django.db.models.signals import post_save
+from django.db import connection
 from django.test import override_settings
 
-from django_leasejobs import lifecycle, schedules
-from django_leasejobs.lifecycle import db_now
+from django_leasejobs import protocol, schedules
+from django_leasejobs.dbtime import db_now
 from django_leasejobs.models import Job, Schedule, ScheduleSkip
 
 from .conftest import shifted
@@ -145,14 +145,14 @@ class TestOncePerOccurrence:
         """Emit and advance are one transaction: a crash between them leaves neither."""
         schedule = make(cursor_ago=8 * MINUTE)
 
-        def crash(sender: Any, instance: Job, created: bool, **kwargs: Any) -> None:
-            raise RuntimeError("scheduler killed after the INSERT")
+        def crash(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+            result = execute(sql, params, many, context)
+            if sql.startswith("INSERT INTO") and Job._meta.db_table in sql:
+                raise RuntimeError("scheduler killed after the INSERT")
+            return result
 
-        post_save.connect(crash, sender=Job)
-        try:
+        with connection.execute_wrapper(crash):
             assert schedules.tick() == 0
-        finally:
-            post_save.disconnect(crash, sender=Job)
         assert "scheduler killed after the INSERT" in caplog.text
         assert not Job.objects.exists()
         assert (
@@ -166,7 +166,7 @@ class TestOncePerOccurrence:
         start = schedule.last_occurrence_at
         assert schedules.tick() == 6
         Job.objects.filter(schedule=schedule).update(status="succeeded", finished_at=shifted(-10))
-        assert lifecycle.prune_finished("succeeded", dt.timedelta(seconds=1))[0] == 6
+        assert protocol.prune_finished("succeeded", dt.timedelta(seconds=1))[0] == 6
         assert schedules.tick() == 0
         assert not Job.objects.exists()
         schedule.refresh_from_db()
@@ -193,19 +193,19 @@ class TestOncePerOccurrence:
         (first, second, *_) = schedules.occurrences_between(
             schedule, schedule.last_occurrence_at, db_now()
         )
-        assert lifecycle.emit_occurrence(schedule, first, first) is not None
-        assert lifecycle.emit_occurrence(stale, first, first) is None
+        assert protocol.emit_occurrence(schedule, first, first) is not None
+        assert protocol.emit_occurrence(stale, first, first) is None
         assert stale.last_occurrence_at == first  # refreshed from the database
-        assert lifecycle.skip_occurrences(also_stale, second, count=2, reason="x") is False
+        assert protocol.skip_occurrences(also_stale, second, count=2, reason="x") is False
         assert also_stale.last_occurrence_at == first
         assert not ScheduleSkip.objects.exists()
-        assert lifecycle.emit_occurrence(stale, second, second) is not None
+        assert protocol.emit_occurrence(stale, second, second) is not None
         assert occurrences(schedule) == [first, second]
 
     def test_a_cursor_never_moves_backwards(self) -> None:
         schedule = make(cursor_ago=60 * MINUTE)
         with pytest.raises(ValueError, match="only moves forward"):
-            lifecycle.emit_occurrence(
+            protocol.emit_occurrence(
                 schedule, schedule.last_occurrence_at, schedule.last_occurrence_at
             )
 

@@ -10,9 +10,9 @@ import pytest
 from django.db import transaction
 from testapp import jobs
 
-from django_leasejobs import Backoff, execution, lifecycle, signals
-from django_leasejobs.lifecycle import Failure, Outcome
+from django_leasejobs import Backoff, execution, protocol, signals
 from django_leasejobs.models import DeadLetter, Job
+from django_leasejobs.protocol import Failure, Outcome
 
 pytestmark = pytest.mark.django_db
 
@@ -87,7 +87,7 @@ def test_a_dedupe_hit_sends_nothing_and_bulk_sends_one_per_job(
 def test_started_then_succeeded(received, django_capture_on_commit_callbacks) -> None:
     job = jobs.add.enqueue(2, 3, queue="math")
     with django_capture_on_commit_callbacks(execute=True):
-        (claimed,) = lifecycle.claim("w1", batch=1)
+        (claimed,) = protocol.claim("w1", batch=1)
         assert execution.run(claimed, "w1") is Outcome.SUCCEEDED
     assert received == [
         ("job_started", {"job": claimed, "worker_id": "w1"}),
@@ -109,8 +109,8 @@ def test_retried_then_dead(received, django_capture_on_commit_callbacks) -> None
     job = jobs.noop.enqueue(max_attempts=2)
     backoff = Backoff(base=30, cap=30, jitter="none")
     with django_capture_on_commit_callbacks(execute=True):
-        (claimed,) = lifecycle.claim("w1", batch=1)
-        assert lifecycle.fail(job.pk, claimed.attempt, Failure("E: one"), backoff=backoff) == (
+        (claimed,) = protocol.claim("w1", batch=1)
+        assert protocol.fail(job.pk, claimed.attempt, Failure("E: one"), backoff=backoff) == (
             Outcome.RETRIED
         )
     assert received[-1] == (
@@ -127,8 +127,8 @@ def test_retried_then_dead(received, django_capture_on_commit_callbacks) -> None
     )
     Job.objects.filter(pk=job.pk).update(run_at=job.created_at)
     with django_capture_on_commit_callbacks(execute=True):
-        (claimed,) = lifecycle.claim("w1", batch=1)
-        assert lifecycle.fail(job.pk, claimed.attempt, Failure("E: two")) is Outcome.DEAD
+        (claimed,) = protocol.claim("w1", batch=1)
+        assert protocol.fail(job.pk, claimed.attempt, Failure("E: two")) is Outcome.DEAD
     name, kwargs = received[-1]
     assert name == "job_dead"
     assert kwargs["dead_letter"] == DeadLetter.objects.get(job=job)
@@ -147,10 +147,10 @@ def test_an_expired_lease_is_a_retry_of_kind_lease_expired(
     received, django_capture_on_commit_callbacks, expire_lease
 ) -> None:
     jobs.noop.enqueue()
-    (claimed,) = lifecycle.claim("w1", batch=1)
+    (claimed,) = protocol.claim("w1", batch=1)
     expire_lease(claimed)
     with django_capture_on_commit_callbacks(execute=True):
-        assert lifecycle.recover_expired() == {claimed.pk: Outcome.RETRIED}
+        assert protocol.recover_expired() == {claimed.pk: Outcome.RETRIED}
     name, kwargs = received[-1]
     assert (name, kwargs["kind"], kwargs["attempt"]) == ("job_retried", "lease expired", 1)
     assert "w1 stopped renewing" in kwargs["error"]
@@ -161,10 +161,10 @@ def test_complete_many_and_complete_in_transaction(
 ) -> None:
     first, second = jobs.noop.enqueue(), jobs.noop.enqueue()
     jobs.exactly_once.enqueue("x")
-    claimed = lifecycle.claim("w1", batch=3)
+    claimed = protocol.claim("w1", batch=3)
     by_name = {job.name: job for job in claimed if job.name == jobs.exactly_once.name}
     with django_capture_on_commit_callbacks(execute=True):
-        outcomes = lifecycle.complete_many([(first.pk, 1), (second.pk, 1)])
+        outcomes = protocol.complete_many([(first.pk, 1), (second.pk, 1)])
         assert set(outcomes.values()) == {Outcome.SUCCEEDED}
         execution.run(by_name[jobs.exactly_once.name], "w1")
     succeeded = [kwargs for name, kwargs in received if name == "job_succeeded"]
@@ -175,11 +175,11 @@ def test_complete_many_and_complete_in_transaction(
 
 def test_stale_writes_send_nothing(received, django_capture_on_commit_callbacks) -> None:
     job = jobs.noop.enqueue()
-    (claimed,) = lifecycle.claim("w1", batch=1)
-    assert lifecycle.complete(job.pk, claimed.attempt) is Outcome.SUCCEEDED
+    (claimed,) = protocol.claim("w1", batch=1)
+    assert protocol.complete(job.pk, claimed.attempt) is Outcome.SUCCEEDED
     with django_capture_on_commit_callbacks(execute=True):
-        assert lifecycle.complete(job.pk, claimed.attempt) is Outcome.STALE
-        assert lifecycle.fail(job.pk, claimed.attempt, Failure("late")) is Outcome.STALE
+        assert protocol.complete(job.pk, claimed.attempt) is Outcome.STALE
+        assert protocol.fail(job.pk, claimed.attempt, Failure("late")) is Outcome.STALE
     assert received == []
 
 
@@ -192,12 +192,12 @@ def test_a_failing_receiver_is_logged_and_changes_nothing(
     signals.job_succeeded.connect(broken)
     try:
         job = jobs.noop.enqueue()
-        (claimed,) = lifecycle.claim("w1", batch=1)
+        (claimed,) = protocol.claim("w1", batch=1)
         with (
             caplog.at_level(logging.ERROR, logger="django_leasejobs"),
             django_capture_on_commit_callbacks(execute=True),
         ):
-            assert lifecycle.complete(job.pk, claimed.attempt) is Outcome.SUCCEEDED
+            assert protocol.complete(job.pk, claimed.attempt) is Outcome.SUCCEEDED
     finally:
         signals.job_succeeded.disconnect(broken)
     assert Job.objects.get(pk=job.pk).status == "succeeded"
@@ -207,9 +207,9 @@ def test_a_failing_receiver_is_logged_and_changes_nothing(
 def test_no_receivers_means_no_work(django_assert_num_queries) -> None:
     assert not any(signals.wanted(signal) for signal in ALL.values())
     first, second = jobs.noop.enqueue(), jobs.noop.enqueue()
-    claimed = {job.pk: job for job in lifecycle.claim("w1", batch=2)}
+    claimed = {job.pk: job for job in protocol.claim("w1", batch=2)}
     with django_assert_num_queries(1):  # the guarded UPDATE, no read of name and queue
-        lifecycle.complete(first.pk, claimed[first.pk].attempt)
+        protocol.complete(first.pk, claimed[first.pk].attempt)
 
     def listener(sender: Any, **kwargs: Any) -> None:
         pass
@@ -217,7 +217,7 @@ def test_no_receivers_means_no_work(django_assert_num_queries) -> None:
     signals.job_succeeded.connect(listener)
     try:
         with django_assert_num_queries(2):  # + the name and queue for the receivers
-            lifecycle.complete(second.pk, claimed[second.pk].attempt)
+            protocol.complete(second.pk, claimed[second.pk].attempt)
     finally:
         signals.job_succeeded.disconnect(listener)
 
@@ -226,9 +226,9 @@ def test_complete_many_with_results_sends_each_result(
     received, django_capture_on_commit_callbacks
 ) -> None:
     first, second, third = jobs.noop.enqueue(), jobs.noop.enqueue(), jobs.noop.enqueue()
-    claimed = {job.pk: job for job in lifecycle.claim("w1", batch=3)}
+    claimed = {job.pk: job for job in protocol.claim("w1", batch=3)}
     with django_capture_on_commit_callbacks(execute=True):
-        lifecycle.complete_many(
+        protocol.complete_many(
             [(first.pk, 1, {"a": 1}), (second.pk, 1), (third.pk, claimed[third.pk].attempt + 1, 3)]
         )
     succeeded = sorted(

@@ -8,9 +8,9 @@ import pytest
 from django.test import override_settings
 from testapp import jobs
 
-from django_leasejobs import Backoff, lifecycle, stats
-from django_leasejobs.lifecycle import Failure, Outcome
+from django_leasejobs import Backoff, protocol, stats
 from django_leasejobs.models import DeadLetter
+from django_leasejobs.protocol import Failure, Outcome
 
 from .conftest import shifted
 
@@ -55,18 +55,18 @@ def test_counts_per_queue_and_total(make_due, expire_lease) -> None:
     # busy: two running, one of them with an expired lease; one failed waiting for its retry.
     for _ in range(3):
         jobs.noop.enqueue(queue="busy")
-    first, second, third = lifecycle.claim("w1", queues=["busy"], batch=3)
+    first, second, third = protocol.claim("w1", queues=["busy"], batch=3)
     expire_lease(first, seconds_ago=10)
-    retried = lifecycle.fail(
+    retried = protocol.fail(
         third.pk, third.attempt, Failure("boom"), backoff=Backoff(100, 100, "none")
     )
     assert retried is Outcome.RETRIED
     # dead: one now in "busy", one two hours ago in "default", one two days ago in "other".
     for queue, hours_ago in (("busy", 0), ("default", 2), ("other", 48)):
         dead_job = jobs.permanent.enqueue(queue=queue, priority=100)
-        (claimed,) = lifecycle.claim("w2", queues=[queue], batch=1)
+        (claimed,) = protocol.claim("w2", queues=[queue], batch=1)
         assert claimed.pk == dead_job.pk
-        assert lifecycle.fail(claimed.pk, claimed.attempt, Failure("x"), retryable=False) == (
+        assert protocol.fail(claimed.pk, claimed.attempt, Failure("x"), retryable=False) == (
             Outcome.DEAD
         )
         DeadLetter.objects.filter(job=dead_job).update(created_at=shifted(-hours_ago * 3600))
@@ -99,8 +99,8 @@ def test_counts_per_queue_and_total(make_due, expire_lease) -> None:
 
 def test_a_failed_job_that_is_due_counts_as_due_with_its_age(make_due) -> None:
     job = jobs.noop.enqueue()
-    (claimed,) = lifecycle.claim("w1", batch=1)
-    lifecycle.fail(claimed.pk, claimed.attempt, Failure("boom"), backoff=Backoff(0, 0, "none"))
+    (claimed,) = protocol.claim("w1", batch=1)
+    protocol.fail(claimed.pk, claimed.attempt, Failure("boom"), backoff=Backoff(0, 0, "none"))
     make_due(job, seconds_ago=600)
     result = stats.collect().queues["default"]
     assert (result.pending, result.failed, result.due) == (0, 1, 1)
@@ -109,10 +109,10 @@ def test_a_failed_job_that_is_due_counts_as_due_with_its_age(make_due) -> None:
 
 def test_finished_jobs_are_not_counted(make_due) -> None:
     job = jobs.noop.enqueue()
-    (claimed,) = lifecycle.claim("w1", batch=1)
-    assert lifecycle.complete(claimed.pk, claimed.attempt) is Outcome.SUCCEEDED
+    (claimed,) = protocol.claim("w1", batch=1)
+    assert protocol.complete(claimed.pk, claimed.attempt) is Outcome.SUCCEEDED
     cancelled = jobs.noop.enqueue()
-    assert lifecycle.cancel(cancelled.pk)
+    assert protocol.cancel(cancelled.pk)
     assert job.pk != cancelled.pk
     assert stats.collect().total == stats.QueueStats()
 

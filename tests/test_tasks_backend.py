@@ -1,7 +1,7 @@
 """The Django tasks API, used as Django's documentation shows it, against LeaseJobsBackend.
 
 Runs on django.tasks (Django 6.x) and on the django-tasks backport (Django 5.2). Jobs are run
-in-process with ``lifecycle.claim`` + ``execution.run``, as a worker does.
+in-process with ``protocol.claim`` + ``execution.run``, as a worker does.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from django.utils import timezone
 from testapp import jobs
 from testapp.models import Hit
 
-from django_leasejobs import execution, lifecycle
+from django_leasejobs import execution, protocol
 from django_leasejobs.errors import JobValidationError
-from django_leasejobs.lifecycle import Outcome
 from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs.protocol import Outcome
 
 from .conftest import shifted
 
@@ -47,7 +47,7 @@ BACKEND = "django_leasejobs.backends.LeaseJobsBackend"
 
 def run_one(worker: str = "w1") -> Outcome:
     """Claim the next due job and run it in-process, as a worker does."""
-    claimed = lifecycle.claim(worker, batch=1)
+    claimed = protocol.claim(worker, batch=1)
     assert len(claimed) == 1, claimed
     return execution.run(claimed[0], worker)
 
@@ -145,9 +145,9 @@ class TestEnqueue:
         when = timezone.now() + dt.timedelta(hours=1)
         result = tasks.add.using(run_after=when).enqueue(1, 2)
         assert Job.objects.get(pk=int(result.id)).run_at == when
-        assert lifecycle.claim("w1", batch=10) == []
+        assert protocol.claim("w1", batch=10) == []
         make_due(int(result.id))
-        assert [j.pk for j in lifecycle.claim("w1", batch=10)] == [int(result.id)]
+        assert [j.pk for j in protocol.claim("w1", batch=10)] == [int(result.id)]
 
     def test_priorities_order_the_claims(self, make_due) -> None:
         low = tasks.add.using(priority=-5).enqueue(1, 1)
@@ -156,7 +156,7 @@ class TestEnqueue:
         high = tasks.add.using(priority=50).enqueue(3, 3)
         ids = [int(r.id) for r in (low, plain, decorated, high)]
         make_due(*ids, seconds_ago=10)
-        order = [j.pk for j in lifecycle.claim("w1", batch=10)]
+        order = [j.pk for j in protocol.claim("w1", batch=10)]
         assert order == [int(high.id), int(decorated.id), int(plain.id), int(low.id)]
 
     def test_queue_names_are_validated_against_queues(self) -> None:
@@ -223,7 +223,7 @@ class TestEnqueue:
 class TestResults:
     def test_get_result_through_ready_running_successful(self) -> None:
         result = tasks.add.enqueue(1, 2)
-        lifecycle.claim("w1", batch=1)
+        protocol.claim("w1", batch=1)
         running = default_task_backend.get_result(result.id)
         assert running.status == TaskResultStatus.RUNNING
         assert running.worker_ids == ["w1"]
@@ -295,7 +295,7 @@ class TestResults:
 
     def test_a_cancelled_task_is_failed(self) -> None:
         result = tasks.add.enqueue(1, 2)
-        assert lifecycle.cancel(int(result.id))
+        assert protocol.cancel(int(result.id))
         result.refresh()
         assert result.status == TaskResultStatus.FAILED
         assert result.errors == []
@@ -304,9 +304,9 @@ class TestResults:
         self, expire_lease
     ) -> None:
         result = tasks.add.enqueue(1, 2)
-        lifecycle.claim("w1", batch=1)
+        protocol.claim("w1", batch=1)
         expire_lease(int(result.id))
-        assert lifecycle.recover_expired() == {int(result.id): Outcome.RETRIED}
+        assert protocol.recover_expired() == {int(result.id): Outcome.RETRIED}
         result.refresh()
         assert result.status == TaskResultStatus.READY
         assert result.worker_ids == ["w1"]
@@ -318,9 +318,9 @@ class TestResults:
     ) -> None:
         result = tasks.add.using(max_attempts=1).enqueue(1, 2)
         native = jobs.noop.enqueue(max_attempts=1)
-        lifecycle.claim("w1", batch=2)
+        protocol.claim("w1", batch=2)
         expire_lease(int(result.id), native)
-        outcomes = lifecycle.recover_expired()
+        outcomes = protocol.recover_expired()
         assert outcomes == {int(result.id): Outcome.DEAD, native.pk: Outcome.DEAD}
         execution.recovered(outcomes)
         assert signals[-1] == ("finished", LeaseJobsBackend, TaskResultStatus.FAILED, 1)
@@ -337,7 +337,7 @@ class TestResults:
             default_task_backend.get_result(str(job.pk))
 
     def test_a_row_whose_path_is_not_a_task_has_no_result(self) -> None:
-        job = lifecycle.enqueue_task("testapp.tasks.plain_function", [], {}, task_backend="default")
+        job = protocol.enqueue_task("testapp.tasks.plain_function", [], {}, task_backend="default")
         with pytest.raises(TaskResultDoesNotExist, match=r"not a django\.tasks Task"):
             default_task_backend.get_result(str(job.pk))
 
@@ -365,7 +365,7 @@ class TestResults:
         for _ in range(3):
             make_due(int(result.id))
             run_one()
-        new = lifecycle.replay(DeadLetter.objects.get(job_id=int(result.id)).pk)
+        new = protocol.replay(DeadLetter.objects.get(job_id=int(result.id)).pk)
         assert new.task_backend == "default"
         replayed = tasks.always_fails.get_result(str(new.pk))
         assert replayed.status == TaskResultStatus.READY
@@ -398,9 +398,9 @@ class TestRunning:
     def test_context_attempt_is_our_attempt(self, expire_lease, make_due) -> None:
         result = tasks.record.enqueue(label="ctx")
         job_id = int(result.id)
-        lifecycle.claim("w1", batch=1)
+        protocol.claim("w1", batch=1)
         expire_lease(job_id)
-        lifecycle.recover_expired()  # the first attempt's worker died
+        protocol.recover_expired()  # the first attempt's worker died
         make_due(job_id)
         assert run_one("w2") == Outcome.SUCCEEDED
         assert list(Hit.objects.values_list("job_id", "attempt", "label")) == [(job_id, 2, "ctx")]
@@ -429,7 +429,7 @@ class TestRunning:
         ["testapp.tasks.plain_function", "testapp.tasks.NOT_A_TASK", "os.system", "no.such.mod"],
     )
     def test_a_marked_row_that_is_not_a_task_is_refused_and_never_called(self, path) -> None:
-        job = lifecycle.enqueue_task(
+        job = protocol.enqueue_task(
             path, ["echo hi"] if path == "os.system" else [], {}, task_backend="default"
         )
         assert run_one() == Outcome.DEAD

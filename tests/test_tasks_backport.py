@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from django_leasejobs import execution, lifecycle
+from django_leasejobs import execution, protocol
 from django_leasejobs.backends import LeaseJobsBackend
-from django_leasejobs.lifecycle import Outcome
 from django_leasejobs.models import Job
+from django_leasejobs.protocol import Outcome
 
 django_tasks = pytest.importorskip("django_tasks")
 
@@ -25,7 +25,7 @@ def test_a_backport_task_enqueues_runs_and_reports_through_this_backend() -> Non
     result = backport_tasks.multiply.enqueue(3, 4)
     job = Job.objects.get(pk=int(result.id))
     assert (job.name, job.task_backend) == ("testapp.backport_tasks.multiply", "default")
-    claimed = lifecycle.claim("w1", batch=1)
+    claimed = protocol.claim("w1", batch=1)
     assert execution.run(claimed[0], "w1") == Outcome.SUCCEEDED
     result.refresh()
     assert result.return_value == 12

@@ -1,6 +1,6 @@
 """Django's tasks contract, kept as Django's own backends keep it, with ``max_attempts: 1``.
 
-In-process (``lifecycle.claim`` + ``execution.run``, or the in-process ``Worker``); the same
+In-process (``protocol.claim`` + ``execution.run``, or the in-process ``Worker``); the same
 assertions through real ``runjobworker`` processes are in ``acceptance/test_tasks_upstream.py``.
 Each test names the Django 6.1 test (``tests/tasks/``) it mirrors, where there is one.
 """
@@ -14,9 +14,9 @@ import pytest
 from asgiref.sync import async_to_sync
 from testapp import jobs, upstream_tasks
 
-from django_leasejobs import execution, lifecycle
-from django_leasejobs.lifecycle import Outcome
+from django_leasejobs import execution, protocol
 from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs.protocol import Outcome
 from django_leasejobs.worker import Worker
 
 try:
@@ -33,7 +33,7 @@ FAST = {"lease": 5.0, "heartbeat": 0.1, "poll": 0.05, "scheduler": False}
 
 
 def run_one(worker: str = "w1") -> Outcome:
-    claimed = lifecycle.claim(worker, batch=1)
+    claimed = protocol.claim(worker, batch=1)
     assert len(claimed) == 1, claimed
     return execution.run(claimed[0], worker)
 
@@ -115,7 +115,7 @@ class TestHandlerExceptions:
     def test_a_keyboard_interrupt_is_let_through_as_django_does(self) -> None:
         """Mirrors test_immediate_backend.test_throws_keyboard_interrupt: not recorded."""
         job = jobs.interrupts.enqueue()
-        claimed = lifecycle.claim("w1", batch=1)
+        claimed = protocol.claim("w1", batch=1)
         with pytest.raises(KeyboardInterrupt):
             execution.execute(claimed[0], "w1")
         assert Job.objects.get(pk=job.pk).status == Status.RUNNING

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from django.core.checks import Error
 
-from django_leasejobs import execution, lifecycle
+from django_leasejobs import execution, protocol
 from django_leasejobs.checks import check_settings
-from django_leasejobs.lifecycle import Outcome
 from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs.protocol import Outcome
 
 try:
     from django.tasks.exceptions import InvalidTask
@@ -38,13 +38,13 @@ def outside() -> Any:
 
 
 def run_one() -> Outcome:
-    claimed = lifecycle.claim("w1", batch=1)
+    claimed = protocol.claim("w1", batch=1)
     assert len(claimed) == 1, claimed
     return execution.run(claimed[0], "w1")
 
 
 def row(path: str) -> Job:
-    return lifecycle.enqueue_task(path, [], {}, task_backend="default")
+    return protocol.enqueue_task(path, [], {}, task_backend="default")
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from testapp import jobs
 
-from django_leasejobs import lifecycle
+from django_leasejobs import protocol
 from django_leasejobs.models import Job, Status
 from django_leasejobs.worker import Worker
 
@@ -59,7 +59,7 @@ def test_tasks_returning_none_still_send_task_finished(finished) -> None:
 
 def test_a_task_dead_lettered_by_the_workers_lease_recovery_sends_task_finished(finished):
     result = tasks.add.using(max_attempts=1).enqueue(1, 2)
-    lifecycle.claim("ghost", batch=1)  # a worker that then died
+    protocol.claim("ghost", batch=1)  # a worker that then died
     Job.objects.filter(pk=int(result.id)).update(lease_expires_at=shifted(-1))
     Worker(**FAST).run(burst=True)
     assert Job.objects.get(pk=int(result.id)).status == Status.DEAD

@@ -16,9 +16,9 @@ from django.db import OperationalError, connection, transaction
 from testapp import jobs
 from testapp.models import Hit
 
-from django_leasejobs import lifecycle
-from django_leasejobs.lifecycle import Outcome
+from django_leasejobs import protocol
 from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs.protocol import Outcome
 from django_leasejobs.worker import Summary, Worker, default_worker_id, parse_queues
 
 from .conftest import fields, shifted
@@ -118,7 +118,7 @@ class TestBurst:
 
     def test_expired_leases_are_recovered_then_run_again(self) -> None:
         job = jobs.record.enqueue("again")
-        (claimed,) = lifecycle.claim("crashed-worker", batch=1)
+        (claimed,) = protocol.claim("crashed-worker", batch=1)
         Job.objects.filter(pk=job.pk).update(lease_expires_at=shifted(-1))
         worker = Worker(**FAST)
         worker.run(burst=True)  # recovers it: failed, with a backoff
@@ -147,14 +147,14 @@ class TestHeartbeat:
             # Another worker takes the job over, in one transaction so no heartbeat lands between.
             with transaction.atomic():
                 Job.objects.filter(pk=job.pk).update(lease_expires_at=shifted(-1))
-                lifecycle.recover_expired()
+                protocol.recover_expired()
                 Job.objects.filter(pk=job.pk).update(run_at=shifted(-1))
-                (second,) = lifecycle.claim("second-worker", batch=1, lease_seconds=60)
+                (second,) = protocol.claim("second-worker", batch=1, lease_seconds=60)
             assert second.attempt == 2
             # The heartbeat finds the lease lost; the handler stops early and records its run.
             wait_for(lambda: Hit.objects.filter(job_id=job.pk, attempt=1).exists(), what="stop")
             wait_for(lambda: running.worker.in_flight == 0, what="slot freed")
-            assert lifecycle.complete(second.pk, second.attempt, "second") is Outcome.SUCCEEDED
+            assert protocol.complete(second.pk, second.attempt, "second") is Outcome.SUCCEEDED
         assert running.summary is not None
         assert running.summary.stale == 1
         assert running.summary.succeeded == 0
@@ -184,7 +184,7 @@ class TestStop:
             wait_for(lambda: status(long) == Status.RUNNING, what="claimed")
         assert running.summary is not None
         assert running.summary.released == 1
-        (again,) = lifecycle.claim("next", batch=1)
+        (again,) = protocol.claim("next", batch=1)
         assert again.attempt == 2
         assert again.attempts_charged == 1
 

@@ -1,6 +1,6 @@
 """Admin for jobs, dead letters and schedules.
 
-Thin by design: every state change is a call into :mod:`django_leasejobs.lifecycle`, made only
+Thin by design: every state change is a call into :mod:`django_leasejobs.protocol`, made only
 on POST, with its own permission, and written to the admin log.
 """
 

@@ -1,6 +1,6 @@
 """What every leasejobs admin shares: rows are read-only, and operator actions are guarded.
 
-An operator action changes state only through :mod:`django_leasejobs.lifecycle`, only on POST
+An operator action changes state only through :mod:`django_leasejobs.protocol`, only on POST
 (the admin's views are CSRF-protected), only with its own permission, and is written to the
 admin log. A refused action (wrong state, missing permission) changes nothing and says why.
 """
@@ -32,7 +32,7 @@ def has_operator_permission(request: HttpRequest, name: str) -> bool:
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows change only through the lifecycle module, never through an admin form."""
+    """Rows change only through the protocol, never through an admin form."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

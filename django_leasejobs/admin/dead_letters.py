@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.safestring import SafeString
 
-from .. import lifecycle
+from .. import protocol
 from ..errors import InvalidTransitionError, JobValidationError
 from ..models import DeadLetter
 from . import display, json_input
@@ -122,7 +122,7 @@ class DeadLetterAdmin(PayloadDisplay, ReadOnlyAdmin):
             )
             return False
         try:
-            job = lifecycle.replay(letter.pk, args=args, kwargs=kwargs)
+            job = protocol.replay(letter.pk, args=args, kwargs=kwargs)
         except (JobValidationError, InvalidTransitionError) as exc:
             self.refused(request, f"Dead letter #{letter.pk} was not replayed: {exc}")
             return False
@@ -163,7 +163,7 @@ class DeadLetterAdmin(PayloadDisplay, ReadOnlyAdmin):
             form = ReplayForm(request.POST)
             if form.is_valid():
                 try:
-                    job = lifecycle.replay(
+                    job = protocol.replay(
                         letter.pk,
                         args=form.cleaned_data["args"],
                         kwargs=form.cleaned_data["kwargs"],

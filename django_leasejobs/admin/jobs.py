@@ -14,7 +14,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
-from .. import lifecycle
+from .. import protocol
 from ..dbtime import DbNow
 from ..models import CLAIMABLE, Job, Status
 from . import dashboard, display
@@ -48,18 +48,18 @@ class JobAction:
 JOB_ACTIONS = {
     action.slug: action
     for action in (
-        JobAction("cancel", "Cancel", "cancel", tuple(CLAIMABLE), lifecycle.cancel, "Cancelled"),
+        JobAction("cancel", "Cancel", "cancel", tuple(CLAIMABLE), protocol.cancel, "Cancelled"),
         JobAction(
             "run-now",
             "Run now",
             "run_now",
             tuple(CLAIMABLE),
-            lifecycle.run_now,
+            protocol.run_now,
             "Made due now",
             shown_for=(Status.PENDING,),
         ),
         JobAction(
-            "retry", "Retry now", "run_now", (Status.FAILED,), lifecycle.retry_now, "Retried now"
+            "retry", "Retry now", "run_now", (Status.FAILED,), protocol.retry_now, "Retried now"
         ),
     )
 }

@@ -20,7 +20,7 @@ from itertools import islice, takewhile
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .. import lifecycle, schedules
+from .. import dbtime, schedules
 from ..models import Job, Schedule
 from . import display
 
@@ -258,4 +258,4 @@ def page_links(base: str, query: dict[str, str], table: Table) -> dict[str, str]
 
 
 def database_now() -> dt.datetime:
-    return lifecycle.db_now()
+    return dbtime.db_now()

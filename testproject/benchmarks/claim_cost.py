@@ -1,7 +1,7 @@
 """Section ``claim``: the cost of one claim as the backlog grows, and the plan behind it.
 
 For each backlog size the table is topped up with due pending jobs and vacuumed, then
-``lifecycle.claim`` takes ``reps`` batches in a row (so the dead index entries that claims leave
+``protocol.claim`` takes ``reps`` batches in a row (so the dead index entries that claims leave
 behind until the next vacuum are part of the figure, as in production). The statement that
 claim sends is captured and run again under ``EXPLAIN (ANALYZE, BUFFERS)`` in a rolled-back
 transaction: the plan must be an index scan that reads about ``batch`` rows, never a seq scan.
@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from django_leasejobs import lifecycle
+from django_leasejobs import protocol
 
 from . import database
 from .database import Target
@@ -34,13 +34,13 @@ def _capture(execute: Callable[..., Any], sql: str, params: Any, many: bool, con
 
 
 def _claim_statement(queues: list[str] | None, batch: int) -> tuple[str, Any]:
-    """The SQL and parameters that ``lifecycle.claim`` would send, without running it."""
+    """The SQL and parameters that ``protocol.claim`` would send, without running it."""
     try:
         with connection.execute_wrapper(_capture):
-            lifecycle.claim("benchmark-explain", queues=queues, batch=batch)
+            protocol.claim("benchmark-explain", queues=queues, batch=batch)
     except _Captured as captured:
         return captured.sql, captured.params
-    raise RuntimeError("lifecycle.claim sent no statement")
+    raise RuntimeError("protocol.claim sent no statement")
 
 
 def _walk(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -112,7 +112,7 @@ def run(target: Target, *, backlogs: list[int], batch: int, reps: int) -> dict[s
                 times = []
                 for _ in range(reps):
                     start = time.perf_counter()
-                    claimed = lifecycle.claim("benchmark", queues=queues, batch=batch)
+                    claimed = protocol.claim("benchmark", queues=queues, batch=batch)
                     times.append(time.perf_counter() - start)
                     assert len(claimed) == batch, (len(claimed), batch)
                 # Claimed rows go back to pending (and out of the next measurement's way).

@@ -138,7 +138,7 @@ def peer(
 def loop(
     target: Target, *, jobs_count: int, procs: Sequence[int], batches: Sequence[int], timeout: float
 ) -> dict[str, Any]:
-    """The library's own path without the worker: lifecycle.claim, execute, complete_many."""
+    """The library's own path without the worker: protocol.claim, execute, complete_many."""
 
     def loop_workers(batch: int) -> Callable[[int], list[list[str]]]:
         argv = database.manage("benchmark_part", "loop-worker", "--batch", str(batch))

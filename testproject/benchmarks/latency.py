@@ -17,7 +17,7 @@ from typing import Any
 
 from testapp import jobs
 
-from django_leasejobs import lifecycle
+from django_leasejobs import dbtime
 
 from . import database
 from .database import Target
@@ -109,11 +109,11 @@ def spike(
             time.sleep(2.0)
             idle_rss = max(group.sample().values(), default=0.0)
             group.peak_rss.clear()
-            now = lifecycle.db_now()
+            now = dbtime.db_now()
             lead = 2 + math.ceil(jobs_count / 20_000)  # enqueue must finish before the due second
             due = now.replace(microsecond=0) + dt.timedelta(seconds=lead)
             jobs.noop.enqueue_many([{"run_at": due}] * jobs_count)
-            enqueued_before_due = lifecycle.db_now() < due
+            enqueued_before_due = dbtime.db_now() < due
             _wait_for(raw, probe, jobs_count, timeout, group)
         finally:
             group.stop()

@@ -1,13 +1,13 @@
 """The library's hot path with no worker around it: claim a batch, run each job, complete them.
 
-It is what a worker does at best, in one thread, through ``lifecycle`` and ``execution`` only,
+It is what a worker does at best, in one thread, through ``protocol`` and ``execution`` only,
 so its figure separates the cost of the protocol (SQL, ORM, Python per job) from the cost of a
 worker's threads, heartbeats and bookkeeping.
 """
 
 from __future__ import annotations
 
-from django_leasejobs import execution, lifecycle
+from django_leasejobs import execution, protocol
 
 
 def run_loop(batch: int, *, worker_id: str, queues: list[str] | None = None) -> int:
@@ -15,7 +15,7 @@ def run_loop(batch: int, *, worker_id: str, queues: list[str] | None = None) -> 
     done = 0
     queues = queues or ["default"]
     while True:
-        claimed = lifecycle.claim(worker_id, queues=queues, batch=batch)
+        claimed = protocol.claim(worker_id, queues=queues, batch=batch)
         if not claimed:
             return done
         succeeded = []
@@ -25,5 +25,5 @@ def run_loop(batch: int, *, worker_id: str, queues: list[str] | None = None) -> 
                 succeeded.append((job.pk, job.attempt))
             else:
                 execution.report(result)
-        lifecycle.complete_many(succeeded)
+        protocol.complete_many(succeeded)
         done += len(claimed)

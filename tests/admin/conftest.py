@@ -11,9 +11,10 @@ from django.test import Client
 from django.urls import reverse
 from testapp import jobs
 
-from django_leasejobs import execution, lifecycle
-from django_leasejobs.lifecycle import Failure
+from django_leasejobs import execution, protocol
+from django_leasejobs.dialects.base import after
 from django_leasejobs.models import DeadLetter, Job, Schedule
+from django_leasejobs.protocol import Failure
 
 from ..conftest import shifted
 
@@ -55,7 +56,7 @@ def operator(db) -> Client:
 
 
 def claim(job: Job) -> Job:
-    claimed = lifecycle.claim("admin-test-worker", batch=1)
+    claimed = protocol.claim("admin-test-worker", batch=1)
     assert [c.pk for c in claimed] == [job.pk]
     return claimed[0]
 
@@ -68,8 +69,8 @@ def failed_job(db, make_due) -> Callable[..., Job]:
         job = jobs.noop.enqueue(max_attempts=3)
         make_due(job)
         running = claim(job)
-        lifecycle.fail(job.pk, running.attempt, Failure(error, traceback))
-        Job.objects.filter(pk=job.pk).update(run_at=lifecycle._after(3600))
+        protocol.fail(job.pk, running.attempt, Failure(error, traceback))
+        Job.objects.filter(pk=job.pk).update(run_at=after(3600))
         return Job.objects.get(pk=job.pk)
 
     return make
@@ -83,7 +84,7 @@ def dead_letter(db, make_due) -> Callable[..., DeadLetter]:
         job = jobs.add.enqueue(*(args or (1, 2)), max_attempts=1)
         make_due(job)
         running = claim(job)
-        lifecycle.fail(job.pk, running.attempt, Failure(error, traceback))
+        protocol.fail(job.pk, running.attempt, Failure(error, traceback))
         return DeadLetter.objects.get(job=job)
 
     return make
@@ -95,7 +96,7 @@ def run_due() -> Callable[[], list[Job]]:
 
     def run() -> list[Job]:
         ran = []
-        while claimed := lifecycle.claim("admin-test-worker", batch=10):
+        while claimed := protocol.claim("admin-test-worker", batch=10):
             for job in claimed:
                 execution.run(job, "admin-test-worker")
                 ran.append(job.pk)

@@ -16,7 +16,7 @@ import pytest
 from django.contrib.auth.models import User
 from testapp import jobs
 
-from django_leasejobs import lifecycle
+from django_leasejobs import dbtime
 from django_leasejobs.models import DeadLetter, Job, Schedule, ScheduleSkip, Status
 
 from .conftest import occurrence_job
@@ -119,7 +119,7 @@ def test_replay_button_as_is(page, dead_letter, run_due) -> None:
 
 
 def test_a_schedules_occurrence_view_shows_jobs_and_gaps(page, hourly) -> None:
-    top = lifecycle.db_now().replace(minute=0, second=0, microsecond=0)
+    top = dbtime.db_now().replace(minute=0, second=0, microsecond=0)
     for hours_ago, status in ((6, Status.SUCCEEDED), (5, Status.SUCCEEDED), (3, Status.DEAD)):
         at = top - dt.timedelta(hours=hours_ago)
         occurrence_job(

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.test import Client, override_settings
 from testapp import jobs
 
-from django_leasejobs import lifecycle
+from django_leasejobs import protocol
 from django_leasejobs.models import DeadLetter
 
 from .conftest import staff_client, url
@@ -41,7 +41,7 @@ def test_per_queue_numbers(viewer, make_due, expire_lease, dead_letter) -> None:
     make_due(due, seconds_ago=300)
     jobs.noop.enqueue(delay=3600)
     jobs.other_queue.enqueue()
-    running = lifecycle.claim("w", batch=1, queues=["other"])
+    running = protocol.claim("w", batch=1, queues=["other"])
     expire_lease(*running)
     response = viewer.get(url("dashboard"))
     assert response.status_code == 200
@@ -80,7 +80,7 @@ def stalled(queue: str, seconds_ago: float, make_due) -> None:
 def expired(queue: str, count: int, expire_lease) -> None:
     for _ in range(count):
         jobs.noop.enqueue(queue=queue)
-    expire_lease(*lifecycle.claim("w", batch=count, queues=[queue]))
+    expire_lease(*protocol.claim("w", batch=count, queues=[queue]))
 
 
 @override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=300)

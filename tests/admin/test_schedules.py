@@ -11,7 +11,7 @@ from django.contrib.auth.models import Permission, User
 from django.http import HttpResponse
 from django.test import Client
 
-from django_leasejobs import cron, lifecycle
+from django_leasejobs import cron, dbtime
 from django_leasejobs.admin import occurrences
 from django_leasejobs.models import Schedule, ScheduleSkip, Status
 
@@ -51,7 +51,7 @@ def cron_steps(monkeypatch: pytest.MonkeyPatch) -> Steps:
 
 class TestOccurrenceView:
     def test_each_occurrence_beside_its_job_with_gaps(self, viewer, hourly) -> None:
-        top = lifecycle.db_now().replace(minute=0, second=0, microsecond=0)
+        top = dbtime.db_now().replace(minute=0, second=0, microsecond=0)
         hours = {n: top - dt.timedelta(hours=n) for n in range(1, 7)}
         done = occurrence_job(
             hourly,
@@ -94,7 +94,7 @@ class TestOccurrenceView:
         assert f"<td>{dead.attempts_charged}/{dead.max_attempts}</td>" in page
 
     def test_upcoming_and_pre_creation_gaps_and_unexpected_jobs(self, viewer, hourly) -> None:
-        now = lifecycle.db_now()
+        now = dbtime.db_now()
         top = now.replace(minute=0, second=0, microsecond=0)
         Schedule.objects.filter(pk=hourly.pk).update(created_at=top - dt.timedelta(minutes=90))
         odd = occurrence_job(hourly, top - dt.timedelta(minutes=15), Status.SUCCEEDED)

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_leasejobs import lifecycle
+from django_leasejobs import protocol
 from django_leasejobs.durations import format_age, parse_duration
 from django_leasejobs.models import Status
 
@@ -85,14 +85,14 @@ class Command(BaseCommand):
             raise CommandError(f"--batch must be between 1 and {MAX_BATCH}, not {batch!r}.")
         for status, age in ages.items():
             if options["dry_run"]:
-                found = lifecycle.count_prunable(status, age)
+                found = protocol.count_prunable(status, age)
                 self.stdout.write(
                     f"{status}: would delete {found} jobs finished over {_label(age)} ago"
                 )
                 continue
             deleted, batches, after_id = 0, 0, 0
             while True:
-                count, last_id = lifecycle.prune_finished(
+                count, last_id = protocol.prune_finished(
                     status, age, batch=batch, after_id=after_id
                 )
                 if last_id == after_id:

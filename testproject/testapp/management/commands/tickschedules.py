@@ -7,16 +7,17 @@ this process emitted. ``--pause-after-emit FILE`` stops inside the first emissio
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
-from django.db.models.signals import post_save
+from django.db import connection
 
 from django_leasejobs import schedules
-from django_leasejobs.lifecycle import db_now
+from django_leasejobs.dbtime import db_now
 from django_leasejobs.models import Job, Schedule
 
 
@@ -30,6 +31,27 @@ def _nothing_due() -> bool:
     return True
 
 
+def _pause_after_emit(marker: Path) -> Any:
+    """An execute wrapper: after the first INSERT of an occurrence's job, write its schedule
+    and occurrence to ``marker`` and wait inside the transaction, until SIGKILL."""
+
+    def pause(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        result = execute(sql, params, many, context)
+        if sql.startswith("INSERT INTO") and Job._meta.db_table in sql:
+            emitted = (
+                Job.objects.exclude(schedule=None)
+                .order_by("-pk")
+                .values_list("schedule_id", "occurrence_at")
+                .first()
+            )
+            if emitted is not None and emitted[1] is not None:
+                marker.write_text(json.dumps([emitted[0], emitted[1].isoformat()]))
+                time.sleep(600)
+        return result
+
+    return pause
+
+
 class Command(BaseCommand):
     help = "Tick the schedules until nothing is due (acceptance tests)."
 
@@ -39,16 +61,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         marker = options["pause_after_emit"]
-        if marker:
+        wrapper = _pause_after_emit(Path(marker)) if marker else None
+        with connection.execute_wrapper(wrapper) if wrapper else contextlib.nullcontext():
+            self._tick(options)
 
-            def pause(sender: Any, instance: Job, created: bool, **kwargs: Any) -> None:
-                if created and instance.schedule_id and instance.occurrence_at:
-                    Path(marker).write_text(
-                        json.dumps([instance.schedule_id, instance.occurrence_at.isoformat()])
-                    )
-                    time.sleep(600)  # inside the transaction, until SIGKILL
-
-            post_save.connect(pause, sender=Job, weak=False)
+    def _tick(self, options: dict[str, Any]) -> None:
         emitted = ticks = 0
         while True:
             ticks += 1

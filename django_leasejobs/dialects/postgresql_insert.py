@@ -28,8 +28,8 @@ from django.db.models import Field
 from django.db.models.expressions import DatabaseDefault
 from django.db.models.fields.json import JSONField
 
-from . import client_encoding, job_rows, notify, validation
-from .models import Job
+from .. import client_encoding, notify, validation
+from ..models import Job
 
 CHUNK = 2000
 """Rows per bulk statement: small enough that the database has the first chunk to insert
@@ -45,7 +45,7 @@ class InsertShape:
     def __init__(self, alias: str, given: tuple[str, ...]) -> None:
         connection = connections[alias]
         template = Job()
-        by_name = {f.name: f for f in _FIELDS}
+        by_name = {**{f.name: f for f in _FIELDS}, **{str(f.attname): f for f in _FIELDS}}
         self.given: list[Field[Any, Any]] = [by_name[name] for name in given]
         # Model defaults the caller left out, as parameters prepared once. NULL ones are left
         # out of the column list (no column here has a database default but the ones already
@@ -53,7 +53,7 @@ class InsertShape:
         self.constant = [
             f
             for f in _FIELDS
-            if f.name not in given
+            if f not in self.given
             and not isinstance(getattr(template, f.attname), DatabaseDefault)
             and getattr(template, f.attname) is not None
         ]
@@ -65,29 +65,42 @@ class InsertShape:
             *(
                 f
                 for f in _FIELDS
-                if isinstance(getattr(template, f.attname), DatabaseDefault) and f.name not in given
+                if isinstance(getattr(template, f.attname), DatabaseDefault) and f not in self.given
             ),
         ]
         # Callable defaults (list, dict) must give each instance its own object.
         self._fresh = {
             str(f.attname): f.default
             for f in _FIELDS
-            if f.name not in given and f.has_default() and callable(f.default)
+            if f not in self.given and f.has_default() and callable(f.default)
         }
         self._static = {
             str(f.attname): getattr(template, f.attname)
             for f in _FIELDS
-            if f.name not in given and str(f.attname) not in self._fresh
+            if f not in self.given and str(f.attname) not in self._fresh
         }
         self._returned = [str(f.attname) for f in self.returned]
-        self._renamed = [(f.name, str(f.attname)) for f in self.given if f.name != f.attname]
+        self._keys = list(given)
+        self._renamed = [
+            (key, str(f.attname))
+            for key, f in zip(given, self.given, strict=True)
+            if key != f.attname
+        ]
 
     def params(self, given: dict[str, Any], connection: BaseDatabaseWrapper) -> list[Any]:
         """The statement's parameters for one row of ``given`` values."""
         return [
-            *(f.get_db_prep_save(given[f.name], connection) for f in self.given),
+            *(
+                f.get_db_prep_save(given[key], connection)
+                for key, f in zip(self._keys, self.given, strict=True)
+            ),
             *self.constant_params,
         ]
+
+    def instance(self, alias: str, given: dict[str, Any], returned: Iterable[Any]) -> Job:
+        """The inserted row as the ``Job`` a query would load."""
+        values = self.values(given, returned)
+        return Job.from_db(alias, _ATTNAMES, [values[attname] for attname in _ATTNAMES])
 
     def values(self, given: dict[str, Any], returned: Iterable[Any]) -> dict[str, Any]:
         """Every field's value for this row by attname: ``given`` (by field name: every field
@@ -152,8 +165,7 @@ def insert_one(values: dict[str, Any], alias: str) -> Job:
     with connection.cursor() as cursor:
         cursor.execute(_one_sql(alias, names, announce), params)
         returned = cursor.fetchone()
-    loaded = row.values(given, returned[: len(row.returned)])
-    return Job.from_db(alias, _ATTNAMES, [loaded[attname] for attname in _ATTNAMES])
+    return row.instance(alias, given, returned[: len(row.returned)])
 
 
 @functools.lru_cache(maxsize=64)
@@ -198,14 +210,16 @@ def insert_many(rows: Iterable[dict[str, Any]], alias: str) -> list[Job]:
         for chunk in _chunks(rows):
             row, sql, params = _many_statement(chunk, connection, alias)
             cursor = connection.cursor()
-            job_rows.parse_timestamps_in_c(cursor.cursor)
             cursor.execute(sql, params)
             sent.append((chunk, row, cursor))
         jobs: list[Job] = []
         for chunk, row, cursor in sent:
             with cursor:
                 returned_rows = sorted(cursor.fetchall())
-            jobs += job_rows.instances(alias, map(row.values, chunk, returned_rows))
+            jobs += [
+                row.instance(alias, values, returned)
+                for values, returned in zip(chunk, returned_rows, strict=True)
+            ]
     return jobs
 
 
@@ -225,7 +239,8 @@ def _many_statement(
     fixed = tuple(name for name in first if name not in varying)
     row = shape(alias, (*varying, *fixed))
     fixed_params = [
-        f.get_db_prep_save(first[f.name], connection) for f in row.given[len(varying) :]
+        f.get_db_prep_save(first[name], connection)
+        for name, f in zip(fixed, row.given[len(varying) :], strict=True)
     ]
     payload = validation.COMPACT_JSON.encode(
         [[_jsonable(values[name]) for name in varying] for values in chunk]

@@ -1,0 +1,224 @@
+"""The dialect interface, implemented with the ORM alone.
+
+Each method is one step of the lease protocol whose SQL differs per database; the protocol
+guards and fences, the dialect only says how the database does it. These versions use
+querysets and work on every database Django supports; MariaDB and MySQL run them as they are.
+Every write here is guarded the same way as its SQL versions: by token (id, attempt) and
+status, so "zero rows changed" means stale on every database.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+from django.db import connections, transaction
+from django.db.models import F, Q
+from django.db.models.expressions import DatabaseDefault, ExpressionWrapper, Value
+from django.db.models.fields import DateTimeField
+
+from ..dbtime import DbNow
+from ..deadlocks import retry_deadlocks
+from ..models import CLAIMABLE, Job, Status
+
+
+class Token(NamedTuple):
+    """A running attempt: the job's id and its fencing token."""
+
+    id: int
+    attempt: int
+
+
+class Completion(NamedTuple):
+    """A succeeded attempt and what its handler returned (None: no result)."""
+
+    id: int
+    attempt: int
+    result: Any = None
+
+
+def after(seconds: float) -> ExpressionWrapper:
+    """The database's now plus ``seconds``, as an expression evaluated inside the statement."""
+    return ExpressionWrapper(
+        DbNow() + Value(dt.timedelta(seconds=seconds)), output_field=DateTimeField()
+    )
+
+
+def tokens_q(tokens: Iterable[Token]) -> Q:
+    """Rows held by these tokens: ``id IN (...)`` first, so the primary key is used."""
+    tokens = list(tokens)
+    q = Q(pk__in=[])
+    for job_id, attempt in tokens:
+        q |= Q(pk=job_id, attempt=attempt)
+    # With only the OR of (id, attempt) pairs beside ``status = ...``, PostgreSQL chose the
+    # status index and read every finished row of the table.
+    return Q(pk__in=[job_id for job_id, _ in tokens]) & q
+
+
+def succeeded_fields(result: Any = None, finished_by: str = "") -> dict[str, Any]:
+    """What a succeeded attempt writes on its row."""
+    return {
+        "status": Status.SUCCEEDED,
+        "finished_at": DbNow(),
+        "lease_owner": "",
+        "finished_by": finished_by,
+        "lease_expires_at": None,
+        "live_dedupe_key": None,
+        "result": result,
+    }
+
+
+def refresh_defaults(job: Job, alias: str) -> None:
+    """Read back the columns the database filled (``run_at``, ``created_at``), where the
+    INSERT could not return them."""
+    stale = [f for f in ("run_at", "created_at") if isinstance(getattr(job, f), DatabaseDefault)]
+    if stale:
+        job.refresh_from_db(using=alias, fields=stale)
+
+
+@retry_deadlocks
+def _complete_group(alias: str, tokens: list[Token], finished_by: str) -> set[int]:
+    """One fenced UPDATE for every token, then the ids it succeeded."""
+    jobs = Job.objects.using(alias)
+    jobs.filter(tokens_q(tokens), status=Status.RUNNING).update(
+        **succeeded_fields(None, finished_by)
+    )
+    return set(jobs.filter(tokens_q(tokens), status=Status.SUCCEEDED).values_list("pk", flat=True))
+
+
+@retry_deadlocks
+def _complete_one(alias: str, completion: Completion, finished_by: str) -> int:
+    """One fenced UPDATE (retried alone: a retry of the whole group would find its own
+    earlier rows succeeded and call them stale)."""
+    return (
+        Job.objects.using(alias)
+        .filter(pk=completion.id, attempt=completion.attempt, status=Status.RUNNING)
+        .update(**succeeded_fields(completion.result, finished_by))
+    )
+
+
+CLAIM_PAGES = 4
+"""Candidate pages a locking claim tries when other claimers hold the first ones."""
+
+
+class Dialect:
+    """One database's way of doing each step; these are the ORM's ways."""
+
+    def insert(self, values: dict[str, Any], alias: str) -> Job:
+        """INSERT one row of ``values`` (field name or attname to value) and return it."""
+        job = Job(**values)
+        job.save(using=alias, force_insert=True)
+        refresh_defaults(job, alias)
+        return job
+
+    def insert_many(self, rows: Iterable[dict[str, Any]], alias: str) -> list[Job]:
+        """INSERT rows in bulk, in the caller's transaction; return them in order."""
+        jobs = [Job(**values) for values in rows]
+        if connections[alias].features.can_return_rows_from_bulk_insert:
+            Job.objects.using(alias).bulk_create(jobs, batch_size=1000)
+        else:
+            # MySQL 8 cannot return ids from a multi-row INSERT (MariaDB 10.5+ can).
+            for job in jobs:
+                job.save(using=alias, force_insert=True)
+        for job in jobs:
+            refresh_defaults(job, alias)
+        return jobs
+
+    def announce(self, alias: str, queues: Sequence[str]) -> None:
+        """Wake idle workers of ``queues`` when the transaction commits (where it can)."""
+
+    def claim(
+        self,
+        alias: str,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        batch: int,
+        lease_seconds: float,
+    ) -> list[Job]:
+        """Lease up to ``batch`` due rows to ``worker_id``, ``attempt`` + 1 each.
+
+        InnoDB locks every row a locking read *reads*, and ``ORDER BY ... LIMIT`` reads the
+        whole due backlog into a sort first: one ``SELECT ... FOR UPDATE SKIP LOCKED`` would
+        lock it all and leave other claimers nothing. So the order comes from a plain read
+        of candidate ids, and the locking read names those ids with no ORDER BY or LIMIT, so
+        it locks only them (rows another claimer holds are skipped). A page taken entirely
+        by others moves on to the next, a few times at most. The update re-checks the status.
+        """
+        due = Job.objects.using(alias).filter(status__in=CLAIMABLE, run_at__lte=DbNow())
+        if queues is not None:
+            due = due.filter(queue__in=list(queues))
+        with transaction.atomic(using=alias):
+            ids = self._lock_candidates(due, batch)
+            if not ids:
+                return []
+            claimed = Job.objects.using(alias).filter(id__in=ids, status__in=CLAIMABLE)
+            running = {
+                "status": Status.RUNNING,
+                "attempt": F("attempt") + 1,
+                "lease_owner": worker_id,
+                "started_at": DbNow(),
+            }
+            # Per-job lease: rows with their own lease_seconds are updated one by one.
+            custom = list(claimed.exclude(lease_seconds=None).values_list("id", "lease_seconds"))
+            for job_id, seconds in custom:
+                claimed.filter(id=job_id).update(
+                    **running, lease_expires_at=after(seconds or lease_seconds)
+                )
+            claimed.filter(lease_seconds=None).update(
+                **running, lease_expires_at=after(lease_seconds)
+            )
+            return list(
+                Job.objects.using(alias).filter(
+                    id__in=ids, status=Status.RUNNING, lease_owner=worker_id
+                )
+            )
+
+    @staticmethod
+    def _lock_candidates(due: Any, batch: int) -> list[int]:
+        ids: list[int] = []
+        seen: list[int] = []
+        for _ in range(CLAIM_PAGES):
+            candidates = list(
+                due.exclude(id__in=seen)
+                .order_by("-priority", "run_at", "id")
+                .values_list("id", flat=True)[: batch - len(ids)]
+            )
+            if not candidates:
+                break
+            seen.extend(candidates)
+            ids.extend(
+                due.filter(id__in=candidates)
+                .order_by()  # no ORDER BY: nothing to sort, so only the candidates are read
+                .select_for_update(skip_locked=True)
+                .values_list("id", flat=True)
+            )
+            if len(ids) >= batch:
+                break
+        return ids
+
+    def renew(
+        self, alias: str, worker_id: str, tokens: list[Token], lease_seconds: float
+    ) -> set[int]:
+        """Extend the leases ``tokens`` still hold; return the ids whose lease was kept."""
+        jobs = Job.objects.using(alias)
+        leases = dict(
+            jobs.filter(pk__in=[job_id for job_id, _ in tokens]).values_list("pk", "lease_seconds")
+        )
+        by_lease: dict[float, list[Token]] = {}
+        for token in tokens:
+            by_lease.setdefault(leases.get(token.id) or lease_seconds, []).append(token)
+        held = {"status": Status.RUNNING, "lease_owner": worker_id}
+        for seconds, group in by_lease.items():
+            jobs.filter(tokens_q(group), **held).update(lease_expires_at=after(seconds))
+        return set(jobs.filter(tokens_q(tokens), **held).values_list("pk", flat=True))
+
+    def complete_many(
+        self, alias: str, completions: list[Completion], finished_by: str
+    ) -> set[int]:
+        """Mark these attempts succeeded, each row fenced; return the ids that were."""
+        if all(c.result is None for c in completions):
+            return _complete_group(
+                alias, [Token(c.id, c.attempt) for c in completions], finished_by
+            )
+        return {c.id for c in completions if _complete_one(alias, c, finished_by)}

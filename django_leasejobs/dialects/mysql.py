@@ -1,0 +1,14 @@
+"""MariaDB and MySQL: the ORM's ways (``base.Dialect``) are theirs.
+
+The locking claim in ``Dialect.claim`` is written for InnoDB (candidates read first, then only
+they are locked with SKIP LOCKED); MariaDB 10.5+ returns the ids of a bulk INSERT, MySQL 8 gets
+one INSERT per row in the same transaction.
+"""
+
+from __future__ import annotations
+
+from .base import Dialect
+
+
+class MySQLDialect(Dialect):
+    pass

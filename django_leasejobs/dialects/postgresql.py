@@ -1,0 +1,229 @@
+"""PostgreSQL: each step in one statement, with SKIP LOCKED, RETURNING and arrays.
+
+Every statement is named here, beside the reason for its shape. Values are parameters; the
+id and attempt arrays travel as one text parameter each (``int_array``), which psycopg does not
+have to adapt element by element.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import DEFERRED, JSONField
+
+from .. import notify
+from ..deadlocks import retry_deadlocks
+from ..models import Job
+from . import postgresql_insert
+from .base import Completion, Dialect, Token
+
+_CLAIM_SET = """
+UPDATE {table} AS j
+SET status = 'running',
+    attempt = j.attempt + 1,
+    lease_owner = %s,
+    lease_expires_at = STATEMENT_TIMESTAMP()
+        + make_interval(secs => COALESCE(j.lease_seconds, %s)),
+    started_at = STATEMENT_TIMESTAMP()
+-- ANY(ARRAY(...)) rather than a join with "due": the planner then always fetches the claimed
+-- rows by primary key, where a join may hash the whole table (a seq scan per claim).
+-- The status test again: the compare-and-set, in case the row changed after the snapshot.
+WHERE j.id = ANY(ARRAY(SELECT id FROM due)) AND j.status IN ('pending', 'failed')
+RETURNING {columns}
+"""
+
+CLAIM_ONE_QUEUE = (
+    """
+WITH due AS (
+    SELECT id FROM {table}
+    WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP() AND queue = %s
+    ORDER BY priority DESC, run_at, id
+    LIMIT %s
+    -- SKIP LOCKED: a row another claimer is taking is passed over, not waited for, so
+    -- concurrent workers split the due rows instead of queueing behind one another.
+    FOR UPDATE SKIP LOCKED
+)"""
+    + _CLAIM_SET
+)
+
+# Several queues, or all of them. The claimable index leads with the queue, so one ordered scan
+# cannot serve them all (PostgreSQL would sort every due row on each claim, a cost that grows
+# with the backlog). Instead: list the queues (given, or found with a loose index scan that
+# reads one index entry per queue), take the first ``batch`` due rows of each queue from the
+# index, and keep the best ``batch`` of those. Rows locked but not kept are freed at commit.
+CLAIM_QUEUES = (
+    """
+WITH RECURSIVE queues(queue) AS ({queues}),
+due AS (
+    SELECT c.id FROM queues AS q CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM {table}
+        WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP()
+          AND queue = q.queue
+        ORDER BY priority DESC, run_at, id
+        LIMIT %s
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+    WHERE q.queue IS NOT NULL
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT %s
+)"""
+    + _CLAIM_SET
+)
+
+GIVEN_QUEUES = "SELECT unnest(%s::text[])"
+EVERY_QUEUE = """
+    (SELECT queue FROM {table} WHERE status IN ('pending', 'failed') ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.queue FROM {table} AS t
+            WHERE t.status IN ('pending', 'failed') AND t.queue > q.queue
+            ORDER BY t.queue LIMIT 1)
+    FROM queues AS q WHERE q.queue IS NOT NULL
+"""
+
+RENEW = """
+UPDATE {table} AS j
+SET lease_expires_at = STATEMENT_TIMESTAMP()
+    + make_interval(secs => COALESCE(j.lease_seconds, %s))
+FROM unnest(%s::bigint[], %s::bigint[]) AS t(id, attempt)
+WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running' AND j.lease_owner = %s
+RETURNING j.id
+"""
+
+COMPLETE_MANY = """
+UPDATE {table} AS j
+SET status = 'succeeded', finished_at = STATEMENT_TIMESTAMP(), lease_owner = '',
+    finished_by = %s, lease_expires_at = NULL, live_dedupe_key = NULL,
+    -- JSON null and "no result" are both stored as SQL NULL, as complete() does.
+    result = NULLIF(t.result, 'null'::jsonb)
+FROM unnest(%s::bigint[], %s::bigint[], %s::jsonb[]) AS t(id, attempt, result)
+WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running'
+RETURNING j.id
+"""
+
+ANNOUNCE = "SELECT pg_notify(%s, queue) FROM unnest(%s::text[]) AS queue"
+
+# A claimed job comes back without its error history, result and last error: a worker needs
+# none of them, and decoding a retried job's tracebacks on every claim is the costliest part of
+# reading the rows back. Django loads them on access, like any deferred field.
+NOT_CLAIMED = ("errors", "result", "last_error")
+
+
+def int_array(values: Iterable[int]) -> str:
+    """A PostgreSQL array of integers as one text parameter; ``int()`` keeps it an array of
+    integers whatever was passed."""
+    return "{" + ",".join(str(int(value)) for value in values) + "}"
+
+
+class PostgreSQLDialect(Dialect):
+    def insert(self, values: dict[str, Any], alias: str) -> Job:
+        return postgresql_insert.insert_one(values, alias)
+
+    def insert_many(self, rows: Iterable[dict[str, Any]], alias: str) -> list[Job]:
+        return postgresql_insert.insert_many(rows, alias)
+
+    def announce(self, alias: str, queues: Sequence[str]) -> None:
+        if queues and notify.supported(alias):
+            with connections[alias].cursor() as cursor:
+                cursor.execute(ANNOUNCE, [notify.CHANNEL, list(queues)])
+
+    def claim(
+        self,
+        alias: str,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        batch: int,
+        lease_seconds: float,
+    ) -> list[Job]:
+        connection = connections[alias]
+        qn = connection.ops.quote_name
+        table = qn(Job._meta.db_table)
+        claimed = [f for f in Job._meta.concrete_fields if f.name not in NOT_CLAIMED]
+        columns = ", ".join(f"j.{qn(str(f.column))}" for f in claimed)
+        if queues is not None and len(queues) == 1:
+            sql = CLAIM_ONE_QUEUE.format(table=table, columns=columns)
+            params: list[Any] = [queues[0], batch, worker_id, lease_seconds]
+        else:
+            if queues is None:
+                source, source_params = EVERY_QUEUE.format(table=table), []
+            else:
+                source, source_params = GIVEN_QUEUES, [list(queues)]
+            sql = CLAIM_QUEUES.format(table=table, columns=columns, queues=source)
+            params = [*source_params, batch, batch, worker_id, lease_seconds]
+        return fetch_jobs(connections[alias], alias, sql, params)
+
+    def renew(
+        self, alias: str, worker_id: str, tokens: list[Token], lease_seconds: float
+    ) -> set[int]:
+        connection = connections[alias]
+        sql = RENEW.format(table=connection.ops.quote_name(Job._meta.db_table))
+        ids = int_array(token.id for token in tokens)
+        attempts = int_array(token.attempt for token in tokens)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [lease_seconds, ids, attempts, worker_id])
+            return {row[0] for row in cursor.fetchall()}
+
+    @retry_deadlocks
+    def complete_many(
+        self, alias: str, completions: list[Completion], finished_by: str
+    ) -> set[int]:
+        connection = connections[alias]
+        sql = COMPLETE_MANY.format(table=connection.ops.quote_name(Job._meta.db_table))
+        ids = int_array(c.id for c in completions)
+        attempts = int_array(c.attempt for c in completions)
+        results: Any = None  # a NULL array: unnest pads the result column with NULLs
+        if any(c.result is not None for c in completions):
+            results = [json.dumps(c.result) for c in completions]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [finished_by, ids, attempts, results])
+            return {row[0] for row in cursor.fetchall()}
+
+
+_COLUMN_ATTNAME = {str(f.column): str(f.attname) for f in Job._meta.concrete_fields}
+_ATTNAMES = [str(f.attname) for f in Job._meta.concrete_fields]
+_JSON = {str(f.column): f for f in Job._meta.concrete_fields if isinstance(f, JSONField)}
+
+
+def fetch_jobs(
+    connection: BaseDatabaseWrapper, alias: str, sql: str, params: Sequence[Any]
+) -> list[Job]:
+    """Run ``sql`` (returning job columns by name) and load each row with ``Job.from_db``.
+
+    Timestamps are parsed by psycopg's C loader on this cursor only (Django registers a
+    Python subclass that swaps in the connection's zone; with ``USE_TZ`` the session is already
+    in that zone, so the values are the same instants). Only the JSON columns need their
+    field's ``from_db_value``: a test checks that no other field of ``Job`` has a converter.
+    """
+    with connection.cursor() as cursor:
+        _timestamps_in_c(cursor.cursor)
+        cursor.execute(sql, params)
+        columns = [str(column[0]) for column in cursor.description]
+        rows = cursor.fetchall()
+    json_columns = [
+        (i, field, field.get_col(Job._meta.db_table))
+        for i, field in ((i, _JSON.get(c)) for i, c in enumerate(columns))
+        if field is not None
+    ]
+    position = {_COLUMN_ATTNAME[c]: i for i, c in enumerate(columns)}
+    jobs = []
+    for row in rows:
+        values = list(row)
+        for i, field, expression in json_columns:
+            values[i] = field.from_db_value(values[i], expression, connection)
+        ordered = [values[position[a]] if a in position else DEFERRED for a in _ATTNAMES]
+        jobs.append(Job.from_db(alias, _ATTNAMES, ordered))
+    return jobs
+
+
+def _timestamps_in_c(cursor: Any) -> None:
+    if not settings.USE_TZ:
+        return
+    try:
+        from psycopg.types.datetime import TimestamptzLoader
+    except ImportError:  # psycopg2: its C loader is already in use
+        return
+    cursor.adapters.register_loader("timestamptz", TimestamptzLoader)

@@ -1,0 +1,48 @@
+"""SQLite: one UPDATE ... RETURNING claims, under the database's single write lock."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import connections
+
+from ..dbtime import SQLITE_NOW
+from ..models import Job
+from .base import Dialect
+
+# SQLite has no row locks: the whole UPDATE takes the database's single write lock, so the
+# subquery and the guarded update see one consistent state and two claimers cannot both win.
+_CLAIM = f"""
+UPDATE {{table}}
+SET status = 'running',
+    attempt = attempt + 1,
+    lease_owner = %s,
+    lease_expires_at = STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f000', 'NOW',
+        '+' || COALESCE(lease_seconds, %s) || ' seconds'),
+    started_at = {SQLITE_NOW}
+WHERE id IN (
+    SELECT id FROM {{table}}
+    WHERE status IN ('pending', 'failed') AND run_at <= {SQLITE_NOW} {{queue_filter}}
+    ORDER BY priority DESC, run_at, id
+    LIMIT %s
+) AND status IN ('pending', 'failed')
+RETURNING *
+"""
+
+
+class SQLiteDialect(Dialect):
+    def claim(
+        self,
+        alias: str,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        batch: int,
+        lease_seconds: float,
+    ) -> list[Job]:
+        table = connections[alias].ops.quote_name(Job._meta.db_table)
+        queue_filter, queue_params = "", list(queues or ())
+        if queues is not None:
+            queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})"
+        sql = _CLAIM.format(table=table, queue_filter=queue_filter)
+        params = [worker_id, lease_seconds, *queue_params, batch]
+        return list(Job.objects.using(alias).raw(sql, params))

@@ -1,0 +1,87 @@
+"""The public face: ``@job`` registers a function, ``fn.enqueue()`` persists a job.
+
+A ``JobFunction`` is its registered spec (``registry.JobSpec``) that can also be called inline
+and enqueued. The protocol is imported when an enqueue runs, not when this module loads, so
+``from django_leasejobs import job`` works before Django's apps are ready.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+
+from . import registry
+from .backoff import Backoff
+
+if TYPE_CHECKING:
+    from .models import Job
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class JobFunction(registry.JobSpec, Generic[P, R]):
+    """A registered job: call it to run inline, ``.enqueue()`` to run it on a worker."""
+
+    func: Callable[P, R]
+
+    def __init__(self, func: Callable[P, R], **options: Any) -> None:
+        super().__init__(func, **options)
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.func(*args, **kwargs)
+
+    def enqueue(self, *args: Any, **kwargs: Any) -> Job:
+        """Persist one job in the caller's transaction and return its row.
+
+        Options (taken out of ``kwargs``): ``run_at``, ``delay``, ``priority``, ``queue``,
+        ``dedupe_key``, ``max_attempts``. Everything else is passed to the function.
+        """
+        from . import protocol
+
+        options = {key: kwargs.pop(key) for key in protocol.ENQUEUE_OPTIONS if key in kwargs}
+        return protocol.enqueue(self.name, args, kwargs, **options)
+
+    def enqueue_many(self, items: Iterable[Any]) -> list[Job]:
+        """Persist many jobs, in bulk where possible; return them in order.
+
+        Each item is ``(args, kwargs)`` or a dict with ``args``, ``kwargs`` and enqueue options.
+        """
+        from . import protocol
+
+        return protocol.enqueue_many(self.name, items)
+
+
+@overload
+def job(func: Callable[P, R], /) -> JobFunction[P, R]: ...
+
+
+@overload
+def job(
+    func: None = None,
+    /,
+    *,
+    name: str | None = ...,
+    queue: str | None = ...,
+    priority: int = ...,
+    max_attempts: int | None = ...,
+    backoff: Backoff | None = ...,
+    lease: float | None = ...,
+    takes_context: bool = ...,
+    permanent: tuple[type[BaseException], ...] = ...,
+) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
+
+
+def job(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    """Register a function as a job: ``@job`` or ``@job(queue=..., max_attempts=...)``."""
+
+    def register(f: Callable[..., Any]) -> JobFunction[Any, Any]:
+        job_function: JobFunction[Any, Any] = JobFunction(f, **options)
+        registry.add(job_function)
+        return job_function
+
+    if func is not None:
+        return register(func)
+    return register

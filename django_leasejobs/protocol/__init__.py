@@ -1,0 +1,55 @@
+"""The lease protocol: every state change of a job, each one guarded statement.
+
+Rules that hold for every function here:
+
+* A worker's write carries its fencing token in the WHERE clause (``id = ? AND attempt = ? AND
+  status = 'running'``); an operator's write carries the states it is allowed from. Nothing is
+  read and then written unguarded.
+* "Zero rows changed" is a result, not an exception: ``Outcome.STALE`` (or ``False`` for
+  operator actions), logged, so a stale worker can never overwrite a newer result.
+* All times come from the database clock (``DbNow()``), never from the worker's clock.
+* No function holds a transaction open longer than its own statements; handlers run outside.
+* No database is named here: what differs per database is a ``dialects`` method.
+
+Modules: ``enqueues`` (enqueue, bulk, dedupe), ``lease`` (claim, heartbeat), ``completions``,
+``failures`` (retry, dead letter, lease recovery, release), ``operator_actions`` (cancel, run now,
+retry now, replay, effects), ``occurrences`` (cron), ``pruning``.
+"""
+
+from .base import MAX_ERROR_CHARS, Failure, Outcome, job_database
+from .completions import complete, complete_in_transaction, complete_many
+from .enqueues import ENQUEUE_OPTIONS, enqueue, enqueue_many, enqueue_task
+from .failures import fail, recover_expired, release
+from .lease import claim, heartbeat
+from .occurrences import emit_occurrence, skip_occurrences
+from .operator_actions import cancel, record_effect, replay, retry_now, run_now
+from .pruning import PRUNABLE, count_prunable, prune_finished
+
+__all__ = [
+    "ENQUEUE_OPTIONS",
+    "MAX_ERROR_CHARS",
+    "PRUNABLE",
+    "Failure",
+    "Outcome",
+    "cancel",
+    "claim",
+    "complete",
+    "complete_in_transaction",
+    "complete_many",
+    "count_prunable",
+    "emit_occurrence",
+    "enqueue",
+    "enqueue_many",
+    "enqueue_task",
+    "fail",
+    "heartbeat",
+    "job_database",
+    "prune_finished",
+    "record_effect",
+    "recover_expired",
+    "release",
+    "replay",
+    "retry_now",
+    "run_now",
+    "skip_occurrences",
+]

@@ -1,0 +1,85 @@
+"""What every transition shares: its outcome, its failure record, where it writes, who hears."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import traceback as traceback_module
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, router
+
+from .. import signals
+from ..models import Job
+
+logger = logging.getLogger("django_leasejobs")
+
+MAX_ERROR_CHARS = 20_000
+
+
+class Outcome(enum.Enum):
+    """What a guarded write did."""
+
+    SUCCEEDED = "succeeded"
+    RETRIED = "retried"
+    DEAD = "dead"
+    RELEASED = "released"
+    STALE = "stale"
+    """Zero rows changed: the token no longer owns the job (lease lost, job reclaimed)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An attempt's error, as recorded in the job's history and its dead letter."""
+
+    error: str
+    traceback: str = ""
+    kind: str = "error"
+
+    @property
+    def headline(self) -> str:
+        """The error's first line, short enough for a log line."""
+        return self.error.splitlines()[0][:200] if self.error else ""
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> Failure:
+        text = "".join(traceback_module.format_exception(type(exc), exc, exc.__traceback__))
+        return cls(f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS], text[-MAX_ERROR_CHARS:])
+
+
+def job_database() -> str:
+    """The database the protocol writes jobs to (the router's choice for ``Job``)."""
+    return router.db_for_write(Job) or DEFAULT_DB_ALIAS
+
+
+def report(changed: int, action: str, job_id: int, attempt: int, outcome: Outcome) -> Outcome:
+    """``outcome``, or ``Outcome.STALE`` (logged) when the guarded write changed no row."""
+    if not changed:
+        logger.warning("job.stale id=%s attempt=%s action=%s", job_id, attempt, action)
+        return Outcome.STALE
+    # DEBUG: the worker logs the same transition at INFO with name, queue and duration.
+    logger.debug("job.%s id=%s attempt=%s", action, job_id, attempt)
+    return outcome
+
+
+def announce_enqueued(job: Job, using: str) -> None:
+    if signals.wanted(signals.job_enqueued):
+        signals.send_after_commit(signals.job_enqueued, using, job=job)
+
+
+def announce(signal: Any, using: str, attempts: dict[int, int], **extra: Any) -> None:
+    """Send a finish signal for each job of ``attempts`` (id to attempt), with its name and
+    queue (read only when someone listens)."""
+    if not signals.wanted(signal):
+        return
+    rows = Job.objects.using(using).filter(pk__in=list(attempts)).values_list("pk", "name", "queue")
+    for job_id, name, queue in rows:
+        signals.send_after_commit(
+            signal, using, job_id=job_id, name=name, queue=queue, attempt=attempts[job_id], **extra
+        )
+
+
+def tokens_of(items: Iterable[tuple[int, int]]) -> dict[int, int]:
+    return dict(items)

@@ -1,0 +1,97 @@
+"""Complete: a succeeded attempt, written only with the token that still owns the job."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import connections
+
+from .. import dialects, signals, validation
+from ..deadlocks import retry_deadlocks
+from ..dialects import Completion
+from ..dialects.base import succeeded_fields
+from ..errors import JobValidationError, StaleAttemptError
+from ..models import Job, Status
+from .base import Failure, Outcome, announce, job_database, logger, report
+from .failures import fail
+
+
+@retry_deadlocks
+def complete(job_id: int, attempt: int, result: Any = None, *, finished_by: str = "") -> Outcome:
+    """Mark the job succeeded, only if ``attempt`` still owns it.
+
+    ``finished_by`` (a worker id) records who ran the successful attempt (the tasks backend
+    reports it in ``worker_ids``). A result that cannot be stored fails the job instead.
+    """
+    try:
+        validation.check_json(result, "result")
+    except JobValidationError as exc:
+        return fail(job_id, attempt, Failure(f"Unstorable return value: {exc}"), retryable=False)
+    using = job_database()
+    changed = (
+        Job.objects.using(using)
+        .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
+        .update(**succeeded_fields(result, finished_by))
+    )
+    if changed:
+        announce(signals.job_succeeded, using, {job_id: attempt}, result=result)
+    return report(changed, "succeeded", job_id, attempt, Outcome.SUCCEEDED)
+
+
+def complete_many(
+    completions: Iterable[tuple[int, int] | tuple[int, int, Any]], *, finished_by: str = ""
+) -> dict[int, Outcome]:
+    """Mark many jobs succeeded in as few statements as the database allows, each row fenced
+    by its own token; an item is ``(id, attempt)`` or ``(id, attempt, result)``.
+
+    A result that cannot be stored fails its job, as ``complete()`` does.
+    """
+    outcomes: dict[int, Outcome] = {}
+    storable: list[Completion] = []
+    for item in completions:
+        done = Completion(*item)
+        try:
+            validation.check_json(done.result, "result")
+        except JobValidationError:
+            outcomes[done.id] = complete(*done, finished_by=finished_by)  # fails it
+            continue
+        storable.append(done)
+    if not storable:
+        return outcomes
+    using = job_database()
+    succeeded = dialects.for_alias(using).complete_many(using, storable, finished_by)
+    for done in storable:
+        outcomes[done.id] = report(
+            int(done.id in succeeded), "succeeded", done.id, done.attempt, Outcome.SUCCEEDED
+        )
+    if succeeded and signals.wanted(signals.job_succeeded):
+        plain = {c.id: c.attempt for c in storable if c.id in succeeded and c.result is None}
+        if plain:
+            announce(signals.job_succeeded, using, plain, result=None)
+        for c in storable:
+            if c.id in succeeded and c.result is not None:
+                announce(signals.job_succeeded, using, {c.id: c.attempt}, result=c.result)
+    return outcomes
+
+
+def complete_in_transaction(job_id: int, attempt: int, result: Any = None) -> None:
+    """Complete the job inside the handler's own transaction (exactly-once database effects).
+
+    Raises ``StaleAttemptError`` when the token no longer owns the job, so the handler's writes
+    roll back with it.
+    """
+    using = job_database()
+    if not connections[using].in_atomic_block:
+        raise RuntimeError("ctx.complete() must be called inside transaction.atomic().")
+    validation.check_json(result, "result")
+    changed = (
+        Job.objects.using(using)
+        .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
+        .update(**succeeded_fields(result))
+    )
+    if not changed:
+        logger.warning("job.stale id=%s attempt=%s action=succeeded", job_id, attempt)
+        raise StaleAttemptError(f"Job {job_id} attempt {attempt} no longer holds its lease.")
+    logger.info("job.succeeded id=%s attempt=%s in_transaction=true", job_id, attempt)
+    announce(signals.job_succeeded, using, {job_id: attempt}, result=result)

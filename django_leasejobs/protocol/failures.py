@@ -1,0 +1,223 @@
+"""Fail, recover and release: an attempt that did not succeed.
+
+A failed attempt is retried after its backoff, or, when its budget is spent (or the error says
+retrying is pointless), the job becomes ``dead`` and its dead letter is written in the same
+transaction. A lease that expired is a failed attempt too: a job that kills its worker every
+time still reaches ``dead``. Every write is guarded by (id, attempt, running).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Q, QuerySet
+
+from .. import registry, signals
+from ..backoff import Backoff
+from ..dbtime import DbNow, as_aware
+from ..deadlocks import retry_deadlocks
+from ..dialects.base import after
+from ..models import DeadLetter, Job, Status
+from .base import Failure, Outcome, job_database, logger, report
+
+_READ = ("name", "args", "kwargs", "queue", "errors", "max_attempts", "released", "lease_owner")
+
+
+@dataclass(frozen=True)
+class _FailedAttempt:
+    """A failed attempt read under its guard, with the error history it will write."""
+
+    guarded: QuerySet[Job]
+    job_id: int
+    attempt: int
+    row: dict[str, Any]
+    errors: list[dict[str, Any]]
+    failure: Failure
+
+
+def fail(
+    job_id: int,
+    attempt: int,
+    failure: Failure,
+    *,
+    retryable: bool = True,
+    backoff: Backoff | None = None,
+) -> Outcome:
+    """Record a failed attempt: retry after backoff, or dead-letter when none is left."""
+    return _fail(job_id, attempt, failure, retryable=retryable, backoff=backoff)
+
+
+@retry_deadlocks
+def _fail(
+    job_id: int,
+    attempt: int,
+    failure: Failure,
+    *,
+    retryable: bool,
+    backoff: Backoff | None,
+    expired_only: bool = False,
+) -> Outcome:
+    using = job_database()
+    guard = Q(pk=job_id, attempt=attempt, status=Status.RUNNING)
+    if expired_only:
+        guard &= Q(lease_expires_at__lt=DbNow())
+    with transaction.atomic(using=using):
+        guarded = Job.objects.using(using).filter(guard)
+        row = guarded.annotate(db_now=DbNow()).values(*_READ, "db_now").first()
+        if row is None:
+            return report(0, "failed", job_id, attempt, Outcome.STALE)
+        errors = [
+            *row["errors"],
+            {
+                "attempt": attempt,
+                "worker": row["lease_owner"],
+                "at": as_aware(row["db_now"]).isoformat(),
+                "kind": failure.kind,
+                "error": failure.error,
+                "traceback": failure.traceback,
+            },
+        ]
+        failed = _FailedAttempt(guarded, job_id, attempt, row, errors, failure)
+        charged = attempt - row["released"]
+        if not retryable or charged >= row["max_attempts"]:
+            return _bury(failed, failure.kind if not retryable else "attempts exhausted")
+        job_function = registry.lookup(row["name"])
+        policy = backoff or (
+            job_function.get_backoff() if job_function else Backoff.from_settings()
+        )
+        return _retry(failed, policy.delay(charged))
+
+
+def _bury(failed: _FailedAttempt, reason: str) -> Outcome:
+    """The job becomes dead and its dead letter is written (inside the caller's transaction)."""
+    job_id, attempt, row, errors, failure = (
+        failed.job_id,
+        failed.attempt,
+        failed.row,
+        failed.errors,
+        failed.failure,
+    )
+    using = failed.guarded.db
+    changed = failed.guarded.update(
+        status=Status.DEAD,
+        finished_at=DbNow(),
+        lease_owner="",
+        lease_expires_at=None,
+        live_dedupe_key=None,
+        last_error=failure.error,
+        errors=errors,
+    )
+    if not changed:
+        return report(0, "dead", job_id, attempt, Outcome.STALE)
+    dead_letter = DeadLetter.objects.using(using).create(
+        job_id=job_id,
+        name=row["name"],
+        args=row["args"],
+        kwargs=row["kwargs"],
+        queue=row["queue"],
+        reason=reason[:200],
+        errors=errors,
+    )
+    logger.warning(
+        "job.dead id=%s name=%s attempt=%s reason=%s error=%s",
+        job_id,
+        row["name"],
+        attempt,
+        reason,
+        failure.headline,
+    )
+    if signals.wanted(signals.job_dead):
+        signals.send_after_commit(
+            signals.job_dead,
+            using,
+            job_id=job_id,
+            name=row["name"],
+            queue=row["queue"],
+            attempt=attempt,
+            reason=dead_letter.reason,
+            error=failure.error,
+            dead_letter=dead_letter,
+        )
+    return Outcome.DEAD
+
+
+def _retry(failed: _FailedAttempt, delay: float) -> Outcome:
+    """The job waits ``delay`` seconds of database time, then is claimable again."""
+    job_id, attempt, row, failure = failed.job_id, failed.attempt, failed.row, failed.failure
+    changed = failed.guarded.update(
+        status=Status.FAILED,
+        run_at=after(delay),
+        lease_owner="",
+        lease_expires_at=None,
+        last_error=failure.error,
+        errors=failed.errors,
+    )
+    if not changed:
+        return report(0, "failed", job_id, attempt, Outcome.STALE)
+    logger.info(
+        "job.failed id=%s name=%s attempt=%s error=%s",
+        job_id,
+        row["name"],
+        attempt,
+        failure.headline,
+    )
+    if signals.wanted(signals.job_retried):
+        signals.send_after_commit(
+            signals.job_retried,
+            failed.guarded.db,
+            job_id=job_id,
+            name=row["name"],
+            queue=row["queue"],
+            attempt=attempt,
+            error=failure.error,
+            kind=failure.kind,
+            delay=delay,
+        )
+    return Outcome.RETRIED
+
+
+def recover_expired(limit: int = 100) -> dict[int, Outcome]:
+    """Take back jobs whose lease expired (their worker died or stalled).
+
+    A reclaim is an attempt: the job goes to ``failed`` with backoff (not straight back to the head
+    of the queue), or to ``dead`` when its budget is spent. Each row is guarded by (id, attempt,
+    running, lease still expired), so a heartbeat that lands first wins and the job is left
+    alone. Any worker may run this.
+    """
+    expired = list(
+        Job.objects.using(job_database())
+        .filter(status=Status.RUNNING, lease_expires_at__lt=DbNow())
+        .order_by("lease_expires_at")
+        .values_list("pk", "attempt", "lease_owner")[:limit]
+    )
+    outcomes = {}
+    for job_id, attempt, owner in expired:
+        failure = Failure(
+            f"Lease expired (worker {owner} stopped renewing it).", kind="lease expired"
+        )
+        outcomes[job_id] = _fail(
+            job_id, attempt, failure, retryable=True, backoff=None, expired_only=True
+        )
+    return outcomes
+
+
+@retry_deadlocks
+def release(job_id: int, attempt: int) -> Outcome:
+    """Hand a claimed job back unspent (graceful shutdown): pending and due now.
+
+    The token still grows on the next claim; ``released`` makes the attempt free of charge.
+    """
+    changed = (
+        Job.objects.using(job_database())
+        .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
+        .update(
+            status=Status.PENDING,
+            run_at=DbNow(),
+            released=F("released") + 1,
+            lease_owner="",
+            lease_expires_at=None,
+        )
+    )
+    return report(changed, "released", job_id, attempt, Outcome.RELEASED)

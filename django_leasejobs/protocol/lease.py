@@ -1,0 +1,67 @@
+"""Claim and renew: a worker takes due jobs under a lease, then keeps the lease alive.
+
+A claim increments ``attempt``, the fencing token every later write of that run carries. A
+renewal that changes no row for a token means the lease was lost (the job was reclaimed or
+finished elsewhere): the worker must tell the handler and never write that attempt again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from .. import dialects, signals
+from ..deadlocks import retry_deadlocks
+from ..dialects import Token
+from ..models import Job
+from .base import job_database, logger
+
+
+def claim(
+    worker_id: str,
+    *,
+    queues: Sequence[str] | None = None,
+    batch: int = 1,
+    lease_seconds: float = 60.0,
+) -> list[Job]:
+    """Lease up to ``batch`` due jobs to ``worker_id``; each claim increments ``attempt``.
+
+    Order: priority (high first), then ``run_at``, then id. ``queues=None`` means every queue.
+    """
+    if batch < 1 or (queues is not None and not queues):
+        return []
+    using = job_database()
+    jobs = dialects.for_alias(using).claim(using, worker_id, queues, batch, lease_seconds)
+    jobs.sort(key=lambda j: (-j.priority, j.run_at, j.pk))
+    started = signals.wanted(signals.job_started)
+    for job in jobs:
+        logger.info(
+            "job.running id=%s name=%s attempt=%s queue=%s worker=%s",
+            job.pk,
+            job.name,
+            job.attempt,
+            job.queue,
+            worker_id,
+        )
+        if started:
+            signals.send_after_commit(signals.job_started, using, job=job, worker_id=worker_id)
+    return jobs
+
+
+@retry_deadlocks
+def heartbeat(
+    worker_id: str, tokens: Iterable[tuple[int, int]], *, lease_seconds: float = 60.0
+) -> set[int]:
+    """Extend the leases of a worker's in-flight jobs; return the ids whose lease was lost.
+
+    Each row is guarded by (id, attempt), status and owner. A job missing from what the guard
+    kept has been reclaimed or finished by someone else.
+    """
+    held = [Token(*token) for token in tokens]
+    if not held:
+        return set()
+    using = job_database()
+    kept = dialects.for_alias(using).renew(using, worker_id, held, lease_seconds)
+    lost = {token.id for token in held} - kept
+    for job_id in sorted(lost):
+        logger.warning("job.lease_lost id=%s worker=%s", job_id, worker_id)
+    return lost

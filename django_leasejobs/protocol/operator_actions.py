@@ -1,0 +1,168 @@
+"""What an operator does to a job, each one guarded statement: cancel, run now, retry now,
+replay a dead letter; and the idempotency record a handler writes with its own effects."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import IntegrityError, connections, transaction
+
+from .. import client_encoding, registry, task_results
+from ..dbtime import DbNow
+from ..errors import InvalidTransitionError, JobValidationError, TaskRefusedError
+from ..models import CLAIMABLE, DeadLetter, Effect, Job, Status
+from .base import job_database, logger
+from .enqueues import insert, row_values
+
+
+def cancel(job_id: int) -> bool:
+    """Cancel a job that has not started (pending, or failed and waiting for a retry)."""
+    changed = (
+        Job.objects.using(job_database())
+        .filter(pk=job_id, status__in=CLAIMABLE)
+        .update(
+            status=Status.CANCELLED,
+            finished_at=DbNow(),
+            live_dedupe_key=None,
+        )
+    )
+    if changed:
+        logger.info("job.cancelled id=%s", job_id)
+    return bool(changed)
+
+
+def run_now(job_id: int) -> bool:
+    """Make a pending or failed job due at once (its attempt budget is unchanged)."""
+    changed = (
+        Job.objects.using(job_database())
+        .filter(pk=job_id, status__in=CLAIMABLE)
+        .update(run_at=DbNow())
+    )
+    if changed:
+        logger.info("job.run_now id=%s", job_id)
+    return bool(changed)
+
+
+def retry_now(job_id: int) -> bool:
+    """Make a failed job due at once instead of after its backoff (budget unchanged).
+
+    Guarded on ``failed`` alone, so an operator's "retry" never touches a job that was cancelled,
+    claimed or finished since the page was shown.
+    """
+    changed = (
+        Job.objects.using(job_database())
+        .filter(pk=job_id, status=Status.FAILED)
+        .update(run_at=DbNow())
+    )
+    if changed:
+        logger.info("job.retry_now id=%s", job_id)
+    return bool(changed)
+
+
+class _ReplayRace(Exception):
+    pass
+
+
+def _check_replayable(name: str, task_backend: str) -> None:
+    """A replay is an enqueue: refuse, before anything is written, a name that would not run.
+
+    A registered job's name is checked by ``_Defaults.resolve``; a ``django.tasks`` row's path
+    is resolved here, once, as a worker would, since an enqueue through the backend never
+    stored a path that was not a ``Task`` but the code may have changed since.
+    """
+    if not task_backend:
+        registry.get(name)
+        return
+    try:
+        task_results.resolve(name)
+    except (TaskRefusedError, ImproperlyConfigured) as exc:
+        raise JobValidationError(f"The task cannot be replayed: {exc}") from None
+
+
+def replay(
+    dead_letter_id: int,
+    *,
+    args: Sequence[Any] | None = None,
+    kwargs: dict[str, Any] | None = None,
+) -> Job:
+    """Make a new job from a dead letter, with a fresh attempt budget; once only.
+
+    The dead job is never revived (its stale workers' tokens stay stale); the new job is linked
+    from the dead letter, and a second replay returns that same job.
+    """
+    alias = job_database()
+    connections[alias].ensure_connection()
+    client_encoding.require_utf8(connections[alias], "replay")
+    for _ in range(3):
+        try:
+            with transaction.atomic(using=alias):
+                dead_letter = (
+                    DeadLetter.objects.using(alias)
+                    .select_for_update()
+                    .select_related("job")
+                    .get(pk=dead_letter_id)
+                )
+                if dead_letter.replayed_job_id is not None:
+                    return Job.objects.using(alias).get(pk=dead_letter.replayed_job_id)
+                original = dead_letter.job
+                _check_replayable(dead_letter.name, original.task_backend)
+                values = row_values(
+                    dead_letter.name,
+                    dead_letter.args if args is None else args,
+                    dead_letter.kwargs if kwargs is None else kwargs,
+                    queue=original.queue,
+                    priority=original.priority,
+                    max_attempts=original.max_attempts,
+                    dedupe_key=original.dedupe_key,
+                    task_backend=original.task_backend,
+                )
+                new, created = insert(values, alias)
+                # insert() returns the live job holding the dedupe key instead of inserting.
+                # Such a holder is not this replay's job (even while it is pending with attempt
+                # 0): linking it would tie an unrelated job to this dead letter, so refuse.
+                if not created:
+                    raise InvalidTransitionError(
+                        f"Job {new.pk} already holds dedupe key {original.dedupe_key!r}; "
+                        "let it finish or cancel it, then replay."
+                    )
+                changed = (
+                    DeadLetter.objects.using(alias)
+                    .filter(pk=dead_letter.pk, replayed_job__isnull=True)
+                    .update(replayed_job=new, replayed_at=DbNow())
+                )
+                if not changed:
+                    raise _ReplayRace
+                logger.info(
+                    "job.replayed dead_letter=%s old=%s new=%s", dead_letter.pk, original.pk, new.pk
+                )
+                return new
+        except (_ReplayRace, IntegrityError):
+            continue
+    dead_letter = DeadLetter.objects.using(alias).get(pk=dead_letter_id)
+    if dead_letter.replayed_job_id is None:
+        raise InvalidTransitionError(f"Dead letter {dead_letter_id} could not be replayed.")
+    return Job.objects.using(alias).get(pk=dead_letter.replayed_job_id)
+
+
+def record_effect(key: str, job_id: int | None = None) -> bool:
+    """Record ``key`` as done in the caller's transaction; False if it was already recorded.
+
+    Must run inside ``transaction.atomic()`` together with the writes it guards, so the key and
+    the effect commit or roll back together.
+    """
+    alias = job_database()
+    if not connections[alias].in_atomic_block:
+        raise RuntimeError(
+            "ctx.first_time() must be called inside transaction.atomic(), with the writes "
+            "it guards."
+        )
+    if not isinstance(key, str) or not key or len(key) > 255:
+        raise ValueError("An effect key is a non-empty string of at most 255 characters.")
+    try:
+        with transaction.atomic(using=alias):
+            Effect.objects.using(alias).create(key=key, job_id=job_id)
+    except IntegrityError:
+        return False
+    return True
