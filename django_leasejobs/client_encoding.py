@@ -64,3 +64,11 @@ def require_utf8(connection: BaseDatabaseWrapper, action: str) -> None:
             f"{action} reads stored text back and sends it again: it needs a UTF8 session, not "
             f"client_encoding {name} (Django's default is UTF8); nothing was changed."
         )
+
+
+def check_rows(rows: Iterable[dict[str, Any]], connection: BaseDatabaseWrapper) -> None:
+    """``check_sendable`` for each row of a bulk insert (field name to value)."""
+    if codec(connection) is None:
+        return
+    for row in rows:
+        check_sendable(row.items(), connection)

@@ -11,7 +11,6 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.conf import settings
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DEFERRED, JSONField
@@ -193,13 +192,12 @@ def fetch_jobs(
 ) -> list[Job]:
     """Run ``sql`` (returning job columns by name) and load each row with ``Job.from_db``.
 
-    Timestamps are parsed by psycopg's C loader on this cursor only (Django registers a
-    Python subclass that swaps in the connection's zone; with ``USE_TZ`` the session is already
-    in that zone, so the values are the same instants). Only the JSON columns need their
-    field's ``from_db_value``: a test checks that no other field of ``Job`` has a converter.
+    Timestamps are parsed by psycopg's C loader (``timestamps_in_c``). Only the JSON columns
+    need their field's ``from_db_value``: a test checks that no other field of ``Job`` has a
+    converter.
     """
     with connection.cursor() as cursor:
-        _timestamps_in_c(cursor.cursor)
+        postgresql_insert.timestamps_in_c(cursor.cursor)
         cursor.execute(sql, params)
         columns = [str(column[0]) for column in cursor.description]
         rows = cursor.fetchall()
@@ -217,13 +215,3 @@ def fetch_jobs(
         ordered = [values[position[a]] if a in position else DEFERRED for a in _ATTNAMES]
         jobs.append(Job.from_db(alias, _ATTNAMES, ordered))
     return jobs
-
-
-def _timestamps_in_c(cursor: Any) -> None:
-    if not settings.USE_TZ:
-        return
-    try:
-        from psycopg.types.datetime import TimestamptzLoader
-    except ImportError:  # psycopg2: its C loader is already in use
-        return
-    cursor.adapters.register_loader("timestamptz", TimestamptzLoader)

@@ -18,10 +18,11 @@ import functools
 import itertools
 import math
 import operator
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from django.conf import settings
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field
@@ -68,24 +69,22 @@ class InsertShape:
                 if isinstance(getattr(template, f.attname), DatabaseDefault) and f not in self.given
             ),
         ]
-        # Callable defaults (list, dict) must give each instance its own object.
-        self._fresh = {
-            str(f.attname): f.default
-            for f in _FIELDS
-            if f not in self.given and f.has_default() and callable(f.default)
-        }
-        self._static = {
-            str(f.attname): getattr(template, f.attname)
-            for f in _FIELDS
-            if f not in self.given and str(f.attname) not in self._fresh
-        }
-        self._returned = [str(f.attname) for f in self.returned]
         self._keys = list(given)
-        self._renamed = [
-            (key, str(f.attname))
-            for key, f in zip(given, self.given, strict=True)
-            if key != f.attname
-        ]
+        # Where each of the model's fields comes from, in model order, for Job.from_db: a
+        # given key, a returned column, a fresh default (a callable: each instance its own
+        # list or dict), or a constant default.
+        returned_at = {f.attname: i for i, f in enumerate(self.returned)}
+        given_key = {f.attname: key for key, f in zip(given, self.given, strict=True)}
+        self._layout: list[tuple[str, Any]] = []
+        for f in Job._meta.concrete_fields:
+            if f.attname in given_key:
+                self._layout.append(("given", given_key[f.attname]))
+            elif f.attname in returned_at:
+                self._layout.append(("returned", returned_at[f.attname]))
+            elif f.has_default() and callable(f.default):
+                self._layout.append(("fresh", f.default))
+            else:
+                self._layout.append(("constant", getattr(template, f.attname)))
 
     def params(self, given: dict[str, Any], connection: BaseDatabaseWrapper) -> list[Any]:
         """The statement's parameters for one row of ``given`` values."""
@@ -97,21 +96,20 @@ class InsertShape:
             *self.constant_params,
         ]
 
-    def instance(self, alias: str, given: dict[str, Any], returned: Iterable[Any]) -> Job:
-        """The inserted row as the ``Job`` a query would load."""
-        values = self.values(given, returned)
-        return Job.from_db(alias, _ATTNAMES, [values[attname] for attname in _ATTNAMES])
-
-    def values(self, given: dict[str, Any], returned: Iterable[Any]) -> dict[str, Any]:
-        """Every field's value for this row by attname: ``given`` (by field name: every field
-        of the shape, nothing else), the ``returned`` columns, and the defaults."""
-        values = {**self._static, **given}
-        for name, attname in self._renamed:
-            values[attname] = values.pop(name)
-        for attname, default in self._fresh.items():
-            values[attname] = default()
-        values.update(zip(self._returned, returned, strict=True))
-        return values
+    def instance(self, alias: str, given: dict[str, Any], returned: Sequence[Any]) -> Job:
+        """The inserted row as the ``Job`` a query would load: ``given`` (every key of the
+        shape), the ``returned`` columns, and the defaults."""
+        values = []
+        for source, item in self._layout:
+            if source == "given":
+                values.append(given[item])
+            elif source == "returned":
+                values.append(returned[item])
+            elif source == "fresh":
+                values.append(item())
+            else:
+                values.append(item)
+        return Job.from_db(alias, _ATTNAMES, values)
 
 
 _NULL_BY_DEFAULT = frozenset(
@@ -210,6 +208,7 @@ def insert_many(rows: Iterable[dict[str, Any]], alias: str) -> list[Job]:
         for chunk in _chunks(rows):
             row, sql, params = _many_statement(chunk, connection, alias)
             cursor = connection.cursor()
+            timestamps_in_c(cursor.cursor)
             cursor.execute(sql, params)
             sent.append((chunk, row, cursor))
         jobs: list[Job] = []
@@ -232,8 +231,7 @@ def _chunks(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
 def _many_statement(
     chunk: list[dict[str, Any]], connection: BaseDatabaseWrapper, alias: str
 ) -> tuple[InsertShape, str, list[Any]]:
-    for values in chunk:
-        client_encoding.check_sendable(values.items(), connection)
+    client_encoding.check_rows(chunk, connection)
     first = chunk[0]
     varying = tuple(name for name in first if _varies(name, chunk))
     fixed = tuple(name for name in first if name not in varying)
@@ -319,3 +317,18 @@ def _same_json(a: Any, b: Any) -> bool:
 
 def _jsonable(value: Any) -> Any:
     return value.isoformat() if isinstance(value, dt.datetime) else value
+
+
+def timestamps_in_c(cursor: Any) -> None:
+    """Let psycopg's C loader parse ``timestamptz`` on this cursor only.
+
+    Django registers a Python subclass of it that swaps in the connection's zone; with
+    ``USE_TZ`` the session already runs in that zone, so both give the same instants.
+    """
+    if not settings.USE_TZ:
+        return
+    try:
+        from psycopg.types.datetime import TimestamptzLoader
+    except ImportError:  # psycopg2: its C loader is already in use
+        return
+    cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
