@@ -71,20 +71,23 @@ class InsertShape:
         ]
         self._keys = list(given)
         # Where each of the model's fields comes from, in model order, for Job.from_db: a
-        # given key, a returned column, a fresh default (a callable: each instance its own
-        # list or dict), or a constant default.
+        # constant default, or a slot filled per row from a given key, a returned column, or a
+        # fresh default (a callable: each instance its own list or dict).
         returned_at = {f.attname: i for i, f in enumerate(self.returned)}
         given_key = {f.attname: key for key, f in zip(given, self.given, strict=True)}
-        self._layout: list[tuple[str, Any]] = []
-        for f in Job._meta.concrete_fields:
-            if f.attname in given_key:
-                self._layout.append(("given", given_key[f.attname]))
-            elif f.attname in returned_at:
-                self._layout.append(("returned", returned_at[f.attname]))
-            elif f.has_default() and callable(f.default):
-                self._layout.append(("fresh", f.default))
-            else:
-                self._layout.append(("constant", getattr(template, f.attname)))
+        fields = Job._meta.concrete_fields
+        self._constants = [getattr(template, f.attname) for f in fields]
+        self._given_slots = [
+            (i, given_key[f.attname]) for i, f in enumerate(fields) if f.attname in given_key
+        ]
+        self._returned_slots = [
+            (i, returned_at[f.attname]) for i, f in enumerate(fields) if f.attname in returned_at
+        ]
+        self._fresh_slots = [
+            (i, f.default)
+            for i, f in enumerate(fields)
+            if f.attname not in given_key and f.has_default() and callable(f.default)
+        ]
 
     def params(self, given: dict[str, Any], connection: BaseDatabaseWrapper) -> list[Any]:
         """The statement's parameters for one row of ``given`` values."""
@@ -99,16 +102,13 @@ class InsertShape:
     def instance(self, alias: str, given: dict[str, Any], returned: Sequence[Any]) -> Job:
         """The inserted row as the ``Job`` a query would load: ``given`` (every key of the
         shape), the ``returned`` columns, and the defaults."""
-        values = []
-        for source, item in self._layout:
-            if source == "given":
-                values.append(given[item])
-            elif source == "returned":
-                values.append(returned[item])
-            elif source == "fresh":
-                values.append(item())
-            else:
-                values.append(item)
+        values = list(self._constants)
+        for i, key in self._given_slots:
+            values[i] = given[key]
+        for i, column in self._returned_slots:
+            values[i] = returned[column]
+        for i, default in self._fresh_slots:
+            values[i] = default()
         return Job.from_db(alias, _ATTNAMES, values)
 
 
