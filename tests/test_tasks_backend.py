@@ -38,7 +38,7 @@ except ImportError:  # Django 5.2: the backport
 
 from testapp import tasks
 
-from django_leasejobs.backends import LeaseJobsBackend
+from django_leasejobs.tasks.backend import LeaseJobsBackend
 
 pytestmark = pytest.mark.django_db
 
@@ -103,7 +103,7 @@ class TestBackend:
 
 
 def test_without_any_tasks_framework_the_error_says_what_to_install(monkeypatch) -> None:
-    from django_leasejobs import tasks_framework
+    from django_leasejobs.tasks import framework as tasks_framework
 
     monkeypatch.setattr(tasks_framework, "installed", lambda: ())
     with pytest.raises(ImproperlyConfigured, match="pip install django-tasks"):

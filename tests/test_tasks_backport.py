@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from django_leasejobs import execution, protocol
-from django_leasejobs.backends import LeaseJobsBackend
 from django_leasejobs.models import Job
 from django_leasejobs.protocol import Outcome
+from django_leasejobs.tasks.backend import LeaseJobsBackend
 
 django_tasks = pytest.importorskip("django_tasks")
 

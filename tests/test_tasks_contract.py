@@ -25,7 +25,7 @@ except ImportError:  # Django 5.2: the backport
     pytest.importorskip("django_tasks")
     from django_tasks import TaskResultStatus, task, task_backends
 
-from django_leasejobs.backends import LeaseJobsBackend, LeaseTask
+from django_leasejobs.tasks.backend import LeaseJobsBackend, LeaseTask
 
 pytestmark = pytest.mark.django_db
 

@@ -9,10 +9,11 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connections, transaction
 
-from .. import client_encoding, registry, task_results
+from .. import client_encoding, registry
 from ..dbtime import DbNow
 from ..errors import InvalidTransitionError, JobValidationError, TaskRefusedError
 from ..models import CLAIMABLE, DeadLetter, Effect, Job, Status
+from ..tasks import results as task_results
 from .base import job_database, logger
 from .enqueues import insert, row_values
 

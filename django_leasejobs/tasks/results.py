@@ -12,10 +12,10 @@ from typing import Any
 from django.apps import apps
 from django.utils.module_loading import import_string
 
-from . import tasks_framework
-from .conf import settings
-from .errors import TaskRefusedError
-from .models import Job, Status
+from ..conf import settings
+from ..errors import TaskRefusedError
+from ..models import Job, Status
+from . import framework as tasks_framework
 
 STATUS = {
     Status.PENDING: "READY",

@@ -1,9 +1,9 @@
 """Running a ``django.tasks`` task from a job row that the tasks backend marked.
 
-Called by :mod:`execution` for rows with a ``task_backend`` and no registered ``@job`` of that
-name. The path is resolved with ``import_string`` only here, and anything but a ``Task``
-instance is refused (dead-lettered, never called). Signals follow Django's meaning:
-``task_started`` on every attempt, ``task_finished`` once, when the job is final.
+Called by the worker's ``execution`` module for rows with a ``task_backend`` and no registered
+``@job`` of that name. The path is resolved with ``import_string`` only here (``results``), and
+anything but a ``Task`` instance is refused (dead-lettered, never called). Signals follow
+Django's meaning: ``task_started`` on every attempt, ``task_finished`` once, when the job is final.
 """
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from . import task_results, tasks_framework
-from .backoff import Backoff
-from .errors import PermanentError, TaskRefusedError
-from .models import Job
-from .protocol import MAX_ERROR_CHARS, Failure, Outcome
+from ..backoff import Backoff
+from ..errors import PermanentError, TaskRefusedError
+from ..models import Job
+from ..protocol import MAX_ERROR_CHARS, Failure, Outcome
+from . import framework as tasks_framework
+from . import results as task_results
 
 if TYPE_CHECKING:
-    from .execution import Execution
+    from ..execution import Execution
 
 logger = logging.getLogger("django_leasejobs")
 
