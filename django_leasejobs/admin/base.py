@@ -12,7 +12,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model
-from django.http import HttpRequest, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.safestring import SafeString
 
@@ -72,6 +72,24 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def refused(self, request: HttpRequest, text: str) -> None:
         self.message_user(request, text, messages.ERROR)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """The detail page, with :meth:`detail_context` for its row (a missing row: Django's)."""
+        context = dict(extra_context or {})
+        obj = self.get_object(request, object_id)
+        if obj is not None:
+            context.update(self.detail_context(request, obj))
+        return super().change_view(request, object_id, form_url, context)
+
+    def detail_context(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
+        """What a detail page's template adds for ``obj`` (its action buttons); none here."""
+        return {}
 
 
 class PayloadDisplay:

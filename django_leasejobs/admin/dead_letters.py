@@ -196,21 +196,9 @@ class DeadLetterAdmin(PayloadDisplay, ReadOnlyAdmin):
         }
         return TemplateResponse(request, "admin/django_leasejobs/deadletter/replay.html", context)
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        context = dict(extra_context or {})
-        letter = self.get_object(request, object_id)
-        if (
-            letter is not None
-            and letter.replayed_job_id is None
-            and self.has_replay_permission(request)
-        ):
-            context["leasejobs_replay_url"] = reverse(
-                "admin:django_leasejobs_deadletter_replay", args=[letter.pk]
-            )
-        return super().change_view(request, object_id, form_url, context)
+    def detail_context(self, request: HttpRequest, letter: DeadLetter) -> dict[str, Any]:
+        """The replay button, for a letter not replayed yet and a user who may replay."""
+        if letter.replayed_job_id is not None or not self.has_replay_permission(request):
+            return {}
+        url = reverse("admin:django_leasejobs_deadletter_replay", args=[letter.pk])
+        return {"leasejobs_replay_url": url}

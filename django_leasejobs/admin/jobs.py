@@ -260,15 +260,6 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
                 buttons.append({"url": url, "label": action.label, "slug": action.slug})
         return buttons
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        context = dict(extra_context or {})
-        job = self.get_object(request, object_id)
-        if job is not None:
-            context["leasejobs_actions"] = self.available_actions(request, job)
-        return super().change_view(request, object_id, form_url, context)
+    def detail_context(self, request: HttpRequest, job: Job) -> dict[str, Any]:
+        """The operator buttons the job's state and the user's permissions allow."""
+        return {"leasejobs_actions": self.available_actions(request, job)}
