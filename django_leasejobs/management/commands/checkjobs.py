@@ -16,28 +16,21 @@ from django.db import DatabaseError
 
 from django_leasejobs import health, stats, validation
 from django_leasejobs.conf import settings
-from django_leasejobs.durations import parse_duration
 from django_leasejobs.errors import JobValidationError
+from django_leasejobs.management import arguments
 
 UNHEALTHY = 1
 USAGE = 2  # the exit status argparse gives a bad option: a broken probe is not "unhealthy"
 
 
 def age_seconds(text: str) -> float:
-    try:
-        return parse_duration(text, bare_seconds=True).total_seconds()
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    """Seconds, or a duration such as ``5m``."""
+    return arguments.duration(text, bare_seconds=True).total_seconds()
 
 
 def count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number.") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text!r}.")
-    return value
+    """A threshold count: 0 or more."""
+    return arguments.whole_number(text, low=0)
 
 
 def queue_names(text: str) -> list[str]:

@@ -15,26 +15,15 @@ from django.core.management.base import BaseCommand, CommandError
 
 from django_leasejobs import protocol
 from django_leasejobs.durations import format_age, parse_duration
+from django_leasejobs.management import arguments
 from django_leasejobs.models import Status
 
 MAX_BATCH = 10_000
 
 
-def duration(text: str) -> dt.timedelta:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def batch_size(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number.") from None
-    if not 1 <= value <= MAX_BATCH:
-        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_BATCH}, not {value}.")
-    return value
+    """Rows deleted per statement: enough to be quick, few enough to keep each lock short."""
+    return arguments.whole_number(text, low=1, high=MAX_BATCH)
 
 
 OPTIONS: tuple[tuple[str, str], ...] = (
@@ -54,7 +43,7 @@ class Command(BaseCommand):
         for option, status in OPTIONS:
             parser.add_argument(
                 "--" + option.replace("_", "-"),
-                type=duration,
+                type=arguments.duration,
                 metavar="AGE",
                 help=f"Delete {status} jobs finished longer ago than AGE (7d, 12h, 30m, 90s).",
             )
