@@ -6,7 +6,7 @@ import datetime as dt
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -238,6 +238,22 @@ def check_queue(queue: Any) -> str:
             f"queue {queue!r} is not a valid queue name (1-100 of letters, digits, _ . : -)."
         )
     return queue
+
+
+def undeclared_queues(names: Iterable[str]) -> list[str]:
+    """The names ``LEASEJOBS_QUEUES`` does not list, sorted; none when it is unset (any goes)."""
+    declared = settings.QUEUES
+    return [] if declared is None else sorted(set(names) - set(declared))
+
+
+def check_declared_queues(names: Iterable[str]) -> None:
+    """Refuse queue names a monitor asks about that no worker is meant to serve (a typo)."""
+    unknown = undeclared_queues(names)
+    if unknown:
+        raise JobValidationError(
+            f"Unknown queue(s) {', '.join(unknown)}: "
+            f"LEASEJOBS_QUEUES lists {', '.join(settings.QUEUES or [])}."
+        )
 
 
 def check_max_attempts(max_attempts: Any) -> int:

@@ -145,13 +145,7 @@ def _queues(query: QueryDict) -> set[str] | None:
         names = {validation.check_queue(name) for name in given}
     except JobValidationError as exc:
         raise ValueError(f"queue: {exc}") from None
-    known = settings.QUEUES
-    unknown = sorted(names - set(known)) if known is not None else []
-    if unknown:
-        raise ValueError(
-            f"Unknown queue(s) {', '.join(unknown)}: "
-            f"LEASEJOBS_QUEUES lists {', '.join(known or [])}."
-        )
+    validation.check_declared_queues(names)  # a JobValidationError is a ValueError
     return names
 
 

@@ -15,7 +15,6 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from django_leasejobs import health, stats, validation
-from django_leasejobs.conf import settings
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.management import arguments
 
@@ -130,12 +129,8 @@ def _queues(given: list[Any] | None) -> set[str] | None:
     names: set[str] = set()
     for item in given:
         names.update([item] if isinstance(item, str) else item)
-    known = settings.QUEUES
-    unknown = sorted(names - set(known)) if known is not None else []
-    if unknown:
-        raise CommandError(
-            f"Unknown queue(s) {', '.join(unknown)}: "
-            f"LEASEJOBS_QUEUES lists {', '.join(known or [])}.",
-            returncode=USAGE,
-        )
+    try:
+        validation.check_declared_queues(names)
+    except JobValidationError as exc:
+        raise CommandError(str(exc), returncode=USAGE) from None
     return names

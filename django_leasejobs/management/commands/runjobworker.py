@@ -9,7 +9,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from django_leasejobs import metrics
+from django_leasejobs import metrics, validation
 from django_leasejobs.conf import settings
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.worker import Worker, parse_queues
@@ -89,12 +89,11 @@ class Command(BaseCommand):
             queues = parse_queues(
                 options["queues"] if options["queues"] is not None else settings.DEFAULT_QUEUE
             )
-            declared = settings.QUEUES
-            unknown = sorted(set(queues or ()) - set(declared)) if declared is not None else []
+            unknown = validation.undeclared_queues(queues or ())
             if unknown:
                 raise ValueError(
                     f"--queues names {', '.join(unknown)}, not in LEASEJOBS_QUEUES "
-                    f"({', '.join(declared or ())}): a typo would leave this worker idle."
+                    f"({', '.join(settings.QUEUES or ())}): a typo would leave this worker idle."
                 )
             metrics_port, metrics_addr = _metrics_options(
                 options["metrics_port"], options["metrics_addr"]
