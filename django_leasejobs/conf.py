@@ -3,7 +3,7 @@
 Each setting is read and checked on first use, then kept until Django announces a change of a
 ``LEASEJOBS_*`` setting (``setting_changed``, which ``override_settings`` and pytest-django's
 ``settings`` fixture send), as Django does with its own settings: an enqueue reads three of them,
-and reading one through ``django.conf.settings`` costs microseconds when it is not set. A bad
+and an unset one would otherwise be looked up and defaulted afresh on every call. A bad
 value raises ``ImproperlyConfigured`` naming the setting on every read (nothing bad is kept),
 rather than failing later inside the worker.
 """

@@ -22,7 +22,7 @@ MAX_DEDUPE_KEY = 200
 
 COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 """One encoder for every payload: ``json.dumps`` with separators builds a new one per call,
-which was half the cost of validating a bulk enqueue's rows."""
+and a bulk enqueue would pay for that on every row."""
 
 
 MAX_JSON_DEPTH = 31
@@ -106,7 +106,7 @@ def _plain_size(value: Any, depth: int) -> int:
     (exactly ``str``, ``int``, ``float``, ``bool``, ``None``, ``list``, ``tuple``, ``dict``)
     and valid (``_check_json`` would pass it); -1 for anything else, which ``_check_json``
     then judges and explains. The common case, checked in one walk that builds no path for
-    an error message and no JSON: a third of the cost of checking and measuring it exactly.
+    an error message and no JSON: those are needed only when a value is refused.
     """
     kind = type(value)
     if kind is str:
