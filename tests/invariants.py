@@ -1,4 +1,7 @@
-"""The SPEC §10 invariants, checked from the tables after a fault, and a DB-polling wait.
+"""The lease protocol's invariants, checked from the tables after a fault, and a DB-polling wait.
+
+The invariants are the guarantees of docs/guarantees.md: no job lost, each finished exactly
+once, none started early, no token run twice, stale tokens change nothing, attempts in budget.
 
 ``check_invariants`` reads only the database, so it works the same after an in-process run and
 after subprocess workers were killed, paused or cut off from the database.
@@ -44,7 +47,7 @@ def check_invariants(
     final: bool = True,
     expected_count: int | None = None,
 ) -> list[Job]:
-    """Assert SPEC §10 on the given jobs (default: every job); return them.
+    """Assert the invariants below on the given jobs (default: every job); return them.
 
     * no acknowledged job lost: every id enqueued is still there (and ``expected_count`` of them);
     * every job ends exactly once (when ``final``): one final state, lease cleared,
@@ -102,5 +105,5 @@ def check_invariants(
     if twice:
         problems.append(f"(job, attempt) tokens that ran twice: {twice[:20]}")
     if problems:
-        raise AssertionError("SPEC §10 invariants violated:\n" + "\n".join(problems[:50]))
+        raise AssertionError("lease protocol invariants violated:\n" + "\n".join(problems[:50]))
     return rows

@@ -2,7 +2,7 @@
 
 Hypothesis drives enqueue, claim, heartbeat, complete and fail (with current or stale tokens),
 lease expiry plus recovery, release, cancel and replay against the real database, and checks
-the SPEC §10 invariants after every step:
+these invariants after every step (see docs/guarantees.md):
 
 * no two overlapping valid leases: a running row's (id, attempt) was handed out exactly once,
   to its lease owner, and every other token of that job is stale;

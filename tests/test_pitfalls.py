@@ -1,4 +1,4 @@
-"""Failure modes other job queues shipped (shared/PITFALLS.md), each proven absent in the core.
+"""Failure modes other job queues shipped, each proven absent in the core.
 
 One test per pitfall that the lease protocol itself (``protocol``) can prove; the worker, cron
 and admin pitfalls are tested with those components. Each test's name says the bug it rules
