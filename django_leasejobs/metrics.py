@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from . import signals, stats
+from . import signals
 from .conf import settings
+from .runtime import stats
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer

@@ -17,8 +17,8 @@ from typing import TypeVar
 from django.db.models import F
 from testapp.models import Hit
 
-from django_leasejobs.execution import close_old_connections
 from django_leasejobs.models import FINAL, DeadLetter, Job, Status
+from django_leasejobs.runtime.execution import close_old_connections
 
 T = TypeVar("T")
 

@@ -15,10 +15,10 @@ from croniter import croniter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from django_leasejobs import schedules
 from django_leasejobs.cron import UTC, Cron, CronError, check_expression, check_timezone
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.models import Schedule
+from django_leasejobs.runtime import schedules
 
 BERLIN = "Europe/Berlin"
 

@@ -26,9 +26,9 @@ from testapp import jobs
 from django_leasejobs import notify, protocol
 from django_leasejobs.dialects import postgresql_insert as pg_insert
 from django_leasejobs.errors import JobValidationError
-from django_leasejobs.listener import Listener
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome
+from django_leasejobs.runtime.listener import Listener
 
 from .conftest import fields
 

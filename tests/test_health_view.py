@@ -13,7 +13,8 @@ from django.test import Client, override_settings
 from django.urls import reverse
 from testapp import jobs
 
-from django_leasejobs import execution, protocol
+from django_leasejobs import protocol
+from django_leasejobs.runtime import execution
 
 pytestmark = pytest.mark.django_db
 

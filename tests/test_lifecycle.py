@@ -9,10 +9,11 @@ from django.db import transaction
 from testapp import jobs
 from testapp.models import Hit
 
-from django_leasejobs import execution, protocol
+from django_leasejobs import protocol
 from django_leasejobs.errors import JobValidationError, StaleAttemptError
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Failure, Outcome
+from django_leasejobs.runtime import execution
 
 from .conftest import fields
 

@@ -13,7 +13,8 @@ from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
 from testapp import jobs
 
-from django_leasejobs import execution, metrics, protocol
+from django_leasejobs import metrics, protocol
+from django_leasejobs.runtime import execution
 
 from .exporter import NOTHING, free_port, leftovers, scrape
 from .test_health_view import TOKEN, user_client

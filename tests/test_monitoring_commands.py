@@ -14,11 +14,12 @@ from django.db import connection, transaction
 from django.test import override_settings
 from testapp import jobs
 
-from django_leasejobs import execution, protocol
+from django_leasejobs import protocol
 from django_leasejobs.management.commands.jobstats import Command as JobStatsCommand
 from django_leasejobs.models import DeadLetter, Effect, Job, Schedule, Status
 from django_leasejobs.protocol import Outcome
 from django_leasejobs.protocol import pruning as prune
+from django_leasejobs.runtime import execution
 
 from .conftest import shifted
 

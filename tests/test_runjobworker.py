@@ -17,7 +17,7 @@ from testapp import jobs
 
 from django_leasejobs import metrics, protocol
 from django_leasejobs.models import Job, Status
-from django_leasejobs.worker import Worker
+from django_leasejobs.runtime.worker import Worker
 
 from .exporter import NOTHING, free_port, leftovers, scrape
 from .invariants import wait_for

@@ -11,9 +11,9 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
-from django_leasejobs import schedules
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.models import Schedule
+from django_leasejobs.runtime import schedules
 
 from .conftest import shifted
 

@@ -17,9 +17,10 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from django_leasejobs import protocol, schedules
+from django_leasejobs import protocol
 from django_leasejobs.dbtime import db_now
 from django_leasejobs.models import Job, Schedule, ScheduleSkip
+from django_leasejobs.runtime import schedules
 
 from .conftest import shifted
 from .test_races import race

@@ -10,9 +10,10 @@ import pytest
 from django.db import transaction
 from testapp import jobs
 
-from django_leasejobs import Backoff, execution, protocol, signals
+from django_leasejobs import Backoff, protocol, signals
 from django_leasejobs.models import DeadLetter, Job
 from django_leasejobs.protocol import Failure, Outcome
+from django_leasejobs.runtime import execution
 
 pytestmark = pytest.mark.django_db
 

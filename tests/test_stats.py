@@ -8,9 +8,10 @@ import pytest
 from django.test import override_settings
 from testapp import jobs
 
-from django_leasejobs import Backoff, protocol, stats
+from django_leasejobs import Backoff, protocol
 from django_leasejobs.models import DeadLetter
 from django_leasejobs.protocol import Failure, Outcome
+from django_leasejobs.runtime import stats
 
 from .conftest import shifted
 

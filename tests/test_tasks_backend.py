@@ -18,10 +18,11 @@ from django.utils import timezone
 from testapp import jobs
 from testapp.models import Hit
 
-from django_leasejobs import execution, protocol
+from django_leasejobs import protocol
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome
+from django_leasejobs.runtime import execution
 
 from .conftest import shifted
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from django_leasejobs import execution, protocol
+from django_leasejobs import protocol
 from django_leasejobs.models import Job
 from django_leasejobs.protocol import Outcome
+from django_leasejobs.runtime import execution
 from django_leasejobs.tasks.backend import LeaseJobsBackend
 
 django_tasks = pytest.importorskip("django_tasks")

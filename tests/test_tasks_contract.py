@@ -14,10 +14,11 @@ import pytest
 from asgiref.sync import async_to_sync
 from testapp import jobs, upstream_tasks
 
-from django_leasejobs import execution, protocol
+from django_leasejobs import protocol
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome
-from django_leasejobs.worker import Worker
+from django_leasejobs.runtime import execution
+from django_leasejobs.runtime.worker import Worker
 
 try:
     from django.tasks import TaskResultStatus, task, task_backends

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from django.core.checks import Error
 
-from django_leasejobs import execution, protocol
+from django_leasejobs import protocol
 from django_leasejobs.checks import check_settings
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome
+from django_leasejobs.runtime import execution
 
 try:
     from django.tasks.exceptions import InvalidTask

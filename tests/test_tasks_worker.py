@@ -11,7 +11,7 @@ from testapp import jobs
 
 from django_leasejobs import protocol
 from django_leasejobs.models import Job, Status
-from django_leasejobs.worker import Worker
+from django_leasejobs.runtime.worker import Worker
 
 from .conftest import shifted
 

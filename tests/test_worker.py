@@ -19,7 +19,7 @@ from testapp.models import Hit
 from django_leasejobs import protocol
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome
-from django_leasejobs.worker import Summary, Worker, default_worker_id, parse_queues
+from django_leasejobs.runtime.worker import Summary, Worker, default_worker_id, parse_queues
 
 from .conftest import fields, shifted
 from .invariants import check_invariants, wait_for

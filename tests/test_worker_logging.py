@@ -8,7 +8,7 @@ import re
 import pytest
 from testapp import jobs
 
-from django_leasejobs.worker import Worker
+from django_leasejobs.runtime.worker import Worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

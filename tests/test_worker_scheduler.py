@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 from django_leasejobs.models import Job, Schedule, Status
-from django_leasejobs.worker import Worker
+from django_leasejobs.runtime.worker import Worker
 
 from .conftest import shifted
 

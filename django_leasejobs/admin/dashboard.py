@@ -14,7 +14,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from .. import health, stats
+from ..runtime import health, stats
 from . import display
 
 COLUMNS = (

@@ -20,8 +20,9 @@ from itertools import islice, takewhile
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .. import dbtime, schedules
+from .. import dbtime
 from ..models import Job, Schedule
+from ..runtime import schedules
 from . import display
 
 MAX_RANGE = dt.timedelta(days=31)

@@ -14,8 +14,8 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from .. import schedules
 from ..models import Schedule
+from ..runtime import schedules
 from . import json_input, occurrences
 
 

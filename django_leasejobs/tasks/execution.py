@@ -19,7 +19,7 @@ from . import framework as tasks_framework
 from . import results as task_results
 
 if TYPE_CHECKING:
-    from ..execution import Execution
+    from ..runtime.execution import Execution
 
 logger = logging.getLogger("django_leasejobs")
 

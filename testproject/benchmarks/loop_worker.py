@@ -7,7 +7,8 @@ worker's threads, heartbeats and bookkeeping.
 
 from __future__ import annotations
 
-from django_leasejobs import execution, protocol
+from django_leasejobs import protocol
+from django_leasejobs.runtime import execution
 
 
 def run_loop(batch: int, *, worker_id: str, queues: list[str] | None = None) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django_leasejobs import Backoff, job
-from django_leasejobs.context import JobContext
+from django_leasejobs.runtime.context import JobContext
 
 
 @job

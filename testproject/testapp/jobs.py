@@ -9,7 +9,7 @@ import time
 from django.db import transaction
 
 from django_leasejobs import Backoff, PermanentError, job
-from django_leasejobs.context import JobContext
+from django_leasejobs.runtime.context import JobContext
 
 from .models import Hit
 

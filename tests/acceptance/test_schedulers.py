@@ -19,8 +19,8 @@ from urllib.parse import quote
 import pytest
 from django.db import connection
 
-from django_leasejobs import schedules
 from django_leasejobs.models import Job, Schedule, ScheduleSkip
+from django_leasejobs.runtime import schedules
 
 from ..conftest import shifted
 

@@ -11,10 +11,11 @@ from django.test import Client
 from django.urls import reverse
 from testapp import jobs
 
-from django_leasejobs import execution, protocol
+from django_leasejobs import protocol
 from django_leasejobs.dialects.base import after
 from django_leasejobs.models import DeadLetter, Job, Schedule
 from django_leasejobs.protocol import Failure
+from django_leasejobs.runtime import execution
 
 from ..conftest import shifted
 

@@ -14,9 +14,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from django_leasejobs import health, stats, validation
+from django_leasejobs import validation
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.management import arguments
+from django_leasejobs.runtime import health, stats
 
 UNHEALTHY = 1
 USAGE = 2  # the exit status argparse gives a bad option: a broken probe is not "unhealthy"

@@ -10,9 +10,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_leasejobs import stats
 from django_leasejobs.durations import format_age
-from django_leasejobs.execution import close_old_connections
+from django_leasejobs.runtime import stats
+from django_leasejobs.runtime.execution import close_old_connections
 
 COLUMNS = (
     ("pending", "pending"),

@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django_leasejobs import metrics, validation
 from django_leasejobs.conf import settings
 from django_leasejobs.errors import ScheduleError
-from django_leasejobs.worker import Worker, parse_queues
+from django_leasejobs.runtime.worker import Worker, parse_queues
 
 DEFAULT_METRICS_ADDR = "0.0.0.0"
 

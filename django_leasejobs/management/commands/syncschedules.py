@@ -10,8 +10,8 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from django_leasejobs import schedules
 from django_leasejobs.errors import ScheduleError
+from django_leasejobs.runtime import schedules
 
 
 class Command(BaseCommand):

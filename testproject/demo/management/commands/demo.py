@@ -18,7 +18,7 @@ from django.db import connections
 
 from demo import jobs
 from django_leasejobs.models import FINAL, DeadLetter, Job
-from django_leasejobs.worker import Worker
+from django_leasejobs.runtime.worker import Worker
 
 SETTLE_TIMEOUT = 30.0
 

@@ -16,9 +16,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
-from django_leasejobs import schedules
 from django_leasejobs.dbtime import db_now
 from django_leasejobs.models import Job, Schedule
+from django_leasejobs.runtime import schedules
 
 
 def _nothing_due() -> bool:

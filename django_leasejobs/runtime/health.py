@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .conf import PREFIX, settings
-from .durations import format_age
+from ..conf import PREFIX, settings
+from ..durations import format_age
 from .stats import QueueStats, Stats
 
 

@@ -25,9 +25,9 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import Count, Min, Q
 
-from . import dbtime
-from .conf import settings
-from .models import CLAIMABLE, DeadLetter, Job, Status
+from .. import dbtime
+from ..conf import settings
+from ..models import CLAIMABLE, DeadLetter, Job, Status
 
 HOUR = dt.timedelta(hours=1)
 DAY = dt.timedelta(days=1)

@@ -31,11 +31,11 @@ from typing import Any
 from django.db import DatabaseError, IntegrityError, models, transaction
 from django.db.models import Q
 
-from . import cron, dbtime, protocol, registry
-from .conf import settings
-from .dbtime import DbNow
-from .errors import ScheduleError
-from .models import Job, Misfire, Schedule, ScheduleSkip
+from .. import cron, dbtime, protocol, registry
+from ..conf import settings
+from ..dbtime import DbNow
+from ..errors import ScheduleError
+from ..models import Job, Misfire, Schedule, ScheduleSkip
 
 logger = logging.getLogger("django_leasejobs")
 

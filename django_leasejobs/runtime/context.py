@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import protocol
-from .lazy_event import EventLike, LazyEvent
+from .. import protocol
+from ..lazy_event import EventLike, LazyEvent
 
 
 @dataclass

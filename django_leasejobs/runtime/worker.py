@@ -1,8 +1,8 @@
 """The worker: claims due jobs, runs them on a pool of threads, keeps their leases alive.
 
 It changes job state only through :mod:`django_leasejobs.protocol` (claim, heartbeat, release,
-recover_expired) and :mod:`django_leasejobs.execution` (run a handler, report its result under
-its attempt token). Its own job is timing and threads:
+recover_expired) and :mod:`.execution` (run a handler, report its result under its attempt
+token). Its own job is timing and threads:
 
 * The **main thread** claims a batch whenever threads are free, hands jobs to the pool, and every
   ``poll`` seconds runs maintenance: lease recovery (every worker does it; guarded statements make
@@ -38,11 +38,12 @@ from types import FrameType
 from django.db import Error as DatabaseError
 from django.db import connections
 
-from . import execution, listener, notify, protocol, schedules
-from .conf import settings
-from .lazy_event import LazyEvent
-from .models import Job
-from .protocol import Outcome
+from .. import notify, protocol
+from ..conf import settings
+from ..lazy_event import LazyEvent
+from ..models import Job
+from ..protocol import Outcome
+from . import execution, listener, schedules
 
 logger = logging.getLogger("django_leasejobs")
 

@@ -13,13 +13,13 @@ from typing import Any
 
 from django.db import connections
 
-from . import protocol, registry
+from .. import protocol, registry
+from ..errors import PermanentError
+from ..lazy_event import EventLike, LazyEvent
+from ..models import Job
+from ..protocol import Failure, Outcome
+from ..tasks import execution as task_execution
 from .context import JobContext
-from .errors import PermanentError
-from .lazy_event import EventLike, LazyEvent
-from .models import Job
-from .protocol import Failure, Outcome
-from .tasks import execution as task_execution
 
 logger = logging.getLogger("django_leasejobs")
 

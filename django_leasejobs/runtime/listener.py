@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from .notify import CHANNEL
+from ..notify import CHANNEL
 
 logger = logging.getLogger("django_leasejobs")
 
