@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import protocol
-from ..lazy_event import EventLike, LazyEvent
 
 
 @dataclass
@@ -22,7 +22,7 @@ class JobContext:
     name: str
     queue: str
     worker_id: str
-    lease_lost_event: EventLike = field(default_factory=LazyEvent)
+    lease_lost_event: threading.Event = field(default_factory=threading.Event)
     completed: bool = False
     result: Any = None
 

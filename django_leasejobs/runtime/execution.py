@@ -8,6 +8,7 @@ and turn what happened into one guarded write.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,6 @@ from django.db import connections
 
 from .. import protocol, registry
 from ..errors import PermanentError
-from ..lazy_event import EventLike, LazyEvent
 from ..models import Job
 from ..protocol import Failure, Outcome
 from ..tasks import execution as task_execution
@@ -52,7 +52,7 @@ def close_old_connections() -> None:
             connection.close_if_unusable_or_obsolete()
 
 
-def execute(job: Job, worker_id: str, lease_lost: EventLike | None = None) -> Execution:
+def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Execution:
     """Call the job's handler; never raises for what the handler does but KeyboardInterrupt.
 
     Any other exception, ``SystemExit`` included, fails the attempt with its traceback, as
@@ -64,7 +64,7 @@ def execute(job: Job, worker_id: str, lease_lost: EventLike | None = None) -> Ex
         name=job.name,
         queue=job.queue,
         worker_id=worker_id,
-        lease_lost_event=lease_lost or LazyEvent(),
+        lease_lost_event=lease_lost or threading.Event(),
     )
     execution = Execution(job=job, context=context)
     job_function = registry.lookup(job.name)
@@ -134,7 +134,7 @@ def report(execution: Execution) -> Outcome:
     return outcome
 
 
-def run(job: Job, worker_id: str, lease_lost: EventLike | None = None) -> Outcome:
+def run(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Outcome:
     """Execute and report one claimed job."""
     return report(execute(job, worker_id, lease_lost))
 

@@ -40,7 +40,6 @@ from django.db import connections
 
 from .. import notify, protocol
 from ..conf import settings
-from ..lazy_event import LazyEvent
 from ..models import Job
 from ..protocol import Outcome
 from . import execution, listener, schedules
@@ -122,7 +121,7 @@ class _Slot:
     """One in-flight attempt and the flags the threads coordinate through."""
 
     job: Job
-    lease_lost: LazyEvent = field(default_factory=LazyEvent)
+    lease_lost: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     duration: float = 0.0
     """Seconds the handler ran, for the log line of its outcome."""
