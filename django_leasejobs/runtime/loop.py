@@ -1,0 +1,130 @@
+"""The claim loop, on the worker's main thread: claim, dispatch, flush, maintain, wait.
+
+It claims a batch whenever pool threads are free, hands the jobs to the pool, and every
+``poll`` seconds runs maintenance: lease recovery (every worker does it; guarded statements make
+that safe) and, unless disabled, the scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from django.db import Error as DatabaseError
+
+from .. import protocol
+from ..models import Job
+from . import execution, schedules
+from .completions import GroupedCompletions
+from .worker_state import Slot
+
+logger = logging.getLogger("django_leasejobs")
+
+
+class ClaimLoop(GroupedCompletions):
+    maintenance: list[Callable[[], object]]
+
+    def _loop(self, burst: bool) -> None:
+        while not self._stopping.is_set():
+            self._wake.clear()
+            execution.close_old_connections()
+            if not self._maintain():
+                continue
+            try:
+                self._flush_completions()
+            except DatabaseError as exc:
+                self._database_error("complete", exc)
+                continue
+            remaining = self._remaining()
+            want = min(self.batch, self.concurrency - self.in_flight, remaining)
+            claimed: list[Job] = []
+            if want > 0:
+                try:
+                    claimed = protocol.claim(
+                        self.worker_id,
+                        queues=self.queues,
+                        batch=want,
+                        lease_seconds=self.lease,
+                    )
+                except DatabaseError as exc:
+                    self._database_error("claim", exc)
+                    continue
+                self._db_errors = 0
+                for job in claimed:
+                    self._dispatch(job)
+            if remaining == 0 and not self.in_flight:
+                self._stop_reason = self._stop_reason or f"max_jobs={self.max_jobs} reached"
+                return
+            if burst and not claimed and not self.in_flight:
+                self._stop_reason = self._stop_reason or "burst: nothing due"
+                return
+            if claimed and len(claimed) == want and self.in_flight < self.concurrency:
+                continue  # more may be due: claim again at once
+            self._wake.wait(self.poll)
+
+    def _remaining(self) -> int:
+        if self.max_jobs is None:
+            return self.concurrency
+        return max(0, self.max_jobs - self.summary.claimed)
+
+    def _dispatch(self, job: Job) -> None:
+        slot = Slot(job)
+        with self._in_flight_lock:
+            self._in_flight[job.pk] = slot
+        with self._summary_lock:
+            self.summary.claimed += 1
+        self._work_queue.put(slot)
+
+    def _maintain(self) -> bool:
+        """Every ``poll`` seconds: recover expired leases, run the scheduler. False on DB error."""
+        now = time.monotonic()
+        if now < self._next_maintenance:
+            return True
+        try:
+            recovered = protocol.recover_expired()
+            execution.recovered(recovered)  # task_finished for django.tasks tasks now dead
+            if recovered:
+                logger.info(
+                    "worker.recovered id=%s jobs=%s", self.worker_id, ",".join(map(str, recovered))
+                )
+            if self.scheduler:
+                self._run_scheduler()
+        except DatabaseError as exc:
+            self._database_error("maintenance", exc)
+            return False
+        self._next_maintenance = now + self.poll
+        return True
+
+    def _sync_schedules(self) -> None:
+        """Bring ``LEASEJOBS_SCHEDULES`` into the database before the first tick.
+
+        Invalid settings raise ``ScheduleError`` and stop the start: a worker that silently ran
+        without its schedules is the failure this app exists to prevent. A database outage is
+        logged and the start goes on; the next ``syncschedules`` or worker start syncs.
+        """
+        try:
+            result = schedules.sync_from_settings()
+        except DatabaseError as exc:
+            self._database_error("schedule sync", exc)
+            return
+        logger.info("worker.schedules_synced id=%s %s", self.worker_id, result)
+
+    def _run_scheduler(self) -> None:
+        """The scheduler step, once per maintenance round (every ``poll`` s) when enabled.
+
+        Emits due cron occurrences (``schedules.tick()``), then runs each callable of
+        ``self.maintenance``. Emission is insert-or-ignore on a unique (schedule, occurrence) key
+        with a compare-and-set on the schedule's cursor, so every worker may run it at once
+        without double-firing.
+        """
+        emitted = schedules.tick()
+        if emitted:
+            logger.info("worker.scheduled id=%s jobs=%s", self.worker_id, emitted)
+        for task in self.maintenance:
+            try:
+                task()
+            except DatabaseError:
+                raise  # waited out with backoff by the caller, like any database error
+            except Exception:  # a broken schedule must not stop the worker running jobs
+                logger.exception("worker.scheduler_error id=%s task=%r", self.worker_id, task)

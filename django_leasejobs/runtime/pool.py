@@ -1,0 +1,91 @@
+"""The pool threads: each runs one handler at a time, outside any transaction, and reports it.
+
+A report that fails on a database error is retried with capped backoff: the write is guarded by
+the attempt token, so a late or repeated write can never overwrite a newer result.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from django.db import Error as DatabaseError
+from django.db import connections
+
+from ..protocol import Outcome
+from . import execution
+from .completions import GroupedCompletions
+from .worker_state import BACKOFF_CAP, BACKOFF_START, Slot, headline
+
+logger = logging.getLogger("django_leasejobs")
+
+
+class PoolThreads(GroupedCompletions):
+    def _start_pool(self) -> None:
+        for index in range(self.concurrency):
+            thread = threading.Thread(
+                target=self._pool_thread, name=f"leasejobs-{index}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def _pool_thread(self) -> None:
+        # Daemon threads: after a grace period a handler that will not return must not keep
+        # the process alive (its job has been released).
+        try:
+            while True:
+                slot = self._work_queue.get()
+                if slot is None:
+                    return
+                deferred = False
+                try:
+                    deferred = self._work(slot)
+                except BaseException:  # a handler's KeyboardInterrupt must not kill the thread
+                    # Unreported, the job's lease expires and lease recovery retries it.
+                    logger.exception("worker.thread_error id=%s job=%s", self.worker_id, slot.token)
+                finally:
+                    if not deferred:
+                        with self._in_flight_lock:
+                            self._in_flight.pop(slot.job.pk, None)
+                    self._wake.set()
+        finally:
+            connections.close_all()
+
+    def _work(self, slot: Slot) -> bool:
+        """Run the handler and report it; True if its completion waits for the next flush."""
+        if slot.released:
+            return False
+        began = time.monotonic()
+        result = execution.execute(slot.job, self.worker_id, slot.lease_lost)
+        slot.duration = time.monotonic() - began
+        with self._gate, slot.lock:
+            if slot.released:
+                return False
+            slot.reporting = True
+        if self._groupable(result):
+            with self._completions_lock:
+                self._completions.append(slot)
+            return True
+        self._count(slot, self._report(result))
+        return False
+
+    def _report(self, result: execution.Execution) -> Outcome:
+        """Write the result; on a database error retry with backoff (the write is fenced)."""
+        delay = BACKOFF_START
+        while True:
+            try:
+                return execution.report(result)
+            except DatabaseError as exc:
+                logger.warning(
+                    "worker.database_error id=%s where=report job=%s retry_in=%.2f error=%s",
+                    self.worker_id,
+                    result.job.pk,
+                    delay,
+                    headline(exc),
+                )
+                execution.close_old_connections()
+                if self._abandon.wait(delay):
+                    # Shutdown gave up: the lease expires and the job runs again elsewhere.
+                    return Outcome.STALE
+                delay = min(delay * 2, BACKOFF_CAP)

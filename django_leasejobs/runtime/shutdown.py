@@ -1,0 +1,129 @@
+"""Shutdown: stop claiming, let in-flight jobs finish within ``grace``, release the rest.
+
+A released job is claimable again at once by another worker. A second signal exits at once and
+releases nothing: the leases expire and lease recovery takes the jobs again, as after a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+
+from django.db import Error as DatabaseError
+
+from .. import protocol
+from . import execution
+from .completions import GroupedCompletions
+from .wakeup import ListenerWakeup
+from .worker_state import headline
+
+logger = logging.getLogger("django_leasejobs")
+
+FORCED_EXIT_CODE = 1
+"""Exit status after a second signal: nothing released, leases left to expire."""
+
+
+class Shutdown(GroupedCompletions, ListenerWakeup):
+    def stop(self, reason: str = "stop requested") -> None:
+        """Stop claiming; in-flight jobs get ``grace`` seconds, then the rest is released."""
+        if not self._stopping.is_set():
+            self._stop_reason = reason
+            self._stop_at = time.monotonic()
+            logger.info(
+                "worker.stopping id=%s reason=%s in_flight=%s grace=%g",
+                self.worker_id,
+                reason,
+                len(self._in_flight),
+                self.grace,
+            )
+        self._stopping.set()
+        self._wake.set()
+
+    def install_signal_handlers(self) -> Callable[[], None]:
+        """SIGTERM/SIGINT: the first stops gracefully, a second exits at once.
+
+        After a forced exit nothing is released: the leases simply expire and lease recovery on
+        another worker takes the jobs again (as after a crash). Returns a function that puts the
+        previous handlers back (for a worker run inside a longer-lived process). Signals can only
+        be handled in the main thread; elsewhere this does nothing.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {
+            signum: signal.signal(signum, self._on_signal)
+            for signum in (signal.SIGTERM, signal.SIGINT)
+        }
+
+        def restore() -> None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+        return restore
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+        name = signal.Signals(signum).name
+        if self._signals > 1:
+            logger.warning(
+                "worker.forced_exit id=%s signal=%s in_flight=%s (leases will expire)",
+                self.worker_id,
+                name,
+                self.in_flight,
+            )
+            sys.stderr.flush()
+            os._exit(FORCED_EXIT_CODE)
+        self.stop(f"signal {name}")
+
+    def _shutdown(self) -> None:
+        """Stop claiming, wait up to ``grace`` for in-flight jobs, release the rest, join."""
+        self._stopping.set()
+        deadline = (self._stop_at or time.monotonic()) + self.grace
+        while self.in_flight and time.monotonic() < deadline:
+            self._wake.clear()
+            try:
+                self._flush_completions()
+            except DatabaseError as exc:
+                # _stopping is set, so wait here, not in _database_error, and not past the grace.
+                self._database_error("complete", exc, wait=False)
+                time.sleep(min(self._backoff(), max(0.0, deadline - time.monotonic())))
+            self._wake.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+        self._stop_listener()
+        self._release_left()
+        self._abandon.set()
+        self._heartbeat_stop.set()
+        for _ in self._threads:
+            self._work_queue.put(None)
+        for thread in self._threads:
+            thread.join(timeout=1.0)
+        if self._heartbeat_thread is not None:
+            self._heartbeat_thread.join(timeout=max(self.heartbeat, 1.0))
+        execution.close_old_connections()
+
+    def _release_left(self) -> None:
+        with self._in_flight_lock:
+            slots = list(self._in_flight.values())
+        for slot in slots:
+            with slot.lock:
+                if slot.reporting or slot.released:
+                    continue
+                slot.released = True
+            slot.lease_lost.set()  # a cooperative handler stops; its result is never written
+            try:
+                outcome = protocol.release(*slot.token)
+            except DatabaseError as exc:
+                logger.warning(
+                    "worker.database_error id=%s where=release job=%s error=%s "
+                    "(the lease will expire instead)",
+                    self.worker_id,
+                    slot.job.pk,
+                    headline(exc),
+                )
+                execution.close_old_connections()
+                continue
+            self._count(slot, outcome)

@@ -1,0 +1,52 @@
+"""What one worker run reported, by outcome: ``Worker.run()``'s return value and its table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..protocol import Outcome
+
+
+@dataclass
+class Summary:
+    """What one worker run reported, by outcome: the ``--burst`` summary table."""
+
+    worker_id: str
+    succeeded: int = 0
+    retried: int = 0
+    dead: int = 0
+    stale: int = 0
+    released: int = 0
+    claimed: int = 0
+    seconds: float = 0.0
+
+    def count(self, outcome: Outcome) -> None:
+        if outcome is Outcome.SUCCEEDED:
+            self.succeeded += 1
+        elif outcome is Outcome.RETRIED:
+            self.retried += 1
+        elif outcome is Outcome.DEAD:
+            self.dead += 1
+        elif outcome is Outcome.RELEASED:
+            self.released += 1
+        else:
+            self.stale += 1
+
+    @property
+    def reported(self) -> int:
+        return self.succeeded + self.retried + self.dead + self.stale + self.released
+
+    def as_table(self) -> str:
+        rows = [
+            ("succeeded", self.succeeded),
+            ("retried", self.retried),
+            ("dead", self.dead),
+            ("stale", self.stale),
+            ("released", self.released),
+            ("total", self.reported),
+        ]
+        lines = [f"{'outcome':<10} {'jobs':>8}"]
+        lines += [f"{name:<10} {value:>8}" for name, value in rows]
+        rate = self.reported / self.seconds if self.seconds > 0 else 0.0
+        lines.append(f"worker {self.worker_id}: {self.seconds:.2f} s, {rate:.1f} jobs/s")
+        return "\n".join(lines)

@@ -1,0 +1,137 @@
+"""What the worker's threads share: the in-flight slots, and the locks and events between them.
+
+:class:`~django_leasejobs.runtime.worker.Worker` is assembled from one class per job a thread
+does (the claim loop, the pool, grouped completions, the heartbeat, the LISTEN wake-up,
+shutdown). They all read and write the state declared and created here, so each of those
+modules can be read alone against this one.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queue_module
+import threading
+from dataclasses import dataclass, field
+
+from ..models import Job
+from ..protocol import Outcome
+from . import execution, listener
+from .summary import Summary
+
+logger = logging.getLogger("django_leasejobs")
+
+BACKOFF_START = 0.25
+"""Seconds to wait after the first database error; doubles on each error in a row."""
+
+BACKOFF_CAP = 5.0
+"""Longest wait between attempts to reach the database again."""
+
+
+def headline(exc: BaseException) -> str:
+    """A database error's first line, short enough for a log line (its type if it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+@dataclass(slots=True)
+class Slot:
+    """One in-flight attempt and the flags the threads coordinate through."""
+
+    job: Job
+    lease_lost: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    duration: float = 0.0
+    """Seconds the handler ran, for the log line of its outcome."""
+    reporting: bool = False
+    """Set (under ``Worker._gate``) when the handler has returned and its result is being
+    written: the heartbeat stops renewing it and a shutdown no longer releases it."""
+    released: bool = False
+    """Set when shutdown handed the job back: the handler's result is then never reported."""
+
+    @property
+    def token(self) -> tuple[int, int]:
+        return (self.job.pk, self.job.attempt)
+
+
+class WorkerState:
+    """The options every part reads and the state the threads share (see the module docstring)."""
+
+    queues: list[str] | None
+    concurrency: int
+    batch: int
+    lease: float
+    heartbeat: float
+    poll: float
+    max_jobs: int | None
+    worker_id: str
+    scheduler: bool
+    grace: float
+
+    def _init_state(self) -> None:
+        """Create the shared state; ``Worker.__init__`` calls it once the options are set."""
+        self.summary = Summary(self.worker_id)
+        self._summary_lock = threading.Lock()
+        self._in_flight: dict[int, Slot] = {}
+        self._in_flight_lock = threading.Lock()
+        self._gate = threading.Lock()
+        """Held by the heartbeat around its snapshot and statement, and briefly by a pool thread
+        to mark its slot ``reporting``: a job that has just been completed is never heartbeated
+        (which would misread it as a lost lease)."""
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._stop_reason = ""
+        self._stop_at: float | None = None
+        self._abandon = threading.Event()
+        """Set when shutdown gives up on in-flight work: report retries stop."""
+        # SimpleQueue: put and get in C, without Queue's Python-level condition variables (the
+        # hand-off to a pool thread was a sixth of a no-op worker's time with Queue).
+        self._work_queue: queue_module.SimpleQueue[Slot | None] = queue_module.SimpleQueue()
+        self._completions: list[Slot] = []
+        self._completions_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._heartbeat_stop = threading.Event()
+        self._heartbeat_thread: threading.Thread | None = None
+        self._listener: listener.Listener | None = None
+        self._listener_thread: threading.Thread | None = None
+        self._db_errors = 0
+        self._next_maintenance = 0.0
+        self._signals = 0
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def _count(self, slot: Slot, outcome: Outcome) -> None:
+        """Count an outcome in the summary and log its one line, with what an operator needs."""
+        job = slot.job
+        logger.log(
+            logging.WARNING if outcome in (Outcome.DEAD, Outcome.STALE) else logging.INFO,
+            "job.%s id=%s name=%s attempt=%s queue=%s duration=%.3fs worker=%s",
+            outcome.value,
+            job.pk,
+            job.name,
+            job.attempt,
+            job.queue,
+            slot.duration,
+            self.worker_id,
+        )
+        with self._summary_lock:
+            self.summary.count(outcome)
+
+    def _backoff(self) -> float:
+        return float(min(BACKOFF_START * 2 ** max(self._db_errors - 1, 0), BACKOFF_CAP))
+
+    def _database_error(self, where: str, exc: BaseException, wait: bool = True) -> None:
+        """Log, drop the broken connection, and wait (capped backoff; a stop cuts it short)."""
+        self._db_errors += 1
+        delay = self._backoff()
+        logger.warning(
+            "worker.database_error id=%s where=%s retry_in=%.2f error=%s",
+            self.worker_id,
+            where,
+            delay,
+            headline(exc),
+        )
+        execution.close_old_connections()
+        if wait:
+            self._stopping.wait(delay)
