@@ -16,7 +16,7 @@ from django.db import connections
 from ..protocol import Outcome
 from . import execution
 from .completions import GroupedCompletions
-from .worker_state import BACKOFF_CAP, BACKOFF_START, Slot, headline
+from .worker_state import RECONNECT, Slot, headline
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -72,11 +72,13 @@ class PoolThreads(GroupedCompletions):
 
     def _report(self, result: execution.Execution) -> Outcome:
         """Write the result; on a database error retry with backoff (the write is fenced)."""
-        delay = BACKOFF_START
+        errors = 0
         while True:
             try:
                 return execution.report(result)
             except DatabaseError as exc:
+                errors += 1
+                delay = RECONNECT.ceiling(errors)
                 logger.warning(
                     "worker.database_error id=%s where=report job=%s retry_in=%.2f error=%s",
                     self.worker_id,
@@ -88,4 +90,3 @@ class PoolThreads(GroupedCompletions):
                 if self._abandon.wait(delay):
                     # Shutdown gave up: the lease expires and the job runs again elsewhere.
                     return Outcome.STALE
-                delay = min(delay * 2, BACKOFF_CAP)

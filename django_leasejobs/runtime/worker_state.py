@@ -13,6 +13,7 @@ import queue as queue_module
 import threading
 from dataclasses import dataclass, field
 
+from ..backoff import Backoff
 from ..models import Job
 from ..protocol import Outcome
 from . import execution, listener
@@ -25,6 +26,9 @@ BACKOFF_START = 0.25
 
 BACKOFF_CAP = 5.0
 """Longest wait between attempts to reach the database again."""
+
+RECONNECT = Backoff(base=BACKOFF_START, cap=BACKOFF_CAP, jitter="none")
+"""The wait before the next try after ``n`` database errors in a row, for every thread."""
 
 
 def headline(exc: BaseException) -> str:
@@ -119,7 +123,7 @@ class WorkerState:
             self.summary.count(outcome)
 
     def _backoff(self) -> float:
-        return float(min(BACKOFF_START * 2 ** max(self._db_errors - 1, 0), BACKOFF_CAP))
+        return RECONNECT.ceiling(self._db_errors)
 
     def _database_error(self, where: str, exc: BaseException, wait: bool = True) -> None:
         """Log, drop the broken connection, and wait (capped backoff; a stop cuts it short)."""
