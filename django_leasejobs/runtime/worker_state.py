@@ -87,8 +87,8 @@ class WorkerState:
         self._stop_at: float | None = None
         self._abandon = threading.Event()
         """Set when shutdown gives up on in-flight work: report retries stop."""
-        # SimpleQueue: put and get in C, without Queue's Python-level condition variables (the
-        # hand-off to a pool thread was a sixth of a no-op worker's time with Queue).
+        # SimpleQueue: put and get in C, without Queue's Python-level condition variables, on
+        # the path every job takes from the claim loop to a pool thread.
         self._work_queue: queue_module.SimpleQueue[Slot | None] = queue_module.SimpleQueue()
         self._completions: list[Slot] = []
         self._completions_lock = threading.Lock()
