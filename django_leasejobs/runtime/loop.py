@@ -15,7 +15,7 @@ from django.db import Error as DatabaseError
 
 from .. import protocol
 from ..models import Job
-from . import execution, schedules
+from . import execution, schedule_settings, schedules
 from .completions import GroupedCompletions
 from .worker_state import Slot
 
@@ -104,7 +104,7 @@ class ClaimLoop(GroupedCompletions):
         logged and the start goes on; the next ``syncschedules`` or worker start syncs.
         """
         try:
-            result = schedules.sync_from_settings()
+            result = schedule_settings.sync_from_settings()
         except DatabaseError as exc:
             self._database_error("schedule sync", exc)
             return

@@ -1,4 +1,5 @@
-"""Cron schedules: their occurrences, the scheduler tick, and the sync from settings.
+"""Cron schedules: their occurrences and the scheduler tick (the sync from settings is
+``schedule_settings``).
 
 Any number of processes may run ``tick()`` at the same time; there is no leader. What keeps each
 occurrence to one job is the schedule's cursor (``last_occurrence_at``), moved forward by a
@@ -21,15 +22,13 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import json
 import logging
 import random
 from dataclasses import dataclass, field
 from itertools import islice, takewhile
 from typing import Any
 
-from django.db import DatabaseError, IntegrityError, models, transaction
-from django.db.models import Q
+from django.db import DatabaseError
 
 from .. import cron, dbtime, protocol, registry
 from ..conf import settings
@@ -38,22 +37,6 @@ from ..errors import ScheduleError
 from ..models import Job, Misfire, Schedule, ScheduleSkip
 
 logger = logging.getLogger("django_leasejobs")
-
-SPEC_KEYS = (
-    "job",
-    "cron",
-    "timezone",
-    "args",
-    "kwargs",
-    "queue",
-    "priority",
-    "max_attempts",
-    "jitter",
-    "misfire",
-    "enabled",
-    "catchup_window",
-)
-"""The keys of a ``LEASEJOBS_SCHEDULES`` entry; only ``job`` and ``cron`` are required."""
 
 COUNT_CAP = 1000
 """Skipped occurrences are counted up to this many; past it the count is left empty."""
@@ -325,196 +308,3 @@ def _report_broken(schedule: Schedule, exc: Exception) -> None:
         message,
         exc_info=not isinstance(exc, ValueError | LookupError),
     )
-
-
-# --------------------------------------------------------------------------- settings
-
-
-def _type_problems(spec: dict[str, Any]) -> list[str]:
-    """Settings are code: refuse wrong types instead of coercing "5" to 5 like a form would."""
-    found = []
-
-    def kind(key: str, types: tuple[type, ...], label: str, nullable: bool = False) -> None:
-        if key not in spec or (nullable and spec[key] is None):
-            return
-        value = spec[key]
-        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
-            found.append(f"{key} must be {label}, not {value!r}")
-
-    kind("job", (str,), "a registered job name (a string)")
-    kind("cron", (str,), "a cron expression (a string)")
-    kind("timezone", (str,), "an IANA timezone name")
-    kind("args", (list, tuple), "a list")
-    kind("kwargs", (dict,), "a dict")
-    kind("queue", (str,), "a queue name", nullable=True)
-    kind("priority", (int,), "an integer", nullable=True)
-    kind("max_attempts", (int,), "an integer", nullable=True)
-    kind("jitter", (int,), "a whole number of seconds")
-    kind("catchup_window", (int,), "a whole number of seconds")
-    kind("enabled", (bool,), "True or False")
-    jitter = spec.get("jitter", 0)
-    if isinstance(jitter, int) and not isinstance(jitter, bool) and jitter < 0:
-        found.append(f"jitter must be 0 or more seconds, not {jitter!r}")
-    misfire = spec.get("misfire", Misfire.LATEST)
-    if misfire not in Misfire.values:
-        found.append(f"misfire must be one of {', '.join(Misfire.values)}, not {misfire!r}")
-    return found
-
-
-def _default(key: str) -> Any:
-    model_field = Schedule._meta.get_field(key)
-    assert isinstance(model_field, models.Field)
-    return model_field.get_default()
-
-
-def validate_schedule_spec(name: Any, spec: Any) -> dict[str, Any]:
-    """Check one ``LEASEJOBS_SCHEDULES`` entry; return the ``Schedule`` field values it sets.
-
-    Raises ``ScheduleError`` naming the schedule and every problem found (unknown keys, missing
-    ``job``/``cron``, wrong types, invalid cron expression, unknown timezone or job, bad
-    misfire, negative jitter, arguments that are not JSON).
-    """
-    if not isinstance(name, str) or not name.strip() or len(name) > 200:
-        raise ScheduleError(
-            f"Schedule name {name!r} is not valid: use a non-empty string of at most 200 "
-            "characters as the key in LEASEJOBS_SCHEDULES."
-        )
-    if not isinstance(spec, dict):
-        raise ScheduleError(
-            f"Schedule {name!r}: the entry must be a dict with at least 'job' and 'cron', "
-            f"not {type(spec).__name__}."
-        )
-    problems = []
-    unknown = sorted(str(key) for key in set(spec) - set(SPEC_KEYS))
-    if unknown:
-        problems.append(f"unknown keys {', '.join(unknown)} (allowed: {', '.join(SPEC_KEYS)})")
-    missing = [key for key in ("job", "cron") if key not in spec]
-    if missing:
-        problems.append(f"missing required {' and '.join(repr(key) for key in missing)}")
-    problems.extend(_type_problems(spec))
-    if not problems:
-        fields = {key: spec[key] if key in spec else _default(key) for key in SPEC_KEYS}
-        fields["args"] = list(fields["args"])
-        fields["queue"] = fields["queue"] or ""
-        candidate = Schedule(name=name, **fields)
-        problems.extend(candidate.problems().values())
-    if problems:
-        raise ScheduleError(f"Schedule {name!r}: {'; '.join(problems)}.")
-    return fields
-
-
-@dataclass(frozen=True)
-class SyncResult:
-    """What ``sync_from_settings`` did, by schedule name."""
-
-    created: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    disabled: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    conflicts: list[str] = field(default_factory=list)
-    """Names in settings that belong to a schedule made in the admin: left alone."""
-
-    def __str__(self) -> str:
-        parts = [
-            f"{label} {len(names)}" + (f" ({', '.join(names)})" if names else "")
-            for label, names in self.as_dict().items()
-        ]
-        return ", ".join(parts)
-
-    def as_dict(self) -> dict[str, list[str]]:
-        return {
-            "created": self.created,
-            "updated": self.updated,
-            "disabled": self.disabled,
-            "unchanged": self.unchanged,
-            "conflicts": self.conflicts,
-        }
-
-
-def _validated_settings() -> dict[str, dict[str, Any]]:
-    specs = settings.SCHEDULES
-    cleaned, errors = {}, []
-    for name, spec in specs.items():
-        try:
-            cleaned[name] = validate_schedule_spec(name, spec)
-        except ScheduleError as exc:
-            errors.append(str(exc))
-    if errors:
-        raise ScheduleError(
-            f"LEASEJOBS_SCHEDULES has {len(errors)} invalid schedule(s); nothing was synced.\n"
-            + "\n".join(errors)
-        )
-    return cleaned
-
-
-def sync_from_settings(*, dry_run: bool = False) -> SyncResult:
-    """Make the database's schedules match ``LEASEJOBS_SCHEDULES``; all or nothing.
-
-    Creates missing schedules, updates those whose settings entry changed since the last sync
-    (so an operator's edit in the admin stays until the entry in settings changes), and disables
-    schedules that were removed from settings (never deletes them: their jobs and skips are their
-    history). Schedules made in the admin are never touched. Cursors are never moved.
-    Safe to run from several workers starting at once. Raises ``ScheduleError`` (nothing
-    written) if any entry is invalid.
-    """
-    cleaned = _validated_settings()
-    for attempt in range(3):
-        try:
-            return _sync(cleaned, dry_run=dry_run)
-        except IntegrityError:
-            if attempt == 2:
-                raise
-            # Another worker created the same schedule at the same moment: read again.
-    raise AssertionError("unreachable")
-
-
-class _DryRun(Exception):
-    pass
-
-
-def _sync(cleaned: dict[str, dict[str, Any]], *, dry_run: bool) -> SyncResult:
-    result = SyncResult()
-    try:
-        with transaction.atomic():
-            rows = Schedule.objects.select_for_update().filter(
-                Q(name__in=list(cleaned)) | Q(from_settings=True)
-            )
-            existing = {row.name: row for row in rows}
-            for name, fields in cleaned.items():
-                record = json.loads(json.dumps(fields))
-                row = existing.get(name)
-                if row is None:
-                    Schedule.objects.create(
-                        name=name, from_settings=True, synced_spec=record, **fields
-                    )
-                    result.created.append(name)
-                elif not row.from_settings:
-                    result.conflicts.append(name)
-                elif row.synced_spec == record:
-                    result.unchanged.append(name)
-                else:
-                    for key, value in fields.items():
-                        setattr(row, key, value)
-                    row.synced_spec = record
-                    row.save()
-                    result.updated.append(name)
-            for name, row in existing.items():
-                if row.from_settings and name not in cleaned and row.synced_spec is not None:
-                    # Removed from settings: disabled once; an operator may re-enable it.
-                    row.enabled = False
-                    row.synced_spec = None
-                    row.save(update_fields=["enabled", "synced_spec", "updated_at"])
-                    result.disabled.append(name)
-            if dry_run:
-                raise _DryRun
-    except _DryRun:
-        pass
-    for name in result.conflicts:
-        logger.warning(
-            "schedule.sync_conflict name=%s: a schedule made in the admin has this name; "
-            "the LEASEJOBS_SCHEDULES entry is ignored until one of them is renamed",
-            name,
-        )
-    if not dry_run:
-        logger.info("schedule.synced %s", result)
-    return result

@@ -11,7 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_leasejobs.errors import ScheduleError
-from django_leasejobs.runtime import schedules
+from django_leasejobs.runtime import schedule_settings
 
 
 class Command(BaseCommand):
@@ -30,7 +30,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         dry_run = options["dry_run"]
         try:
-            result = schedules.sync_from_settings(dry_run=dry_run)
+            result = schedule_settings.sync_from_settings(dry_run=dry_run)
         except (ScheduleError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from None
         prefix = "would be " if dry_run else ""

@@ -21,8 +21,8 @@ from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome
 from django_leasejobs.runtime.worker import Summary, Worker, default_worker_id, parse_queues
 
-from .conftest import fields, shifted
-from .invariants import check_invariants, wait_for
+from ..conftest import fields, shifted
+from ..invariants import check_invariants, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -30,7 +30,7 @@ from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome
 from django_leasejobs.runtime.listener import Listener
 
-from .conftest import fields
+from ..conftest import fields
 
 Point = namedtuple("Point", "x y")
 

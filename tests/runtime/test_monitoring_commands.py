@@ -21,7 +21,7 @@ from django_leasejobs.protocol import Outcome
 from django_leasejobs.protocol import pruning as prune
 from django_leasejobs.runtime import execution
 
-from .conftest import shifted
+from ..conftest import shifted
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from django_leasejobs import protocol
 from django_leasejobs.models import Job, Status
 from django_leasejobs.runtime.worker import Worker
 
-from .conftest import shifted
+from ..conftest import shifted
 
 try:
     from django.tasks import TaskResultStatus

@@ -22,8 +22,7 @@ from django_leasejobs.dbtime import db_now
 from django_leasejobs.models import Job, Schedule, ScheduleSkip
 from django_leasejobs.runtime import schedules
 
-from .conftest import shifted
-from .test_races import race
+from ..conftest import race, shifted
 
 pytestmark = pytest.mark.django_db
 

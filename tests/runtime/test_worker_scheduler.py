@@ -12,7 +12,7 @@ from django.test import override_settings
 from django_leasejobs.models import Job, Schedule, Status
 from django_leasejobs.runtime.worker import Worker
 
-from .conftest import shifted
+from ..conftest import shifted
 
 pytestmark = pytest.mark.django_db
 

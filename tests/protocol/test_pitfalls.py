@@ -20,7 +20,7 @@ from django_leasejobs.errors import InvalidTransitionError
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Failure, Outcome, failures
 
-from .test_races import race
+from ..conftest import race
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -250,10 +250,12 @@ def test_a_restarted_worker_reusing_its_id_cannot_write_its_old_attempt(
     new = claim_one("host-1")
     assert new.attempt == old.attempt + 1
     before = row(new.pk)
-    # The old process (same name) wakes up and writes with its old token: refused.
+    # The old process (same name) wakes up and writes with its old token: refused, and its
+    # heartbeat reports the lease lost; the new attempt's heartbeat keeps its own.
     assert protocol.heartbeat("host-1", [(old.pk, old.attempt)]) == {old.pk}
     assert protocol.complete(old.pk, old.attempt) is Outcome.STALE
     assert row(new.pk) == before
+    assert protocol.heartbeat("host-1", [(new.pk, new.attempt)]) == set()
     assert protocol.complete(new.pk, new.attempt) is Outcome.SUCCEEDED
 
 

@@ -13,7 +13,7 @@ from django_leasejobs.models import DeadLetter
 from django_leasejobs.protocol import Failure, Outcome
 from django_leasejobs.runtime import stats
 
-from .conftest import shifted
+from ..conftest import shifted
 
 pytestmark = pytest.mark.django_db
 

@@ -37,7 +37,7 @@ from django_leasejobs.errors import InvalidTransitionError
 from django_leasejobs.models import CLAIMABLE, FINAL, DeadLetter, Job, Status
 from django_leasejobs.protocol import Failure, Outcome
 
-from .conftest import shifted
+from ..conftest import shifted
 
 WORKERS = ("w1", "w2")
 Token = tuple[int, int, str]  # job id, attempt, worker

@@ -14,7 +14,7 @@ from django_leasejobs import protocol
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Failure, Outcome
 
-from .conftest import race, shifted
+from ..conftest import race, shifted
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,7 +16,7 @@ from testapp import jobs
 from django_leasejobs import metrics, protocol
 from django_leasejobs.runtime import execution
 
-from .exporter import NOTHING, free_port, leftovers, scrape
+from ..exporter import NOTHING, free_port, leftovers, scrape
 from .test_health_view import TOKEN, user_client
 
 pytestmark = [

@@ -15,7 +15,7 @@ from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Failure, Outcome
 from django_leasejobs.runtime import execution
 
-from .conftest import fields
+from ..conftest import fields
 
 pytestmark = pytest.mark.django_db
 
@@ -92,17 +92,6 @@ class TestHeartbeat:
         row = fields(ca.pk, "lease_expires_at", "started_at")
         assert (row["lease_expires_at"] - row["started_at"]).total_seconds() > 100
         assert a.pk != b.pk
-
-    def test_heartbeat_after_reclaim_reports_the_lease_lost(self, expire_lease, make_due) -> None:
-        jobs.noop.enqueue()
-        first = claim_one("w1")
-        expire_lease(first)
-        assert protocol.recover_expired() == {first.pk: Outcome.RETRIED}
-        make_due(first)
-        second = claim_one("w2")
-        assert second.attempt == first.attempt + 1
-        assert protocol.heartbeat("w1", [(first.pk, first.attempt)]) == {first.pk}
-        assert protocol.heartbeat("w2", [(second.pk, second.attempt)]) == set()
 
     def test_heartbeat_of_another_worker_changes_nothing(self) -> None:
         jobs.noop.enqueue()

@@ -31,7 +31,7 @@ from django_leasejobs import job, registry
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job, Status
 
-from .conftest import race
+from ..conftest import race
 
 postgresql_only = pytest.mark.skipif(
     connection.vendor != "postgresql",

@@ -24,7 +24,7 @@ from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome
 from django_leasejobs.runtime import execution
 
-from .conftest import shifted
+from ..conftest import shifted
 
 try:
     from django.tasks import TaskResultStatus, default_task_backend, task_backends

@@ -16,7 +16,7 @@ from django_leasejobs import JobValidationError, UnknownJobError, protocol
 from django_leasejobs.dbtime import db_now
 from django_leasejobs.models import Job, Status
 
-from .conftest import race
+from ..conftest import race
 
 pytestmark = pytest.mark.django_db
 
