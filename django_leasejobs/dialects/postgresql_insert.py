@@ -123,16 +123,12 @@ def shape(alias: str, given: tuple[str, ...]) -> InsertShape:
     return InsertShape(alias, given)
 
 
-def _placeholder(field: Field[Any, Any]) -> str:
-    return "%s::jsonb" if isinstance(field, JSONField) else "%s"
-
-
 @functools.lru_cache(maxsize=64)
 def _one_sql(alias: str, given: tuple[str, ...], announce: bool) -> str:
     row = shape(alias, given)
     qn = connections[alias].ops.quote_name
     columns = ", ".join(qn(str(f.column)) for f in [*row.given, *row.constant])
-    values = ", ".join(_placeholder(f) for f in [*row.given, *row.constant])
+    values = ", ".join(["%s"] * (len(row.given) + len(row.constant)))
     names = ", ".join(qn(str(f.column)) for f in row.returned)
     insert = f"INSERT INTO {qn(Job._meta.db_table)} ({columns}) VALUES ({values}) RETURNING {names}"
     if not announce:
@@ -177,7 +173,7 @@ def _many_sql(alias: str, varying: tuple[str, ...], fixed: tuple[str, ...]) -> s
             for i, f in enumerate(row.given[: len(varying)])
         ]
         + ["%s"] * len(fixed)
-        + [_placeholder(f) for f in row.constant]
+        + ["%s"] * len(row.constant)
     )
     return (
         f"INSERT INTO {qn(Job._meta.db_table)} "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 import logging
 import traceback as traceback_module
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +78,3 @@ def announce(signal: Any, using: str, attempts: dict[int, int], **extra: Any) ->
         signals.send_after_commit(
             signal, using, job_id=job_id, name=name, queue=queue, attempt=attempts[job_id], **extra
         )
-
-
-def tokens_of(items: Iterable[tuple[int, int]]) -> dict[int, int]:
-    return dict(items)
