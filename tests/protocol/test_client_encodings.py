@@ -64,6 +64,13 @@ def _no_pwned_table() -> bool:
         return cursor.fetchone()[0] is None
 
 
+def no_jobs() -> None:
+    """Hypothesis runs every example in the test's one transaction: start each from no jobs,
+    so a dedupe key an earlier example used cannot return that example's job."""
+    DeadLetter.objects.all().delete()
+    Job.objects.all().delete()
+
+
 def exactly_or_refused(
     encoding: str, conforming: str, send: Callable[[], list[int]], expected: list[Any]
 ) -> None:
@@ -106,6 +113,8 @@ EXAMPLES = settings(
 @EXAMPLES
 @given(text=TEXT)
 def test_enqueue(encoding: str, conforming: str, text: str) -> None:
+    no_jobs()
+
     def send() -> list[int]:
         keyed = jobs.noop.enqueue(text, dedupe_key=text + "-k")
         plain = jobs.noop.enqueue(**{text: [text]})
@@ -120,6 +129,8 @@ def test_enqueue(encoding: str, conforming: str, text: str) -> None:
 @EXAMPLES
 @given(text=TEXT)
 def test_enqueue_many(encoding: str, conforming: str, text: str) -> None:
+    no_jobs()
+
     def send() -> list[int]:
         items = [{"args": [text], "dedupe_key": text + "-m"}, ((text,), {text: text})]
         return [job.pk for job in jobs.noop.enqueue_many(items)]
@@ -136,6 +147,8 @@ def test_tasks_backend(encoding: str, conforming: str, text: str) -> None:
     """A task's arguments are its only text: JSON, sent escaped to ASCII, so always exact."""
     from testapp import tasks
 
+    no_jobs()
+
     def send() -> list[int]:
         try:
             return [int(tasks.record.enqueue(label=text).id)]
@@ -151,9 +164,7 @@ def test_tasks_backend(encoding: str, conforming: str, text: str) -> None:
 @EXAMPLES
 @given(text=TEXT)
 def test_replay(encoding: str, conforming: str, text: str) -> None:
-    # Hypothesis runs every example in the test's one transaction: start from no jobs.
-    DeadLetter.objects.all().delete()
-    Job.objects.all().delete()
+    no_jobs()
     # Keyed over UTF-8; the replay, in the session, sends that key again.
     original = jobs.noop.enqueue(dedupe_key=text, max_attempts=1)
     (claimed,) = protocol.claim("w1", batch=1)
