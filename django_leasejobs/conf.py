@@ -48,6 +48,7 @@ DEFAULTS: dict[str, Any] = {
     "HEALTH_MAX_DEAD_PER_HOUR": None,
     "HEALTH_MAX_EXPIRED_LEASES": None,
     "METRICS": False,
+    "EAGER": False,
     "MONITORING_TOKEN": None,
     "TASK_MODULES": (),
 }
@@ -204,6 +205,15 @@ class Settings:
         value = _get("METRICS")
         if not isinstance(value, bool):
             raise ImproperlyConfigured(f"{PREFIX}METRICS must be True or False, not {value!r}.")
+        return value
+
+    @cached_property
+    def EAGER(self) -> bool:
+        """Tests only: an enqueue runs its job in-process when the surrounding transaction
+        commits, so a test sees the effect without a worker (``docs/testing.md``)."""
+        value = _get("EAGER")
+        if not isinstance(value, bool):
+            raise ImproperlyConfigured(f"{PREFIX}EAGER must be True or False, not {value!r}.")
         return value
 
     @cached_property

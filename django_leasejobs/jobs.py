@@ -40,9 +40,12 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
         ``dedupe_key``, ``max_attempts``. Everything else is passed to the function.
         """
         from . import protocol
+        from .runtime import inprocess
 
         options = {key: kwargs.pop(key) for key in protocol.ENQUEUE_OPTIONS if key in kwargs}
-        return protocol.enqueue(self.name, args, kwargs, **options)
+        job = protocol.enqueue(self.name, args, kwargs, **options)
+        inprocess.enqueued(job)  # LEASEJOBS_EAGER (tests): run it at commit
+        return job
 
     def enqueue_many(self, items: Iterable[Any]) -> list[Job]:
         """Persist many jobs, in bulk where possible; return them in order.
@@ -50,8 +53,11 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
         Each item is ``(args, kwargs)`` or a dict with ``args``, ``kwargs`` and enqueue options.
         """
         from . import protocol
+        from .runtime import inprocess
 
-        return protocol.enqueue_many(self.name, items)
+        jobs = protocol.enqueue_many(self.name, items)
+        inprocess.enqueued(jobs)
+        return jobs
 
 
 @overload

@@ -20,7 +20,7 @@ from .base import MAX_ERROR_CHARS, Failure, Outcome, job_database
 from .completions import complete, complete_in_transaction, complete_many
 from .enqueues import ENQUEUE_OPTIONS, enqueue, enqueue_many, enqueue_task
 from .failures import fail, recover_expired, release
-from .lease import claim, heartbeat
+from .lease import claim, claim_job, heartbeat
 from .occurrences import emit_occurrence, skip_occurrences
 from .operator_actions import cancel, record_effect, replay, retry_now, run_now
 from .pruning import PRUNABLE, count_prunable, prune_finished
@@ -33,6 +33,7 @@ __all__ = [
     "Outcome",
     "cancel",
     "claim",
+    "claim_job",
     "complete",
     "complete_in_transaction",
     "complete_many",

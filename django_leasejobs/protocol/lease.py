@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from django.db.models import F
+
 from .. import dialects, signals
+from ..dbtime import DbNow
 from ..deadlocks import retry_deadlocks
 from ..dialects import Token
-from ..models import Job
+from ..dialects.base import after
+from ..models import CLAIMABLE, Job, Status
 from .base import job_database, logger
 
 
@@ -45,6 +49,39 @@ def claim(
         if started:
             signals.send_after_commit(signals.job_started, using, job=job, worker_id=worker_id)
     return jobs
+
+
+def claim_job(job_id: int, worker_id: str, *, lease_seconds: float = 60.0) -> Job | None:
+    """Lease one named job, due or not (``None`` if it is not waiting): in-process runners.
+
+    The test helpers (``django_leasejobs.testing``, eager mode) run one chosen job rather than
+    the next due one; the write is guarded by status like a claim, so it never takes a job
+    that another claimer holds or that has finished.
+    """
+    using = job_database()
+    waiting = Job.objects.using(using).filter(pk=job_id, status__in=CLAIMABLE)
+    seconds = waiting.values_list("lease_seconds", flat=True).first()
+    changed = waiting.update(
+        status=Status.RUNNING,
+        attempt=F("attempt") + 1,
+        lease_owner=worker_id,
+        started_at=DbNow(),
+        lease_expires_at=after(seconds or lease_seconds),
+    )
+    if not changed:
+        return None
+    job = Job.objects.using(using).get(pk=job_id)
+    logger.info(
+        "job.running id=%s name=%s attempt=%s queue=%s worker=%s",
+        job.pk,
+        job.name,
+        job.attempt,
+        job.queue,
+        worker_id,
+    )
+    if signals.wanted(signals.job_started):
+        signals.send_after_commit(signals.job_started, using, job=job, worker_id=worker_id)
+    return job
 
 
 @retry_deadlocks

@@ -38,7 +38,8 @@ class Execution:
     """The ``django.tasks`` Task, for a row enqueued through the tasks backend."""
     task_sender: Any = None
     exception: BaseException | None = None
-    """What a task raised: ``task_finished`` is sent while it is handled again, as Django does."""
+    """What the handler raised: ``task_finished`` is sent while a task's is handled again, as
+    Django does; the test helpers raise it in the test."""
 
 
 def close_old_connections() -> None:
@@ -87,6 +88,7 @@ def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None)
         execution.result = job_function.func(*args, **job.kwargs)
         execution.ok = True
     except PermanentError as exc:
+        execution.exception = exc
         execution.failure = Failure.from_exception(exc)
         execution.failure = Failure(
             execution.failure.error, execution.failure.traceback, kind="permanent error"
@@ -95,6 +97,7 @@ def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None)
     except KeyboardInterrupt:
         raise  # as Django's backends do: someone is stopping this process
     except BaseException as exc:  # SystemExit too: it ends the attempt, not the worker's thread
+        execution.exception = exc
         failure = Failure.from_exception(exc)
         if job_function.permanent and isinstance(exc, job_function.permanent):
             failure = Failure(failure.error, failure.traceback, kind="permanent error")

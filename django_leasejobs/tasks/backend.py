@@ -23,6 +23,7 @@ from .. import protocol, validation
 from ..backoff import Backoff
 from ..errors import JobValidationError, TaskRefusedError
 from ..models import Job
+from ..runtime import inprocess
 from . import framework as tasks_framework
 from . import results as task_results
 
@@ -199,6 +200,7 @@ class LeaseJobsBackend(_framework.BaseTaskBackend):  # type: ignore[name-defined
             raise InvalidTaskArguments(str(exc)) from None
         result = task_results.build(job, task)
         (tasks_framework.of(task) or _framework).task_enqueued.send(type(self), task_result=result)
+        inprocess.enqueued(job)  # LEASEJOBS_EAGER (tests): run it at commit
         return result
 
     def get_result(self, result_id: str) -> Any:

@@ -1,0 +1,87 @@
+"""Run one chosen job in the caller's process and thread: eager mode and the test helpers.
+
+A burst ``Worker`` runs handlers on pool threads with connections of their own, which cannot
+see a test's uncommitted rows; these run in the caller's thread and connection instead, through
+the same claim, ``execution`` and report as a worker, so retries and dead letters behave alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+from django.db import transaction
+
+from .. import protocol
+from ..conf import settings
+from ..models import Job
+from ..protocol import Outcome
+from .execution import Execution, execute, report
+
+
+class JobFailedError(Exception):
+    """A job failed without a Python exception to raise (its name is not registered)."""
+
+
+def worker_id() -> str:
+    """The ``finished_by`` / ``lease_owner`` of jobs run in-process: says where they ran."""
+    return f"in-process-{os.getpid()}"
+
+
+def run_claimed(job: Job) -> tuple[Execution, Outcome]:
+    """Execute a job this process has claimed and report its result under its token."""
+    execution = execute(job, worker_id())
+    return execution, report(execution)
+
+
+def run_one(job_id: int) -> tuple[Execution, Outcome] | None:
+    """Claim the job ``job_id`` (due or not) and run it; ``None`` if it was not waiting."""
+    job = protocol.claim_job(job_id, worker_id(), lease_seconds=settings.LEASE_SECONDS)
+    if job is None:
+        return None
+    return run_claimed(job)
+
+
+def raise_failure(execution: Execution) -> None:
+    """Raise what the handler raised (or ``JobFailedError``) if the attempt failed."""
+    if execution.ok or execution.context.completed:
+        return
+    if execution.exception is not None:
+        raise execution.exception
+    assert execution.failure is not None
+    raise JobFailedError(execution.failure.error)
+
+
+def run_eagerly(job_id: int) -> Any:
+    """Run one job now and return its result; its error (after it is recorded) raises."""
+    ran = run_one(job_id)
+    if ran is None:
+        return None
+    execution, _ = ran
+    raise_failure(execution)
+    return execution.result
+
+
+def enqueued(jobs: Job | list[Job]) -> None:
+    """With ``LEASEJOBS_EAGER``: run each new job when the surrounding transaction commits.
+
+    ``on_commit`` runs at once outside a transaction; the callback is not robust, so a
+    handler's error propagates out of the commit into the test.
+    """
+    if not settings.EAGER:
+        return
+    using = protocol.job_database()
+    for job in jobs if isinstance(jobs, list) else [jobs]:
+        transaction.on_commit(functools.partial(run_eagerly, job.pk), using=using)
+
+
+__all__ = [
+    "JobFailedError",
+    "enqueued",
+    "raise_failure",
+    "run_claimed",
+    "run_eagerly",
+    "run_one",
+    "worker_id",
+]

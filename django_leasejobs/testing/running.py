@@ -1,0 +1,138 @@
+"""Run jobs in the test's own thread and transaction, and move time by moving rows.
+
+Everything here goes through what a worker uses (``protocol`` claims and reports,
+``runtime.execution`` runs the handler), in the caller's connection, so it works inside a
+``TestCase`` transaction where a worker's threads would see nothing. Time never moves: rows
+do (``run_at``, leases, schedule cursors), by database expressions as the suite's own tests do.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import F, Value
+from django.db.models.expressions import ExpressionWrapper
+from django.db.models.fields import DateTimeField
+
+from .. import protocol
+from ..conf import settings
+from ..dbtime import DbNow
+from ..models import CLAIMABLE, Job, Schedule, Status
+from ..protocol import Outcome
+from ..runtime import inprocess, schedule_settings, schedules
+from .matching import name_of
+
+DRAIN_LIMIT = 10_000
+"""Jobs one ``drain()`` runs at most: a job that enqueues itself would otherwise never end."""
+
+
+def run_job(job: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run one handler as a worker would and return its result, or raise its error.
+
+    The arguments are validated and stored as a job row, claimed (attempt 1, a real context
+    whose ``first_time`` records effects) and read back through JSON; the outcome is recorded
+    on the row like a worker's. Takes a ``@job`` function or a ``django.tasks`` ``Task``.
+    """
+    backend = getattr(job, "backend", None)
+    if isinstance(backend, str) and hasattr(job, "module_path"):
+        row = protocol.enqueue_task(name_of(job), args, kwargs, task_backend=backend)
+    else:
+        row = protocol.enqueue(name_of(job), args, kwargs)
+    return inprocess.run_eagerly(row.pk)
+
+
+@dataclass
+class DrainSummary:
+    """What a ``drain()`` ran, by outcome."""
+
+    succeeded: int = 0
+    retried: int = 0
+    dead: int = 0
+    cancelled: int = 0
+    """Claimed, then cancelled before it reported (the report was refused)."""
+    stale: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.succeeded + self.retried + self.dead + self.cancelled + self.stale
+
+    def count(self, job_id: int, outcome: Outcome) -> None:
+        if outcome is Outcome.SUCCEEDED:
+            self.succeeded += 1
+        elif outcome is Outcome.RETRIED:
+            self.retried += 1
+        elif outcome is Outcome.DEAD:
+            self.dead += 1
+        elif Job.objects.filter(pk=job_id, status=Status.CANCELLED).exists():
+            self.cancelled += 1
+        else:
+            self.stale += 1
+
+
+def _waiting(queues: Sequence[str] | None) -> Any:
+    rows = Job.objects.using(protocol.job_database()).filter(status__in=CLAIMABLE)
+    return rows if queues is None else rows.filter(queue__in=list(queues))
+
+
+def drain(
+    queues: Sequence[str] | None = None, *, with_scheduled: bool = False, until_empty: bool = True
+) -> DrainSummary:
+    """Run due jobs in this process until none is due; return what happened to them.
+
+    Retries run too once due (with ``with_scheduled``, at once: every waiting job is made due
+    before each claim). ``until_empty=False`` runs only the jobs due when it starts. Due cron
+    occurrences of ``LEASEJOBS_SCHEDULES`` and the database's schedules are emitted first.
+    """
+    if isinstance(queues, str):
+        raise ValueError("queues must be a list of queue names, not a string.")
+    schedule_settings.sync_from_settings()
+    schedules.tick()
+    summary = DrainSummary()
+    if not until_empty:
+        due = _waiting(queues).filter(run_at__lte=DbNow())
+        if with_scheduled:
+            due = _waiting(queues)
+        for job_id in list(due.order_by("-priority", "run_at", "pk").values_list("pk", flat=True)):
+            ran = inprocess.run_one(job_id)
+            if ran is not None:
+                summary.count(job_id, ran[1])
+        return summary
+    while summary.total < DRAIN_LIMIT:
+        if with_scheduled:
+            _waiting(queues).filter(run_at__gt=DbNow()).update(run_at=DbNow())
+        claimed = protocol.claim(
+            inprocess.worker_id(), queues=queues, lease_seconds=settings.LEASE_SECONDS
+        )
+        if not claimed:
+            return summary
+        _, outcome = inprocess.run_claimed(claimed[0])
+        summary.count(claimed[0].pk, outcome)
+    raise RuntimeError(f"drain() ran {DRAIN_LIMIT} jobs and more are due: a job that never ends?")
+
+
+def _earlier(column: str, seconds: float) -> ExpressionWrapper:
+    return ExpressionWrapper(
+        F(column) - Value(dt.timedelta(seconds=seconds)), output_field=DateTimeField()
+    )
+
+
+def travel(seconds: float) -> None:
+    """Make due what would be due ``seconds`` from now, without sleeping or patching a clock.
+
+    Waiting jobs' ``run_at``, running jobs' lease expiries and schedules' cursors (and their
+    creation time, the cursor of a schedule that never fired) move ``seconds`` into the past.
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        raise ValueError(f"travel() needs a number of seconds >= 0, not {seconds!r}.")
+    using = protocol.job_database()
+    Job.objects.using(using).filter(status__in=CLAIMABLE).update(run_at=_earlier("run_at", seconds))
+    Job.objects.using(using).filter(status=Status.RUNNING).update(
+        lease_expires_at=_earlier("lease_expires_at", seconds)
+    )
+    Schedule.objects.using(using).update(created_at=_earlier("created_at", seconds))
+    Schedule.objects.using(using).exclude(last_occurrence_at=None).update(
+        last_occurrence_at=_earlier("last_occurrence_at", seconds)
+    )
