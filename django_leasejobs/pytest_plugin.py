@@ -8,13 +8,18 @@ fixture is used (pytest loads plugins before Django is set up).
 
 from __future__ import annotations
 
-import importlib.util
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-if importlib.util.find_spec("pytest_django") is not None:
+try:
+    import pytest_django  # noqa: F401  (itself a pytest plugin: loaded anyway when installed)
+except ImportError:
+    HAS_PYTEST_DJANGO = False
+else:
+    HAS_PYTEST_DJANGO = True
+
+if HAS_PYTEST_DJANGO:
 
     @pytest.fixture
     def leasejobs(db: None) -> Any:
@@ -24,16 +29,12 @@ if importlib.util.find_spec("pytest_django") is not None:
         return testing
 
     @pytest.fixture
-    def leasejobs_worker(transactional_db: None) -> Iterator[Any]:
-        """A ``Worker`` for ``.run(burst=True)``, bound to the test database.
+    def leasejobs_worker(transactional_db: None) -> Any:
+        """A ``BurstWorker``: ``.run()`` runs a burst ``Worker`` on the test database.
 
         Its pool threads have their own connections, so the test runs with
-        ``transaction=True`` (committed rows) and ``drain()`` is the helper for ``TestCase``.
+        ``transaction=True`` (committed rows); ``drain()`` is the helper inside a transaction.
         """
-        from django.db import connections
+        from django_leasejobs.testing import BurstWorker
 
-        from django_leasejobs.runtime.worker import Worker
-
-        yield Worker(concurrency=2, lease=5.0, heartbeat=0.5, poll=0.05)
-        for connection in connections.all(initialized_only=True):
-            connection.close_if_unusable_or_obsolete()
+        return BurstWorker()

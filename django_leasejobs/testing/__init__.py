@@ -8,9 +8,10 @@ The pytest plugin (``django_leasejobs.pytest_plugin``) offers them as the ``leas
 
 from ..runtime.inprocess import JobFailedError
 from .matching import Captured, assert_enqueued, capture_jobs, enqueued, refute_enqueued
-from .running import DrainSummary, drain, run_job, travel
+from .running import BurstWorker, DrainSummary, drain, run_job, travel
 
 __all__ = [
+    "BurstWorker",
     "Captured",
     "DrainSummary",
     "JobFailedError",

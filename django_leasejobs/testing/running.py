@@ -23,6 +23,7 @@ from ..dbtime import DbNow
 from ..models import CLAIMABLE, Job, Schedule, Status
 from ..protocol import Outcome
 from ..runtime import inprocess, schedule_settings, schedules
+from ..runtime.worker import Summary, Worker
 from .matching import name_of
 
 DRAIN_LIMIT = 10_000
@@ -111,6 +112,22 @@ def drain(
         _, outcome = inprocess.run_claimed(claimed[0])
         summary.count(claimed[0].pk, outcome)
     raise RuntimeError(f"drain() ran {DRAIN_LIMIT} jobs and more are due: a job that never ends?")
+
+
+class BurstWorker:
+    """Runs a fresh burst ``Worker`` on each ``run()`` (a ``Worker`` runs once).
+
+    Its threads have their own connections: rows must be committed (pytest's
+    ``transaction=True``, Django's ``TransactionTestCase``); ``drain()`` serves ``TestCase``.
+    Short lease, heartbeat and poll keep a test's burst quick.
+    """
+
+    def __init__(self, queues: Sequence[str] | None = None, **options: Any) -> None:
+        self.queues = queues
+        self.options = {"concurrency": 2, "lease": 5.0, "heartbeat": 0.5, "poll": 0.05, **options}
+
+    def run(self) -> Summary:
+        return Worker(self.queues, **self.options).run(burst=True)
 
 
 def _earlier(column: str, seconds: float) -> ExpressionWrapper:
