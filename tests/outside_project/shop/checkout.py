@@ -9,5 +9,5 @@ from .jobs import charge, send_receipt
 
 def place_order(order_id: int, email: str, cents: int) -> None:
     with transaction.atomic():
-        send_receipt.enqueue(order_id, email=email, lines=[("tea", cents)])
+        send_receipt.enqueue(order_id, email=email, lines=[("tea", cents)], queue="mail")
         charge.enqueue(order_id, cents, delay=300)
