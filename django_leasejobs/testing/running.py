@@ -30,7 +30,7 @@ DRAIN_LIMIT = 10_000
 """Jobs one ``drain()`` runs at most: a job that enqueues itself would otherwise never end."""
 
 
-def run_job(job: Any, *args: Any, **kwargs: Any) -> Any:
+def run_job(job: Any, /, *args: Any, **kwargs: Any) -> Any:
     """Run one handler as a worker would and return its result, or raise its error.
 
     The arguments are validated and stored as a job row, claimed (attempt 1, a real context
@@ -79,7 +79,7 @@ def _waiting(queues: Sequence[str] | None) -> Any:
 
 
 def drain(
-    queues: Sequence[str] | None = None, *, with_scheduled: bool = False, until_empty: bool = True
+    queues: Sequence[str] | None = None, with_scheduled: bool = False, until_empty: bool = True
 ) -> DrainSummary:
     """Run due jobs in this process until none is due; return what happened to them.
 
