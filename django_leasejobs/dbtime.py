@@ -39,6 +39,8 @@ def db_now(alias: str | None = None) -> dt.datetime:
 
         alias = router.db_for_write(Job) or DEFAULT_DB_ALIAS
     connection = connections[alias]
+    # The clock expression as this database's backend writes it (SQL text of the backend's,
+    # no value in it; its parameters, if any, stay parameters).
     compiler = Query(None).get_compiler(connection=connection)
     sql, params = compiler.compile(DbNow())
     with connection.cursor() as cursor:
