@@ -36,7 +36,13 @@ def claim(
     using = job_database()
     jobs = dialects.for_alias(using).claim(using, worker_id, queues, batch, lease_seconds)
     jobs.sort(key=lambda j: (-j.priority, j.run_at, j.pk))
-    started = signals.wanted(signals.job_started)
+    _started(jobs, worker_id, using)
+    return jobs
+
+
+def _started(jobs: list[Job], worker_id: str, using: str) -> None:
+    """Log each claimed job, and send ``job_started`` at commit when someone listens."""
+    wanted = signals.wanted(signals.job_started)
     for job in jobs:
         logger.info(
             "job.running id=%s name=%s attempt=%s queue=%s worker=%s",
@@ -46,9 +52,8 @@ def claim(
             job.queue,
             worker_id,
         )
-        if started:
+        if wanted:
             signals.send_after_commit(signals.job_started, using, job=job, worker_id=worker_id)
-    return jobs
 
 
 def claim_job(job_id: int, worker_id: str, *, lease_seconds: float = 60.0) -> Job | None:
@@ -71,16 +76,7 @@ def claim_job(job_id: int, worker_id: str, *, lease_seconds: float = 60.0) -> Jo
     if not changed:
         return None
     job = Job.objects.using(using).get(pk=job_id)
-    logger.info(
-        "job.running id=%s name=%s attempt=%s queue=%s worker=%s",
-        job.pk,
-        job.name,
-        job.attempt,
-        job.queue,
-        worker_id,
-    )
-    if signals.wanted(signals.job_started):
-        signals.send_after_commit(signals.job_started, using, job=job, worker_id=worker_id)
+    _started([job], worker_id, using)
     return job
 
 
