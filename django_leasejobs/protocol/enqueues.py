@@ -123,10 +123,11 @@ class Inserted(NamedTuple):
 
 
 def insert(values: dict[str, Any], using: str) -> Inserted:
-    """INSERT one validated row; with a dedupe key, the live job holding it may come back."""
-    connection = connections[using]
-    connection.ensure_connection()
-    client_encoding.check_sendable(values.items(), connection)
+    """INSERT one validated row; with a dedupe key, the live job holding it may come back.
+
+    The dialect refuses text its session cannot carry; a dedupe key is checked here too,
+    before the lookup that sends it.
+    """
     dialect = dialects.for_alias(using)
     key = values["dedupe_key"]
     if key is None:
@@ -134,6 +135,9 @@ def insert(values: dict[str, Any], using: str) -> Inserted:
         logger.info("job.enqueued id=%s name=%s queue=%s", job.pk, job.name, job.queue)
         announce_enqueued(job, using)
         return Inserted(job, True)
+    connection = connections[using]
+    connection.ensure_connection()
+    client_encoding.check_sendable(values.items(), connection)
     for _ in range(5):
         holder = Job.objects.using(using).filter(live_dedupe_key=key).first()
         if holder is not None:
