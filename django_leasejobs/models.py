@@ -21,7 +21,8 @@ from .validation import MAX_PRIORITY, MIN_PRIORITY
 class Status(models.TextChoices):
     """The states of a job, and what moves a job out of each one.
 
-    pending -> running -> succeeded | failed | dead; pending/failed -> cancelled.
+    pending -> running -> succeeded | failed | dead; pending/failed -> cancelled;
+    running -> cancelled when an operator's cancel request reaches the owning worker.
     """
 
     PENDING = "pending", "Pending"
@@ -30,7 +31,9 @@ class Status(models.TextChoices):
     RUNNING = "running", "Running"
     """Leased by ``lease_owner`` until ``lease_expires_at``; the worker's heartbeat extends it.
     Left by complete (-> succeeded), fail (-> failed or dead), release (-> pending) or, once the
-    lease has expired, by lease recovery (-> failed, or dead when no attempt is left)."""
+    lease has expired, by lease recovery (-> failed, or dead when no attempt is left). An
+    operator's cancel only records ``cancel_requested_at``: the owning worker then ends the
+    attempt (-> cancelled), and any other end of the attempt becomes cancelled too."""
 
     SUCCEEDED = "succeeded", "Succeeded"
     """Final. The handler returned under the current attempt token."""
@@ -44,7 +47,8 @@ class Status(models.TextChoices):
     row holds its history. A replay makes a *new* job; this one never runs again."""
 
     CANCELLED = "cancelled", "Cancelled"
-    """Final. An operator cancelled it before it ran."""
+    """Final. An operator cancelled it: before it ran, or while it ran (by its worker, once it
+    learned of ``cancel_requested_at``)."""
 
 
 CLAIMABLE = (Status.PENDING, Status.FAILED)
@@ -106,6 +110,12 @@ class Job(models.Model):
     result = models.JSONField(null=True, blank=True)
     finished_by = models.CharField(
         max_length=200, blank=True, default="", help_text="The worker whose attempt succeeded."
+    )
+    cancel_requested_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When an operator asked to cancel the job while it was running; its worker "
+        "ends the attempt as cancelled.",
     )
     task_backend = models.CharField(
         max_length=100,

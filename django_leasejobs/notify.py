@@ -15,6 +15,10 @@ from .conf import settings
 CHANNEL = "leasejobs"
 """One channel for every queue; the payload is the queue name."""
 
+CANCEL_CHANNEL = "leasejobs_cancel"
+"""Cancel requests for running jobs; the payload is the job id. A channel of its own, so a
+queue named like a number is never mistaken for one."""
+
 
 def supported(alias: str = DEFAULT_DB_ALIAS) -> bool:
     """Whether enqueue notifies and workers may listen: PostgreSQL with LEASEJOBS_NOTIFY on."""

@@ -1,4 +1,5 @@
-"""Migrations 0004 and 0005 leave the job table with the lean indexes, and go back and forth."""
+"""Migrations 0004 and 0005 leave the job table with the lean indexes, 0006 adds the cancel
+request column; each goes back and forth."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from django.db.migrations.executor import MigrationExecutor
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TABLE = "django_leasejobs_job"
-LATEST = "0005_partial_unique_keys"
+LATEST = "0006_job_cancel_requested_at"
 UNIQUE_KEYS = ("leasejobs_live_dedupe", "leasejobs_one_job_per_occurrence")
 
 
@@ -84,6 +85,22 @@ def test_0005_goes_back_to_full_unique_constraints_and_forward_again() -> None:
                 assert "WHERE" not in _index_sql(name).upper(), name
     finally:
         _migrate(LATEST)
+    _assert_lean()
+
+
+def _columns() -> set[str]:
+    with connection.cursor() as cursor:
+        return {c.name for c in connection.introspection.get_table_description(cursor, TABLE)}
+
+
+def test_0006_adds_the_cancel_request_column_and_removes_it_going_back() -> None:
+    assert "cancel_requested_at" in _columns()
+    _migrate("0005_partial_unique_keys")
+    try:
+        assert "cancel_requested_at" not in _columns()
+    finally:
+        _migrate(LATEST)
+    assert "cancel_requested_at" in _columns()
     _assert_lean()
 
 

@@ -2,22 +2,22 @@
 
 The protocol asks ``for_alias(alias)`` for the dialect of the database it writes to and calls
 the same methods on every database: ``insert``, ``insert_many``, ``claim``, ``renew``,
-``complete_many`` and ``announce``. ``base.Dialect`` implements them with the ORM (what
-MariaDB and MySQL use); ``postgresql`` and ``sqlite`` replace the ones their SQL does better.
-To add a database: subclass ``Dialect``, override what its SQL can do in fewer statements, add
-it to ``_BY_VENDOR``, and run ``tests/dialects`` against it.
+``complete_many``, ``announce`` and ``announce_cancel``. ``base.Dialect`` implements them with
+the ORM (what MariaDB and MySQL use); ``postgresql`` and ``sqlite`` replace the ones their SQL
+does better. To add a database: subclass ``Dialect``, override what its SQL can do in fewer
+statements, add it to ``_BY_VENDOR``, and run ``tests/dialects`` against it.
 """
 
 from __future__ import annotations
 
 from django.db import connections
 
-from .base import Completion, Dialect, Token
+from .base import Completion, Dialect, Renewed, Token
 from .mysql import MySQLDialect
 from .postgresql import PostgreSQLDialect
 from .sqlite import SQLiteDialect
 
-__all__ = ["Completion", "Dialect", "Token", "for_alias"]
+__all__ = ["Completion", "Dialect", "Renewed", "Token", "for_alias"]
 
 _BY_VENDOR: dict[str, Dialect] = {
     "postgresql": PostgreSQLDialect(),

@@ -19,7 +19,7 @@ from .. import notify
 from ..deadlocks import retry_deadlocks
 from ..models import Job
 from . import postgresql_insert
-from .base import Completion, Dialect, Token
+from .base import Completion, Dialect, Renewed, Token
 
 _CLAIM_SET = """
 UPDATE {table} AS j
@@ -90,7 +90,8 @@ SET lease_expires_at = STATEMENT_TIMESTAMP()
     + make_interval(secs => COALESCE(j.lease_seconds, %s))
 FROM unnest(%s::bigint[], %s::bigint[]) AS t(id, attempt)
 WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running' AND j.lease_owner = %s
-RETURNING j.id
+-- The cancel request travels back with the renewal: no second statement per heartbeat.
+RETURNING j.id, j.cancel_requested_at IS NOT NULL
 """
 
 COMPLETE_MANY = """
@@ -105,6 +106,9 @@ RETURNING j.id
 """
 
 ANNOUNCE = "SELECT pg_notify(%s, queue) FROM unnest(%s::text[]) AS queue"
+
+# The job id is the payload: every worker listening hears it, only the owner acts on it.
+ANNOUNCE_CANCEL = "SELECT pg_notify(%s, %s)"
 
 # A claimed job comes back without its error history, result and last error: a worker needs
 # none of them, and decoding a retried job's tracebacks on every claim is the costliest part of
@@ -129,6 +133,11 @@ class PostgreSQLDialect(Dialect):
         if queues and notify.supported(alias):
             with connections[alias].cursor() as cursor:
                 cursor.execute(ANNOUNCE, [notify.CHANNEL, list(queues)])
+
+    def announce_cancel(self, alias: str, job_id: int) -> None:
+        if notify.supported(alias):
+            with connections[alias].cursor() as cursor:
+                cursor.execute(ANNOUNCE_CANCEL, [notify.CANCEL_CHANNEL, str(int(job_id))])
 
     def claim(
         self,
@@ -157,14 +166,15 @@ class PostgreSQLDialect(Dialect):
 
     def renew(
         self, alias: str, worker_id: str, tokens: list[Token], lease_seconds: float
-    ) -> set[int]:
+    ) -> Renewed:
         connection = connections[alias]
         sql = RENEW.format(table=connection.ops.quote_name(Job._meta.db_table))
         ids = int_array(token.id for token in tokens)
         attempts = int_array(token.attempt for token in tokens)
         with connection.cursor() as cursor:
             cursor.execute(sql, [lease_seconds, ids, attempts, worker_id])
-            return {row[0] for row in cursor.fetchall()}
+            rows = cursor.fetchall()
+        return Renewed({row[0] for row in rows}, {row[0] for row in rows if row[1]})
 
     @retry_deadlocks
     def complete_many(

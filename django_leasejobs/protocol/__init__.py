@@ -13,25 +13,30 @@ Rules that hold for every function here:
 
 Modules: ``enqueues`` (enqueue, bulk, dedupe), ``lease`` (claim, heartbeat), ``completions``,
 ``failures`` (retry, dead letter, lease recovery, release), ``operator_actions`` (cancel, run now,
-retry now, replay, effects), ``occurrences`` (cron), ``pruning``.
+retry now, replay, effects), ``cancels`` (cancel a waiting job, or request it of a running
+job's worker), ``occurrences`` (cron), ``pruning``.
 """
 
 from .base import MAX_ERROR_CHARS, Failure, Outcome, job_database
+from .cancels import Cancel, cancel, cancel_attempt, request_cancel
 from .completions import complete, complete_in_transaction, complete_many
 from .enqueues import ENQUEUE_OPTIONS, enqueue, enqueue_many, enqueue_task
 from .failures import fail, recover_expired, release
-from .lease import claim, claim_job, heartbeat
+from .lease import Renewal, claim, claim_job, heartbeat, renew
 from .occurrences import emit_occurrence, skip_occurrences
-from .operator_actions import cancel, record_effect, replay, retry_now, run_now
+from .operator_actions import record_effect, replay, retry_now, run_now
 from .pruning import PRUNABLE, count_prunable, prune_finished
 
 __all__ = [
     "ENQUEUE_OPTIONS",
     "MAX_ERROR_CHARS",
     "PRUNABLE",
+    "Cancel",
     "Failure",
     "Outcome",
+    "Renewal",
     "cancel",
+    "cancel_attempt",
     "claim",
     "claim_job",
     "complete",
@@ -49,7 +54,9 @@ __all__ = [
     "record_effect",
     "recover_expired",
     "release",
+    "renew",
     "replay",
+    "request_cancel",
     "retry_now",
     "run_now",
     "skip_occurrences",

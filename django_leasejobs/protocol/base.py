@@ -25,6 +25,8 @@ class Outcome(enum.Enum):
     RETRIED = "retried"
     DEAD = "dead"
     RELEASED = "released"
+    CANCELLED = "cancelled"
+    """The attempt ended because an operator asked to cancel the running job."""
     STALE = "stale"
     """Zero rows changed: the token no longer owns the job (lease lost, job reclaimed)."""
 

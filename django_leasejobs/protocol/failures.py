@@ -21,8 +21,19 @@ from ..deadlocks import retry_deadlocks
 from ..dialects.base import after
 from ..models import DeadLetter, Job, Status
 from .base import Failure, Outcome, job_database, logger, report
+from .cancels import cancel_attempt, cancelled_fields
 
-_READ = ("name", "args", "kwargs", "queue", "errors", "max_attempts", "released", "lease_owner")
+_READ = (
+    "name",
+    "args",
+    "kwargs",
+    "queue",
+    "errors",
+    "max_attempts",
+    "released",
+    "lease_owner",
+    "cancel_requested_at",
+)
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,8 @@ def _fail(
             },
         ]
         failed = _FailedAttempt(guarded, job_id, attempt, row, errors, failure)
+        if row["cancel_requested_at"] is not None:
+            return _cancel(failed)
         charged = attempt - row["released"]
         if not retryable or charged >= row["max_attempts"]:
             return _bury(failed, failure.kind if not retryable else "attempts exhausted")
@@ -143,10 +156,29 @@ def _bury(failed: _FailedAttempt, reason: str) -> Outcome:
     return Outcome.DEAD
 
 
+def _cancel(failed: _FailedAttempt) -> Outcome:
+    """An operator asked to cancel the job: the attempt that ended is its last (no retry, no
+    dead letter), whatever ended it (an error, a timeout, a lost lease)."""
+    changed = failed.guarded.update(
+        **cancelled_fields(), last_error=failed.failure.error, errors=failed.errors
+    )
+    if changed:
+        logger.info(
+            "job.cancelled id=%s name=%s attempt=%s error=%s",
+            failed.job_id,
+            failed.row["name"],
+            failed.attempt,
+            failed.failure.headline,
+        )
+    return report(changed, "cancelled", failed.job_id, failed.attempt, Outcome.CANCELLED)
+
+
 def _retry(failed: _FailedAttempt, delay: float) -> Outcome:
     """The job waits ``delay`` seconds of database time, then is claimable again."""
     job_id, attempt, row, failure = failed.job_id, failed.attempt, failed.row, failed.failure
-    changed = failed.guarded.update(
+    # Guarded on "no cancel request" too: a request that lands after the read above makes this
+    # change nothing, and the attempt ends cancelled instead of being retried.
+    changed = failed.guarded.filter(cancel_requested_at=None).update(
         status=Status.FAILED,
         run_at=after(delay),
         lease_owner="",
@@ -155,7 +187,7 @@ def _retry(failed: _FailedAttempt, delay: float) -> Outcome:
         errors=failed.errors,
     )
     if not changed:
-        return report(0, "failed", job_id, attempt, Outcome.STALE)
+        return _cancel(failed)  # STALE when the token no longer owns the job either
     logger.info(
         "job.failed id=%s name=%s attempt=%s error=%s",
         job_id,
@@ -207,11 +239,12 @@ def recover_expired(limit: int = 100) -> dict[int, Outcome]:
 def release(job_id: int, attempt: int) -> Outcome:
     """Hand a claimed job back unspent (graceful shutdown): pending and due now.
 
-    The token still grows on the next claim; ``released`` makes the attempt free of charge.
+    The token still grows on the next claim; ``released`` makes the attempt free of charge. A
+    job an operator asked to cancel is not handed back: it ends cancelled.
     """
     changed = (
         Job.objects.using(job_database())
-        .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
+        .filter(pk=job_id, attempt=attempt, status=Status.RUNNING, cancel_requested_at=None)
         .update(
             status=Status.PENDING,
             run_at=DbNow(),
@@ -220,4 +253,6 @@ def release(job_id: int, attempt: int) -> Outcome:
             lease_expires_at=None,
         )
     )
+    if not changed:
+        return cancel_attempt(job_id, attempt)  # STALE too when the token is spent
     return report(changed, "released", job_id, attempt, Outcome.RELEASED)

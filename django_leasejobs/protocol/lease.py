@@ -8,6 +8,7 @@ finished elsewhere): the worker must tell the handler and never write that attem
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from django.db.models import F
 
@@ -80,21 +81,36 @@ def claim_job(job_id: int, worker_id: str, *, lease_seconds: float = 60.0) -> Jo
     return job
 
 
-@retry_deadlocks
+class Renewal(NamedTuple):
+    """What a heartbeat found: leases lost, and held jobs an operator asked to cancel."""
+
+    lost: set[int]
+    cancel_requested: set[int]
+
+
 def heartbeat(
     worker_id: str, tokens: Iterable[tuple[int, int]], *, lease_seconds: float = 60.0
 ) -> set[int]:
-    """Extend the leases of a worker's in-flight jobs; return the ids whose lease was lost.
+    """Extend the leases of a worker's in-flight jobs; return the ids whose lease was lost."""
+    return renew(worker_id, tokens, lease_seconds=lease_seconds).lost
+
+
+@retry_deadlocks
+def renew(
+    worker_id: str, tokens: Iterable[tuple[int, int]], *, lease_seconds: float = 60.0
+) -> Renewal:
+    """Extend the leases of a worker's in-flight jobs; say which were lost, which to cancel.
 
     Each row is guarded by (id, attempt), status and owner. A job missing from what the guard
-    kept has been reclaimed or finished by someone else.
+    kept has been reclaimed or finished by someone else. The cancel requests come back from
+    the same statement, so the worker learns of one at its next heartbeat on every database.
     """
     held = [Token(*token) for token in tokens]
     if not held:
-        return set()
+        return Renewal(set(), set())
     using = job_database()
-    kept = dialects.for_alias(using).renew(using, worker_id, held, lease_seconds)
-    lost = {token.id for token in held} - kept
+    renewed = dialects.for_alias(using).renew(using, worker_id, held, lease_seconds)
+    lost = {token.id for token in held} - renewed.kept
     for job_id in sorted(lost):
         logger.warning("job.lease_lost id=%s worker=%s", job_id, worker_id)
-    return lost
+    return Renewal(lost, renewed.cancel_requested)

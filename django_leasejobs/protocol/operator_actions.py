@@ -1,5 +1,6 @@
-"""What an operator does to a job, each one guarded statement: cancel, run now, retry now,
-replay a dead letter; and the idempotency record a handler writes with its own effects."""
+"""What an operator does to a job, each one guarded statement: run now, retry now, replay a
+dead letter; and the idempotency record a handler writes with its own effects. (Cancel, which
+also reaches running jobs, is in ``cancels``.)"""
 
 from __future__ import annotations
 
@@ -16,22 +17,6 @@ from ..models import CLAIMABLE, DeadLetter, Effect, Job, Status
 from ..tasks import results as task_results
 from .base import job_database, logger
 from .enqueues import insert, row_values
-
-
-def cancel(job_id: int) -> bool:
-    """Cancel a job that has not started (pending, or failed and waiting for a retry)."""
-    changed = (
-        Job.objects.using(job_database())
-        .filter(pk=job_id, status__in=CLAIMABLE)
-        .update(
-            status=Status.CANCELLED,
-            finished_at=DbNow(),
-            live_dedupe_key=None,
-        )
-    )
-    if changed:
-        logger.info("job.cancelled id=%s", job_id)
-    return bool(changed)
 
 
 def run_now(job_id: int) -> bool:

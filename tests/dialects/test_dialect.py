@@ -136,9 +136,25 @@ class TestRenewAndComplete:
         Job.objects.filter(pk=stolen.pk).update(lease_owner="w2")
         Job.objects.filter(pk=mine.pk).update(lease_expires_at=shifted(5))
         tokens = [Token(mine.pk, 1), Token(stolen.pk, 1), Token(wrong.pk, 2)]
-        kept = dialect.renew(DEFAULT_DB_ALIAS, "w1", tokens, 120.0)
-        assert kept == {mine.pk}
+        renewed = dialect.renew(DEFAULT_DB_ALIAS, "w1", tokens, 120.0)
+        assert renewed.kept == {mine.pk}
+        assert renewed.cancel_requested == set()
         assert Job.objects.get(pk=mine.pk).lease_expires_at > db_now() + dt.timedelta(seconds=100)
+
+    def test_renew_returns_the_kept_jobs_an_operator_asked_to_cancel(
+        self, dialect: dialects.Dialect
+    ) -> None:
+        asked, plain, asked_but_stolen = self.claimed(dialect, 3)
+        Job.objects.filter(pk__in=[asked.pk, asked_but_stolen.pk]).update(
+            cancel_requested_at=db_now()
+        )
+        Job.objects.filter(pk=asked_but_stolen.pk).update(lease_owner="w2")
+        tokens = [Token(job.pk, 1) for job in (asked, plain, asked_but_stolen)]
+        renewed = dialect.renew(DEFAULT_DB_ALIAS, "w1", tokens, 120.0)
+        assert renewed.kept == {asked.pk, plain.pk}
+        assert renewed.cancel_requested == {asked.pk}
+        # The request is only read: the row stays running until its worker ends the attempt.
+        assert Job.objects.get(pk=asked.pk).status == Status.RUNNING
 
     @pytest.mark.parametrize("result", [None, {"answer": 42}])
     def test_complete_many_fences_each_row(self, dialect: dialects.Dialect, result: Any) -> None:

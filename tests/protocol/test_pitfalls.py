@@ -90,15 +90,17 @@ def test_a_job_cancelled_after_a_rescue_never_runs_again(
         job = jobs.noop.enqueue()
         old = claim_one()
         expire_lease(old)
-        # The rescue and an operator's cancel race; cancel only wins against a claimable row.
-        recovered, cancelled = race(
+        # The rescue and an operator's cancel race. Cancel finds the row running (the request
+        # is recorded and the rescue ends the attempt cancelled) or failed (cancelled at once).
+        recovered, asked = race(
             lambda: protocol.recover_expired(),
-            lambda job=job: protocol.cancel(job.pk),
+            lambda job=job: protocol.request_cancel(job.pk),
         )
-        assert recovered == {job.pk: Outcome.RETRIED}
-        if not cancelled:
-            assert row(job.pk)["status"] == Status.FAILED
-            assert protocol.cancel(job.pk)
+        if asked is protocol.Cancel.REQUESTED:
+            assert recovered == {job.pk: Outcome.CANCELLED}
+        else:
+            assert asked is protocol.Cancel.CANCELLED
+            assert recovered == {job.pk: Outcome.RETRIED}
         make_due(job)
         cancelled_row = row(job.pk)
         assert cancelled_row["status"] == Status.CANCELLED
@@ -109,16 +111,21 @@ def test_a_job_cancelled_after_a_rescue_never_runs_again(
         assert row(job.pk) == cancelled_row
 
 
-def test_a_running_job_cannot_be_cancelled_so_a_rescue_cannot_resurrect_a_cancel() -> None:
-    """Cancel is guarded by the claimable states: a leased job is not cancelled behind its
-    worker's back, so no rescue or completion can later overwrite a cancel."""
+def test_a_running_job_is_only_asked_to_cancel_so_a_rescue_cannot_resurrect_a_cancel() -> None:
+    """Cancel of a leased job only records the request: it is never cancelled behind its
+    worker's back, so a completion by its token still wins and nothing overwrites a cancel."""
     jobs.noop.enqueue()
     job = claim_one()
     before = row(job.pk)
-    assert protocol.cancel(job.pk) is False
-    assert row(job.pk) == before
+    assert protocol.request_cancel(job.pk) is protocol.Cancel.REQUESTED
+    after = row(job.pk)
+    assert after.pop("cancel_requested_at") is not None
+    before.pop("cancel_requested_at")
+    assert after == before
     assert protocol.complete(job.pk, job.attempt) is Outcome.SUCCEEDED
     assert protocol.cancel(job.pk) is False
+    assert protocol.cancel_attempt(job.pk, job.attempt) is Outcome.STALE
+    assert row(job.pk)["status"] == Status.SUCCEEDED
 
 
 def test_replay_while_a_stale_worker_of_an_older_attempt_wakes_up(

@@ -132,18 +132,20 @@ def test_complete_racing_lease_recovery_has_one_winner() -> None:
 def test_cancel_racing_claim_has_one_winner() -> None:
     for _ in range(30):
         job = jobs.noop.enqueue()
-        cancelled, claimed = race(
-            lambda job=job: protocol.cancel(job.pk),
+        asked, claimed = race(
+            lambda job=job: protocol.request_cancel(job.pk),
             lambda: protocol.claim("w1", batch=1),
         )
         status = Job.objects.get(pk=job.pk).status
-        if cancelled:
+        if asked is protocol.Cancel.CANCELLED:
             assert claimed == []
             assert status == Status.CANCELLED
-        else:
+        else:  # claimed first: only asked, and the worker's token ends it
+            assert asked is protocol.Cancel.REQUESTED
             assert [j.pk for j in claimed] == [job.pk]
             assert status == Status.RUNNING
-            assert protocol.complete(job.pk, 1) is Outcome.SUCCEEDED
+            assert protocol.cancel_attempt(job.pk, 1) is Outcome.CANCELLED
+            assert protocol.complete(job.pk, 1) is Outcome.STALE
 
 
 def test_fail_racing_heartbeat_of_a_stale_worker() -> None:

@@ -85,6 +85,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         assert row(before["id"]) == before, "a stale token changed a row"
 
     def fail_outcome(self, state: dict[str, Any], retryable: bool) -> Outcome:
+        if state["cancel_requested_at"] is not None:
+            return Outcome.CANCELLED  # an operator asked: the attempt's end is the job's end
         charged = state["attempt"] - state["released"]
         spent = not retryable or charged >= state["max_attempts"]
         return Outcome.DEAD if spent else Outcome.RETRIED
@@ -172,7 +174,10 @@ class LifecycleMachine(RuleBasedStateMachine):
             return
         before = row(token[0])
         outcome = protocol.release(token[0], token[1])
-        if owns(before, token):
+        if owns(before, token) and before["cancel_requested_at"] is not None:
+            assert outcome is Outcome.CANCELLED
+            assert row(token[0])["released"] == before["released"]
+        elif owns(before, token):
             assert outcome is Outcome.RELEASED
             after = row(token[0])
             assert (after["status"], after["released"]) == (Status.PENDING, before["released"] + 1)
@@ -194,6 +199,21 @@ class LifecycleMachine(RuleBasedStateMachine):
         assert after["attempt"] == before["attempt"], "a reclaim must not move the token"
         assert after["errors"][-1]["kind"] == "lease expired"
 
+    @precondition(lambda self: self.tokens)
+    @rule(data=st.data())
+    def cancel_attempt(self, data: st.DataObject) -> None:
+        """The worker ends an attempt an operator asked to cancel (or, refused, any other)."""
+        token = self.draw_token(data)
+        if token is None:
+            return
+        before = row(token[0])
+        outcome = protocol.cancel_attempt(token[0], token[1])
+        if owns(before, token) and before["cancel_requested_at"] is not None:
+            assert outcome is Outcome.CANCELLED
+            assert row(token[0])["status"] == Status.CANCELLED
+        else:
+            self.refused_unchanged(before, outcome)
+
     @precondition(lambda self: self.enqueued)
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
@@ -202,10 +222,19 @@ class LifecycleMachine(RuleBasedStateMachine):
             return
         job_id = data.draw(st.sampled_from(sorted(ids)))
         before = row(job_id)
-        cancelled = protocol.cancel(job_id)
-        assert cancelled == (before["status"] in CLAIMABLE)
-        if not cancelled:
-            assert row(job_id) == before
+        asked = protocol.request_cancel(job_id)
+        after = row(job_id)
+        if before["status"] in CLAIMABLE:
+            assert asked is protocol.Cancel.CANCELLED
+            assert after["status"] == Status.CANCELLED
+        elif before["status"] == Status.RUNNING:
+            assert asked is protocol.Cancel.REQUESTED
+            assert after["cancel_requested_at"] is not None
+            requested_at = before["cancel_requested_at"] or after["cancel_requested_at"]
+            assert after == {**before, "cancel_requested_at": requested_at}
+        else:
+            assert asked is protocol.Cancel.REFUSED
+            assert after == before
 
     @precondition(lambda self: self.dead_seen)
     @rule(data=st.data())

@@ -284,17 +284,20 @@ class TestRelease:
 
 
 class TestOperatorActions:
-    def test_cancel_pending_and_failed_only(self) -> None:
+    def test_cancel_pending_and_failed_at_once_and_running_by_request(self) -> None:
         pending = jobs.noop.enqueue()
         assert protocol.cancel(pending.pk)
         assert fields(pending.pk, "status")["status"] == Status.CANCELLED
         assert not protocol.cancel(pending.pk)
         jobs.noop.enqueue()
         running = claim_one()
-        assert not protocol.cancel(running.pk)
-        assert fields(running.pk, "status")["status"] == Status.RUNNING
         protocol.fail(running.pk, running.attempt, Failure("x"))
         assert protocol.cancel(running.pk)
+        assert fields(running.pk, "status")["status"] == Status.CANCELLED
+        jobs.noop.enqueue()
+        running = claim_one()
+        assert protocol.cancel(running.pk)  # requested: test_cancel_running.py has the rest
+        assert fields(running.pk, "status")["status"] == Status.RUNNING
 
     def test_a_cancelled_job_is_never_claimed_and_its_stale_worker_cannot_write(self) -> None:
         jobs.noop.enqueue()

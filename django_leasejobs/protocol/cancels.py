@@ -1,0 +1,95 @@
+"""Cancel: at once for a job that has not started, by request for a running one.
+
+A running job belongs to its worker: only the attempt's own token may end it, so an operator
+cannot write ``cancelled`` over it. ``request_cancel`` records the wish on the row
+(``cancel_requested_at``); the owning worker reads it back with its next heartbeat (at once
+through NOTIFY on PostgreSQL) and ends the attempt with ``cancel_attempt``, guarded by (id,
+attempt, running, requested). A completion racing it is guarded by (id, attempt, running):
+whichever lands first wins and the other changes nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from django.db.models import Q
+
+from .. import dialects
+from ..dbtime import DbNow
+from ..deadlocks import retry_deadlocks
+from ..models import CLAIMABLE, FINAL, Job, Status
+from .base import Outcome, job_database, logger, report
+
+
+class Cancel(enum.Enum):
+    """What ``request_cancel`` did."""
+
+    CANCELLED = "cancelled"
+    """The job had not started (pending, or failed and waiting): it is cancelled now."""
+    REQUESTED = "requested"
+    """The job is running: the request is recorded and its worker will end the attempt."""
+    REFUSED = "refused"
+    """The job is finished (or does not exist): nothing changed."""
+
+
+def cancelled_fields() -> dict[str, object]:
+    """What a cancelled job's row holds: finished, no lease, its dedupe key free again."""
+    return {
+        "status": Status.CANCELLED,
+        "finished_at": DbNow(),
+        "lease_owner": "",
+        "lease_expires_at": None,
+        "live_dedupe_key": None,
+    }
+
+
+def request_cancel(job_id: int) -> Cancel:
+    """Cancel a waiting job now, or ask a running job's worker to cancel it.
+
+    Each statement is guarded by the states it is allowed from. A job can move between them
+    (a claim, a failed attempt, a lease recovery), so the pair is tried again while the job is
+    still live; a repeated request for a running job keeps the first request's time.
+    """
+    using = job_database()
+    jobs = Job.objects.using(using)
+    for _ in range(_TRIES):
+        if jobs.filter(pk=job_id, status__in=CLAIMABLE).update(**cancelled_fields()):
+            logger.info("job.cancelled id=%s", job_id)
+            return Cancel.CANCELLED
+        running = jobs.filter(pk=job_id, status=Status.RUNNING)
+        if running.filter(cancel_requested_at=None).update(cancel_requested_at=DbNow()):
+            dialects.for_alias(using).announce_cancel(using, job_id)
+            logger.info("job.cancel_requested id=%s", job_id)
+            return Cancel.REQUESTED
+        status = jobs.filter(pk=job_id).values_list("status", "cancel_requested_at").first()
+        if status is None or status[0] in FINAL:
+            return Cancel.REFUSED
+        if status[0] == Status.RUNNING and status[1] is not None:
+            return Cancel.REQUESTED  # asked before; its worker has not ended it yet
+    return Cancel.REFUSED
+
+
+_TRIES = 5
+"""Rounds before giving up on a job that keeps changing state under the request (each round
+is two guarded statements and a read); a refusal then says the job was not cancellable."""
+
+
+def cancel(job_id: int) -> bool:
+    """Cancel a job: True if it is cancelled now or, running, its worker was asked to.
+
+    Kept as it always was for waiting jobs (pending, or failed and waiting for a retry). Use
+    ``request_cancel`` to tell the two apart.
+    """
+    return request_cancel(job_id) is not Cancel.REFUSED
+
+
+@retry_deadlocks
+def cancel_attempt(job_id: int, attempt: int) -> Outcome:
+    """End a running attempt as cancelled, with its token, because an operator asked to.
+
+    Guarded by (id, attempt, running, cancel requested): a stale token, a job already
+    completed or failed, or one nobody asked to cancel changes nothing (``Outcome.STALE``).
+    """
+    guard = Q(pk=job_id, attempt=attempt, status=Status.RUNNING, cancel_requested_at__isnull=False)
+    changed = Job.objects.using(job_database()).filter(guard).update(**cancelled_fields())
+    return report(changed, "cancelled", job_id, attempt, Outcome.CANCELLED)
