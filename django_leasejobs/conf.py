@@ -10,6 +10,7 @@ rather than failing later inside the worker.
 
 from __future__ import annotations
 
+import math
 import re
 from functools import cached_property
 from typing import Any
@@ -51,7 +52,20 @@ DEFAULTS: dict[str, Any] = {
     "EAGER": False,
     "MONITORING_TOKEN": None,
     "TASK_MODULES": (),
+    "TIMEOUT_SECONDS": None,
 }
+
+
+def is_timeout(value: Any) -> bool:
+    """A handler timeout: ``None`` (none) or a positive, finite number of seconds."""
+    if value is None:
+        return True
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and value > 0
+    )
 
 
 def _get(name: str) -> Any:
@@ -184,6 +198,18 @@ class Settings:
                 f"{PREFIX}TASK_MODULES must be a list of dotted module names, not {value!r}."
             )
         return tuple(value)
+
+    @cached_property
+    def TIMEOUT_SECONDS(self) -> float | None:
+        """Seconds a handler may run before its attempt fails with a ``timeout`` error, for
+        jobs and tasks that set none of their own; ``None``: no limit."""
+        value = _get("TIMEOUT_SECONDS")
+        if not is_timeout(value):
+            raise ImproperlyConfigured(
+                f"{PREFIX}TIMEOUT_SECONDS must be None or a positive number of seconds, "
+                f"not {value!r}."
+            )
+        return None if value is None else float(value)
 
     @cached_property
     def HEALTH_MAX_DUE_AGE(self) -> float | None:

@@ -77,11 +77,17 @@ def job(
     lease: float | None = ...,
     takes_context: bool = ...,
     permanent: tuple[type[BaseException], ...] = ...,
+    timeout: float | None = ...,
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 
 
 def job(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
-    """Register a function as a job: ``@job`` or ``@job(queue=..., max_attempts=...)``."""
+    """Register a function as a job: ``@job`` or ``@job(queue=..., max_attempts=...)``.
+
+    ``timeout=S``: a worker ends the attempt as failed (kind ``timeout``, retried by the
+    backoff rules) when the handler runs longer than ``S`` seconds, and sets ``ctx.cancelled``;
+    see docs/worker.md.
+    """
 
     def register(f: Callable[..., Any]) -> JobFunction[Any, Any]:
         job_function: JobFunction[Any, Any] = JobFunction(f, **options)

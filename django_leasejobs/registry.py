@@ -38,6 +38,7 @@ class JobSpec:
         lease: float | None = None,
         takes_context: bool = False,
         permanent: tuple[type[BaseException], ...] = (),
+        timeout: float | None = None,
     ) -> None:
         self.func = func
         self.name = name or f"{func.__module__}.{func.__qualname__}"
@@ -57,6 +58,7 @@ class JobSpec:
         self.lease = lease
         self.takes_context = takes_context
         self.permanent = tuple(permanent)
+        self.timeout = validation.check_timeout(timeout)
 
     def __repr__(self) -> str:
         return f"<job {self.name}>"
@@ -69,6 +71,11 @@ class JobSpec:
 
     def get_backoff(self) -> Backoff:
         return self.backoff or Backoff.from_settings()
+
+    def get_timeout(self) -> float | None:
+        """Seconds a worker lets the handler run (``LEASEJOBS_TIMEOUT_SECONDS`` unless set),
+        read when the handler starts, so a changed setting needs no migration of old rows."""
+        return self.timeout if self.timeout is not None else settings.TIMEOUT_SECONDS
 
 
 def add(spec: JobSpec) -> None:

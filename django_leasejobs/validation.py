@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from .conf import MAX_ATTEMPTS_LIMIT, settings
+from .conf import MAX_ATTEMPTS_LIMIT, is_timeout, settings
 from .errors import JobValidationError
 
 MIN_PRIORITY = -100
@@ -266,6 +266,15 @@ def check_max_attempts(max_attempts: Any) -> int:
             f"max_attempts must be an integer from 1 to {MAX_ATTEMPTS_LIMIT}, not {max_attempts!r}."
         )
     return max_attempts
+
+
+def check_timeout(timeout: Any, name: str = "timeout") -> float | None:
+    """A handler's time limit: ``None`` (none) or a positive, finite number of seconds."""
+    if not is_timeout(timeout):
+        raise JobValidationError(
+            f"{name} must be None or a positive number of seconds, not {timeout!r}."
+        )
+    return None if timeout is None else float(timeout)
 
 
 def check_dedupe_key(key: Any) -> str | None:

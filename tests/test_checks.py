@@ -51,6 +51,13 @@ def test_e001_bad_setting_values_become_errors() -> None:
     assert "LEASEJOBS_BACKOFF_JITTER must be one of" in text
 
 
+@override_settings(LEASEJOBS_TIMEOUT_SECONDS=-1)
+def test_e001_a_bad_timeout_setting_is_an_error() -> None:
+    (message,) = checks.check_settings()
+    assert message.id == "leasejobs.E001"
+    assert "LEASEJOBS_TIMEOUT_SECONDS must be None or a positive number" in message.msg
+
+
 @override_settings(LEASEJOBS_MONITORING_TOKEN="hunter2")
 def test_e001_a_short_monitoring_token_is_refused_without_showing_it() -> None:
     (message,) = checks.check_settings()

@@ -28,6 +28,12 @@ def test_defaults() -> None:
     assert settings.SCHEDULES == {}
     assert settings.NOTIFY is True
     assert settings.MONITORING_TOKEN is None
+    assert settings.TIMEOUT_SECONDS is None
+
+
+@override_settings(LEASEJOBS_TIMEOUT_SECONDS=90)
+def test_a_timeout_setting_is_kept_as_seconds() -> None:
+    assert settings.TIMEOUT_SECONDS == 90.0
 
 
 @pytest.mark.parametrize(
@@ -45,6 +51,12 @@ def test_defaults() -> None:
         ("LEASEJOBS_MAX_PAYLOAD_BYTES", 1.5, "must be an integer"),
         ("LEASEJOBS_MISFIRE_GRACE_SECONDS", 0, "at least 1"),
         ("LEASEJOBS_NOTIFY", "yes", "must be True or False"),
+        ("LEASEJOBS_TIMEOUT_SECONDS", 0, "None or a positive number of seconds, not 0"),
+        ("LEASEJOBS_TIMEOUT_SECONDS", -5, "None or a positive number of seconds"),
+        ("LEASEJOBS_TIMEOUT_SECONDS", float("inf"), "None or a positive number of seconds"),
+        ("LEASEJOBS_TIMEOUT_SECONDS", float("nan"), "None or a positive number of seconds"),
+        ("LEASEJOBS_TIMEOUT_SECONDS", "30", "None or a positive number of seconds, not '30'"),
+        ("LEASEJOBS_TIMEOUT_SECONDS", True, "None or a positive number of seconds"),
         ("LEASEJOBS_MONITORING_TOKEN", 12345, "not a value of type int"),
         ("LEASEJOBS_MONITORING_TOKEN", "", "at least 32 characters"),
         ("LEASEJOBS_MONITORING_TOKEN", "short-token", "at least 32 characters"),

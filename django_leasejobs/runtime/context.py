@@ -8,13 +8,48 @@ from typing import Any
 
 from .. import protocol
 
+TIMEOUT = "timeout"
+"""``cancel_reason`` when the handler ran past its ``timeout``."""
+CANCELLED = "cancelled"
+"""``cancel_reason`` when an operator cancelled the running job."""
+
+
+class Cancellation:
+    """Set once by the worker when it ends an attempt under a running handler, and why.
+
+    A Python thread cannot be stopped from outside: the worker writes the attempt's end itself
+    and sets this, and a cooperative handler sees it and returns. ``wait()`` lets a handler
+    sleep in steps that end as soon as it is set.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self.reason: str | None = None
+
+    def set(self, reason: str) -> bool:
+        """Set it with ``reason``; False (and the first reason kept) if it was already set."""
+        with self._lock:
+            if self._event.is_set():
+                return False
+            self.reason = reason
+            self._event.set()
+            return True
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._event.wait(timeout)
+
 
 @dataclass
 class JobContext:
     """The running attempt: its identity, its fencing token, and whether the lease is still held.
 
-    ``lease_lost`` turns true when a heartbeat finds the job reclaimed; a long handler should check
-    it between steps and stop, since nothing it reports afterwards will be accepted.
+    ``lease_lost`` turns true when a heartbeat finds the job reclaimed; ``cancelled`` when the
+    worker ended the attempt (``cancel_reason``: ``"timeout"`` or ``"cancelled"``). A long
+    handler should check them between steps and stop: nothing it reports afterwards is accepted.
     """
 
     job_id: int
@@ -23,12 +58,27 @@ class JobContext:
     queue: str
     worker_id: str
     lease_lost_event: threading.Event = field(default_factory=threading.Event)
+    cancellation: Cancellation = field(default_factory=Cancellation)
     completed: bool = False
     result: Any = None
 
     @property
     def lease_lost(self) -> bool:
         return self.lease_lost_event.is_set()
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the worker ended this attempt (a timeout, an operator's cancel)."""
+        return self.cancellation.is_set()
+
+    @property
+    def cancel_reason(self) -> str | None:
+        """``"timeout"`` or ``"cancelled"`` once ``cancelled`` is true, else ``None``."""
+        return self.cancellation.reason if self.cancellation.is_set() else None
+
+    def wait_cancelled(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, waking at once when cancelled; return ``cancelled``."""
+        return self.cancellation.wait(seconds)
 
     def first_time(self, key: str) -> bool:
         """Record the effect ``key`` in the current transaction; False if already recorded.

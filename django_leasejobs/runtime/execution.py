@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections
 
 from .. import protocol, registry
+from ..backoff import Backoff
 from ..errors import PermanentError
 from ..models import Job
 from ..protocol import Failure, Outcome
 from ..tasks import execution as task_execution
-from .context import JobContext
+from .context import CANCELLED, Cancellation, JobContext
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -40,6 +42,13 @@ class Execution:
     exception: BaseException | None = None
     """What the handler raised: ``task_finished`` is sent while a task's is handled again, as
     Django does; the test helpers raise it in the test."""
+    on_start: Callable[[Execution, float | None], None] | None = None
+    """Called with the handler's timeout just before the handler is: the worker's watchdog
+    starts counting there (after the name was looked up, a task resolved)."""
+
+    def start(self, timeout: float | None) -> None:
+        if self.on_start is not None:
+            self.on_start(self, timeout)
 
 
 def close_old_connections() -> None:
@@ -53,11 +62,30 @@ def close_old_connections() -> None:
             connection.close_if_unusable_or_obsolete()
 
 
-def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Execution:
-    """Call the job's handler; never raises for what the handler does but KeyboardInterrupt.
+def interrupts_process(exc: BaseException) -> bool:
+    """A ``KeyboardInterrupt`` in the main thread: someone is stopping this process (Ctrl-C).
 
-    Any other exception, ``SystemExit`` included, fails the attempt with its traceback, as
-    Django's own tasks backends do; a ``KeyboardInterrupt`` is passed on, as they do too.
+    Passed on, as Django's own backends do. In any other thread (a worker's pool thread) it
+    can only be the handler's own ``raise``, and it fails the attempt like any exception.
+    """
+    return isinstance(exc, KeyboardInterrupt) and (
+        threading.current_thread() is threading.main_thread()
+    )
+
+
+def execute(
+    job: Job,
+    worker_id: str,
+    lease_lost: threading.Event | None = None,
+    *,
+    cancellation: Cancellation | None = None,
+    on_start: Callable[[Execution, float | None], None] | None = None,
+) -> Execution:
+    """Call the job's handler; never raises for what the handler does (but see below).
+
+    Any exception, ``SystemExit`` included, fails the attempt with its traceback, as Django's
+    own tasks backends do; a ``KeyboardInterrupt`` in the main thread is passed on, as they do
+    too (``interrupts_process``).
     """
     context = JobContext(
         job_id=job.pk,
@@ -66,8 +94,9 @@ def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None)
         queue=job.queue,
         worker_id=worker_id,
         lease_lost_event=lease_lost or threading.Event(),
+        cancellation=cancellation or Cancellation(),
     )
-    execution = Execution(job=job, context=context)
+    execution = Execution(job=job, context=context, on_start=on_start)
     job_function = registry.lookup(job.name)
     if job_function is None and job.task_backend:
         close_old_connections()
@@ -85,6 +114,7 @@ def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None)
     close_old_connections()
     try:
         args = [context, *job.args] if job_function.takes_context else list(job.args)
+        execution.start(job_function.get_timeout())
         execution.result = job_function.func(*args, **job.kwargs)
         execution.ok = True
     except PermanentError as exc:
@@ -94,9 +124,9 @@ def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None)
             execution.failure.error, execution.failure.traceback, kind="permanent error"
         )
         execution.retryable = False
-    except KeyboardInterrupt:
-        raise  # as Django's backends do: someone is stopping this process
     except BaseException as exc:  # SystemExit too: it ends the attempt, not the worker's thread
+        if interrupts_process(exc):
+            raise
         execution.exception = exc
         failure = Failure.from_exception(exc)
         if job_function.permanent and isinstance(exc, job_function.permanent):
@@ -116,24 +146,59 @@ def report(execution: Execution) -> Outcome:
     if context.lease_lost:
         logger.warning("job.stale id=%s attempt=%s action=report (lease lost)", job.pk, job.attempt)
         return Outcome.STALE
+    if context.cancelled:
+        # The worker already ended this attempt (``end_attempt``): its token is spent.
+        logger.warning(
+            "job.stale id=%s attempt=%s action=report (attempt ended: %s)",
+            job.pk,
+            job.attempt,
+            context.cancel_reason,
+        )
+        return Outcome.STALE
     if execution.ok:
         outcome = protocol.complete(
             job.pk, job.attempt, execution.result, finished_by=context.worker_id
         )
     else:
         assert execution.failure is not None
-        job_function = registry.lookup(job.name)
         outcome = protocol.fail(
             job.pk,
             job.attempt,
             execution.failure,
             retryable=execution.retryable,
-            # A django.tasks task retries with its own backoff, else its backend's OPTIONS.
-            backoff=job_function.get_backoff()
-            if job_function
-            else task_execution.backoff(execution),
+            backoff=_backoff(job, execution),
         )
     task_execution.finished(execution, outcome)  # task_finished, for a task at a final state
+    return outcome
+
+
+def _backoff(job: Job, execution: Execution | None) -> Backoff | None:
+    """A job's own backoff; a ``django.tasks`` task's, else its backend's ``OPTIONS``."""
+    job_function = registry.lookup(job.name)
+    if job_function is not None:
+        return job_function.get_backoff()
+    return task_execution.backoff(execution) if execution is not None else None
+
+
+def end_attempt(
+    job: Job, reason: str, execution: Execution | None = None, timeout: float | None = None
+) -> Outcome:
+    """End a running attempt under its handler, which the worker cannot stop: one fenced write.
+
+    ``reason`` ``"timeout"`` fails the attempt with an error of kind ``timeout`` (retried by the
+    job's backoff, dead-lettered when none is left); ``"cancelled"`` ends it cancelled, as the
+    operator asked. The handler's own result is then refused (``report``).
+    """
+    if reason == CANCELLED:
+        outcome = protocol.cancel_attempt(job.pk, job.attempt)
+    else:
+        failure = Failure(
+            f"TimeoutError: the handler ran longer than its timeout of {timeout or 0:g} s.",
+            kind="timeout",
+        )
+        outcome = protocol.fail(job.pk, job.attempt, failure, backoff=_backoff(job, execution))
+    if execution is not None:
+        task_execution.finished(execution, outcome)
     return outcome
 
 

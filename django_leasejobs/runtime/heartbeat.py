@@ -2,7 +2,9 @@
 
 A job whose lease was lost (another worker reclaimed it) gets its ``lease_lost`` event set, so
 its handler can stop; the worker never reports that attempt. Slots being reported or released
-are left out, under ``_gate``, so a job just completed is never misread as a lost lease.
+are left out, under ``_gate``, so a job just completed is never misread as a lost lease, and
+so are attempts the worker ended under a running handler (a timeout, a cancel). The renewal
+also returns the held jobs an operator asked to cancel: the watchdog ends them.
 """
 
 from __future__ import annotations
@@ -51,13 +53,18 @@ class HeartbeatThread(WorkerState):
     def _beat(self) -> None:
         with self._gate:
             with self._in_flight_lock:
-                slots = [s for s in self._in_flight.values() if not (s.reporting or s.released)]
+                slots = [
+                    s
+                    for s in self._in_flight.values()
+                    if not (s.reporting or s.released or s.ended_at is not None)
+                ]
             if not slots:
                 return
             execution.close_old_connections()
-            lost = protocol.heartbeat(
+            renewal = protocol.renew(
                 self.worker_id, [s.token for s in slots], lease_seconds=self.lease
             )
         for slot in slots:
-            if slot.job.pk in lost:
+            if slot.job.pk in renewal.lost:
                 slot.lease_lost.set()
+        self._request_cancel(renewal.cancel_requested)

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from ..notify import CHANNEL
+from ..notify import CANCEL_CHANNEL, CHANNEL
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -26,13 +26,15 @@ class Listener:
     """A dedicated LISTEN connection; use from one thread, ``wake()`` from any.
 
     ``wait()`` returns the set of queue names notified since the last call (empty on timeout
-    or wake). A broken connection is closed and opened again on the next ``wait()``; until
-    then ``wait()`` just sleeps its timeout, so a worker falls back to polling, never spins.
+    or wake); job ids notified on the cancel channel gather in ``take_cancels()``. A broken
+    connection is closed and opened again on the next ``wait()``; until then ``wait()`` just
+    sleeps its timeout, so a worker falls back to polling, never spins.
     """
 
     def __init__(self, alias: str = DEFAULT_DB_ALIAS) -> None:
         self.alias = alias
         self._conn: Any = None
+        self._cancels: set[int] = set()
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
@@ -42,6 +44,7 @@ class Listener:
         conn = wrapper.get_new_connection(wrapper.get_connection_params())
         conn.autocommit = True
         conn.execute(f"LISTEN {CHANNEL}")
+        conn.execute(f"LISTEN {CANCEL_CHANNEL}")
         return conn
 
     def connected(self) -> bool:
@@ -83,11 +86,20 @@ class Listener:
             pgconn = self._conn.pgconn
             pgconn.consume_input()
             while (notice := pgconn.notifies()) is not None:
-                queues.add(notice.extra.decode())
+                if notice.relname.decode() == CANCEL_CHANNEL:
+                    with contextlib.suppress(ValueError):  # not ours: ignore
+                        self._cancels.add(int(notice.extra.decode()))
+                else:
+                    queues.add(notice.extra.decode())
         except Exception as exc:
             logger.warning("notify.connection_lost error=%s", exc)
             self._close_connection()
         return queues
+
+    def take_cancels(self) -> set[int]:
+        """Job ids whose cancel was notified since the last call (only the owner acts)."""
+        cancels, self._cancels = self._cancels, set()
+        return cancels
 
     def _close_connection(self) -> None:
         if self._conn is not None:

@@ -53,10 +53,10 @@ class ClaimLoop(GroupedCompletions):
                 self._db_errors = 0
                 for job in claimed:
                     self._dispatch(job)
-            if remaining == 0 and not self.in_flight:
+            if remaining == 0 and not self.running:
                 self._stop_reason = self._stop_reason or f"max_jobs={self.max_jobs} reached"
                 return
-            if burst and not claimed and not self.in_flight:
+            if burst and not claimed and not self.running:
                 self._stop_reason = self._stop_reason or "burst: nothing due"
                 return
             if claimed and len(claimed) == want and self.in_flight < self.concurrency:

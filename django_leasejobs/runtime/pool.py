@@ -16,12 +16,13 @@ from django.db import connections
 from ..protocol import Outcome
 from . import execution
 from .completions import GroupedCompletions
+from .watchdog import Watchdog
 from .worker_state import RECONNECT, Slot, headline
 
 logger = logging.getLogger("django_leasejobs")
 
 
-class PoolThreads(GroupedCompletions):
+class PoolThreads(GroupedCompletions, Watchdog):
     def _start_pool(self) -> None:
         for index in range(self.concurrency):
             thread = threading.Thread(
@@ -41,28 +42,49 @@ class PoolThreads(GroupedCompletions):
                 deferred = False
                 try:
                     deferred = self._work(slot)
-                except BaseException:  # a handler's KeyboardInterrupt must not kill the thread
+                except BaseException:  # nothing a handler raises may kill the thread
                     # Unreported, the job's lease expires and lease recovery retries it.
                     logger.exception("worker.thread_error id=%s job=%s", self.worker_id, slot.token)
                 finally:
-                    if not deferred:
-                        with self._in_flight_lock:
-                            self._in_flight.pop(slot.job.pk, None)
-                    self._wake.set()
+                    self._returned(slot, deferred)
         finally:
             connections.close_all()
 
+    def _returned(self, slot: Slot, deferred: bool) -> None:
+        """The thread is free: its slot leaves the in-flight set, unless a grouped completion
+        or the watchdog's unwritten end of the attempt still needs it."""
+        with slot.lock:
+            slot.returned = True
+            ended, written = slot.ended_at is not None, slot.end_written
+        with self._in_flight_lock:
+            if ended and written:
+                self._ended.pop(slot.token, None)
+            elif not ended and not deferred and self._in_flight.get(slot.job.pk) is slot:
+                del self._in_flight[slot.job.pk]
+        self._thread_returned(slot)
+        self._wake.set()
+
     def _work(self, slot: Slot) -> bool:
         """Run the handler and report it; True if its completion waits for the next flush."""
-        if slot.released:
+        if slot.released or slot.ended_at is not None:  # cancelled before it started
             return False
         began = time.monotonic()
-        result = execution.execute(slot.job, self.worker_id, slot.lease_lost)
+        result = execution.execute(
+            slot.job,
+            self.worker_id,
+            slot.lease_lost,
+            cancellation=slot.cancellation,
+            on_start=self._on_start(slot),
+        )
         slot.duration = time.monotonic() - began
         with self._gate, slot.lock:
             if slot.released:
                 return False
-            slot.reporting = True
+            if slot.ended_at is None:
+                slot.reporting = True
+        if slot.ended_at is not None:
+            execution.report(result)  # refused: the worker ended this attempt (logged there)
+            return False
         if self._groupable(result):
             with self._completions_lock:
                 self._completions.append(slot)

@@ -21,6 +21,7 @@ from .. import protocol
 from . import execution
 from .completions import GroupedCompletions
 from .wakeup import ListenerWakeup
+from .watchdog import Watchdog
 from .worker_state import headline
 
 logger = logging.getLogger("django_leasejobs")
@@ -29,7 +30,7 @@ FORCED_EXIT_CODE = 1
 """Exit status after a second signal: nothing released, leases left to expire."""
 
 
-class Shutdown(GroupedCompletions, ListenerWakeup):
+class Shutdown(GroupedCompletions, ListenerWakeup, Watchdog):
     def stop(self, reason: str = "stop requested") -> None:
         """Stop claiming; in-flight jobs get ``grace`` seconds, then the rest is released."""
         if not self._stopping.is_set():
@@ -84,7 +85,9 @@ class Shutdown(GroupedCompletions, ListenerWakeup):
         """Stop claiming, wait up to ``grace`` for in-flight jobs, release the rest, join."""
         self._stopping.set()
         deadline = (self._stop_at or time.monotonic()) + self.grace
-        while self.in_flight and time.monotonic() < deadline:
+        # Attempts the worker already ended (timeouts, cancels) are not waited for: their
+        # handlers may never return, and nothing of theirs will be written.
+        while self.running and time.monotonic() < deadline:
             self._wake.clear()
             try:
                 self._flush_completions()
@@ -94,6 +97,7 @@ class Shutdown(GroupedCompletions, ListenerWakeup):
                 time.sleep(min(self._backoff(), max(0.0, deadline - time.monotonic())))
             self._wake.wait(min(0.05, max(0.0, deadline - time.monotonic())))
         self._stop_listener()
+        self._stop_watchdog()
         self._release_left()
         self._abandon.set()
         self._heartbeat_stop.set()
@@ -110,7 +114,7 @@ class Shutdown(GroupedCompletions, ListenerWakeup):
             slots = list(self._in_flight.values())
         for slot in slots:
             with slot.lock:
-                if slot.reporting or slot.released:
+                if slot.reporting or slot.released or slot.ended_at is not None:
                     continue
                 slot.released = True
             slot.lease_lost.set()  # a cooperative handler stops; its result is never written

@@ -17,7 +17,12 @@ class Summary:
     dead: int = 0
     stale: int = 0
     released: int = 0
+    cancelled: int = 0
     claimed: int = 0
+    timed_out: int = 0
+    """Attempts this worker ended at their timeout (counted in retried, dead or cancelled)."""
+    stuck: int = 0
+    """Handlers still running one heartbeat after their attempt was ended (threads lost)."""
     seconds: float = 0.0
 
     def count(self, outcome: Outcome) -> None:
@@ -29,12 +34,16 @@ class Summary:
             self.dead += 1
         elif outcome is Outcome.RELEASED:
             self.released += 1
+        elif outcome is Outcome.CANCELLED:
+            self.cancelled += 1
         else:
             self.stale += 1
 
     @property
     def reported(self) -> int:
-        return self.succeeded + self.retried + self.dead + self.stale + self.released
+        return (
+            self.succeeded + self.retried + self.dead + self.stale + self.released + self.cancelled
+        )
 
     def as_table(self) -> str:
         rows = [
@@ -43,10 +52,13 @@ class Summary:
             ("dead", self.dead),
             ("stale", self.stale),
             ("released", self.released),
+            ("cancelled", self.cancelled),
             ("total", self.reported),
         ]
         lines = [f"{'outcome':<10} {'jobs':>8}"]
         lines += [f"{name:<10} {value:>8}" for name, value in rows]
         rate = self.reported / self.seconds if self.seconds > 0 else 0.0
+        if self.timed_out or self.stuck:
+            lines.append(f"timed out: {self.timed_out}, stuck threads: {self.stuck}")
         lines.append(f"worker {self.worker_id}: {self.seconds:.2f} s, {rate:.1f} jobs/s")
         return "\n".join(lines)

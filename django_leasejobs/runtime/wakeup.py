@@ -1,5 +1,8 @@
 """PostgreSQL's fast path: a thread LISTENs and ends the claim loop's idle wait on NOTIFY.
 
+It also hears cancel requests for running jobs and hands them to the watchdog at once; the
+heartbeat brings the same requests within one interval when a notification is lost.
+
 A notification only ends the wait early; polling every ``poll`` seconds stays the fallback, so a
 lost notification delays a job by one poll interval at most.
 """
@@ -37,6 +40,7 @@ class ListenerWakeup(WorkerState):
             queues = listener.wait(self.poll)
             if queues and (self.queues is None or not queues.isdisjoint(self.queues)):
                 self._wake.set()
+            self._request_cancel(listener.take_cancels())
 
     def _stop_listener(self) -> None:
         if self._listener is None:

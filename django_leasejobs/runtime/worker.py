@@ -10,6 +10,9 @@ token). Its own job is timing and threads, one module each:
   report the result; :mod:`.completions` groups plain successes into one statement.
 * :mod:`.heartbeat`, **one heartbeat thread**: extends all in-flight leases in one call and
   sets ``lease_lost`` on a job whose lease was lost; the worker never reports that attempt.
+* :mod:`.watchdog`, **one watchdog thread**: ends attempts past their timeout or cancelled by
+  an operator (``ctx.cancelled``, a fenced write), and counts handlers that will not return
+  as stuck (``max_stuck`` of them stop the worker).
 * :mod:`.wakeup`: on PostgreSQL, a NOTIFY ends the main thread's idle wait early.
 * :mod:`.shutdown`: stop, grace, release, and the signal handlers.
 
@@ -87,7 +90,8 @@ class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
 
     ``queues=None`` takes every queue. ``batch`` defaults to ``concurrency``; ``lease``,
     ``heartbeat`` and ``poll`` default to their ``LEASEJOBS_*`` settings. ``maintenance`` is a list
-    of callables the scheduler step runs (see :meth:`_run_scheduler`).
+    of callables the scheduler step runs (see :meth:`_run_scheduler`). ``max_stuck=N`` stops the
+    worker gracefully once N handlers are stuck (``stuck_limit_reached`` then says so).
     """
 
     def __init__(
@@ -104,6 +108,7 @@ class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
         scheduler: bool = True,
         grace: float = 30.0,
         maintenance: Sequence[Callable[[], object]] = (),
+        max_stuck: int | None = None,
     ) -> None:
         self.queues = _checked_queues(queues)
         _positive("concurrency", concurrency, integer=True)
@@ -112,6 +117,7 @@ class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
         _positive("heartbeat", heartbeat)
         _positive("poll", poll)
         _positive("max_jobs", max_jobs, integer=True)
+        _positive("max_stuck", max_stuck, integer=True)
         _check_grace(grace)
         self.concurrency = concurrency
         self.batch = batch or concurrency
@@ -124,6 +130,7 @@ class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
                 f"({self.lease:g} s), or leases expire between renewals."
             )
         self.max_jobs = max_jobs
+        self.max_stuck = max_stuck
         if worker_id is not None and (not worker_id.strip() or len(worker_id) > 200):
             raise ValueError("worker_id must be a non-empty string of at most 200 characters.")
         self.worker_id = worker_id or default_worker_id()
@@ -137,7 +144,7 @@ class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
         started = time.monotonic()
         logger.info(
             "worker.started id=%s queues=%s concurrency=%s batch=%s lease=%g heartbeat=%g "
-            "poll=%g burst=%s max_jobs=%s scheduler=%s grace=%g",
+            "poll=%g burst=%s max_jobs=%s scheduler=%s grace=%g max_stuck=%s",
             self.worker_id,
             ",".join(self.queues) if self.queues is not None else "*",
             self.concurrency,
@@ -149,11 +156,13 @@ class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
             self.max_jobs,
             self.scheduler,
             self.grace,
+            self.max_stuck,
         )
         if self.scheduler:
             self._sync_schedules()
         self._start_pool()
         self._start_heartbeat()
+        self._start_watchdog()
         if not burst:
             self._start_listener()
         try:
@@ -168,7 +177,7 @@ class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
         s = self.summary
         logger.info(
             "worker.stopped id=%s reason=%s claimed=%s succeeded=%s retried=%s dead=%s "
-            "stale=%s released=%s seconds=%.2f",
+            "stale=%s released=%s cancelled=%s timed_out=%s stuck=%s seconds=%.2f",
             self.worker_id,
             self._stop_reason or "done",
             s.claimed,
@@ -177,6 +186,9 @@ class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
             s.dead,
             s.stale,
             s.released,
+            s.cancelled,
+            s.timed_out,
+            s.stuck,
             s.seconds,
         )
 

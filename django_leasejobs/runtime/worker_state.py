@@ -12,11 +12,13 @@ import logging
 import queue as queue_module
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..backoff import Backoff
 from ..models import Job
 from ..protocol import Outcome
 from . import execution, listener
+from .context import Cancellation
 from .summary import Summary
 
 logger = logging.getLogger("django_leasejobs")
@@ -51,6 +53,24 @@ class Slot:
     written: the heartbeat stops renewing it and a shutdown no longer releases it."""
     released: bool = False
     """Set when shutdown handed the job back: the handler's result is then never reported."""
+    cancellation: Cancellation = field(default_factory=Cancellation)
+    """The handler's ``ctx.cancelled``: set when the worker ends the attempt under it."""
+    execution: Any = None
+    """The ``execution.Execution`` once the handler started (the watchdog's write needs it)."""
+    timeout: float | None = None
+    deadline: float | None = None
+    """``time.monotonic()`` at which the handler times out; None: no timeout, or not started."""
+    ended_at: float | None = None
+    """Set (under ``lock``) when the worker ended the attempt (timeout or cancel) while the
+    handler still ran: its token is spent, it is no longer renewed or released, and its
+    thread still counts against ``concurrency`` until the handler returns."""
+    end_reason: str = ""
+    end_written: bool = False
+    """The end of the attempt is in the database (a write that failed is tried again)."""
+    returned: bool = False
+    """The handler returned (its pool thread is free); set under ``lock``."""
+    stuck: bool = False
+    """The handler still ran one heartbeat interval after its attempt was ended."""
 
     @property
     def token(self) -> tuple[int, int]:
@@ -70,12 +90,17 @@ class WorkerState:
     worker_id: str
     scheduler: bool
     grace: float
+    max_stuck: int | None
 
     def _init_state(self) -> None:
         """Create the shared state; ``Worker.__init__`` calls it once the options are set."""
         self.summary = Summary(self.worker_id)
         self._summary_lock = threading.Lock()
         self._in_flight: dict[int, Slot] = {}
+        self._ended: dict[tuple[int, int], Slot] = {}
+        """Slots whose attempt the worker ended under a handler still running (timeout,
+        cancel), by token: the job may already run again here under a newer attempt. Under
+        ``_in_flight_lock``, like ``_in_flight``."""
         self._in_flight_lock = threading.Lock()
         self._gate = threading.Lock()
         """Held by the heartbeat around its snapshot and statement, and briefly by a pool thread
@@ -100,10 +125,34 @@ class WorkerState:
         self._db_errors = 0
         self._next_maintenance = 0.0
         self._signals = 0
+        self._watch_wake = threading.Event()
+        """Wakes the watchdog at once: a handler with a timeout started, a cancel arrived."""
+        self._watch_stop = threading.Event()
+        self._watchdog_thread: threading.Thread | None = None
+        self._cancel_requests: set[int] = set()
+        """Job ids an operator asked to cancel (heartbeat, NOTIFY); the watchdog acts on them."""
+        self._cancel_lock = threading.Lock()
+        self._stuck: set[int] = set()
+        """Job ids whose handler is stuck now (the thread still runs); under _summary_lock."""
+        self.stuck_limit_reached = False
+        """``max_stuck`` stuck threads were reached and the worker stopped for it."""
 
     @property
     def in_flight(self) -> int:
+        """Slots holding a pool thread, stuck ones included: the capacity they take is real."""
+        return len(self._in_flight) + len(self._ended)
+
+    @property
+    def running(self) -> int:
+        """In-flight attempts the worker still has to report (not ended under their handler)."""
         return len(self._in_flight)
+
+    def _request_cancel(self, job_ids: set[int]) -> None:
+        """Hand cancel requests to the watchdog (from the heartbeat or the LISTEN thread)."""
+        if job_ids:
+            with self._cancel_lock:
+                self._cancel_requests |= job_ids
+            self._watch_wake.set()
 
     def _count(self, slot: Slot, outcome: Outcome) -> None:
         """Count an outcome in the summary and log its one line, with what an operator needs."""

@@ -21,6 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .. import protocol, validation
 from ..backoff import Backoff
+from ..conf import settings
 from ..errors import JobValidationError, TaskRefusedError
 from ..models import Job
 from ..runtime import inprocess
@@ -89,6 +90,7 @@ class LeaseTask(_framework.Task):  # type: ignore[name-defined]
     max_attempts: int | None = None
     backoff: Backoff | None = None
     dedupe_key: str | None = None
+    timeout: float | None = None
 
     def using(
         self,
@@ -100,8 +102,9 @@ class LeaseTask(_framework.Task):  # type: ignore[name-defined]
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
         dedupe_key: str | None = None,
+        timeout: float | None = None,
     ) -> LeaseTask:
-        """Django's ``using()``, plus ``max_attempts``, ``backoff`` and ``dedupe_key``."""
+        """Django's ``using()``, plus ``max_attempts``, ``backoff``, ``dedupe_key``, ``timeout``."""
         # Called through the class: zero-argument super() does not work in a slots dataclass.
         task = _framework.Task.using(
             self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
@@ -113,15 +116,18 @@ class LeaseTask(_framework.Task):  # type: ignore[name-defined]
             changes["backoff"] = backoff
         if dedupe_key is not None:
             changes["dedupe_key"] = dedupe_key
+        if timeout is not None:
+            changes["timeout"] = timeout
         return dataclasses.replace(task, **changes) if changes else task
 
 
 class LeaseJobsBackend(_framework.BaseTaskBackend):  # type: ignore[name-defined]
     """Runs ``django.tasks`` tasks as jobs: leases, retries with backoff, dead letters, replay.
 
-    ``OPTIONS``: ``max_attempts`` (default ``LEASEJOBS_MAX_ATTEMPTS``) and ``backoff`` (a
+    ``OPTIONS``: ``max_attempts`` (default ``LEASEJOBS_MAX_ATTEMPTS``), ``backoff`` (a
     ``Backoff`` or a dict of ``base``, ``cap``, ``jitter``; default the ``LEASEJOBS_BACKOFF_*``
-    settings). ``QUEUES`` lists the queue names tasks may use, as for any Django backend.
+    settings) and ``timeout`` (seconds a task may run; default ``LEASEJOBS_TIMEOUT_SECONDS``).
+    ``QUEUES`` lists the queue names tasks may use, as for any Django backend.
     """
 
     task_class = LeaseTask
@@ -133,11 +139,11 @@ class LeaseJobsBackend(_framework.BaseTaskBackend):  # type: ignore[name-defined
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
         options = dict(self.options)
-        unknown = set(options) - {"max_attempts", "backoff"}
+        unknown = set(options) - {"max_attempts", "backoff", "timeout"}
         if unknown:
             raise ImproperlyConfigured(
                 f"TASKS[{alias!r}]['OPTIONS'] has unknown keys {sorted(unknown)}; "
-                "this backend takes max_attempts and backoff."
+                "this backend takes max_attempts, backoff and timeout."
             )
         try:
             self.default_max_attempts = (
@@ -147,6 +153,9 @@ class LeaseJobsBackend(_framework.BaseTaskBackend):  # type: ignore[name-defined
             )
             self.default_backoff = _backoff(
                 options.get("backoff"), f"TASKS[{alias!r}]['OPTIONS']['backoff']"
+            )
+            self.default_timeout = validation.check_timeout(
+                options.get("timeout"), "OPTIONS['timeout']"
             )
         except ValueError as exc:
             raise ImproperlyConfigured(f"TASKS[{alias!r}]: {exc}") from None
@@ -176,6 +185,7 @@ class LeaseJobsBackend(_framework.BaseTaskBackend):  # type: ignore[name-defined
                 validation.check_max_attempts(task.max_attempts)
             _backoff(getattr(task, "backoff", None), "backoff")
             validation.check_dedupe_key(getattr(task, "dedupe_key", None))
+            validation.check_timeout(getattr(task, "timeout", None))
         except ValueError as exc:
             raise InvalidTask(str(exc)) from None
 
@@ -226,6 +236,16 @@ class LeaseJobsBackend(_framework.BaseTaskBackend):  # type: ignore[name-defined
                 f"No task result {result_id!r} on the {self.alias!r} tasks backend."
             )
         return job
+
+    def task_timeout(self, task: Any) -> float | None:
+        """Seconds ``task`` may run: its own, else ``OPTIONS``, else the setting (None: no
+        limit). Read when the task starts, so changed options apply to rows already queued."""
+        own = getattr(task, "timeout", None)
+        if own is not None:
+            return float(own)
+        if self.default_timeout is not None:
+            return self.default_timeout
+        return settings.TIMEOUT_SECONDS
 
     def task_backoff(self, task: Any) -> Backoff | None:
         """The retry policy of ``task``: its own, else the backend's ``OPTIONS``."""

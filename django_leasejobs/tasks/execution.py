@@ -9,9 +9,11 @@ Django's meaning: ``task_started`` on every attempt, ``task_finished`` once, whe
 from __future__ import annotations
 
 import logging
+import threading
 from typing import TYPE_CHECKING, Any
 
 from ..backoff import Backoff
+from ..conf import settings
 from ..errors import PermanentError, TaskRefusedError
 from ..models import Job
 from ..protocol import MAX_ERROR_CHARS, Failure, Outcome
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
     from ..runtime.execution import Execution
 
 logger = logging.getLogger("django_leasejobs")
+
+_MAIN = threading.main_thread()
 
 
 def _send(signal: Any, sender: Any, task_result: Any) -> None:
@@ -79,12 +83,13 @@ def execute(execution: Execution) -> None:
         if task.takes_context:
             # Django's TaskContext.attempt is len(worker_ids): our attempt, the fencing token.
             args.insert(0, framework.TaskContext(task_result=running))
+        execution.start(timeout(task))
         value = task.call(*args, **job.kwargs)  # async functions run through async_to_sync
         returned = True
         execution.result = _normalized(framework, value)
-    except KeyboardInterrupt:
-        raise  # as Django's backends do: someone is stopping this process
     except BaseException as exc:  # SystemExit too, as on Django's backends
+        if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is _MAIN:
+            raise  # as Django's backends do: someone is stopping this process
         permanent = isinstance(exc, PermanentError)
         execution.failure = _failure(exc, kind="permanent error" if permanent else "error")
         # A value that is not JSON would be returned again: no retry, as for a native job.
@@ -92,6 +97,12 @@ def execute(execution: Execution) -> None:
         execution.exception = exc
         return
     execution.ok = True
+
+
+def timeout(task: Any) -> float | None:
+    """Seconds the task may run: its own, else its backend's ``OPTIONS``, else the setting."""
+    policy = getattr(task.get_backend(), "task_timeout", None)
+    return policy(task) if policy else settings.TIMEOUT_SECONDS
 
 
 def backoff(execution: Execution) -> Backoff | None:
@@ -103,8 +114,12 @@ def backoff(execution: Execution) -> Backoff | None:
 
 
 def finished(execution: Execution, outcome: Outcome) -> None:
-    """Send ``task_finished`` when the job reached a final state (succeeded or dead)."""
-    if execution.task is None or outcome not in (Outcome.SUCCEEDED, Outcome.DEAD):
+    """Send ``task_finished`` when the job reached a final state (succeeded, dead, cancelled)."""
+    if execution.task is None or outcome not in (
+        Outcome.SUCCEEDED,
+        Outcome.DEAD,
+        Outcome.CANCELLED,
+    ):
         return
     job = Job.objects.filter(pk=execution.job.pk).first()
     if job is None:

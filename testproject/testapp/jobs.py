@@ -127,7 +127,8 @@ def exits() -> None:
 
 @job
 def interrupts() -> None:
-    """Raises KeyboardInterrupt, which execution lets through (as Django's backends do)."""
+    """Raises KeyboardInterrupt: let through in the main thread (as Django's backends do), an
+    ordinary failure in a worker's pool thread."""
     raise KeyboardInterrupt("handler interrupted")
 
 
@@ -147,3 +148,39 @@ def wait_until_final(job_ids: list[int], timeout: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"jobs {job_ids} did not finish within {timeout} s")
         time.sleep(0.02)
+
+
+NO_WAIT = Backoff(base=0, cap=0, jitter="none")
+
+
+@job(takes_context=True, timeout=0.5, max_attempts=2, backoff=NO_WAIT)
+def times_out(ctx: JobContext, seconds: float = 30.0, label: str = "") -> str:
+    """On its first attempt ignores ``ctx.cancelled`` and sleeps past its timeout (a stuck
+    handler), then records its run and returns; later attempts return at once."""
+    if ctx.attempt == 1:
+        time.sleep(seconds)
+    Hit.objects.create(job_id=ctx.job_id, attempt=ctx.attempt, label=label or "ran")
+    return f"attempt {ctx.attempt}"
+
+
+@job(takes_context=True, timeout=0.3, max_attempts=1)
+def stops_at_timeout(ctx: JobContext) -> None:
+    """Watches ``ctx.cancelled``, as a long loop should, and records why it stopped."""
+    ctx.wait_cancelled(30)
+    Hit.objects.create(job_id=ctx.job_id, attempt=ctx.attempt, label=f"{ctx.cancel_reason}")
+
+
+@job(takes_context=True)
+def until_cancelled(ctx: JobContext, seconds: float = 30.0) -> str:
+    """Runs until cancelled (or ``seconds``), checking the flag, and records why it stopped."""
+    ctx.wait_cancelled(seconds)
+    Hit.objects.create(job_id=ctx.job_id, attempt=ctx.attempt, label=f"{ctx.cancel_reason}")
+    return "finished"
+
+
+@job(takes_context=True)
+def ignores_cancel(ctx: JobContext, seconds: float = 1.0) -> str:
+    """Sleeps ``seconds`` whatever happens, then records its run and returns."""
+    time.sleep(seconds)
+    Hit.objects.create(job_id=ctx.job_id, attempt=ctx.attempt, label=f"{ctx.cancel_reason}")
+    return "finished"

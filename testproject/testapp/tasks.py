@@ -74,6 +74,13 @@ def sleep(context: Any, seconds: float, label: str = "") -> None:
     Hit.objects.create(job_id=int(context.task_result.id), attempt=context.attempt, label=label)
 
 
+@task(takes_context=True, timeout=0.3, max_attempts=1)
+def sleeps_past_timeout(context: Any, seconds: float = 0.8) -> None:
+    """Sleeps past its own timeout, ignoring it, then records its run."""
+    time.sleep(seconds)
+    Hit.objects.create(job_id=int(context.task_result.id), attempt=context.attempt, label="late")
+
+
 def plain_function() -> None:
     """Not a task: a row naming it must never call it."""
     Hit.objects.create(label="plain function ran")

@@ -232,18 +232,22 @@ class TestDatabaseErrors:
 
 
 class TestThreads:
-    def test_a_handler_raising_keyboard_interrupt_does_not_kill_the_thread(self, caplog) -> None:
-        # sys.exit() in a handler now fails its attempt (test_tasks_contract); KeyboardInterrupt
-        # is the one exception execution lets through, so the thread's own guard is still needed.
-        bad = jobs.interrupts.enqueue()
+    @pytest.mark.parametrize("job_function", [jobs.interrupts, jobs.exits])
+    def test_a_handler_raising_interrupt_or_exit_fails_its_attempt_and_keeps_the_thread(
+        self, job_function, caplog
+    ) -> None:
+        """In a pool thread a KeyboardInterrupt can only be the handler's own ``raise``: it
+        fails the attempt like SystemExit, and the single thread goes on to the next job."""
+        bad = job_function.enqueue(max_attempts=1)
         good = jobs.noop.enqueue_many([((), {})] * 3)
         worker = Worker(concurrency=1, **FAST)
         with caplog.at_level(logging.ERROR, logger="django_leasejobs"):
             summary = worker.run(burst=True)
-        assert summary.succeeded == 3  # the single thread went on to the other jobs
-        assert "worker.thread_error" in caplog.text
-        # Never reported: the job waits for its lease to expire, then recovery retries it.
-        assert fields(bad.pk, "status", "attempt") == {"status": Status.RUNNING, "attempt": 1}
+        assert (summary.succeeded, summary.dead) == (3, 1)
+        assert "worker.thread_error" not in caplog.text
+        row = fields(bad.pk, "status", "last_error")
+        assert row["status"] == Status.DEAD
+        assert row["last_error"].split(":")[0] in ("KeyboardInterrupt", "SystemExit")
         check_invariants([j.pk for j in good])
 
 
@@ -259,6 +263,9 @@ class TestOptions:
             ({"lease": 10, "heartbeat": 20}, "must be shorter than the lease"),
             ({"poll": -1}, "poll must be a positive number"),
             ({"max_jobs": 0}, "max_jobs must be a positive integer"),
+            ({"max_stuck": 0}, "max_stuck must be a positive integer"),
+            ({"max_stuck": 1.5}, "max_stuck must be a positive integer"),
+            ({"max_stuck": True}, "max_stuck must be a positive integer"),
             ({"grace": -1}, "grace must be a number of seconds >= 0"),
             ({"queues": []}, "queues must be a non-empty list"),
             ({"queues": ["a", ""]}, "queues must be a non-empty list"),

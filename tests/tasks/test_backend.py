@@ -23,8 +23,10 @@ from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome
 from django_leasejobs.runtime import execution
+from django_leasejobs.runtime.worker import Worker
 
 from ..conftest import shifted
+from ..invariants import wait_for
 
 try:
     from django.tasks import TaskResultStatus, default_task_backend, task_backends
@@ -92,6 +94,9 @@ class TestBackend:
             ({"backoff": "fast"}, "backoff"),
             ({"backoff": {"base": 1, "speed": 2}}, "unknown keys"),
             ({"retries": 3}, "unknown keys"),
+            ({"timeout": 0}, r"OPTIONS\['timeout'\] must be None or a positive number"),
+            ({"timeout": "30"}, "timeout"),
+            ({"timeout": math.inf}, "timeout"),
         ],
     )
     def test_bad_options_are_refused_with_a_clear_error(self, options, message) -> None:
@@ -199,6 +204,8 @@ class TestEnqueue:
             ({"max_attempts": 0}, "max_attempts"),
             ({"dedupe_key": "x" * 201}, "dedupe_key"),
             ({"backoff": "soon"}, "backoff"),
+            ({"timeout": -1}, "timeout must be None or a positive number"),
+            ({"timeout": math.nan}, "timeout"),
         ],
     )
     def test_bad_leasejobs_options_are_refused(self, options, message) -> None:
@@ -219,6 +226,29 @@ class TestEnqueue:
         assert Job.objects.get(pk=int(result.id)).max_attempts == 2
         result = tasks.flaky.enqueue()  # the task's own max_attempts wins
         assert Job.objects.get(pk=int(result.id)).max_attempts == 5
+
+
+class TestTimeouts:
+    def test_the_tasks_own_then_the_options_then_the_setting(self, settings) -> None:
+        backend = default_task_backend
+        assert backend.task_timeout(tasks.add) is None
+        settings.LEASEJOBS_TIMEOUT_SECONDS = 60
+        assert backend.task_timeout(tasks.add) == 60.0
+        assert backend.task_timeout(tasks.add.using(timeout=5)) == 5.0
+        options = LeaseJobsBackend("default", {"BACKEND": BACKEND, "OPTIONS": {"timeout": 7}})
+        assert options.task_timeout(tasks.add) == 7.0
+        assert options.task_timeout(tasks.sleeps_past_timeout) == 0.3
+
+    @pytest.mark.django_db(transaction=True)  # the worker's threads use their own connections
+    def test_a_task_past_its_timeout_fails_as_timeout_on_the_worker(self) -> None:
+        result = tasks.sleeps_past_timeout.enqueue()
+        summary = Worker(concurrency=1, lease=5, heartbeat=0.1, poll=0.05).run(burst=True)
+        assert (summary.dead, summary.timed_out) == (1, 1)
+        job = Job.objects.get(pk=int(result.id))
+        assert [e["kind"] for e in job.errors] == ["timeout"]
+        result.refresh()
+        assert result.status == TaskResultStatus.FAILED
+        wait_for(lambda: Hit.objects.filter(label="late").exists(), what="the handler")
 
 
 class TestResults:

@@ -16,6 +16,10 @@ from django_leasejobs.runtime.worker import Worker, parse_queues
 
 DEFAULT_METRICS_ADDR = "0.0.0.0"
 
+STUCK_EXIT_CODE = 3
+"""Exit status after ``--max-stuck`` stopped the worker: restart it (1 is a forced exit, 2 a
+usage error)."""
+
 
 class Command(BaseCommand):
     help = (
@@ -72,6 +76,14 @@ class Command(BaseCommand):
             "released (30).",
         )
         parser.add_argument(
+            "--max-stuck",
+            type=int,
+            default=None,
+            help="Stop gracefully, with exit status 3, once this many handlers are stuck (still "
+            "running one heartbeat after their timeout or cancel), so a supervisor restarts "
+            "the process (default: never).",
+        )
+        parser.add_argument(
             "--metrics-port",
             type=int,
             default=None,
@@ -109,6 +121,7 @@ class Command(BaseCommand):
                 worker_id=options["worker_id"],
                 scheduler=options["scheduler"],
                 grace=options["grace"],
+                max_stuck=options["max_stuck"],
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
@@ -121,8 +134,14 @@ class Command(BaseCommand):
                 summary = worker.run(burst=options["burst"])
             except ScheduleError as exc:
                 raise CommandError(f"LEASEJOBS_SCHEDULES: {exc}") from exc
-        if options["burst"] or options["verbosity"] > 1:
+        if options["burst"] or options["verbosity"] > 1 or worker.stuck_limit_reached:
             self.stdout.write(summary.as_table())
+        if worker.stuck_limit_reached:
+            raise CommandError(
+                f"{summary.stuck} handler(s) stuck (--max-stuck {options['max_stuck']}): "
+                "stopped so that a fresh process takes over.",
+                returncode=STUCK_EXIT_CODE,
+            )
 
 
 def _metrics_options(port: int | None, addr: str | None) -> tuple[int | None, str]:

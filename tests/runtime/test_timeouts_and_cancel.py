@@ -1,0 +1,186 @@
+"""Timeouts and cancelling a running job, in-process: the watchdog, ``ctx.cancelled``, stuck
+handlers and ``max_stuck``, against the real database.
+
+A handler that ignores the flag keeps its thread; the tests wait for it to return (it records
+a ``Hit``) so no thread outlives its test.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+from testapp import jobs
+from testapp.models import Hit
+
+from django_leasejobs import job, protocol
+from django_leasejobs.errors import JobValidationError
+from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs.runtime.worker import Worker
+from django_leasejobs.runtime.worker_state import Slot
+
+from ..conftest import fields
+from ..invariants import wait_for
+from .test_worker import FAST, Background
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def hits(job: Job) -> list[tuple[int, str]]:
+    return list(
+        Hit.objects.filter(job_id=job.pk).order_by("attempt").values_list("attempt", "label")
+    )
+
+
+def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [record.getMessage() for record in caplog.records]
+
+
+class TestTimeout:
+    def test_a_handler_that_watches_the_flag_stops_and_the_attempt_fails_as_timeout(
+        self,
+    ) -> None:
+        job = jobs.stops_at_timeout.enqueue()
+        summary = Worker(concurrency=1, **FAST).run(burst=True)
+        assert (summary.dead, summary.timed_out, summary.stuck, summary.stale) == (1, 1, 0, 0)
+        row = fields(job.pk, "status", "errors", "last_error")
+        assert row["status"] == Status.DEAD  # max_attempts=1
+        assert [e["kind"] for e in row["errors"]] == ["timeout"]
+        assert "longer than its timeout of 0.3 s" in row["last_error"]
+        assert DeadLetter.objects.get(job_id=job.pk).reason == "attempts exhausted"
+        assert hits(job) == [(1, "timeout")]  # ctx.cancel_reason, seen by the handler
+
+    def test_a_handler_that_ignores_it_is_stuck_its_result_refused_and_the_retry_runs(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        job = jobs.times_out.enqueue(seconds=1.5)
+        with (
+            caplog.at_level(logging.INFO, logger="django_leasejobs"),
+            Background(Worker(concurrency=2, **FAST)) as background,
+        ):
+            wait_for(lambda: len(hits(job)) == 2, what="the stuck handler to return")
+            wait_for(lambda: any("attempt ended: timeout" in m for m in messages(caplog)))
+        summary = background.summary
+        assert summary is not None
+        assert (summary.retried, summary.succeeded, summary.timed_out, summary.stuck) == (
+            1,
+            1,
+            1,
+            1,
+        )
+        row = fields(job.pk, "status", "attempt", "result", "errors")
+        assert (row["status"], row["attempt"], row["result"]) == (
+            Status.SUCCEEDED,
+            2,
+            "attempt 2",  # the first attempt's later "attempt 1" never overwrote it
+        )
+        assert [e["kind"] for e in row["errors"]] == ["timeout"]
+        assert sorted(hits(job)) == [(1, "ran"), (2, "ran")]
+        log = messages(caplog)
+        assert any(m.startswith("worker.stuck ") and f"job={job.pk}" in m for m in log)
+        assert any(m.startswith("worker.unstuck ") and f"job={job.pk}" in m for m in log)
+
+    def test_a_stuck_thread_holds_its_slot_until_its_handler_returns(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        job = jobs.times_out.enqueue(seconds=1.0)
+        with caplog.at_level(logging.INFO, logger="django_leasejobs"):
+            with Background(Worker(concurrency=1, **FAST)):
+                wait_for(lambda: fields(job.pk, "status")["status"] == Status.SUCCEEDED)
+            wait_for(lambda: len(hits(job)) == 2)
+        log = messages(caplog)
+        unstuck = next(i for i, m in enumerate(log) if m.startswith("worker.unstuck "))
+        second_claim = next(
+            i
+            for i, m in enumerate(log)
+            if m.startswith(f"job.running id={job.pk} ") and "attempt=2" in m
+        )
+        assert unstuck < second_claim, "the only thread was stuck: nothing could be claimed"
+
+    def test_max_stuck_stops_the_worker_by_itself(self, caplog: pytest.LogCaptureFixture) -> None:
+        job = jobs.times_out.enqueue(seconds=1.0)
+        worker = Worker(concurrency=2, max_stuck=1, **FAST)
+        with caplog.at_level(logging.INFO, logger="django_leasejobs"):
+            summary = worker.run()  # not burst: only max_stuck ends it
+        wait_for(lambda: len(hits(job)) >= 1, what="the stuck handler to return")
+        assert worker.stuck_limit_reached
+        assert summary.stuck == 1
+        assert any("reason=max_stuck=1 reached" in m for m in messages(caplog))
+        assert fields(job.pk, "status")["status"] in (Status.FAILED, Status.SUCCEEDED)
+
+    def test_the_setting_gives_jobs_without_their_own_timeout_one(self, settings) -> None:
+        settings.LEASEJOBS_TIMEOUT_SECONDS = 0.2
+        job = jobs.until_cancelled.enqueue(seconds=30, max_attempts=1)
+        summary = Worker(concurrency=1, **FAST).run(burst=True)
+        assert (summary.dead, summary.timed_out) == (1, 1)
+        assert hits(job) == [(1, "timeout")]
+
+    def test_no_timeout_by_default(self) -> None:
+        job = jobs.until_cancelled.enqueue(seconds=0.4)
+        summary = Worker(concurrency=1, **FAST).run(burst=True)
+        assert (summary.succeeded, summary.timed_out) == (1, 0)
+        assert hits(job) == [(1, "None")]
+
+
+class TestCancelRunning:
+    def test_a_cooperative_handler_is_cancelled_while_it_runs(self) -> None:
+        job = jobs.until_cancelled.enqueue(seconds=30)
+        with Background(Worker(concurrency=1, **FAST)) as background:
+            wait_for(lambda: fields(job.pk, "status")["status"] == Status.RUNNING)
+            assert protocol.request_cancel(job.pk) is protocol.Cancel.REQUESTED
+            wait_for(lambda: hits(job) == [(1, "cancelled")], what="the handler to see it")
+        assert background.summary is not None
+        assert (background.summary.cancelled, background.summary.stale) == (1, 0)
+        row = fields(job.pk, "status", "result", "lease_owner", "finished_at")
+        assert (row["status"], row["result"], row["lease_owner"]) == (Status.CANCELLED, None, "")
+        assert row["finished_at"] is not None
+
+    def test_a_handler_that_ignores_it_is_cancelled_under_it_and_its_result_refused(
+        self,
+    ) -> None:
+        job = jobs.ignores_cancel.enqueue(seconds=1.5)
+        with Background(Worker(concurrency=1, **FAST)):
+            wait_for(lambda: fields(job.pk, "status")["status"] == Status.RUNNING)
+            protocol.cancel(job.pk)
+            wait_for(lambda: fields(job.pk, "status")["status"] == Status.CANCELLED)
+            assert hits(job) == []  # ended while the handler still slept
+            wait_for(lambda: hits(job) == [(1, "cancelled")], what="the handler to return")
+        assert fields(job.pk, "status", "result") == {"status": Status.CANCELLED, "result": None}
+
+    def test_a_job_cancelled_before_its_thread_took_it_never_runs(self) -> None:
+        """A claimed job waiting for a pool thread (a prefetch) is ended without running."""
+        job = jobs.until_cancelled.enqueue(seconds=30)
+        worker = Worker(concurrency=1, **FAST)
+        (claimed,) = protocol.claim(worker.worker_id, batch=1)
+        slot = Slot(claimed)
+        worker._in_flight[claimed.pk] = slot
+        protocol.request_cancel(job.pk)
+        worker._request_cancel(protocol.renew(worker.worker_id, [slot.token]).cancel_requested)
+        worker._watch_once()
+        assert fields(job.pk, "status")["status"] == Status.CANCELLED
+        assert slot.cancellation.reason == "cancelled"
+        assert worker._work(slot) is False
+        assert hits(job) == []
+        assert (worker.summary.cancelled, worker.in_flight) == (1, 1)
+        worker._returned(slot, deferred=False)
+        assert worker.in_flight == 0
+
+
+class TestTimeoutOption:
+    @pytest.mark.parametrize("value", [0, -1, math.inf, math.nan, "5", True])
+    def test_bad_timeouts_are_refused_at_decoration(self, value: object) -> None:
+        with pytest.raises(JobValidationError, match="timeout must be None or a positive number"):
+
+            @job(name="tests.bad_timeout", timeout=value)  # type: ignore[call-overload]
+            def bad() -> None:
+                pass
+
+    def test_a_good_timeout_is_kept_in_seconds(self) -> None:
+        @job(name="tests.good_timeout", timeout=2)
+        def good() -> None:
+            pass
+
+        assert good.timeout == 2.0
+        assert good.get_timeout() == 2.0
+        assert jobs.noop.get_timeout() is None
