@@ -31,7 +31,7 @@ class JobAction:
         label: str,
         permission: str,
         states: tuple[str, ...],
-        call: Callable[[int], bool],
+        call: Callable[[int], bool | str],
         done: str,
         shown_for: tuple[str, ...] | None = None,
     ) -> None:
@@ -40,15 +40,35 @@ class JobAction:
         self.shown_for = shown_for or states
         """States in which the detail page shows the button (a subset of ``states``)."""
 
+    def apply(self, job_id: int) -> str | None:
+        """Call it: what was done, as a message ("Cancelled", "Cancel requested"), or None when
+        the job's state refused it."""
+        result = self.call(job_id)
+        if isinstance(result, str):
+            return result
+        return self.done if result else None
+
     def refusal(self, job: Job) -> str:
         allowed = " or ".join(self.states)
         return f"Job #{job.pk} is {job.status}: only {allowed} jobs can be {self.done.lower()}."
 
 
+CANCEL_REQUESTED = "Cancel requested"
+
+
+def cancel(job_id: int) -> bool | str:
+    """A waiting job is cancelled; a running one's worker is asked to end it (it may still
+    complete first: the attempt's own token decides)."""
+    outcome = protocol.request_cancel(job_id)
+    if outcome is protocol.Cancel.REQUESTED:
+        return CANCEL_REQUESTED
+    return outcome is protocol.Cancel.CANCELLED
+
+
 JOB_ACTIONS = {
     action.slug: action
     for action in (
-        JobAction("cancel", "Cancel", "cancel", tuple(CLAIMABLE), protocol.cancel, "Cancelled"),
+        JobAction("cancel", "Cancel", "cancel", (*CLAIMABLE, Status.RUNNING), cancel, "Cancelled"),
         JobAction(
             "run-now",
             "Run now",
@@ -71,7 +91,7 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
     list_display = (
         "id",
         "name",
-        "status",
+        "status_marked",
         "queue",
         "priority",
         "run_at_marked",
@@ -94,6 +114,7 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
                     "id",
                     "name",
                     "status",
+                    "cancel_request",
                     "queue",
                     "priority",
                     "run_at_marked",
@@ -129,6 +150,26 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
         return super().get_queryset(request).annotate(db_now=DbNow())
 
     # ------------------------------------------------------------------ columns
+
+    @admin.display(description="status", ordering="status")
+    def status_marked(self, job: Job) -> SafeString | str:
+        """The status, and for a running job an operator asked to cancel, that it was asked."""
+        if job.status == Status.RUNNING and job.cancel_requested_at is not None:
+            return format_html(
+                '{} <span class="leasejobs-cancel-requested" title="its worker will end it">'
+                "(cancel requested)</span>",
+                job.get_status_display(),
+            )
+        return job.get_status_display()
+
+    @admin.display(description="cancel request")
+    def cancel_request(self, job: Job) -> str:
+        if job.cancel_requested_at is None:
+            return "\u2014"
+        when = job.cancel_requested_at.strftime("%Y-%m-%d %H:%M:%S %Z")
+        if job.status == Status.RUNNING:
+            return f"cancel requested at {when}; its worker will end the attempt"
+        return f"cancel requested at {when}"
 
     @admin.display(description="run at", ordering="run_at")
     def run_at_marked(self, job: Job) -> SafeString | str:
@@ -182,22 +223,27 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
 
     def _bulk(self, request: HttpRequest, queryset: QuerySet[Job], slug: str) -> None:
         action = JOB_ACTIONS[slug]
-        changed, refused = [], []
+        changed: dict[str, list[int]] = {}
+        refused = []
         for job in queryset.order_by("pk"):
-            if action.call(job.pk):
-                self.log_change(request, job, action.done)
-                changed.append(job.pk)
+            done = action.apply(job.pk)
+            if done is not None:
+                self.log_change(request, job, done)
+                changed.setdefault(done, []).append(job.pk)
             else:
                 refused.append(job)
-        if changed:
-            self.message_user(request, f"{action.done}: {len(changed)} job(s).")
+        for done, ids in changed.items():
+            self.message_user(request, f"{done}: {len(ids)} job(s).")
         for job in refused[:20]:
             job.refresh_from_db(fields=["status"])
             self.refused(request, action.refusal(job))
         if len(refused) > 20:
             self.refused(request, f"... and {len(refused) - 20} more refused.")
 
-    @admin.action(description="Cancel selected jobs (pending or failed)", permissions=["cancel"])
+    @admin.action(
+        description="Cancel selected jobs (pending or failed; running: ask their worker)",
+        permissions=["cancel"],
+    )
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         self._bulk(request, queryset, "cancel")
 
@@ -241,8 +287,9 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
         job = get_object_or_404(Job, pk=object_id) if object_id.isdigit() else None
         if job is None:
             return HttpResponse("Not a job id.", status=404)
-        if action.call(job.pk):
-            self.done(request, job, f"Job #{job.pk}: {action.done.lower()}.")
+        done = action.apply(job.pk)
+        if done is not None:
+            self.done(request, job, f"Job #{job.pk}: {done.lower()}.")
         else:
             job.refresh_from_db(fields=["status"])
             self.refused(request, action.refusal(job))

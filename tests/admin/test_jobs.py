@@ -6,7 +6,9 @@ import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from testapp import jobs
 
+from django_leasejobs import protocol
 from django_leasejobs.models import Job, Status
+from django_leasejobs.protocol import Outcome
 
 from .conftest import SCRIPT, claim, url
 
@@ -144,7 +146,10 @@ class TestDetail:
         assert 'id="leasejobs-run-now"' not in page
         running = claim(jobs.noop.enqueue())
         page = admin_client.get(url("job_change", running.pk)).content.decode()
-        assert 'class="leasejobs-action"' not in page
+        assert 'id="leasejobs-cancel"' in page  # asks its worker to cancel it
+        assert 'id="leasejobs-run-now"' not in page
+        assert 'id="leasejobs-retry"' not in page
+        assert "cancel requested" not in page
 
 
 class TestButtons:
@@ -154,6 +159,23 @@ class TestButtons:
         assert response.status_code == 302
         assert status(job) == Status.CANCELLED
         assert logged(job, f"Job #{job.pk}: cancelled.")
+
+    def test_cancel_a_running_job_asks_its_worker_and_the_pages_say_so(self, operator) -> None:
+        job = claim(jobs.noop.enqueue())
+        response = operator.post(url("job_cancel", job.pk), follow=True)
+        texts = [str(m) for m in response.context["messages"]]
+        assert f"Job #{job.pk}: cancel requested." in texts
+        row = Job.objects.get(pk=job.pk)
+        assert (row.status, row.cancel_requested_at is not None) == (Status.RUNNING, True)
+        assert logged(job, f"Job #{job.pk}: cancel requested.")
+        assert "(cancel requested)" in operator.get(url("job_changelist")).content.decode()
+        page = operator.get(url("job_change", job.pk)).content.decode()
+        assert "its worker will end the attempt" in page
+        assert protocol.cancel_attempt(job.pk, job.attempt) is Outcome.CANCELLED
+        assert "(cancel requested)" not in operator.get(url("job_changelist")).content.decode()
+        page = operator.get(url("job_change", job.pk)).content.decode()
+        assert "cancel requested at" in page
+        assert "its worker will end the attempt" not in page
 
     def test_cancel_a_failed_job(self, operator, failed_job) -> None:
         job = failed_job()
@@ -177,8 +199,8 @@ class TestButtons:
     @pytest.mark.parametrize(
         ("slug", "state"),
         [
-            ("cancel", "running"),
             ("cancel", "succeeded"),
+            ("cancel", "dead"),
             ("run_now", "running"),
             ("run_now", "dead"),
             ("retry", "pending"),
@@ -216,18 +238,23 @@ class TestBulkActions:
             follow=True,
         )
 
-    def test_cancel_selected_refuses_the_running_one(self, operator) -> None:
-        first, second = jobs.noop.enqueue(delay=60), jobs.noop.enqueue()
+    def test_cancel_selected_cancels_waiting_asks_running_and_refuses_finished(
+        self, operator
+    ) -> None:
+        first, second, third = jobs.noop.enqueue(delay=60), jobs.noop.enqueue(), jobs.noop.enqueue()
         running = claim(second)
-        response = self.post(operator, "cancel_jobs", first, running)
+        Job.objects.filter(pk=third.pk).update(status=Status.SUCCEEDED)
+        response = self.post(operator, "cancel_jobs", first, running, third)
         texts = [str(m) for m in response.context["messages"]]
         assert "Cancelled: 1 job(s)." in texts
-        assert (
-            f"Job #{running.pk} is running: only pending or failed jobs can be cancelled." in texts
+        assert "Cancel requested: 1 job(s)." in texts
+        assert f"Job #{third.pk} is succeeded: only pending or failed or running jobs" in " ".join(
+            texts
         )
         assert (status(first), status(running)) == (Status.CANCELLED, Status.RUNNING)
         assert logged(first, "Cancelled")
-        assert not logged(running, "Cancelled")
+        assert logged(running, "Cancel requested")
+        assert not logged(third, "Cancelled")
 
     def test_run_selected_now_and_retry_selected_now(self, operator, failed_job, run_due) -> None:
         pending = jobs.add.enqueue(1, 1, delay=3600)

@@ -11,12 +11,14 @@ import logging
 import math
 
 import pytest
+from django.db import connection
 from testapp import jobs
 from testapp.models import Hit
 
 from django_leasejobs import job, protocol
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs.runtime.listener import Listener
 from django_leasejobs.runtime.worker import Worker
 from django_leasejobs.runtime.worker_state import Slot
 
@@ -184,3 +186,34 @@ class TestTimeoutOption:
         assert good.timeout == 2.0
         assert good.get_timeout() == 2.0
         assert jobs.noop.get_timeout() is None
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="LISTEN/NOTIFY is PostgreSQL's",
+)
+class TestCancelNotify:
+    """With a 30 s heartbeat only the notification can bring the request within the bound."""
+
+    def test_the_listener_hears_a_cancel_request_apart_from_queues(self) -> None:
+        job = jobs.noop.enqueue(delay=3600)
+        Job.objects.filter(pk=job.pk).update(status=Status.RUNNING, attempt=1, lease_owner="w")
+        listener = Listener()
+        try:
+            listener.start()
+            protocol.request_cancel(job.pk)
+            assert listener.wait(5) == set()  # not a queue name
+            assert listener.take_cancels() == {job.pk}
+            assert listener.take_cancels() == set()
+        finally:
+            listener.close()
+
+    def test_a_running_job_is_cancelled_at_once_through_notify(self) -> None:
+        worker = Worker(concurrency=1, lease=120.0, heartbeat=30.0, poll=0.05)
+        job = jobs.until_cancelled.enqueue(seconds=60)
+        with Background(worker):
+            wait_for(lambda: worker._listener is not None and worker._listener.connected())
+            wait_for(lambda: fields(job.pk, "status")["status"] == Status.RUNNING)
+            protocol.request_cancel(job.pk)
+            wait_for(lambda: hits(job) == [(1, "cancelled")], timeout=20, what="NOTIFY")
+        assert fields(job.pk, "status")["status"] == Status.CANCELLED

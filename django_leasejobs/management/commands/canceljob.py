@@ -1,0 +1,50 @@
+"""``manage.py canceljob ID [ID ...]``: cancel jobs, or ask a running job's worker to.
+
+Translates ids and calls ``protocol.request_cancel`` for each; nothing else. Exits non-zero
+when any job could not be cancelled (finished, or no such job), so a script notices.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from django_leasejobs import protocol
+
+SAID = {
+    protocol.Cancel.CANCELLED: "cancelled",
+    protocol.Cancel.REQUESTED: "cancel requested (running: its worker will end the attempt)",
+    protocol.Cancel.REFUSED: "refused (finished, or no such job)",
+}
+
+
+def job_id(text: str) -> int:
+    """A positive integer, or argparse's own error naming the bad value."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+job_id.__name__ = "job id"  # argparse says "invalid job id value: 'x'"
+
+
+class Command(BaseCommand):
+    help = (
+        "Cancel jobs by id: a pending or failed job at once; a running job by asking its worker, "
+        "which ends the attempt at its next heartbeat (at once on PostgreSQL)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("ids", nargs="+", type=job_id, metavar="ID", help="Job ids.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        refused = []
+        for pk in dict.fromkeys(options["ids"]):
+            outcome = protocol.request_cancel(pk)
+            self.stdout.write(f"job {pk}: {SAID[outcome]}")
+            if outcome is protocol.Cancel.REFUSED:
+                refused.append(pk)
+        if refused:
+            raise CommandError(f"Not cancelled: {', '.join(map(str, refused))}.")
