@@ -28,6 +28,8 @@ STATUS = {
 """Our six states onto Django's four: only succeeded, dead and cancelled are finished."""
 
 LEASE_EXPIRED_CLASS = "django_leasejobs.errors.LeaseExpiredError"
+TIMEOUT_CLASS = "builtins.TimeoutError"
+"""An attempt the worker ended at its timeout: Python's own ``TimeoutError``."""
 OTHER_ERROR_CLASS = "django_leasejobs.errors.LeaseJobsError"
 _CLASS_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$")
 
@@ -113,6 +115,8 @@ def task_errors(job: Job, framework: tasks_framework.Framework) -> list[Any]:
         head = text.partition(":")[0].strip()
         if entry.get("kind") == "lease expired":
             path = LEASE_EXPIRED_CLASS
+        elif entry.get("kind") == "timeout":
+            path = TIMEOUT_CLASS
         elif _CLASS_PATH.match(head):
             path = head
         else:

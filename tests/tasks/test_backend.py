@@ -248,6 +248,7 @@ class TestTimeouts:
         assert [e["kind"] for e in job.errors] == ["timeout"]
         result.refresh()
         assert result.status == TaskResultStatus.FAILED
+        assert result.errors[0].exception_class is TimeoutError
         wait_for(lambda: Hit.objects.filter(label="late").exists(), what="the handler")
 
 
