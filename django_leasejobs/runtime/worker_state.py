@@ -12,7 +12,6 @@ import logging
 import queue as queue_module
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..backoff import Backoff
 from ..models import Job
@@ -55,8 +54,8 @@ class Slot:
     """Set when shutdown handed the job back: the handler's result is then never reported."""
     cancellation: Cancellation = field(default_factory=Cancellation)
     """The handler's ``ctx.cancelled``: set when the worker ends the attempt under it."""
-    execution: Any = None
-    """The ``execution.Execution`` once the handler started (the watchdog's write needs it)."""
+    execution: execution.Execution | None = None
+    """Set once the handler started: the watchdog's write needs it (a task's backoff)."""
     timeout: float | None = None
     deadline: float | None = None
     """``time.monotonic()`` at which the handler times out; None: no timeout, or not started."""

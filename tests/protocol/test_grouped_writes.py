@@ -318,9 +318,10 @@ class TestNotify:
     def test_a_lost_connection_is_reopened(self, listener: Listener) -> None:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE query = %s AND pid <> pg_backend_pid() AND datname = current_database()",
-                [f"LISTEN {notify.CHANNEL}"],
+                "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = ANY(%s) "
+                "AND pid <> pg_backend_pid() AND datname = current_database()",
+                # The listener's last statement: it listens to the queue and the cancel channels.
+                [[f"LISTEN {notify.CHANNEL}", f"LISTEN {notify.CANCEL_CHANNEL}"]],
             )
             pids = [row[0] for row in cursor.fetchall()]
             assert pids, "the listener's session was not found"
