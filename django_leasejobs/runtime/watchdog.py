@@ -50,21 +50,26 @@ class Watchdog(WorkerState):
         """``Execution.on_start``, in the pool thread: the deadline counts from here."""
         slot.execution = started
         slot.timeout = timeout
+        slot.started = time.monotonic()
         if timeout is not None:
-            slot.deadline = time.monotonic() + timeout
-            self._watch_wake.set()
+            slot.deadline = slot.started + timeout
+            if slot.deadline < self._watch_next:  # rare: most timeouts outlast a tick
+                self._watch_wake.set()
 
     def _on_start(self, slot: Slot) -> Callable[[execution.Execution, float | None], None]:
         return functools.partial(self._handler_started, slot)
 
     def _watch_loop(self) -> None:
         errors = 0
+        wait = TICK
         try:
             while not self._watch_stop.is_set():
-                self._watch_wake.wait(TICK)
+                self._watch_next = time.monotonic() + wait
+                self._watch_wake.wait(wait)
                 self._watch_wake.clear()
+                wait = TICK
                 try:
-                    self._watch_once()
+                    wait = self._watch_once()
                     errors = 0
                 except DatabaseError as exc:
                     errors += 1
@@ -81,25 +86,33 @@ class Watchdog(WorkerState):
         finally:
             connections.close_all()
 
-    def _watch_once(self) -> None:
-        """One pass: act on cancel requests and deadlines, retry unwritten ends, spot stuck."""
+    def _watch_once(self) -> float:
+        """One pass: act on cancel requests and deadlines, retry unwritten ends, spot stuck.
+
+        Returns how long to wait before the next pass: until the nearest deadline, at most
+        ``TICK``.
+        """
         with self._cancel_lock:
             requested, self._cancel_requests = self._cancel_requests, set()
         with self._in_flight_lock:
             live = list(self._in_flight.values())
             ended = list(self._ended.values())
         now = time.monotonic()
+        wait = TICK
         for slot in live:
             if slot.job.pk in requested:
                 self._end(slot, CANCELLED)
             elif slot.deadline is not None and now >= slot.deadline:
                 self._end(slot, TIMEOUT)
+            elif slot.deadline is not None:
+                wait = min(wait, slot.deadline - now)
         for slot in ended:
             assert slot.ended_at is not None
             if not slot.end_written:
                 self._write_end(slot)
             elif not slot.stuck and now >= slot.ended_at + self.heartbeat:
                 self._mark_stuck(slot, now)
+        return max(wait, 0.0)
 
     def _end(self, slot: Slot, reason: str) -> None:
         """Take the attempt from its handler (unless it is being reported) and end it."""
@@ -108,6 +121,8 @@ class Watchdog(WorkerState):
                 return
             slot.ended_at = time.monotonic()
             slot.end_reason = reason
+            if slot.started is not None:  # for the log line of the outcome
+                slot.duration = slot.ended_at - slot.started
         with self._in_flight_lock:  # its thread stays taken; the job id is free for a retry
             if self._in_flight.get(slot.job.pk) is slot:
                 del self._in_flight[slot.job.pk]

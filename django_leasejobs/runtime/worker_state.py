@@ -57,6 +57,8 @@ class Slot:
     execution: execution.Execution | None = None
     """Set once the handler started: the watchdog's write needs it (a task's backoff)."""
     timeout: float | None = None
+    started: float | None = None
+    """``time.monotonic()`` when the handler was called."""
     deadline: float | None = None
     """``time.monotonic()`` at which the handler times out; None: no timeout, or not started."""
     ended_at: float | None = None
@@ -127,6 +129,8 @@ class WorkerState:
         self._watch_wake = threading.Event()
         """Wakes the watchdog at once: a handler with a timeout started, a cancel arrived."""
         self._watch_stop = threading.Event()
+        self._watch_next = 0.0
+        """``time.monotonic()`` of the watchdog's next pass: a deadline before it wakes it."""
         self._watchdog_thread: threading.Thread | None = None
         self._cancel_requests: set[int] = set()
         """Job ids an operator asked to cancel (heartbeat, NOTIFY); the watchdog acts on them."""
