@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 
 import pytest
 from django.db import connection
@@ -17,13 +18,13 @@ from testapp.models import Hit
 
 from django_leasejobs import job, protocol
 from django_leasejobs.errors import JobValidationError
-from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs.models import FINAL, DeadLetter, Job, Status
 from django_leasejobs.runtime.listener import Listener
 from django_leasejobs.runtime.worker import Worker
 from django_leasejobs.runtime.worker_state import Slot
 
 from ..conftest import fields
-from ..invariants import wait_for
+from ..invariants import check_invariants, wait_for
 from .test_worker import FAST, Background
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -167,6 +168,33 @@ class TestCancelRunning:
         assert (worker.summary.cancelled, worker.in_flight) == (1, 1)
         worker._returned(slot, deferred=False)
         assert worker.in_flight == 0
+
+
+class TestCancelRacingCompletion:
+    ROUNDS = 30
+
+    def test_every_job_ends_once_succeeded_or_cancelled(self) -> None:
+        """Cancels land as handlers return: the pool's completion and the watchdog's cancel
+        race on one guard, round after round; each job has exactly one final state."""
+        created = [jobs.ignores_cancel.enqueue(seconds=0.02 * (i % 5)) for i in range(self.ROUNDS)]
+        ids = [job.pk for job in created]
+        asked = set()
+        with Background(Worker(concurrency=4, **FAST)):
+            while len(asked) < len(ids):
+                running = Job.objects.filter(pk__in=ids, status=Status.RUNNING)
+                for pk in running.exclude(pk__in=asked).values_list("pk", flat=True):
+                    protocol.request_cancel(pk)
+                    asked.add(pk)
+                if Job.objects.filter(pk__in=ids, status__in=FINAL).count() == len(ids):
+                    break
+                time.sleep(0.005)
+            wait_for(lambda: Job.objects.filter(pk__in=ids, status__in=FINAL).count() == len(ids))
+            wait_for(lambda: Hit.objects.filter(job_id__in=ids).count() == len(ids))
+        rows = check_invariants(ids)
+        for row in rows:
+            assert row.status in (Status.SUCCEEDED, Status.CANCELLED), row
+            assert (row.result == "finished") == (row.status == Status.SUCCEEDED), row
+        assert {row.status for row in rows if row.pk not in asked} <= {Status.SUCCEEDED}
 
 
 class TestTimeoutOption:
