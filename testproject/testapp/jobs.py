@@ -75,6 +75,12 @@ def exactly_once(ctx: JobContext, label: str) -> None:
 
 
 @job
+def small_result() -> dict[str, bool]:
+    """The benchmark's job that returns a value: a completion that stores a result."""
+    return {"ok": True}
+
+
+@job
 def returns_object() -> object:
     return object()
 

@@ -171,6 +171,10 @@ class Command(BaseCommand):
             import django_tasks_db  # noqa: F401
         except ImportError:
             missing["peer"] = "django-tasks-db is not installed (pip install -e '.[benchmark]')"
+        try:
+            import pgqueuer  # noqa: F401
+        except ImportError:
+            missing["pgqueuer"] = "pgqueuer is not installed (pip install -e '.[benchmark]')"
         for name in sections:
             if name in missing:
                 self._say(f"section {name} not run: {missing[name]}")
