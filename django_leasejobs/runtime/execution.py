@@ -137,6 +137,11 @@ def report(execution: Execution) -> Outcome:
     return outcome
 
 
+def finished(execution: Execution, outcome: Outcome) -> None:
+    """``task_finished`` for a ``django.tasks`` task whose grouped completion was written."""
+    task_execution.finished(execution, outcome)
+
+
 def run(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Outcome:
     """Execute and report one claimed job."""
     return report(execute(job, worker_id, lease_lost))

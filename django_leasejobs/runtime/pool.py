@@ -48,22 +48,27 @@ class PoolThreads(GroupedCompletions):
                     if not deferred:
                         with self._in_flight_lock:
                             self._in_flight.pop(slot.job.pk, None)
-                    self._wake.set()
+                    if self._sizer.wanted(self._held()) or not self._held():
+                        self._wake.set()  # room for a claim (or nothing left): the loop's turn
         finally:
             connections.close_all()
 
     def _work(self, slot: Slot) -> bool:
         """Run the handler and report it; True if its completion waits for the next flush."""
-        if slot.released:
-            return False
+        with slot.lock:
+            if slot.released:
+                return False
+            slot.started = True
         began = time.monotonic()
         result = execution.execute(slot.job, self.worker_id, slot.lease_lost)
         slot.duration = time.monotonic() - began
+        self._sizer.observe(slot.duration)
         with self._gate, slot.lock:
             if slot.released:
                 return False
             slot.reporting = True
         if self._groupable(result):
+            slot.execution = result
             with self._completions_lock:
                 self._completions.append(slot)
             return True

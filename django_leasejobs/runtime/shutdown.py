@@ -83,6 +83,7 @@ class Shutdown(GroupedCompletions, ListenerWakeup):
     def _shutdown(self) -> None:
         """Stop claiming, wait up to ``grace`` for in-flight jobs, release the rest, join."""
         self._stopping.set()
+        self._release_left(waiting_only=True)  # prefetched jobs no thread has started
         deadline = (self._stop_at or time.monotonic()) + self.grace
         while self.in_flight and time.monotonic() < deadline:
             self._wake.clear()
@@ -105,12 +106,13 @@ class Shutdown(GroupedCompletions, ListenerWakeup):
             self._heartbeat_thread.join(timeout=max(self.heartbeat, 1.0))
         execution.close_old_connections()
 
-    def _release_left(self) -> None:
+    def _release_left(self, waiting_only: bool = False) -> None:
+        """Hand back every job not being reported (``waiting_only``: those not yet started)."""
         with self._in_flight_lock:
             slots = list(self._in_flight.values())
         for slot in slots:
             with slot.lock:
-                if slot.reporting or slot.released:
+                if slot.reporting or slot.released or (waiting_only and slot.started):
                     continue
                 slot.released = True
             slot.lease_lost.set()  # a cooperative handler stops; its result is never written

@@ -36,6 +36,9 @@ from .summary import Summary
 
 logger = logging.getLogger("django_leasejobs")
 
+DEFAULT_BATCH = 100
+"""Most jobs one claim takes, and most a worker prefetches, unless ``batch`` is given."""
+
 
 def default_worker_id() -> str:
     """``host-pid-random``: unique per process start, so a restarted worker never inherits leases.
@@ -85,7 +88,8 @@ def _check_grace(grace: float) -> None:
 class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
     """Claims and runs jobs until stopped; usable in-process: ``Worker(...).run(burst=True)``.
 
-    ``queues=None`` takes every queue. ``batch`` defaults to ``concurrency``; ``lease``,
+    ``queues=None`` takes every queue. ``batch`` (most jobs per claim, and the prefetch's cap)
+    defaults to ``max(concurrency, 100)``; ``lease``,
     ``heartbeat`` and ``poll`` default to their ``LEASEJOBS_*`` settings. ``maintenance`` is a list
     of callables the scheduler step runs (see :meth:`_run_scheduler`).
     """
@@ -114,7 +118,7 @@ class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
         _positive("max_jobs", max_jobs, integer=True)
         _check_grace(grace)
         self.concurrency = concurrency
-        self.batch = batch or concurrency
+        self.batch = batch or max(concurrency, DEFAULT_BATCH)
         self.lease = float(lease if lease is not None else settings.LEASE_SECONDS)
         self.heartbeat = float(heartbeat if heartbeat is not None else settings.HEARTBEAT_SECONDS)
         self.poll = float(poll if poll is not None else settings.POLL_SECONDS)

@@ -12,11 +12,13 @@ import logging
 import queue as queue_module
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..backoff import Backoff
 from ..models import Job
 from ..protocol import Outcome
 from . import execution, listener
+from .claim_sizing import ClaimSizer
 from .summary import Summary
 
 logger = logging.getLogger("django_leasejobs")
@@ -51,10 +53,19 @@ class Slot:
     written: the heartbeat stops renewing it and a shutdown no longer releases it."""
     released: bool = False
     """Set when shutdown handed the job back: the handler's result is then never reported."""
+    started: bool = False
+    """Set when a pool thread takes the slot: until then it is a prefetched job, released at
+    once by a shutdown."""
+    execution: execution.Execution | None = None
+    """The handler's success, while it waits in the grouped completions."""
 
     @property
     def token(self) -> tuple[int, int]:
         return (self.job.pk, self.job.attempt)
+
+    @property
+    def result(self) -> Any:
+        return self.execution.result if self.execution is not None else None
 
 
 class WorkerState:
@@ -74,6 +85,7 @@ class WorkerState:
     def _init_state(self) -> None:
         """Create the shared state; ``Worker.__init__`` calls it once the options are set."""
         self.summary = Summary(self.worker_id)
+        self._sizer = ClaimSizer(self.concurrency, self.batch)
         self._summary_lock = threading.Lock()
         self._in_flight: dict[int, Slot] = {}
         self._in_flight_lock = threading.Lock()
@@ -104,6 +116,11 @@ class WorkerState:
     @property
     def in_flight(self) -> int:
         return len(self._in_flight)
+
+    def _held(self) -> int:
+        """Jobs claimed and not finished: running or waiting for a thread (not those whose
+        completion only waits for the next flush)."""
+        return len(self._in_flight) - len(self._completions)
 
     def _count(self, slot: Slot, outcome: Outcome) -> None:
         """Count an outcome in the summary and log its one line, with what an operator needs."""
