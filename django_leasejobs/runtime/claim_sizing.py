@@ -62,9 +62,10 @@ class ClaimSizer:
         """Free room that triggers the next claim."""
         return max(1, self.prefetch // 2)
 
-    def wanted(self, held: int) -> int:
-        """Jobs to claim now, given ``held`` claimed and not yet finished; 0 below the mark."""
-        free = self.capacity - held
+    def wanted(self, held: int, extra: int = 0) -> int:
+        """Jobs to claim now, given ``held`` claimed and not yet finished and ``extra`` slots
+        beside the threads (the worker's async slots); 0 below the low mark."""
+        free = self.capacity + extra - held
         if free < self.low_mark:
             return 0
         return min(free, self.batch)

@@ -50,6 +50,4 @@ class GroupedCompletions(WorkerState):
             if slot.execution is not None:
                 execution.finished(slot.execution, outcome)
             self._count(slot, outcome)
-        with self._in_flight_lock:
-            for slot in slots:
-                self._in_flight.pop(slot.job.pk, None)
+        self._forget(slots)

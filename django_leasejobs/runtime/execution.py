@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.db import connections
 
 from .. import protocol, registry
@@ -53,12 +54,8 @@ def close_old_connections() -> None:
             connection.close_if_unusable_or_obsolete()
 
 
-def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Execution:
-    """Call the job's handler; never raises for what the handler does but KeyboardInterrupt.
-
-    Any other exception, ``SystemExit`` included, fails the attempt with its traceback, as
-    Django's own tasks backends do; a ``KeyboardInterrupt`` is passed on, as they do too.
-    """
+def start(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Execution:
+    """The attempt's context and an empty result, before its handler is called."""
     context = JobContext(
         job_id=job.pk,
         attempt=job.attempt,
@@ -67,7 +64,45 @@ def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None)
         worker_id=worker_id,
         lease_lost_event=lease_lost or threading.Event(),
     )
-    execution = Execution(job=job, context=context)
+    return Execution(job=job, context=context)
+
+
+def arguments(execution: Execution, job_function: registry.JobSpec) -> list[Any]:
+    """The handler's positional arguments: its context first when it takes one."""
+    job = execution.job
+    return [execution.context, *job.args] if job_function.takes_context else list(job.args)
+
+
+def unregistered(execution: Execution) -> None:
+    """No ``@job`` of the row's name here: the attempt fails, not retried, nothing is called."""
+    execution.failure = Failure(
+        f"No job is registered as {execution.job.name!r}; it was not run.", kind="unregistered job"
+    )
+    execution.retryable = False
+
+
+def failed(execution: Execution, exc: BaseException, job_function: registry.JobSpec) -> None:
+    """Record what the handler raised; a ``PermanentError`` or a declared kind is not retried."""
+    execution.exception = exc
+    failure = Failure.from_exception(exc)
+    if isinstance(exc, PermanentError) or (
+        job_function.permanent and isinstance(exc, job_function.permanent)
+    ):
+        failure = Failure(failure.error, failure.traceback, kind="permanent error")
+        execution.retryable = False
+    execution.failure = failure
+
+
+def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Execution:
+    """Call the job's handler; never raises for what the handler does but KeyboardInterrupt.
+
+    Any other exception, ``SystemExit`` included, fails the attempt with its traceback, as
+    Django's own tasks backends do; a ``KeyboardInterrupt`` is passed on, as they do too.
+    An ``async def`` handler met here (in-process helpers, eager mode) runs through
+    ``async_to_sync``, so its async ORM calls use the caller's thread and connection; the
+    worker runs such handlers on its event loop instead (:mod:`.async_execution`).
+    """
+    execution = start(job, worker_id, lease_lost)
     job_function = registry.lookup(job.name)
     if job_function is None and job.task_backend:
         close_old_connections()
@@ -77,32 +112,17 @@ def execute(job: Job, worker_id: str, lease_lost: threading.Event | None = None)
             close_old_connections()
         return execution
     if job_function is None:
-        execution.failure = Failure(
-            f"No job is registered as {job.name!r}; it was not run.", kind="unregistered job"
-        )
-        execution.retryable = False
+        unregistered(execution)
         return execution
     close_old_connections()
+    func = async_to_sync(job_function.func) if job_function.is_async else job_function.func
     try:
-        args = [context, *job.args] if job_function.takes_context else list(job.args)
-        execution.result = job_function.func(*args, **job.kwargs)
+        execution.result = func(*arguments(execution, job_function), **job.kwargs)
         execution.ok = True
-    except PermanentError as exc:
-        execution.exception = exc
-        execution.failure = Failure.from_exception(exc)
-        execution.failure = Failure(
-            execution.failure.error, execution.failure.traceback, kind="permanent error"
-        )
-        execution.retryable = False
     except KeyboardInterrupt:
         raise  # as Django's backends do: someone is stopping this process
     except BaseException as exc:  # SystemExit too: it ends the attempt, not the worker's thread
-        execution.exception = exc
-        failure = Failure.from_exception(exc)
-        if job_function.permanent and isinstance(exc, job_function.permanent):
-            failure = Failure(failure.error, failure.traceback, kind="permanent error")
-            execution.retryable = False
-        execution.failure = failure
+        failed(execution, exc, job_function)
     finally:
         close_old_connections()
     return execution

@@ -42,7 +42,7 @@ class ClaimLoop(GroupedCompletions):
                 self._database_error("complete", exc)
                 continue
             remaining = self._remaining()
-            want = min(self._sizer.wanted(self._held()), remaining)
+            want = min(self._claim_room(), remaining)
             claimed: list[Job] = []
             if want > 0:
                 try:
@@ -56,15 +56,16 @@ class ClaimLoop(GroupedCompletions):
                     self._database_error("claim", exc)
                     continue
                 self._db_errors = 0
-                for job in claimed:
-                    self._dispatch(job)
+                if claimed:
+                    slots = [self._dispatch(job) for job in claimed]
+                    self._async_recent = any(slot.is_async for slot in slots)
             if remaining == 0 and not self.in_flight:
                 self._stop_reason = self._stop_reason or f"max_jobs={self.max_jobs} reached"
                 return
             if burst and not claimed and not self.in_flight:
                 self._stop_reason = self._stop_reason or "burst: nothing due"
                 return
-            if claimed and len(claimed) == want and self._sizer.wanted(self._held()):
+            if claimed and len(claimed) == want and self._claim_room():
                 continue  # more may be due and there is room: claim again at once
             # Completions waiting for a flush are written within FLUSH_DELAY even when no
             # thread frees enough room to wake this loop.
@@ -76,13 +77,14 @@ class ClaimLoop(GroupedCompletions):
             return self.batch
         return max(0, self.max_jobs - self.summary.claimed)
 
-    def _dispatch(self, job: Job) -> None:
+    def _dispatch(self, job: Job) -> Slot:
         slot = Slot(job)
         with self._in_flight_lock:
             self._in_flight[job.pk] = slot
         with self._summary_lock:
             self.summary.claimed += 1
-        self._work_queue.put(slot)
+        self._hand_over(slot)
+        return slot
 
     def _maintain(self) -> bool:
         """Every ``poll`` seconds: recover expired leases, run the scheduler. False on DB error."""

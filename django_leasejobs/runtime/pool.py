@@ -46,9 +46,8 @@ class PoolThreads(GroupedCompletions):
                     logger.exception("worker.thread_error id=%s job=%s", self.worker_id, slot.token)
                 finally:
                     if not deferred:
-                        with self._in_flight_lock:
-                            self._in_flight.pop(slot.job.pk, None)
-                    if self._sizer.wanted(self._held()) or not self._held():
+                        self._forget([slot])
+                    if self._claim_room() or not self._held():
                         self._wake.set()  # room for a claim (or nothing left): the loop's turn
         finally:
             connections.close_all()

@@ -97,6 +97,7 @@ class Shutdown(GroupedCompletions, ListenerWakeup):
         self._stop_listener()
         self._release_left()
         self._abandon.set()
+        self._stop_async()  # cancels the async handlers just released, stops the loop
         self._heartbeat_stop.set()
         for _ in self._threads:
             self._work_queue.put(None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import queue as queue_module
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,10 @@ class Slot:
     once by a shutdown."""
     execution: execution.Execution | None = None
     """The handler's success, while it waits in the grouped completions."""
+    is_async: bool = False
+    """An ``async def`` handler: it runs on the worker's event loop, not a pool thread."""
+    cancel_handler: Callable[[], object] | None = None
+    """Cancels an async handler's task; call it on the event loop (``Worker._cancel_async``)."""
 
     @property
     def token(self) -> tuple[int, int]:
@@ -81,6 +86,9 @@ class WorkerState:
     worker_id: str
     scheduler: bool
     grace: float
+    async_concurrency: int
+    _async_enabled: bool
+    """Whether this process can meet async handlers (see ``async_execution.possible``)."""
 
     def _init_state(self) -> None:
         """Create the shared state; ``Worker.__init__`` calls it once the options are set."""
@@ -89,6 +97,10 @@ class WorkerState:
         self._summary_lock = threading.Lock()
         self._in_flight: dict[int, Slot] = {}
         self._in_flight_lock = threading.Lock()
+        self._async_recent = False
+        """Whether the latest claim that took jobs brought an async one (see ``_claim_room``)."""
+        self._async_in_flight = 0
+        """How many slots of ``_in_flight`` are async, under ``_in_flight_lock``."""
         self._gate = threading.Lock()
         """Held by the heartbeat around its snapshot and statement, and briefly by a pool thread
         to mark its slot ``reporting``: a job that has just been completed is never heartbeated
@@ -118,9 +130,38 @@ class WorkerState:
         return len(self._in_flight)
 
     def _held(self) -> int:
-        """Jobs claimed and not finished: running or waiting for a thread (not those whose
+        """Jobs claimed and not finished: running or waiting to start (not those whose
         completion only waits for the next flush)."""
         return len(self._in_flight) - len(self._completions)
+
+    def _claim_room(self) -> int:
+        """How many jobs the next claim may take (0 while below the low mark).
+
+        The pool's threads plus the prefetch of :mod:`.claim_sizing`, plus the async slots
+        while the latest claim brought async jobs. A claim cannot tell which kind a due job is:
+        counting the async slots always would let a worker of a project that has any async
+        handler sit on a hundred long sync jobs its threads cannot start. The first async job
+        a claim brings opens them; a claim of sync jobs alone closes them. Jobs beyond the free
+        threads or ``async_concurrency`` wait, in flight, their leases renewed by the heartbeat.
+        """
+        extra = self.async_concurrency if self._async_enabled and self._async_recent else 0
+        return self._sizer.wanted(self._held(), extra)
+
+    def _hand_over(self, slot: Slot) -> None:
+        """Queue a claimed slot (already in flight) for the pool; async slots are routed to the
+        event loop by ``AsyncRunner``, which overrides this."""
+        self._work_queue.put(slot)
+
+    def _stop_async(self) -> None:
+        """Stop the event loop at shutdown; ``AsyncRunner`` overrides this (nothing to stop
+        here)."""
+
+    def _forget(self, slots: list[Slot]) -> None:
+        """Take finished (or released) slots out of flight: the one place a slot leaves."""
+        with self._in_flight_lock:
+            for slot in slots:
+                if self._in_flight.pop(slot.job.pk, None) is not None and slot.is_async:
+                    self._async_in_flight -= 1
 
     def _count(self, slot: Slot, outcome: Outcome) -> None:
         """Count an outcome in the summary and log its one line, with what an operator needs."""

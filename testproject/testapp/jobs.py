@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import threading
 import time
 
 from django.db import transaction
@@ -153,3 +155,59 @@ def wait_until_final(job_ids: list[int], timeout: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"jobs {job_ids} did not finish within {timeout} s")
         time.sleep(0.02)
+
+
+# async def handlers: the worker runs them on its event loop (runtime/async_runner.py).
+
+NO_WAIT = Backoff(base=0, cap=0, jitter="none")
+
+
+@job
+async def async_add(a: int, b: int) -> int:
+    await asyncio.sleep(0)
+    return a + b
+
+
+@job
+async def nap(seconds: float = 1.0) -> None:
+    """Awaits ``seconds`` and does nothing else: the async benchmark's job."""
+    await asyncio.sleep(seconds)
+
+
+@job(takes_context=True)
+async def async_record(ctx: JobContext, label: str = "") -> None:
+    """Records its run through the async ORM."""
+    await Hit.objects.acreate(job_id=ctx.job_id, attempt=ctx.attempt, label=label)
+
+
+@job(takes_context=True, max_attempts=5, backoff=NO_WAIT)
+async def async_flaky(ctx: JobContext, succeed_on: int = 2) -> str:
+    if ctx.attempt < succeed_on:
+        raise RuntimeError(f"async failure on attempt {ctx.attempt}")
+    return f"async ok on attempt {ctx.attempt}"
+
+
+@job(takes_context=True)
+async def async_sleep(ctx: JobContext, seconds: float, label: str = "") -> None:
+    """Awaits in small steps, stops early when the lease is lost; records its run at the end."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not ctx.lease_lost:
+        await asyncio.sleep(0.02)
+    await Hit.objects.acreate(job_id=ctx.job_id, attempt=ctx.attempt, label=label or "slept")
+
+
+@job(takes_context=True, max_attempts=3, backoff=NO_WAIT)
+async def async_raises(ctx: JobContext, kind: str) -> None:
+    """Raises what a handler must never get past the event loop with."""
+    errors: dict[str, BaseException] = {
+        "keyboard": KeyboardInterrupt("handler interrupted"),
+        "exit": SystemExit(3),
+        "value": ValueError("bad value"),
+    }
+    raise errors[kind]
+
+
+@job
+async def async_thread_name() -> str:
+    """Returns the name of the thread it ran on (the worker's event loop, for a worker)."""
+    return threading.current_thread().name
