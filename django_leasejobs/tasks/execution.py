@@ -13,6 +13,8 @@ import inspect
 import logging
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
+
 from ..backoff import Backoff
 from ..errors import PermanentError, TaskRefusedError
 from ..models import Job
@@ -75,7 +77,8 @@ def _normalized(framework: tasks_framework.Framework, value: Any) -> Any:
 
 def _prepare(execution: Execution) -> tuple[Any, tasks_framework.Framework, Any] | None:
     """Resolve the row's task: (task, its framework, the running ``TaskResult``), or ``None``
-    with the attempt's failure filled in. Reads no database: safe on the worker's event loop."""
+    with the attempt's failure filled in. Building the ``TaskResult`` may load fields the claim
+    left deferred (the error history): from an event loop, call it through ``sync_to_async``."""
     job = execution.job
     try:
         task = task_results.task_for(job)
@@ -137,11 +140,12 @@ def execute(execution: Execution) -> None:
 async def aexecute(execution: Execution) -> None:
     """``execute`` on the worker's event loop: an ``async def`` task is awaited in place.
 
+    The task is resolved in asgiref's sync thread (it may read the row's deferred fields);
     ``task_started`` goes out through ``asend_robust`` (sync receivers in a thread, as Django
     runs them from async code). Cancelling the awaiting task (a timeout, a cancel request)
     raises ``CancelledError`` out of here for the caller to record.
     """
-    prepared = _prepare(execution)
+    prepared = await sync_to_async(_prepare, thread_sensitive=True)(execution)
     if prepared is None:
         return
     task, framework, running = prepared
