@@ -1,4 +1,5 @@
-"""Sections ``ceiling``, ``peer``, ``pgqueuer``, ``loop``, ``worker``: N jobs drained by processes.
+"""Sections ``ceiling``, ``peer``, ``pgqueuer``, ``loop``, ``worker``: N jobs drained by processes;
+``async``: N jobs that each await ``asyncio.sleep(1)``, drained by one process.
 
 Every variant starts from the same table state (N due jobs, vacuumed and analysed) and is timed
 the same way: from the first job's start to the last job's finish, in database time, read from
@@ -20,6 +21,8 @@ from .database import JOB_TABLE, Target
 from .processes import Group
 
 PEER_TABLE = "django_tasks_database_dbtaskresult"
+NAP = "testapp.jobs.nap"
+"""An ``async def`` job awaiting ``asyncio.sleep(1)`` (its default; the seeded rows pass none)."""
 RAW_WORKER = str(Path(__file__).resolve().parent / "raw_worker.py")
 PGQUEUER_WORKER = str(Path(__file__).resolve().parent / "pgqueuer_worker.py")
 SMALL_RESULT = "testapp.jobs.small_result"
@@ -217,6 +220,29 @@ def pgqueuer(
                 },
             )
     subprocess.run([*script, "uninstall", dsn], check=True, timeout=60)
+    return out
+
+
+def async_sleep(
+    target: Target, *, jobs_count: int, async_concurrency: int, timeout: float
+) -> dict[str, Any]:
+    """One ``runjobworker --burst --async-concurrency C`` process, N one-second async sleeps.
+
+    Every other flag is left at its default. ``N / C`` seconds is the floor: that many waves of
+    one-second sleeps, one after the other; the figure shows what the worker adds to it.
+    """
+    with target.connect() as raw:
+        database.reset(raw)
+        database.seed(raw, jobs_count, name=NAP)
+        database.vacuum_analyze(raw)
+    argv = database.manage(
+        "runjobworker", "--burst", "--no-scheduler", "--async-concurrency", str(async_concurrency)
+    )
+    figures = _drain(target, [argv], expected=jobs_count, table=JOB_TABLE, timeout=timeout)
+    out: dict[str, Any] = {}
+    _record(out, "async_p1", figures)
+    out["async_drain_s"] = jobs_count / figures["per_s"]
+    out["async_floor_s"] = jobs_count / async_concurrency
     return out
 
 

@@ -71,6 +71,12 @@ GOALS = [
     Goal("throughput, 2 processes", "worker_p2_per_s", lambda v: v >= 10_000, ">= 10,000 jobs/s"),
     Goal("throughput vs django-tasks worker", "worker_p2_vs_peer", lambda v: v >= 30, ">= 30x"),
     Goal("throughput vs raw-SQL ceiling", "worker_p2_vs_ceiling", lambda v: v >= 0.4, ">= 0.40"),
+    Goal(
+        "10,000 jobs awaiting asyncio.sleep(1), one process, --async-concurrency 2000",
+        "async_drain_s",
+        lambda v: v <= 5,
+        "<= 5 s",
+    ),
     Goal("bulk enqueue", "bulk_per_s", lambda v: v >= 50_000, ">= 50,000 jobs/s"),
     # Django's default connection prepares nothing and binds on the client (connection
     # poolers need that): the enqueue is judged against the raw INSERT sent the same way.
@@ -196,6 +202,9 @@ SUMMARY_ROWS: list[tuple[str, str, str]] = [
         "worker_p2_defaults_result_per_s",
         "worker_p2_result_vs_noop",
     ),
+    ("async: jobs awaiting asyncio.sleep(1), drained in (s)", "async_drain_s", ""),
+    ("async: the floor, jobs / async concurrency x 1 s (s)", "async_floor_s", ""),
+    ("async: worker RSS (MiB)", "async_p1_rss_mib", ""),
     ("latency run_at -> start, NOTIFY p50 (ms)", "latency_notify_p50_ms", ""),
     ("latency, NOTIFY p95 (ms)", "latency_notify_p95_ms", ""),
     ("latency, NOTIFY p99 (ms)", "latency_notify_p99_ms", ""),

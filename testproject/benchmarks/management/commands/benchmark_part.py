@@ -24,6 +24,7 @@ SECTIONS = (
     "pgqueuer",
     "loop",
     "worker",
+    "async",
     "latency",
     "spike",
 )
@@ -83,6 +84,13 @@ def run_section(section: str, target: Target, o: dict[str, Any]) -> dict[str, An
             procs=o["procs"],
             batches=o["batches"],
             threads=o["threads"],
+            timeout=timeout,
+        )
+    if section == "async":
+        return drain.async_sleep(
+            target,
+            jobs_count=o["async_jobs"],
+            async_concurrency=o["async_concurrency"],
             timeout=timeout,
         )
     if section == "latency":
