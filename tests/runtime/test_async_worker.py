@@ -239,3 +239,15 @@ class TestOptions:
         message = f"async_concurrency must be a positive integer, not {value!r}."
         with pytest.raises(ValueError, match=re.escape(message)):
             Worker(async_concurrency=value)
+
+
+class TestInProcess:
+    def test_run_job_runs_an_async_handler_in_the_callers_thread_and_transaction(self) -> None:
+        from django_leasejobs.testing import run_job
+
+        with transaction.atomic():  # the handler's async ORM call must see this transaction
+            assert run_job(jobs.async_add, 20, 22) == 42
+            run_job(jobs.async_record, "inline")
+            assert Hit.objects.filter(label="inline").count() == 1
+        with pytest.raises(RuntimeError, match="async failure on attempt 1"):
+            run_job(jobs.async_flaky, succeed_on=2)
