@@ -141,10 +141,14 @@ class WorkerState:
         while the latest claim brought async jobs. A claim cannot tell which kind a due job is:
         counting the async slots always would let a worker of a project that has any async
         handler sit on a hundred long sync jobs its threads cannot start. The first async job
-        a claim brings opens them; a claim of sync jobs alone closes them. Jobs beyond the free
-        threads or ``async_concurrency`` wait, in flight, their leases renewed by the heartbeat.
+        a claim brings opens them; a claim of sync jobs alone closes them, leaving room for one
+        job more than the threads, so async work is still found while every thread is busy.
+        Jobs beyond the free threads or ``async_concurrency`` wait, in flight, their leases
+        renewed by the heartbeat.
         """
-        extra = self.async_concurrency if self._async_enabled and self._async_recent else 0
+        extra = 0
+        if self._async_enabled:
+            extra = self.async_concurrency if self._async_recent else 1
         return self._sizer.wanted(self._held(), extra)
 
     def _hand_over(self, slot: Slot) -> None:

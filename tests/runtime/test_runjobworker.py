@@ -78,7 +78,7 @@ def test_async_concurrency_reaches_the_worker(caplog) -> None:
     added = jobs.async_add.enqueue(4, 5)
     with caplog.at_level(logging.INFO, logger="django_leasejobs"):
         run("--burst", "--async-concurrency", "3", "--concurrency", "1", *FAST)
-    assert "async_concurrency=3 batch=4 " in caplog.text
+    assert "async_concurrency=3 batch=100 " in caplog.text
     assert Job.objects.get(pk=added.pk).result == 9
 
 
