@@ -6,6 +6,7 @@ never imports a name read from the database. ``@job`` (in ``jobs``) adds to it.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -59,6 +60,8 @@ class JobSpec:
         self.takes_context = takes_context
         self.permanent = tuple(permanent)
         self.timeout = validation.check_timeout(timeout)
+        self.is_async = inspect.iscoroutinefunction(func)
+        """An ``async def`` handler: the worker runs it on its event loop, not a pool thread."""
 
     def __repr__(self) -> str:
         return f"<job {self.name}>"
@@ -106,6 +109,11 @@ def lookup(name: str) -> JobSpec | None:
 
 def registered() -> dict[str, JobSpec]:
     return dict(_registry)
+
+
+def any_async() -> bool:
+    """Whether any registered job is ``async def`` (a worker then starts its event loop)."""
+    return any(spec.is_async for spec in list(_registry.values()))
 
 
 def duplicate_names() -> set[str]:

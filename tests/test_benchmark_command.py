@@ -18,6 +18,8 @@ from django.db import connection
         (["--only", "enqueue,nonsense"], "unknown section"),
         (["--only", "claim", "--skip", "claim"], "No section left"),
         (["--jobs", "0"], "--jobs must be at least 1"),
+        (["--async-jobs", "0"], "--async-jobs must be at least 1"),
+        (["--async-concurrency", "-5"], "--async-concurrency must be at least 1"),
         (["--timeout", "-1"], "--timeout must be a positive"),
     ],
 )
@@ -39,7 +41,9 @@ def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
     args = [
         "--jobs=40",
         "--runs=1",
-        "--only=enqueue,claim,ceiling,loop",
+        "--only=enqueue,claim,ceiling,loop,async",
+        "--async-jobs=30",
+        "--async-concurrency=10",
         "--single-jobs=10",
         "--backlogs=1000,2000",
         "--claim-batch=5",
@@ -66,6 +70,9 @@ def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
     ):
         assert median[key] > 0, key
     assert median["loop_p1_b10_per_s"] > 0
+    # 30 one-second sleeps, 10 at a time: three waves at least.
+    assert median["async_floor_s"] == 3
+    assert median["async_drain_s"] >= 3
     # The claim reads the claimable index and fetches its rows by key: no seq scan anywhere.
     assert median["claim_one_queue_2k_scan"] == "Index Scan leasejobs_claimable"
     assert median["claim_one_queue_2k_seq_scan"] is False

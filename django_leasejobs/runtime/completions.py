@@ -1,8 +1,9 @@
-"""Grouped completions: plain successes wait in a list and complete in one statement.
+"""Grouped completions: successes wait in a list and complete in one statement.
 
-A pool thread that ran a handler returning nothing appends its slot here instead of writing;
-the claim loop (and shutdown) flushes the list with one ``protocol.complete_many`` call, each
-row fenced by its own attempt token.
+A pool thread whose handler returned appends its slot here instead of writing; the claim loop
+(and shutdown) flushes the list with one ``protocol.complete_many`` call, each row fenced by its
+own attempt token, results included. A ``django.tasks`` task gets its ``task_finished`` signal
+once the flush has decided its outcome.
 """
 
 from __future__ import annotations
@@ -18,19 +19,13 @@ from .worker_state import WorkerState
 class GroupedCompletions(WorkerState):
     @staticmethod
     def _groupable(result: execution.Execution) -> bool:
-        """A plain success with no return value: its completion can share one statement.
+        """A success not yet written: its completion can share one statement with others.
 
-        Not a ``django.tasks`` task: it reports through ``execution.report``, which sends its
-        ``task_finished`` signal.
+        Not one the handler completed itself (``ctx.complete()``), nor one whose lease was
+        lost (nothing is written for it).
         """
         context = result.context
-        return (
-            result.ok
-            and result.result is None
-            and result.task is None
-            and not context.completed
-            and not context.lease_lost
-        )
+        return result.ok and not context.completed and not context.lease_lost
 
     def _flush_completions(self) -> None:
         """Complete every successful job waiting in one statement (each row fenced by its token).
@@ -44,14 +39,15 @@ class GroupedCompletions(WorkerState):
             return
         try:
             outcomes = protocol.complete_many(
-                [slot.token for slot in slots], finished_by=self.worker_id
+                [(*slot.token, slot.result) for slot in slots], finished_by=self.worker_id
             )
         except DatabaseError:
             with self._completions_lock:
                 self._completions[:0] = slots  # fenced writes: safe to try again
             raise
         for slot in slots:
-            self._count(slot, outcomes.get(slot.job.pk, Outcome.STALE))
-        with self._in_flight_lock:
-            for slot in slots:
-                self._in_flight.pop(slot.job.pk, None)
+            outcome = outcomes.get(slot.job.pk, Outcome.STALE)
+            if slot.execution is not None:
+                execution.finished(slot.execution, outcome)
+            self._count(slot, outcome)
+        self._forget(slots)

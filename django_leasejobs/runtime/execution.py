@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.db import connections
 
 from .. import protocol, registry
@@ -46,7 +47,8 @@ class Execution:
     """Called with the handler's timeout just before the handler is: the worker's watchdog
     starts counting there (after the name was looked up, a task resolved)."""
 
-    def start(self, timeout: float | None) -> None:
+    def begin(self, timeout: float | None) -> None:
+        """The handler is about to be called, with this timeout (None: none)."""
         if self.on_start is not None:
             self.on_start(self, timeout)
 
@@ -73,6 +75,53 @@ def interrupts_process(exc: BaseException) -> bool:
     )
 
 
+def start(
+    job: Job,
+    worker_id: str,
+    lease_lost: threading.Event | None = None,
+    *,
+    cancellation: Cancellation | None = None,
+    on_start: Callable[[Execution, float | None], None] | None = None,
+) -> Execution:
+    """The attempt's context and an empty result, before its handler is called."""
+    context = JobContext(
+        job_id=job.pk,
+        attempt=job.attempt,
+        name=job.name,
+        queue=job.queue,
+        worker_id=worker_id,
+        lease_lost_event=lease_lost or threading.Event(),
+        cancellation=cancellation or Cancellation(),
+    )
+    return Execution(job=job, context=context, on_start=on_start)
+
+
+def arguments(execution: Execution, job_function: registry.JobSpec) -> list[Any]:
+    """The handler's positional arguments: its context first when it takes one."""
+    job = execution.job
+    return [execution.context, *job.args] if job_function.takes_context else list(job.args)
+
+
+def unregistered(execution: Execution) -> None:
+    """No ``@job`` of the row's name here: the attempt fails, not retried, nothing is called."""
+    execution.failure = Failure(
+        f"No job is registered as {execution.job.name!r}; it was not run.", kind="unregistered job"
+    )
+    execution.retryable = False
+
+
+def failed(execution: Execution, exc: BaseException, job_function: registry.JobSpec) -> None:
+    """Record what the handler raised; a ``PermanentError`` or a declared kind is not retried."""
+    execution.exception = exc
+    failure = Failure.from_exception(exc)
+    if isinstance(exc, PermanentError) or (
+        job_function.permanent and isinstance(exc, job_function.permanent)
+    ):
+        failure = Failure(failure.error, failure.traceback, kind="permanent error")
+        execution.retryable = False
+    execution.failure = failure
+
+
 def execute(
     job: Job,
     worker_id: str,
@@ -85,18 +134,12 @@ def execute(
 
     Any exception, ``SystemExit`` included, fails the attempt with its traceback, as Django's
     own tasks backends do; a ``KeyboardInterrupt`` in the main thread is passed on, as they do
-    too (``interrupts_process``).
+    too (``interrupts_process``). An ``async def`` handler met here (in-process helpers, eager
+    mode) runs through ``async_to_sync``, so its async ORM calls use the caller's thread and
+    connection; the worker runs such handlers on its event loop instead
+    (:mod:`.async_execution`).
     """
-    context = JobContext(
-        job_id=job.pk,
-        attempt=job.attempt,
-        name=job.name,
-        queue=job.queue,
-        worker_id=worker_id,
-        lease_lost_event=lease_lost or threading.Event(),
-        cancellation=cancellation or Cancellation(),
-    )
-    execution = Execution(job=job, context=context, on_start=on_start)
+    execution = start(job, worker_id, lease_lost, cancellation=cancellation, on_start=on_start)
     job_function = registry.lookup(job.name)
     if job_function is None and job.task_backend:
         close_old_connections()
@@ -106,33 +149,18 @@ def execute(
             close_old_connections()
         return execution
     if job_function is None:
-        execution.failure = Failure(
-            f"No job is registered as {job.name!r}; it was not run.", kind="unregistered job"
-        )
-        execution.retryable = False
+        unregistered(execution)
         return execution
     close_old_connections()
+    func = async_to_sync(job_function.func) if job_function.is_async else job_function.func
     try:
-        args = [context, *job.args] if job_function.takes_context else list(job.args)
-        execution.start(job_function.get_timeout())
-        execution.result = job_function.func(*args, **job.kwargs)
+        execution.begin(job_function.get_timeout())
+        execution.result = func(*arguments(execution, job_function), **job.kwargs)
         execution.ok = True
-    except PermanentError as exc:
-        execution.exception = exc
-        execution.failure = Failure.from_exception(exc)
-        execution.failure = Failure(
-            execution.failure.error, execution.failure.traceback, kind="permanent error"
-        )
-        execution.retryable = False
     except BaseException as exc:  # SystemExit too: it ends the attempt, not the worker's thread
         if interrupts_process(exc):
             raise
-        execution.exception = exc
-        failure = Failure.from_exception(exc)
-        if job_function.permanent and isinstance(exc, job_function.permanent):
-            failure = Failure(failure.error, failure.traceback, kind="permanent error")
-            execution.retryable = False
-        execution.failure = failure
+        failed(execution, exc, job_function)
     finally:
         close_old_connections()
     return execution
@@ -200,6 +228,11 @@ def end_attempt(
     if execution is not None:
         task_execution.finished(execution, outcome)
     return outcome
+
+
+def finished(execution: Execution, outcome: Outcome) -> None:
+    """``task_finished`` for a ``django.tasks`` task whose grouped completion was written."""
+    task_execution.finished(execution, outcome)
 
 
 def run(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Outcome:

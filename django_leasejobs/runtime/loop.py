@@ -1,6 +1,7 @@
 """The claim loop, on the worker's main thread: claim, dispatch, flush, maintain, wait.
 
-It claims a batch whenever pool threads are free, hands the jobs to the pool, and every
+It claims when the free room reaches the low mark of :mod:`.claim_sizing` (for the free
+threads plus a prefetch sized to the pool's pace), hands the jobs to the pool, and every
 ``poll`` seconds runs maintenance: lease recovery (every worker does it; guarded statements make
 that safe) and, unless disabled, the scheduler.
 """
@@ -21,6 +22,10 @@ from .worker_state import Slot
 
 logger = logging.getLogger("django_leasejobs")
 
+FLUSH_DELAY = 0.05
+"""Longest wait of the loop while jobs are in flight: grouped completions are written at
+least this often, whatever the claim's low mark says."""
+
 
 class ClaimLoop(GroupedCompletions):
     maintenance: list[Callable[[], object]]
@@ -37,7 +42,7 @@ class ClaimLoop(GroupedCompletions):
                 self._database_error("complete", exc)
                 continue
             remaining = self._remaining()
-            want = min(self.batch, self.concurrency - self.in_flight, remaining)
+            want = min(self._claim_room(), remaining)
             claimed: list[Job] = []
             if want > 0:
                 try:
@@ -51,30 +56,35 @@ class ClaimLoop(GroupedCompletions):
                     self._database_error("claim", exc)
                     continue
                 self._db_errors = 0
-                for job in claimed:
-                    self._dispatch(job)
+                if claimed:
+                    slots = [self._dispatch(job) for job in claimed]
+                    self._async_recent = any(slot.is_async for slot in slots)
             if remaining == 0 and not self.running:
                 self._stop_reason = self._stop_reason or f"max_jobs={self.max_jobs} reached"
                 return
             if burst and not claimed and not self.running:
                 self._stop_reason = self._stop_reason or "burst: nothing due"
                 return
-            if claimed and len(claimed) == want and self.in_flight < self.concurrency:
-                continue  # more may be due: claim again at once
-            self._wake.wait(self.poll)
+            if claimed and len(claimed) == want and self._claim_room():
+                continue  # more may be due and there is room: claim again at once
+            # Completions waiting for a flush are written within FLUSH_DELAY even when no
+            # thread frees enough room to wake this loop.
+            self._wake.wait(FLUSH_DELAY if self.in_flight else self.poll)
 
     def _remaining(self) -> int:
+        """Jobs still allowed by ``max_jobs`` (a full batch when there is no such limit)."""
         if self.max_jobs is None:
-            return self.concurrency
+            return self.batch
         return max(0, self.max_jobs - self.summary.claimed)
 
-    def _dispatch(self, job: Job) -> None:
+    def _dispatch(self, job: Job) -> Slot:
         slot = Slot(job)
         with self._in_flight_lock:
             self._in_flight[job.pk] = slot
         with self._summary_lock:
             self.summary.claimed += 1
-        self._work_queue.put(slot)
+        self._hand_over(slot)
+        return slot
 
     def _maintain(self) -> bool:
         """Every ``poll`` seconds: recover expired leases, run the scheduler. False on DB error."""

@@ -53,21 +53,17 @@ class PoolThreads(GroupedCompletions, Watchdog):
     def _returned(self, slot: Slot, deferred: bool) -> None:
         """The thread is free: its slot leaves the in-flight set, unless a grouped completion
         or the watchdog's unwritten end of the attempt still needs it."""
-        with slot.lock:
-            slot.returned = True
-            ended, written = slot.ended_at is not None, slot.end_written
-        with self._in_flight_lock:
-            if ended and written:
-                self._ended.pop(slot.token, None)
-            elif not ended and not deferred and self._in_flight.get(slot.job.pk) is slot:
-                del self._in_flight[slot.job.pk]
-        self._thread_returned(slot)
-        self._wake.set()
+        if not self._ended_returned(slot) and not deferred:
+            self._forget([slot])
+        if self._claim_room() or not self._held():
+            self._wake.set()  # room for a claim (or nothing left): the loop's turn
 
     def _work(self, slot: Slot) -> bool:
         """Run the handler and report it; True if its completion waits for the next flush."""
-        if slot.released or slot.ended_at is not None:  # cancelled before it started
-            return False
+        with slot.lock:
+            if slot.released or slot.ended_at is not None:  # ended before it started
+                return False
+            slot.started = True
         began = time.monotonic()
         result = execution.execute(
             slot.job,
@@ -77,15 +73,17 @@ class PoolThreads(GroupedCompletions, Watchdog):
             on_start=self._on_start(slot),
         )
         slot.duration = time.monotonic() - began
+        self._sizer.observe(slot.duration)
         with self._gate, slot.lock:
             if slot.released:
                 return False
             if slot.ended_at is None:
                 slot.reporting = True
         if slot.ended_at is not None:
-            execution.report(result)  # refused: the worker ended this attempt (logged there)
+            self._refuse_late(slot)  # the worker ended this attempt: its token is spent
             return False
         if self._groupable(result):
+            slot.execution = result
             with self._completions_lock:
                 self._completions.append(slot)
             return True

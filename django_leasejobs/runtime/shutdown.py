@@ -84,6 +84,7 @@ class Shutdown(GroupedCompletions, ListenerWakeup, Watchdog):
     def _shutdown(self) -> None:
         """Stop claiming, wait up to ``grace`` for in-flight jobs, release the rest, join."""
         self._stopping.set()
+        self._release_left(waiting_only=True)  # prefetched jobs no thread has started
         deadline = (self._stop_at or time.monotonic()) + self.grace
         # Attempts the worker already ended (timeouts, cancels) are not waited for: their
         # handlers may never return, and nothing of theirs will be written.
@@ -100,6 +101,7 @@ class Shutdown(GroupedCompletions, ListenerWakeup, Watchdog):
         self._stop_watchdog()
         self._release_left()
         self._abandon.set()
+        self._stop_async()  # cancels the async handlers just released, stops the loop
         self._heartbeat_stop.set()
         for _ in self._threads:
             self._work_queue.put(None)
@@ -109,12 +111,18 @@ class Shutdown(GroupedCompletions, ListenerWakeup, Watchdog):
             self._heartbeat_thread.join(timeout=max(self.heartbeat, 1.0))
         execution.close_old_connections()
 
-    def _release_left(self) -> None:
+    def _release_left(self, waiting_only: bool = False) -> None:
+        """Hand back every job not being reported (``waiting_only``: those not yet started)."""
         with self._in_flight_lock:
             slots = list(self._in_flight.values())
         for slot in slots:
             with slot.lock:
-                if slot.reporting or slot.released or slot.ended_at is not None:
+                if (
+                    slot.reporting
+                    or slot.released
+                    or slot.ended_at is not None
+                    or (waiting_only and slot.started)
+                ):
                     continue
                 slot.released = True
             slot.lease_lost.set()  # a cooperative handler stops; its result is never written

@@ -2,8 +2,9 @@
 
 A Python thread cannot be stopped from outside, so the worker does what it can do: it sets the
 handler's ``ctx.cancelled`` and writes the attempt's end itself, fenced by the attempt token
-(``execution.end_attempt``). The handler's own result is refused when it returns, and its
-thread keeps its slot (it still runs) until then. A handler still running one heartbeat
+(``execution.end_attempt``); an ``async def`` handler's task is also cancelled. The handler's
+own result is refused when it returns, and its thread keeps its slot (it still runs) until
+then. A handler still running one heartbeat
 interval after its attempt ended is **stuck**: logged, counted, and with ``max_stuck`` the
 worker stops so that its supervisor starts a fresh process.
 """
@@ -31,6 +32,7 @@ TICK = 0.25
 
 class Watchdog(WorkerState):
     stop: Callable[..., None]  # Shutdown.stop, on the assembled Worker
+    _cancel_async: Callable[[Slot], bool]  # AsyncRunner._cancel_async, likewise
 
     def _start_watchdog(self) -> None:
         self._watchdog_thread = threading.Thread(
@@ -48,11 +50,11 @@ class Watchdog(WorkerState):
         self, slot: Slot, started: execution.Execution, timeout: float | None
     ) -> None:
         """``Execution.on_start``, in the pool thread: the deadline counts from here."""
-        slot.execution = started
+        slot.handled = started
         slot.timeout = timeout
-        slot.started = time.monotonic()
+        slot.handler_started = time.monotonic()
         if timeout is not None:
-            slot.deadline = slot.started + timeout
+            slot.deadline = slot.handler_started + timeout
             if slot.deadline < self._watch_next:  # rare: most timeouts outlast a tick
                 self._watch_wake.set()
 
@@ -117,17 +119,21 @@ class Watchdog(WorkerState):
     def _end(self, slot: Slot, reason: str) -> None:
         """Take the attempt from its handler (unless it is being reported) and end it."""
         with slot.lock:
-            if slot.reporting or slot.released or slot.ended_at is not None:
+            if slot.reporting or slot.released or slot.returned or slot.ended_at is not None:
                 return
             slot.ended_at = time.monotonic()
             slot.end_reason = reason
-            if slot.started is not None:  # for the log line of the outcome
-                slot.duration = slot.ended_at - slot.started
+            if slot.handler_started is not None:  # for the log line of the outcome
+                slot.duration = slot.ended_at - slot.handler_started
         with self._in_flight_lock:  # its thread stays taken; the job id is free for a retry
             if self._in_flight.get(slot.job.pk) is slot:
                 del self._in_flight[slot.job.pk]
+                if slot.is_async:
+                    self._async_in_flight -= 1
             self._ended[slot.token] = slot
         slot.cancellation.set(reason)
+        if slot.is_async:
+            self._cancel_async(slot)  # an async handler can be stopped: its task is cancelled
         if reason == TIMEOUT:
             with self._summary_lock:
                 self.summary.timed_out += 1
@@ -145,7 +151,7 @@ class Watchdog(WorkerState):
         """The fenced write; a database error leaves it to the next pass."""
         execution.close_old_connections()
         outcome = execution.end_attempt(
-            slot.job, slot.end_reason, execution=slot.execution, timeout=slot.timeout
+            slot.job, slot.end_reason, execution=slot.handled, timeout=slot.timeout
         )
         with slot.lock:
             slot.end_written = True
@@ -177,6 +183,30 @@ class Watchdog(WorkerState):
         if self.max_stuck is not None and stuck_now >= self.max_stuck:
             self.stuck_limit_reached = True
             self.stop(f"max_stuck={self.max_stuck} reached")
+
+    def _ended_returned(self, slot: Slot) -> bool:
+        """A handler returned: True if the worker had ended its attempt (the slot is then
+        settled here), False if the caller reports it as usual. From here the watchdog leaves
+        the slot alone."""
+        with slot.lock:
+            slot.returned = True
+            ended, written = slot.ended_at is not None, slot.end_written
+        if not ended:
+            return False
+        if written:  # else the watchdog's write, when it lands, takes the slot out
+            with self._in_flight_lock:
+                self._ended.pop(slot.token, None)
+        self._thread_returned(slot)
+        return True
+
+    def _refuse_late(self, slot: Slot) -> None:
+        """The handler of an attempt the worker ended has returned: nothing of it is written."""
+        logger.warning(
+            "job.stale id=%s attempt=%s action=report (attempt ended: %s)",
+            slot.job.pk,
+            slot.job.attempt,
+            slot.end_reason,
+        )
 
     def _thread_returned(self, slot: Slot) -> None:
         """A pool thread's handler returned at last: a stuck thread is free again."""

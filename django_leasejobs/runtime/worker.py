@@ -8,6 +8,8 @@ token). Its own job is timing and threads, one module each:
   the pool, and every ``poll`` seconds recovers expired leases and runs the scheduler.
 * :mod:`.pool`, the **pool threads**: run one handler each, outside any transaction, then
   report the result; :mod:`.completions` groups plain successes into one statement.
+* :mod:`.async_runner`, **one event-loop thread** (when the process has ``async def``
+  handlers): runs up to ``async_concurrency`` of them at once; two reporter threads report them.
 * :mod:`.heartbeat`, **one heartbeat thread**: extends all in-flight leases in one call and
   sets ``lease_lost`` on a job whose lease was lost; the worker never reports that attempt.
 * :mod:`.watchdog`, **one watchdog thread**: ends attempts past their timeout or cancelled by
@@ -31,13 +33,17 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..conf import settings
+from . import async_execution
+from .async_runner import AsyncRunner
 from .heartbeat import HeartbeatThread
 from .loop import ClaimLoop
-from .pool import PoolThreads
 from .shutdown import Shutdown
 from .summary import Summary
 
 logger = logging.getLogger("django_leasejobs")
+
+DEFAULT_BATCH = 100
+"""Most jobs one claim takes, and most a worker prefetches, unless ``batch`` is given."""
 
 
 def default_worker_id() -> str:
@@ -85,10 +91,12 @@ def _check_grace(grace: float) -> None:
         raise ValueError(f"grace must be a number of seconds >= 0, not {grace!r}.")
 
 
-class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
+class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
     """Claims and runs jobs until stopped; usable in-process: ``Worker(...).run(burst=True)``.
 
-    ``queues=None`` takes every queue. ``batch`` defaults to ``concurrency``; ``lease``,
+    ``queues=None`` takes every queue. ``concurrency`` threads run sync handlers and up to
+    ``async_concurrency`` ``async def`` handlers run on one event loop. ``batch`` (most jobs
+    per claim, and the prefetch's cap) defaults to ``max(capacity, 100)``; ``lease``,
     ``heartbeat`` and ``poll`` default to their ``LEASEJOBS_*`` settings. ``maintenance`` is a list
     of callables the scheduler step runs (see :meth:`_run_scheduler`). ``max_stuck=N`` stops the
     worker gracefully once N handlers are stuck (``stuck_limit_reached`` then says so).
@@ -99,6 +107,7 @@ class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
         queues: Sequence[str] | None = None,
         *,
         concurrency: int = 4,
+        async_concurrency: int = 100,
         batch: int | None = None,
         lease: float | None = None,
         heartbeat: float | None = None,
@@ -112,6 +121,7 @@ class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
     ) -> None:
         self.queues = _checked_queues(queues)
         _positive("concurrency", concurrency, integer=True)
+        _positive("async_concurrency", async_concurrency, integer=True)
         _positive("batch", batch, integer=True)
         _positive("lease", lease)
         _positive("heartbeat", heartbeat)
@@ -120,7 +130,10 @@ class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
         _positive("max_stuck", max_stuck, integer=True)
         _check_grace(grace)
         self.concurrency = concurrency
-        self.batch = batch or concurrency
+        self.async_concurrency = async_concurrency
+        self._async_enabled = async_execution.possible()
+        capacity = concurrency + (async_concurrency if self._async_enabled else 0)
+        self.batch = batch or max(capacity, DEFAULT_BATCH)
         self.lease = float(lease if lease is not None else settings.LEASE_SECONDS)
         self.heartbeat = float(heartbeat if heartbeat is not None else settings.HEARTBEAT_SECONDS)
         self.poll = float(poll if poll is not None else settings.POLL_SECONDS)
@@ -143,11 +156,13 @@ class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
         """Run until stopped (or, with ``burst``, until nothing is due and nothing runs)."""
         started = time.monotonic()
         logger.info(
-            "worker.started id=%s queues=%s concurrency=%s batch=%s lease=%g heartbeat=%g "
-            "poll=%g burst=%s max_jobs=%s scheduler=%s grace=%g max_stuck=%s",
+            "worker.started id=%s queues=%s concurrency=%s async_concurrency=%s batch=%s "
+            "lease=%g heartbeat=%g poll=%g burst=%s max_jobs=%s scheduler=%s grace=%g "
+            "max_stuck=%s",
             self.worker_id,
             ",".join(self.queues) if self.queues is not None else "*",
             self.concurrency,
+            self.async_concurrency if self._async_enabled else 0,
             self.batch,
             self.lease,
             self.heartbeat,
@@ -161,6 +176,7 @@ class Worker(ClaimLoop, PoolThreads, HeartbeatThread, Shutdown):
         if self.scheduler:
             self._sync_schedules()
         self._start_pool()
+        self._start_async()
         self._start_heartbeat()
         self._start_watchdog()
         if not burst:

@@ -11,13 +11,17 @@ from __future__ import annotations
 import logging
 import queue as queue_module
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..backoff import Backoff
 from ..models import Job
 from ..protocol import Outcome
 from . import execution, listener
+from .claim_sizing import ClaimSizer
 from .context import Cancellation
+from .execution import Execution
 from .summary import Summary
 
 logger = logging.getLogger("django_leasejobs")
@@ -52,12 +56,22 @@ class Slot:
     written: the heartbeat stops renewing it and a shutdown no longer releases it."""
     released: bool = False
     """Set when shutdown handed the job back: the handler's result is then never reported."""
+    started: bool = False
+    """Set when a pool thread takes the slot: until then it is a prefetched job, released at
+    once by a shutdown."""
+    execution: execution.Execution | None = None
+    """The handler's success, while it waits in the grouped completions."""
+    is_async: bool = False
+    """An ``async def`` handler: it runs on the worker's event loop, not a pool thread."""
+    cancel_handler: Callable[[], object] | None = None
+    """Cancels an async handler's task; call it on the event loop (``Worker._cancel_async``)."""
     cancellation: Cancellation = field(default_factory=Cancellation)
     """The handler's ``ctx.cancelled``: set when the worker ends the attempt under it."""
-    execution: execution.Execution | None = None
-    """Set once the handler started: the watchdog's write needs it (a task's backoff)."""
+    handled: Execution | None = None
+    """The running handler's execution, once it started: the watchdog's write needs it (a
+    task's backoff and ``task_finished``)."""
     timeout: float | None = None
-    started: float | None = None
+    handler_started: float | None = None
     """``time.monotonic()`` when the handler was called."""
     deadline: float | None = None
     """``time.monotonic()`` at which the handler times out; None: no timeout, or not started."""
@@ -77,6 +91,10 @@ class Slot:
     def token(self) -> tuple[int, int]:
         return (self.job.pk, self.job.attempt)
 
+    @property
+    def result(self) -> Any:
+        return self.execution.result if self.execution is not None else None
+
 
 class WorkerState:
     """The options every part reads and the state the threads share (see the module docstring)."""
@@ -92,10 +110,14 @@ class WorkerState:
     scheduler: bool
     grace: float
     max_stuck: int | None
+    async_concurrency: int
+    _async_enabled: bool
+    """Whether this process can meet async handlers (see ``async_execution.possible``)."""
 
     def _init_state(self) -> None:
         """Create the shared state; ``Worker.__init__`` calls it once the options are set."""
         self.summary = Summary(self.worker_id)
+        self._sizer = ClaimSizer(self.concurrency, self.batch)
         self._summary_lock = threading.Lock()
         self._in_flight: dict[int, Slot] = {}
         self._ended: dict[tuple[int, int], Slot] = {}
@@ -103,6 +125,10 @@ class WorkerState:
         cancel), by token: the job may already run again here under a newer attempt. Under
         ``_in_flight_lock``, like ``_in_flight``."""
         self._in_flight_lock = threading.Lock()
+        self._async_recent = False
+        """Whether the latest claim that took jobs brought an async one (see ``_claim_room``)."""
+        self._async_in_flight = 0
+        """How many slots of ``_in_flight`` are async, under ``_in_flight_lock``."""
         self._gate = threading.Lock()
         """Held by the heartbeat around its snapshot and statement, and briefly by a pool thread
         to mark its slot ``reporting``: a job that has just been completed is never heartbeated
@@ -149,6 +175,47 @@ class WorkerState:
     def running(self) -> int:
         """In-flight attempts the worker still has to report (not ended under their handler)."""
         return len(self._in_flight)
+
+    def _held(self) -> int:
+        """Jobs claimed and not finished: running or waiting to start (not those whose
+        completion only waits for the next flush), and handlers still running after the
+        worker ended their attempt (a stuck thread is not free)."""
+        return len(self._in_flight) - len(self._completions) + len(self._ended)
+
+    def _claim_room(self) -> int:
+        """How many jobs the next claim may take (0 while below the low mark).
+
+        The pool's threads plus the prefetch of :mod:`.claim_sizing`, plus the async slots
+        while the latest claim brought async jobs. A claim cannot tell which kind a due job is:
+        counting the async slots always would let a worker of a project that has any async
+        handler sit on a hundred long sync jobs its threads cannot start. The first async job
+        a claim brings opens them; a claim of sync jobs alone closes them, leaving room for one
+        job more than the threads, so async work is still found while every thread is busy.
+        Jobs beyond the free threads or ``async_concurrency`` wait, in flight, their leases
+        renewed by the heartbeat. While a handler whose attempt the worker ended still holds a
+        thread, that one job more is not taken: a sync job could wait behind a thread that may
+        never free, its lease renewed, when another worker could run it.
+        """
+        extra = 0
+        if self._async_enabled:
+            extra = self.async_concurrency if self._async_recent else int(not self._ended)
+        return self._sizer.wanted(self._held(), extra)
+
+    def _hand_over(self, slot: Slot) -> None:
+        """Queue a claimed slot (already in flight) for the pool; async slots are routed to the
+        event loop by ``AsyncRunner``, which overrides this."""
+        self._work_queue.put(slot)
+
+    def _stop_async(self) -> None:
+        """Stop the event loop at shutdown; ``AsyncRunner`` overrides this (nothing to stop
+        here)."""
+
+    def _forget(self, slots: list[Slot]) -> None:
+        """Take finished (or released) slots out of flight: the one place a slot leaves."""
+        with self._in_flight_lock:
+            for slot in slots:
+                if self._in_flight.pop(slot.job.pk, None) is not None and slot.is_async:
+                    self._async_in_flight -= 1
 
     def _request_cancel(self, job_ids: set[int]) -> None:
         """Hand cancel requests to the watchdog (from the heartbeat or the LISTEN thread)."""

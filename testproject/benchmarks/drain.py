@@ -1,4 +1,5 @@
-"""Sections ``ceiling``, ``peer``, ``loop`` and ``worker``: N no-op jobs drained by processes.
+"""Sections ``ceiling``, ``peer``, ``pgqueuer``, ``loop``, ``worker``: N jobs drained by processes;
+``async``: N jobs that each await ``asyncio.sleep(1)``, drained by one process.
 
 Every variant starts from the same table state (N due jobs, vacuumed and analysed) and is timed
 the same way: from the first job's start to the last job's finish, in database time, read from
@@ -8,6 +9,8 @@ figure alike; the wall time including it is reported beside it.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,7 +21,11 @@ from .database import JOB_TABLE, Target
 from .processes import Group
 
 PEER_TABLE = "django_tasks_database_dbtaskresult"
+NAP = "testapp.jobs.nap"
+"""An ``async def`` job awaiting ``asyncio.sleep(1)`` (its default; the seeded rows pass none)."""
 RAW_WORKER = str(Path(__file__).resolve().parent / "raw_worker.py")
+PGQUEUER_WORKER = str(Path(__file__).resolve().parent / "pgqueuer_worker.py")
+SMALL_RESULT = "testapp.jobs.small_result"
 
 
 def _drain(
@@ -37,10 +44,10 @@ def _drain(
     }
 
 
-def _prepare(target: Target, jobs_count: int) -> None:
+def _prepare(target: Target, jobs_count: int, name: str = database.NOOP) -> None:
     with target.connect() as raw:
         database.reset(raw)
-        database.seed(raw, jobs_count)
+        database.seed(raw, jobs_count, name=name)
         database.vacuum_analyze(raw)
 
 
@@ -159,16 +166,84 @@ def worker(
     threads: Sequence[int],
     timeout: float,
 ) -> dict[str, Any]:
-    """``runjobworker --burst`` over process counts, batch sizes and thread counts."""
+    """``runjobworker --burst`` as a user starts it, with ``--concurrency 32`` alone, and over
+    the grid of batch sizes and thread counts; the defaults again on jobs returning a value."""
+    defaults = database.manage("runjobworker", "--burst", "--no-scheduler")
+    c32 = database.manage("runjobworker", "--burst", "--no-scheduler", "--concurrency", "32")
 
     def workers(batch: int, t: int) -> Callable[[int], list[list[str]]]:
         argv = worker_argv("--burst", batch=batch, threads=t)
         return lambda p: [argv] * p
 
-    variants = [(f"b{b}_t{t}", workers(b, t)) for b in batches for t in threads]
-    return _best_of_grid(
+    variants = [
+        ("defaults", lambda p: [defaults] * p),
+        ("c32", lambda p: [c32] * p),
+        *((f"b{b}_t{t}", workers(b, t)) for b in batches for t in threads),
+    ]
+    out = _best_of_grid(
         target, "worker", jobs_count=jobs_count, procs=procs, variants=variants, timeout=timeout
     )
+    for p in procs:
+        _prepare(target, jobs_count, name=SMALL_RESULT)
+        figures = _drain(
+            target, [defaults] * p, expected=jobs_count, table=JOB_TABLE, timeout=timeout
+        )
+        _record(out, f"worker_p{p}_defaults_result", figures)
+    return out
+
+
+def pgqueuer(
+    target: Target, *, jobs_count: int, procs: Sequence[int], timeout: float
+) -> dict[str, Any]:
+    """PgQueuer 1.6 (asyncpg) in drain mode: its default batch of 10, and batches of 100."""
+    script = [sys.executable, PGQUEUER_WORKER]
+    dsn = target.url
+    out: dict[str, Any] = {}
+    for p in procs:
+        for batch in (10, 100):
+            subprocess.run([*script, "seed", dsn, str(jobs_count)], check=True, timeout=timeout)
+            group = Group.start([[*script, "drain", dsn, str(batch)]] * p, dict(os.environ))
+            wall = group.wait(timeout)
+            spanned = subprocess.run(
+                [*script, "span", dsn], check=True, capture_output=True, text=True, timeout=60
+            ).stdout.split()
+            count, seconds = int(spanned[0]), float(spanned[1])
+            if count != jobs_count:
+                raise RuntimeError(f"{count} of {jobs_count} PgQueuer jobs succeeded")
+            _record(
+                out,
+                f"pgqueuer_p{p}_b{batch}",
+                {
+                    "per_s": count / seconds if seconds else float("nan"),
+                    "wall_s": wall,
+                    "rss_mib": max(group.peak_rss.values(), default=0.0),
+                },
+            )
+    subprocess.run([*script, "uninstall", dsn], check=True, timeout=60)
+    return out
+
+
+def async_sleep(
+    target: Target, *, jobs_count: int, async_concurrency: int, timeout: float
+) -> dict[str, Any]:
+    """One ``runjobworker --burst --async-concurrency C`` process, N one-second async sleeps.
+
+    Every other flag is left at its default. ``N / C`` seconds is the floor: that many waves of
+    one-second sleeps, one after the other; the figure shows what the worker adds to it.
+    """
+    with target.connect() as raw:
+        database.reset(raw)
+        database.seed(raw, jobs_count, name=NAP)
+        database.vacuum_analyze(raw)
+    argv = database.manage(
+        "runjobworker", "--burst", "--no-scheduler", "--async-concurrency", str(async_concurrency)
+    )
+    figures = _drain(target, [argv], expected=jobs_count, table=JOB_TABLE, timeout=timeout)
+    out: dict[str, Any] = {}
+    _record(out, "async_p1", figures)
+    out["async_drain_s"] = jobs_count / figures["per_s"]
+    out["async_floor_s"] = jobs_count / async_concurrency
+    return out
 
 
 def worker_argv(*extra: str, batch: int, threads: int, poll: float | None = None) -> list[str]:

@@ -26,7 +26,9 @@ def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def _ratios(m: dict[str, Any]) -> None:
     """Every drain figure also as a ratio to the raw ceiling and to the peer, same processes."""
     for key in list(m):
-        found = re.fullmatch(r"(worker|loop)_p(\d+)(_b\d+_t\d+|_b\d+)?_per_s", key)
+        found = re.fullmatch(
+            r"(worker|loop)_p(\d+)(_b\d+_t\d+|_b\d+|_defaults|_defaults_result|_c32)?_per_s", key
+        )
         if not found:
             continue
         procs = found.group(2)
@@ -35,6 +37,26 @@ def _ratios(m: dict[str, Any]) -> None:
             m[key.replace("_per_s", "_vs_ceiling")] = m[key] / ceiling
         if peer:
             m[key.replace("_per_s", "_vs_peer")] = m[key] / peer
+        pgq_default = m.get(f"pgqueuer_p{procs}_b10_per_s")
+        pgq_best = max(
+            (
+                m[k]
+                for k in (f"pgqueuer_p{procs}_b10_per_s", f"pgqueuer_p{procs}_b100_per_s")
+                if k in m
+            ),
+            default=None,
+        )
+        if pgq_default:
+            m[key.replace("_per_s", "_vs_pgqueuer_defaults")] = m[key] / pgq_default
+        if pgq_best:
+            m[key.replace("_per_s", "_vs_pgqueuer_best")] = m[key] / pgq_best
+    for procs in ("1", "2"):
+        plain, valued = (
+            m.get(f"worker_p{procs}_defaults_per_s"),
+            m.get(f"worker_p{procs}_defaults_result_per_s"),
+        )
+        if plain and valued:
+            m[f"worker_p{procs}_result_vs_noop"] = valued / plain
 
 
 @dataclass(frozen=True)
@@ -49,6 +71,12 @@ GOALS = [
     Goal("throughput, 2 processes", "worker_p2_per_s", lambda v: v >= 10_000, ">= 10,000 jobs/s"),
     Goal("throughput vs django-tasks worker", "worker_p2_vs_peer", lambda v: v >= 30, ">= 30x"),
     Goal("throughput vs raw-SQL ceiling", "worker_p2_vs_ceiling", lambda v: v >= 0.4, ">= 0.40"),
+    Goal(
+        "10,000 jobs awaiting asyncio.sleep(1), one process, --async-concurrency 2000",
+        "async_drain_s",
+        lambda v: v <= 5,
+        "<= 5 s",
+    ),
     Goal("bulk enqueue", "bulk_per_s", lambda v: v >= 50_000, ">= 50,000 jobs/s"),
     # Django's default connection prepares nothing and binds on the client (connection
     # poolers need that): the enqueue is judged against the raw INSERT sent the same way.
@@ -57,6 +85,30 @@ GOALS = [
         "single_vs_raw",
         lambda v: v >= 0.85,
         ">= 0.85",
+    ),
+    Goal(
+        "runjobworker defaults vs PgQueuer defaults, 2 processes",
+        "worker_p2_defaults_vs_pgqueuer_defaults",
+        lambda v: v >= 1.0,
+        ">= 1.0",
+    ),
+    Goal(
+        "--concurrency 32 vs PgQueuer's best, 2 processes",
+        "worker_p2_c32_vs_pgqueuer_best",
+        lambda v: v >= 1.2,
+        ">= 1.2",
+    ),
+    Goal(
+        "--concurrency 32 vs raw-SQL ceiling, 2 processes",
+        "worker_p2_c32_vs_ceiling",
+        lambda v: v >= 0.7,
+        ">= 0.70",
+    ),
+    Goal(
+        "jobs returning a value vs no-op jobs, defaults, 2 processes",
+        "worker_p2_result_vs_noop",
+        lambda v: v >= 0.9,
+        ">= 0.90",
     ),
     Goal("NOTIFY latency p99, idle", "latency_notify_p99_ms", lambda v: v < 50, "< 50 ms"),
     Goal("claim at 1M vs 10k", "claim_one_queue_growth", lambda v: v <= 1.5, "<= 1.5x"),
@@ -132,6 +184,27 @@ SUMMARY_ROWS: list[tuple[str, str, str]] = [
     ("runjobworker, 1 process, best (jobs/s)", "worker_p1_per_s", "worker_p1_vs_ceiling"),
     ("runjobworker, 2 processes, best (jobs/s)", "worker_p2_per_s", "worker_p2_vs_ceiling"),
     ("runjobworker, 2 processes, vs django-tasks", "worker_p2_vs_peer", ""),
+    ("PgQueuer, 2 processes, its defaults (batch 10)", "pgqueuer_p2_b10_per_s", ""),
+    ("PgQueuer, 2 processes, batch 100", "pgqueuer_p2_b100_per_s", ""),
+    (
+        "runjobworker, 2 processes, no tuning flags (jobs/s)",
+        "worker_p2_defaults_per_s",
+        "worker_p2_defaults_vs_pgqueuer_defaults",
+    ),
+    (
+        "runjobworker, 2 processes, --concurrency 32 (jobs/s)",
+        "worker_p2_c32_per_s",
+        "worker_p2_c32_vs_pgqueuer_best",
+    ),
+    ("  the same vs the raw-SQL ceiling", "worker_p2_c32_vs_ceiling", ""),
+    (
+        "runjobworker, 2 processes, defaults, jobs returning a value",
+        "worker_p2_defaults_result_per_s",
+        "worker_p2_result_vs_noop",
+    ),
+    ("async: jobs awaiting asyncio.sleep(1), drained in (s)", "async_drain_s", ""),
+    ("async: the floor, jobs / async concurrency x 1 s (s)", "async_floor_s", ""),
+    ("async: worker RSS (MiB)", "async_p1_rss_mib", ""),
     ("latency run_at -> start, NOTIFY p50 (ms)", "latency_notify_p50_ms", ""),
     ("latency, NOTIFY p95 (ms)", "latency_notify_p95_ms", ""),
     ("latency, NOTIFY p99 (ms)", "latency_notify_p99_ms", ""),

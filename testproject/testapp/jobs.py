@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import threading
 import time
 
 from django.db import transaction
@@ -72,6 +74,12 @@ def exactly_once(ctx: JobContext, label: str) -> None:
     with transaction.atomic():
         Hit.objects.create(job_id=ctx.job_id, attempt=ctx.attempt, label=label)
         ctx.complete("done")
+
+
+@job
+def small_result() -> dict[str, bool]:
+    """The benchmark's job that returns a value: a completion that stores a result."""
+    return {"ok": True}
 
 
 @job
@@ -150,7 +158,63 @@ def wait_until_final(job_ids: list[int], timeout: float = 60.0) -> None:
         time.sleep(0.02)
 
 
+# async def handlers: the worker runs them on its event loop (runtime/async_runner.py).
+
 NO_WAIT = Backoff(base=0, cap=0, jitter="none")
+
+
+@job
+async def async_add(a: int, b: int) -> int:
+    await asyncio.sleep(0)
+    return a + b
+
+
+@job
+async def nap(seconds: float = 1.0) -> None:
+    """Awaits ``seconds`` and does nothing else: the async benchmark's job."""
+    await asyncio.sleep(seconds)
+
+
+@job(takes_context=True)
+async def async_record(ctx: JobContext, label: str = "") -> None:
+    """Records its run through the async ORM."""
+    await Hit.objects.acreate(job_id=ctx.job_id, attempt=ctx.attempt, label=label)
+
+
+@job(takes_context=True, max_attempts=5, backoff=NO_WAIT)
+async def async_flaky(ctx: JobContext, succeed_on: int = 2) -> str:
+    if ctx.attempt < succeed_on:
+        raise RuntimeError(f"async failure on attempt {ctx.attempt}")
+    return f"async ok on attempt {ctx.attempt}"
+
+
+@job(takes_context=True)
+async def async_sleep(ctx: JobContext, seconds: float, label: str = "") -> None:
+    """Awaits in small steps, stops early when the lease is lost; records its run at the end."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not ctx.lease_lost:
+        await asyncio.sleep(0.02)
+    await Hit.objects.acreate(job_id=ctx.job_id, attempt=ctx.attempt, label=label or "slept")
+
+
+@job(takes_context=True, max_attempts=3, backoff=NO_WAIT)
+async def async_raises(ctx: JobContext, kind: str) -> None:
+    """Raises what a handler must never get past the event loop with."""
+    errors: dict[str, BaseException] = {
+        "keyboard": KeyboardInterrupt("handler interrupted"),
+        "exit": SystemExit(3),
+        "value": ValueError("bad value"),
+    }
+    raise errors[kind]
+
+
+@job
+async def async_thread_name() -> str:
+    """Returns the name of the thread it ran on (the worker's event loop, for a worker)."""
+    return threading.current_thread().name
+
+
+# Timeouts and cancelling running jobs (runtime/watchdog.py).
 
 
 @job(takes_context=True, timeout=0.5, max_attempts=2, backoff=NO_WAIT)
@@ -183,4 +247,18 @@ def ignores_cancel(ctx: JobContext, seconds: float = 1.0) -> str:
     """Sleeps ``seconds`` whatever happens, then records its run and returns."""
     time.sleep(seconds)
     Hit.objects.create(job_id=ctx.job_id, attempt=ctx.attempt, label=f"{ctx.cancel_reason}")
+    return "finished"
+
+
+@job(takes_context=True, timeout=0.3, max_attempts=1)
+async def async_times_out(ctx: JobContext, seconds: float = 30.0) -> str:
+    """Awaits past its timeout: the worker cancels its task at the deadline."""
+    await asyncio.sleep(seconds)
+    return "finished"
+
+
+@job(takes_context=True)
+async def async_until_cancelled(ctx: JobContext, seconds: float = 30.0) -> str:
+    """Awaits until the worker cancels its task (or ``seconds``)."""
+    await asyncio.sleep(seconds)
     return "finished"

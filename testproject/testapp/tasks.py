@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import threading
 import time
 from typing import Any
 
@@ -87,3 +88,9 @@ def plain_function() -> None:
 
 
 NOT_A_TASK = "a string"
+
+
+@task
+async def async_thread_name() -> str:
+    """Returns the name of the thread it ran on (the worker's event loop, for a worker)."""
+    return threading.current_thread().name

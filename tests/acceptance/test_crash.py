@@ -95,3 +95,36 @@ def test_a_paused_worker_past_its_lease_changes_nothing_when_it_resumes(spawn) -
     assert rows[failing.pk]["result"] == "ok on attempt 2"
     assert [e["kind"] for e in rows[failing.pk]["errors"]] == ["lease expired"]
     check_invariants(ids)
+
+
+def test_kill_9_during_a_prefetched_batch_every_job_ends_once_and_none_starts_early(
+    spawn,
+) -> None:
+    due = jobs.sleep.enqueue_many([((0.01,), {"label": f"due{i}"}) for i in range(300)])
+    later = jobs.sleep.enqueue_many(
+        [{"args": [0.01], "kwargs": {"label": f"later{i}"}, "delay": 3} for i in range(20)]
+    )
+    ids = [j.pk for j in due + later]
+    first = spawn("--concurrency", "8", *FAST, name="first")
+    # More jobs held than threads: claimed jobs waiting for a thread (the prefetch).
+    held = Job.objects.filter(status=Status.RUNNING, lease_owner=first.worker_id)
+    wait_for(lambda: held.count() > 8, what="a prefetched batch")
+    first.send(signal.SIGKILL)
+    assert first.wait() == -signal.SIGKILL
+    orphans = list(held.values_list("pk", flat=True))
+
+    second = spawn("--concurrency", "8", *FAST, name="second")
+    # A completion the killed worker had sent may still commit: expire only what still runs.
+    Job.objects.filter(pk__in=orphans, status=Status.RUNNING).update(lease_expires_at=shifted(-1))
+    finished = Job.objects.filter(pk__in=ids, status=Status.SUCCEEDED)
+    wait_for(lambda: finished.count() == len(ids), what="every job succeeded")
+
+    rows = check_invariants(ids)  # one final state each, no token ran twice, none early
+    retried = [row for row in rows if row.attempt > 1]
+    assert retried, "no orphan was recovered"
+    assert {row.pk for row in retried} <= set(orphans)
+    for row in retried:
+        assert row.attempt == 2
+        assert [entry["kind"] for entry in row.errors] == ["lease expired"]
+    second.send(signal.SIGTERM)
+    assert second.wait() == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import signal
 import socket
 import sys
@@ -73,6 +74,14 @@ def test_star_takes_every_queue_and_options_reach_the_worker() -> None:
     assert "worker named-worker:" in output
 
 
+def test_async_concurrency_reaches_the_worker(caplog) -> None:
+    added = jobs.async_add.enqueue(4, 5)
+    with caplog.at_level(logging.INFO, logger="django_leasejobs"):
+        run("--burst", "--async-concurrency", "3", "--concurrency", "1", *FAST)
+    assert "async_concurrency=3 batch=100 " in caplog.text
+    assert Job.objects.get(pk=added.pk).result == 9
+
+
 def test_max_jobs_exits_after_that_many() -> None:
     jobs.noop.enqueue_many([((), {})] * 5)
     run("--max-jobs", "2", "--concurrency", "1", *FAST)
@@ -94,6 +103,9 @@ def test_signal_handlers_are_restored_after_the_run() -> None:
         (["--concurrency", "0"], "concurrency must be a positive integer, not 0"),
         (["--concurrency", "-3"], "concurrency must be a positive integer"),
         (["--concurrency", "two"], "invalid int value: 'two'"),
+        (["--async-concurrency", "0"], "async_concurrency must be a positive integer, not 0"),
+        (["--async-concurrency", "-2"], "async_concurrency must be a positive integer"),
+        (["--async-concurrency", "many"], "invalid int value: 'many'"),
         (["--batch", "-1"], "batch must be a positive integer"),
         (["--lease", "-1"], "lease must be a positive number"),
         (["--lease", "nan"], "lease must be a positive number"),

@@ -34,8 +34,22 @@ class Command(BaseCommand):
             help="Comma-separated queues to take jobs from; '*' for every queue "
             "(default: LEASEJOBS_DEFAULT_QUEUE).",
         )
-        parser.add_argument("--concurrency", type=int, default=4, help="Threads running jobs (4).")
-        parser.add_argument("--batch", type=int, default=None, help="Jobs per claim (concurrency).")
+        parser.add_argument(
+            "--concurrency", type=int, default=4, help="Threads running sync handlers (4)."
+        )
+        parser.add_argument(
+            "--async-concurrency",
+            type=int,
+            default=100,
+            help="async def handlers running at once on the worker's event loop (100).",
+        )
+        parser.add_argument(
+            "--batch",
+            type=int,
+            default=None,
+            help="Jobs per claim (concurrency, plus async concurrency when there are async "
+            "handlers).",
+        )
         parser.add_argument(
             "--lease",
             type=float,
@@ -113,6 +127,7 @@ class Command(BaseCommand):
             worker = Worker(
                 queues,
                 concurrency=options["concurrency"],
+                async_concurrency=options["async_concurrency"],
                 batch=options["batch"],
                 lease=options["lease"],
                 heartbeat=options["heartbeat"],

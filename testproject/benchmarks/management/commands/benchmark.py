@@ -59,6 +59,8 @@ class Command(BaseCommand):
         add("--batches", default="64,128", help="Worker batch sizes (claim size).")
         add("--threads", default="128,256", help="Worker thread counts (--concurrency).")
         add("--ceiling-batches", default="100,500", help="Batch sizes of the raw-SQL ceiling.")
+        add("--async-jobs", type=int, default=10_000, help="Jobs awaiting asyncio.sleep(1).")
+        add("--async-concurrency", type=int, default=2000, help="The async section's worker's.")
         add("--single-jobs", type=int, default=2000, help="Jobs enqueued one at a time.")
         add("--peer-jobs", type=int, help="Jobs for the django-tasks worker (default: --jobs).")
         add("--backlogs", default="10000,100000,1000000", help="Pending rows for claim cost.")
@@ -120,6 +122,8 @@ class Command(BaseCommand):
         for name in (
             "jobs",
             "runs",
+            "async_jobs",
+            "async_concurrency",
             "single_jobs",
             "claim_batch",
             "claim_reps",
@@ -149,6 +153,8 @@ class Command(BaseCommand):
             "sections": sections,
             "jobs": o["jobs"],
             "runs": o["runs"],
+            "async_jobs": o["async_jobs"],
+            "async_concurrency": o["async_concurrency"],
             "single_jobs": o["single_jobs"],
             "peer_jobs": o["peer_jobs"] or o["jobs"],
             "claim_batch": o["claim_batch"],
@@ -165,12 +171,16 @@ class Command(BaseCommand):
         """Leave out (and say so) what this installation cannot run."""
         missing = {}
         if "runjobworker" not in get_commands():
-            for name in ("worker", "latency", "spike"):
+            for name in ("worker", "async", "latency", "spike"):
                 missing[name] = "no runjobworker command in this installation"
         try:
             import django_tasks_db  # noqa: F401
         except ImportError:
             missing["peer"] = "django-tasks-db is not installed (pip install -e '.[benchmark]')"
+        try:
+            import pgqueuer  # noqa: F401
+        except ImportError:
+            missing["pgqueuer"] = "pgqueuer is not installed (pip install -e '.[benchmark]')"
         for name in sections:
             if name in missing:
                 self._say(f"section {name} not run: {missing[name]}")

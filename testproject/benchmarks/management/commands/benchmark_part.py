@@ -16,7 +16,18 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from benchmarks import claim_cost, drain, enqueue_rate, latency
 from benchmarks.database import Target
 
-SECTIONS = ("enqueue", "claim", "ceiling", "peer", "loop", "worker", "latency", "spike")
+SECTIONS = (
+    "enqueue",
+    "claim",
+    "ceiling",
+    "peer",
+    "pgqueuer",
+    "loop",
+    "worker",
+    "async",
+    "latency",
+    "spike",
+)
 
 
 class Command(BaseCommand):
@@ -60,6 +71,8 @@ def run_section(section: str, target: Target, o: dict[str, Any]) -> dict[str, An
         )
     if section == "peer":
         return drain.peer(target, jobs_count=o["peer_jobs"], procs=o["procs"], timeout=timeout)
+    if section == "pgqueuer":
+        return drain.pgqueuer(target, jobs_count=n, procs=o["procs"], timeout=timeout)
     if section == "loop":
         return drain.loop(
             target, jobs_count=n, procs=o["procs"], batches=o["batches"], timeout=timeout
@@ -71,6 +84,13 @@ def run_section(section: str, target: Target, o: dict[str, Any]) -> dict[str, An
             procs=o["procs"],
             batches=o["batches"],
             threads=o["threads"],
+            timeout=timeout,
+        )
+    if section == "async":
+        return drain.async_sleep(
+            target,
+            jobs_count=o["async_jobs"],
+            async_concurrency=o["async_concurrency"],
             timeout=timeout,
         )
     if section == "latency":

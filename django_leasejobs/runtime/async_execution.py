@@ -1,0 +1,137 @@
+"""Run one claimed job whose handler is ``async def``, on the worker's event loop.
+
+The counterpart of :func:`.execution.execute` for coroutines: same context, same failure
+rules, same :class:`.execution.Execution` for :func:`.execution.report` or the grouped
+completions. What differs is what must never happen on an event loop:
+
+* No database access here. Django refuses sync ORM calls in a thread that runs an event loop
+  (``SynchronousOnlyOperation``); a handler uses the async ORM (``aget``, ``acreate``, ...),
+  which Django runs through ``sync_to_async`` on asgiref's one shared thread, one call at a
+  time, on that thread's own connection. :func:`tidy_connections` applies
+  ``close_old_connections`` in that thread (the worker calls it between jobs, see
+  :mod:`.async_runner`); the loop thread itself never holds a connection.
+* Nothing a handler raises escapes: asyncio re-raises ``KeyboardInterrupt`` and ``SystemExit``
+  out of the loop itself, which would end the loop thread with every job on it still running.
+  Here they fail the attempt like any error.
+* Cancelling the handler's task (a timeout, a cancel request, shutdown) ends the attempt as
+  failed with kind ``cancelled``; the report that follows is fenced like any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+
+from asgiref.sync import sync_to_async
+
+from .. import registry
+from ..models import Job
+from ..protocol import Failure
+from ..tasks import execution as task_execution
+from . import execution
+from .context import Cancellation
+from .execution import Execution
+
+CANCELLED = "cancelled"
+"""The error kind of an attempt whose async handler was cancelled by the worker."""
+
+
+def is_async(job: Job) -> bool:
+    """Whether the job's handler is ``async def`` (a ``@job``, or a ``django.tasks`` task).
+
+    A row that names nothing runnable is not async: the sync path records why it did not run.
+    """
+    job_function = registry.lookup(job.name)
+    if job_function is not None:
+        return job_function.is_async
+    return bool(job.task_backend) and task_execution.is_async(job)
+
+
+def possible() -> bool:
+    """Whether this process can meet an async handler: an async ``@job`` is registered, or the
+    tasks backend is configured (any of its rows may name an ``async def`` task)."""
+    return registry.any_async() or task_execution.backend_configured()
+
+
+async def execute(
+    job: Job,
+    worker_id: str,
+    lease_lost: threading.Event,
+    *,
+    cancellation: Cancellation | None = None,
+    on_start: Callable[[Execution, float | None], None] | None = None,
+) -> Execution:
+    """Await the job's handler; never raises (see the module docstring)."""
+    result = execution.start(
+        job, worker_id, lease_lost, cancellation=cancellation, on_start=on_start
+    )
+    job_function = registry.lookup(job.name)
+    try:
+        if job_function is None and job.task_backend:
+            await task_execution.aexecute(result)
+            return result
+        if job_function is None:
+            execution.unregistered(result)
+            return result
+        result.begin(job_function.get_timeout())
+        call = job_function.func(*execution.arguments(result, job_function), **job.kwargs)
+        result.result = await call
+        result.ok = True
+    except asyncio.CancelledError as exc:
+        uncancel()
+        cancelled(result, exc)
+    except BaseException as exc:  # KeyboardInterrupt, SystemExit: the attempt, not the loop
+        if job_function is None:
+            result.exception = exc
+            result.failure = Failure.from_exception(exc)
+        else:
+            execution.failed(result, exc, job_function)
+    return result
+
+
+def cancelled(result: Execution, exc: BaseException) -> None:
+    """Record a cancelled attempt: failed with kind ``cancelled``, retried by the backoff rules.
+
+    ``exception`` stays empty: cancelling is the worker's doing, not the handler's error, so
+    the in-process helpers have nothing of the handler's to raise.
+    """
+    detail = Failure.from_exception(exc)
+    result.ok = False
+    result.failure = Failure("The worker cancelled the handler.", detail.traceback, kind=CANCELLED)
+
+
+def interrupted(
+    job: Job, worker_id: str, lease_lost: threading.Event, exc: BaseException
+) -> Execution:
+    """The result of an attempt stopped before its handler ran (cancelled while it waited for
+    the worker's async limit) or by an error of the worker's own: failed, and retried."""
+    result = execution.start(job, worker_id, lease_lost)
+    if isinstance(exc, asyncio.CancelledError):
+        cancelled(result, exc)
+    else:
+        result.failure = Failure.from_exception(exc)
+    return result
+
+
+def uncancel() -> None:
+    """Take back the cancellation once handled, so later awaits in this task run normally."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
+async def tidy_connections() -> None:
+    """``close_old_connections`` in the thread that runs the async ORM's calls.
+
+    That thread (asgiref's shared one for ``thread_sensitive`` calls) owns the connection async
+    handlers use; a broken or expired one is dropped there, as between requests.
+    """
+    await sync_to_async(execution.close_old_connections, thread_sensitive=True)()
+
+
+async def close_connections() -> None:
+    """Close that thread's connections when the worker stops."""
+    from django.db import connections
+
+    await sync_to_async(connections.close_all, thread_sensitive=True)()
