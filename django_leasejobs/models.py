@@ -188,10 +188,29 @@ class DeadLetter(models.Model):
         help_text="The job a replay created; set once, so replaying twice creates one job.",
     )
     replayed_at = models.DateTimeField(null=True, blank=True)
+    fingerprint = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        editable=False,
+        help_text="The error's key: its exception class and the handler's innermost frames "
+        "(django_leasejobs.fingerprints); empty until computed for a row written before it.",
+    )
 
     class Meta:
         ordering = ["-id"]
-        permissions = [("replay_deadletter", "Can replay a dead letter")]
+        indexes = [
+            # The grouped page reads (fingerprint, name, created_at) in index order, and a
+            # group's replay or discard finds its rows by the leading column.
+            models.Index(
+                fields=["fingerprint", "name", "created_at"], name="leasejobs_deadletter_groups"
+            ),
+        ]
+        permissions = [
+            ("replay_deadletter", "Can replay a dead letter"),
+            ("replay_deadletter_group", "Can replay a group of dead letters"),
+            ("discard_deadletter_group", "Can discard a group of dead letters"),
+        ]
 
     def __str__(self) -> str:
         return f"dead {self.name}#{self.job_id}: {self.reason}"
