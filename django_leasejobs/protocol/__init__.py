@@ -13,11 +13,23 @@ Rules that hold for every function here:
 
 Modules: ``enqueues`` (enqueue, bulk, dedupe), ``lease`` (claim, heartbeat), ``completions``,
 ``failures`` (retry, dead letter, lease recovery, release), ``operator_actions`` (cancel, run now,
-retry now, replay, effects), ``occurrences`` (cron), ``pruning``.
+retry now, replay, effects), ``dead_letter_groups`` (dead letters grouped by fingerprint: replay
+or discard a group, backfill fingerprints), ``occurrences`` (cron), ``pruning``.
 """
 
 from .base import MAX_ERROR_CHARS, Failure, Outcome, job_database
 from .completions import complete, complete_in_transaction, complete_many
+from .dead_letter_groups import (
+    Group,
+    GroupDiscard,
+    GroupReplay,
+    check_fingerprint,
+    discard_group,
+    fingerprint_letters,
+    groups,
+    latest_errors,
+    replay_group,
+)
 from .enqueues import ENQUEUE_OPTIONS, enqueue, enqueue_many, enqueue_task
 from .failures import fail, recover_expired, release
 from .lease import claim, claim_job, heartbeat
@@ -30,26 +42,35 @@ __all__ = [
     "MAX_ERROR_CHARS",
     "PRUNABLE",
     "Failure",
+    "Group",
+    "GroupDiscard",
+    "GroupReplay",
     "Outcome",
     "cancel",
+    "check_fingerprint",
     "claim",
     "claim_job",
     "complete",
     "complete_in_transaction",
     "complete_many",
     "count_prunable",
+    "discard_group",
     "emit_occurrence",
     "enqueue",
     "enqueue_many",
     "enqueue_task",
     "fail",
+    "fingerprint_letters",
+    "groups",
     "heartbeat",
     "job_database",
+    "latest_errors",
     "prune_finished",
     "record_effect",
     "recover_expired",
     "release",
     "replay",
+    "replay_group",
     "retry_now",
     "run_now",
     "skip_occurrences",
