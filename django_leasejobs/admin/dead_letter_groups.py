@@ -19,6 +19,8 @@ from django.db.models import Model
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
 
 from .. import protocol
 from ..models import DeadLetter, Job
@@ -33,6 +35,10 @@ _ACTIONS = {
     "replay": ("replay_group", "Replay", "replayed"),
     "discard": ("discard_group", "Discard", "discarded"),
 }
+
+
+def _action_url(fingerprint: str, action: str) -> str:
+    return reverse("admin:django_leasejobs_deadletter_group_action", args=[fingerprint, action])
 
 
 def _log(request: HttpRequest, entries: list[tuple[Model, int, str]]) -> None:
@@ -89,14 +95,23 @@ class DeadLetterGroupViews(_ModelAdmin):
         rows = []
         for group in page.object_list:
             label, message = errors.get(group.fingerprint, ("", ""))
+            key = group.fingerprint
             rows.append(
                 {
                     "group": group,
                     "label": label,
                     "message": display.truncated(message, 300),
-                    "letters_url": f"{changelist}?fingerprint={group.fingerprint}",
-                    "replay": may["replay"] and group.fingerprint and group.not_replayed > 0,
-                    "discard": may["discard"] and group.fingerprint,
+                    # Joined here: a template loop over every name of every group is slow.
+                    "names": format_html_join(
+                        mark_safe("<br>"), "{}&nbsp;({})", ((n, c) for n, c in group.names)
+                    ),
+                    "letters_url": f"{changelist}?fingerprint={key}",
+                    "replay_url": (
+                        _action_url(key, "replay")
+                        if may["replay"] and key and group.not_replayed > 0
+                        else ""
+                    ),
+                    "discard_url": _action_url(key, "discard") if may["discard"] and key else "",
                 }
             )
         context = {

@@ -96,7 +96,7 @@ class TestGroupedPage:
         DeadLetter.objects.filter(pk=letter.pk).update(fingerprint="")
         response = admin_client.get(url("deadletter_groups"))
         (row,) = response.context["rows"]
-        assert (row["replay"], row["discard"]) == ("", "")
+        assert (row["replay_url"], row["discard_url"]) == ("", "")
         assert "manage.py deadletters fingerprint" in response.content.decode()
 
     def test_one_aggregate_query_and_one_read_of_the_newest_letters(
