@@ -117,7 +117,7 @@ class DeadLetterGroupViews(_ModelAdmin):
         context = {
             **self._context(request, "Dead letters grouped by error"),
             "rows": rows,
-            "page": page,
+            "groups_page": page,
             "total": page.paginator.count,
         }
         return TemplateResponse(request, "admin/django_leasejobs/deadletter/groups.html", context)
