@@ -1,5 +1,5 @@
 """Migrations 0004 and 0005 leave the job table with the lean indexes, and go back and forth;
-0009 fingerprints the dead letters already there."""
+0006 fingerprints the dead letters already there."""
 
 from __future__ import annotations
 
