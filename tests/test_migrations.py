@@ -113,7 +113,7 @@ def test_the_unique_keys_still_refuse_a_second_live_job() -> None:
     assert Job.objects.count() == 4
 
 
-def test_0009_fingerprints_the_dead_letters_already_there() -> None:
+def test_0006_fingerprints_the_dead_letters_already_there() -> None:
     from django_leasejobs import fingerprints
     from django_leasejobs.models import DeadLetter
 
