@@ -77,6 +77,7 @@ def job(
     lease: float | None = ...,
     takes_context: bool = ...,
     permanent: tuple[type[BaseException], ...] = ...,
+    api: bool = ...,
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 
 

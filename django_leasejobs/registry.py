@@ -39,6 +39,7 @@ class JobSpec:
         lease: float | None = None,
         takes_context: bool = False,
         permanent: tuple[type[BaseException], ...] = (),
+        api: bool = False,
     ) -> None:
         self.func = func
         self.name = name or f"{func.__module__}.{func.__qualname__}"
@@ -58,6 +59,11 @@ class JobSpec:
         self.lease = lease
         self.takes_context = takes_context
         self.permanent = tuple(permanent)
+        if not isinstance(api, bool):
+            raise ValueError(f"api must be True or False, not {api!r}.")
+        self.api = api
+        """May be enqueued over HTTP (``django_leasejobs.api``), as if listed in
+        ``LEASEJOBS_API_JOBS``."""
         self.is_async = inspect.iscoroutinefunction(func)
         """An ``async def`` handler: the worker runs it on its event loop, not a pool thread."""
 

@@ -30,7 +30,14 @@ from .dead_letter_groups import (
     latest_errors,
     replay_group,
 )
-from .enqueues import ENQUEUE_OPTIONS, enqueue, enqueue_many, enqueue_task
+from .enqueues import (
+    ENQUEUE_OPTIONS,
+    Inserted,
+    enqueue,
+    enqueue_many,
+    enqueue_reporting,
+    enqueue_task,
+)
 from .failures import fail, recover_expired, release
 from .lease import claim, claim_job, heartbeat
 from .occurrences import emit_occurrence, skip_occurrences
@@ -45,6 +52,7 @@ __all__ = [
     "Group",
     "GroupDiscard",
     "GroupReplay",
+    "Inserted",
     "Outcome",
     "cancel",
     "check_fingerprint",
@@ -58,6 +66,7 @@ __all__ = [
     "emit_occurrence",
     "enqueue",
     "enqueue_many",
+    "enqueue_reporting",
     "enqueue_task",
     "fail",
     "fingerprint_letters",

@@ -171,6 +171,19 @@ def enqueue(
     return insert(values, job_database()).job
 
 
+def enqueue_reporting(
+    name: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, **options: Any
+) -> Inserted:
+    """``enqueue``, saying whether the job is new or the live one holding its dedupe key.
+
+    For a caller that must tell the two apart: the HTTP API answers 201 for a new job and
+    200 for a dedupe hit.
+    """
+    check_options(options)
+    values = row_values(name, args, kwargs or {}, **options)
+    return insert(values, job_database())
+
+
 def enqueue_task(
     path: str,
     args: Sequence[Any],

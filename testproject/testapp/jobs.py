@@ -16,7 +16,7 @@ from django_leasejobs.runtime.context import JobContext
 from .models import Hit
 
 
-@job
+@job(api=True)
 def noop() -> None:
     """Does nothing: throughput and protocol tests."""
 
