@@ -280,6 +280,10 @@ def check_dedupe_key(key: Any) -> str | None:
     return key
 
 
+MAX_DELAY_SECONDS = 100 * 366 * 86400
+"""A longer delay is a mistake (and a much longer one overflows the date arithmetic)."""
+
+
 def check_run_at(run_at: Any, delay: Any) -> tuple[dt.datetime | None, float | None]:
     """Return an absolute ``run_at`` or a delay in seconds (added to the database's clock)."""
     if run_at is not None and delay is not None:
@@ -300,9 +304,10 @@ def check_run_at(run_at: Any, delay: Any) -> tuple[dt.datetime | None, float | N
             seconds = float(delay)
         else:
             raise JobValidationError(f"delay must be seconds or a timedelta, not {delay!r}.")
-        if not math.isfinite(seconds) or seconds < 0:
+        if not math.isfinite(seconds) or not 0 <= seconds <= MAX_DELAY_SECONDS:
             raise JobValidationError(
-                f"delay must be a finite, non-negative duration, not {delay!r}."
+                f"delay must be a finite, non-negative duration of at most 100 years, "
+                f"not {delay!r}."
             )
         return None, seconds
     return None, None

@@ -3,6 +3,7 @@ exact check (every value judged, the JSON encoded and measured) does."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import re
@@ -203,3 +204,15 @@ def test_the_returned_job_equals_a_fresh_read_of_its_row() -> None:
         assert _exactly(fresh.args) == _exactly(KEPT_FLOATS)
         assert _exactly(fresh.args) == _exactly(job.args)
         assert _exactly(fresh.kwargs) == _exactly(job.kwargs)
+
+
+@pytest.mark.parametrize(
+    "delay", [10**20, 1e300, validation.MAX_DELAY_SECONDS + 1, dt.timedelta(days=999_999_999)]
+)
+def test_a_delay_beyond_a_century_is_refused_not_overflowed(delay: Any) -> None:
+    with pytest.raises(JobValidationError, match="at most 100 years"):
+        validation.check_run_at(None, delay)
+    assert validation.check_run_at(None, validation.MAX_DELAY_SECONDS) == (
+        None,
+        float(validation.MAX_DELAY_SECONDS),
+    )
