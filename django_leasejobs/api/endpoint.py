@@ -72,6 +72,7 @@ def resource(**methods: Action) -> View:
     return handle
 
 
+@csrf_exempt  # else a POST to a wrong path got the CSRF middleware's HTML 403 page
 def not_found(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     """Every other path under the API's prefix: JSON, not Django's HTML 404 page."""
     return error_response("not_found", f"No API endpoint at {request.path}.")

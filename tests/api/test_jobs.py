@@ -132,3 +132,13 @@ def test_actions_refuse_get_and_other_methods(operator):
     response = operator.client.delete(f"/jobs/api/jobs/{job.pk}/", headers=operator.headers())
     assert response.status_code == 405
     assert Job.objects.get(pk=job.pk).status == "pending"
+
+
+def test_unknown_paths_are_json_404_for_every_method(operator):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    for method in ("get", "post", "put", "delete"):
+        response = getattr(client, method)("/jobs/api/jobs/null,null/cancel/")
+        assert response.status_code == 404, method
+        assert response.json()["code"] == "not_found"
