@@ -280,6 +280,27 @@ def check_dedupe_key(key: Any) -> str | None:
     return key
 
 
+RUN_AT_YEARS = (1000, 9999)
+"""What every database stores: MariaDB's DATETIME starts at year 1000."""
+
+
+def _storable(run_at: dt.datetime) -> dt.datetime:
+    """``run_at`` in UTC when aware, within ``RUN_AT_YEARS``.
+
+    In UTC because PostgreSQL refuses a UTC offset beyond 15:59 that Python allows.
+    """
+    try:
+        value = run_at if timezone.is_naive(run_at) else run_at.astimezone(dt.timezone.utc)
+    except OverflowError:
+        value = None
+    if value is None or not RUN_AT_YEARS[0] <= value.year <= RUN_AT_YEARS[1]:
+        raise JobValidationError(
+            f"run_at must fall in the years {RUN_AT_YEARS[0]} to {RUN_AT_YEARS[1]} (UTC), "
+            f"not {run_at.isoformat()}."
+        )
+    return value
+
+
 MAX_DELAY_SECONDS = 100 * 366 * 86400
 """A longer delay is a mistake (and a much longer one overflows the date arithmetic)."""
 
@@ -296,7 +317,7 @@ def check_run_at(run_at: Any, delay: Any) -> tuple[dt.datetime | None, float | N
                 "run_at is a naive datetime while USE_TZ = True; pass an aware datetime "
                 "(django.utils.timezone.now() + ...)."
             )
-        return run_at, None
+        return _storable(run_at), None
     if delay is not None:
         if isinstance(delay, dt.timedelta):
             seconds = delay.total_seconds()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.admin.models import CHANGE, LogEntry
-from django.db import DatabaseError
+from django.db import InterfaceError, OperationalError
 from django.db.models import Model
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
@@ -62,7 +62,7 @@ def resource(**methods: Action) -> View:
             return action.view(request, **kwargs)
         except ApiError as exc:
             return exc.response()
-        except DatabaseError:
+        except (OperationalError, InterfaceError):  # not DataError: that would be our bug
             logger.exception("api: database error on %s %s", request.method, request.path)
             return error_response("database_unavailable", "The database could not be reached.")
         except Exception:
