@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_leasejobs', '0005_partial_unique_keys'),
+        ('django_leasejobs', '0006_deadletter_fingerprint'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
