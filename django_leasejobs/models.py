@@ -133,6 +133,13 @@ class Job(models.Model):
                 name="leasejobs_running_lease",
                 condition=models.Q(status="running"),
             ),
+            # Dedupe over finished states (``dedupe_states``): the holder is looked up by key.
+            # Partial where supported: jobs without a key (most) have no entry.
+            models.Index(
+                fields=["dedupe_key"],
+                name="leasejobs_dedupe_key",
+                condition=models.Q(dedupe_key__isnull=False),
+            ),
             # Pruning finished jobs by age. Partial where supported: a claim (pending to running)
             # then writes no entry here, a completion one.
             models.Index(
@@ -158,6 +165,7 @@ class Job(models.Model):
         permissions = [
             ("cancel_job", "Can cancel a job"),
             ("run_job_now", "Can run a job now or retry it"),
+            ("pause_queue", "Can pause and resume queues and job names"),
         ]
 
     def __str__(self) -> str:
@@ -167,6 +175,41 @@ class Job(models.Model):
     def attempts_charged(self) -> int:
         """Claims that count against ``max_attempts``."""
         return self.attempt - self.released
+
+
+class PauseKind(models.TextChoices):
+    """What a pause names."""
+
+    QUEUE = "queue", "Queue"
+    JOB = "job", "Job name"
+
+
+class Pause(models.Model):
+    """A queue or a job name whose due jobs no worker claims while this row exists.
+
+    Written and deleted only by :mod:`django_leasejobs.protocol.pauses`; every dialect's claim
+    excludes what these rows name, in the claim's own statement, so a claim that starts after a
+    pause commits never starts a job it names. Jobs already running finish.
+    """
+
+    kind = models.CharField(max_length=8, choices=PauseKind.choices)
+    name = models.CharField(max_length=200, help_text="The queue or the registered job name.")
+    paused_at = models.DateTimeField(db_default=Now())
+    paused_by = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        ordering = ["kind", "name"]
+        constraints = [
+            # Also the index the claim reads: (kind, name) lookups never touch the table.
+            models.UniqueConstraint(fields=["kind", "name"], name="leasejobs_one_pause"),
+            models.CheckConstraint(
+                condition=models.Q(kind__in=[k.value for k in PauseKind]),
+                name="leasejobs_pause_kind_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name} paused"
 
 
 class DeadLetter(models.Model):

@@ -14,7 +14,7 @@ Rules that hold for every function here:
 Modules: ``enqueues`` (enqueue, bulk, dedupe), ``lease`` (claim, heartbeat), ``completions``,
 ``failures`` (retry, dead letter, lease recovery, release), ``operator_actions`` (cancel, run now,
 retry now, replay, effects), ``dead_letter_groups`` (dead letters grouped by fingerprint: replay
-or discard a group, backfill fingerprints), ``occurrences`` (cron), ``pruning``.
+or discard a group, backfill fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron), ``pruning``.
 """
 
 from .base import MAX_ERROR_CHARS, Failure, Outcome, job_database
@@ -42,6 +42,7 @@ from .failures import fail, recover_expired, release
 from .lease import claim, claim_job, heartbeat
 from .occurrences import emit_occurrence, skip_occurrences
 from .operator_actions import cancel, record_effect, replay, retry_now, run_now
+from .pauses import Paused, pause, paused, resume
 from .pruning import PRUNABLE, count_prunable, prune_finished
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "GroupReplay",
     "Inserted",
     "Outcome",
+    "Paused",
     "cancel",
     "check_fingerprint",
     "claim",
@@ -74,12 +76,15 @@ __all__ = [
     "heartbeat",
     "job_database",
     "latest_errors",
+    "pause",
+    "paused",
     "prune_finished",
     "record_effect",
     "recover_expired",
     "release",
     "replay",
     "replay_group",
+    "resume",
     "retry_now",
     "run_now",
     "skip_occurrences",
