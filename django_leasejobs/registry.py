@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import validation
+from . import dedupe_keys, validation
 from .backoff import Backoff
 from .conf import settings
-from .errors import UnknownJobError
+from .errors import JobValidationError, UnknownJobError
 
 _registry: dict[str, JobSpec] = {}
 _lock = threading.Lock()
@@ -40,6 +40,10 @@ class JobSpec:
         takes_context: bool = False,
         permanent: tuple[type[BaseException], ...] = (),
         api: bool = False,
+        dedupe_key: bool | str | None = None,
+        dedupe_states: Sequence[str] | None = None,
+        dedupe_period: float | None = None,
+        on_conflict: str | None = None,
     ) -> None:
         self.func = func
         self.name = name or f"{func.__module__}.{func.__qualname__}"
@@ -66,6 +70,18 @@ class JobSpec:
         ``LEASEJOBS_API_JOBS``."""
         self.is_async = inspect.iscoroutinefunction(func)
         """An ``async def`` handler: the worker runs it on its event loop, not a pool thread."""
+        self.signature = dedupe_keys.parameters(func, takes_context)
+        if dedupe_key is not None and dedupe_key is not True:
+            dedupe_keys.check_template(dedupe_key, self.signature)
+        self.dedupe_key = dedupe_key
+        """True (a hash of the call) or a template over argument names; None: no dedupe."""
+        self.dedupe_states = validation.check_dedupe_states(dedupe_states)
+        self.dedupe_period = validation.check_dedupe_period(dedupe_period)
+        self.on_conflict = validation.check_on_conflict(on_conflict)
+        if self.dedupe_key is None and (self.dedupe_period or self.on_conflict):
+            raise JobValidationError(
+                "dedupe_period and on_conflict need dedupe_key (True or a template) on @job."
+            )
 
     def __repr__(self) -> str:
         return f"<job {self.name}>"

@@ -303,6 +303,58 @@ def _storable(run_at: dt.datetime) -> dt.datetime:
 
 MAX_DELAY_SECONDS = 100 * 366 * 86400
 """A longer delay is a mistake (and a much longer one overflows the date arithmetic)."""
+LIVE_STATES = ("pending", "running", "failed")
+ALL_STATES = (*LIVE_STATES, "succeeded", "dead", "cancelled")
+ON_CONFLICT = ("ignore", "replace")
+MAX_DEDUPE_PERIOD = 10 * 365 * 86400
+
+
+def check_dedupe_states(states: Any) -> tuple[str, ...] | None:
+    """The states whose job holds a dedupe key; they must include every live state.
+
+    A live job always holds its key (the unique ``live_dedupe_key`` settles racing producers),
+    so only finished states can be added to the default.
+    """
+    if states is None:
+        return None
+    if isinstance(states, str) or not isinstance(states, list | tuple | set | frozenset):
+        raise JobValidationError(
+            f"dedupe_states must be a list of job states, not {states!r} (e.g. "
+            '["pending", "running", "failed", "succeeded"]).'
+        )
+    unknown = [s for s in states if s not in ALL_STATES]
+    if unknown:
+        raise JobValidationError(
+            f"dedupe_states: unknown state(s) {unknown!r}; states are {', '.join(ALL_STATES)}."
+        )
+    missing = [s for s in LIVE_STATES if s not in states]
+    if missing:
+        raise JobValidationError(
+            f"dedupe_states must include every live state (pending, running, failed); "
+            f"{', '.join(missing)} is missing. A live job always holds its dedupe key."
+        )
+    return tuple(s for s in ALL_STATES if s in states)
+
+
+def check_dedupe_period(period: Any) -> float | None:
+    """Seconds of one dedupe window, or None (no window)."""
+    if period is None:
+        return None
+    if isinstance(period, bool) or not isinstance(period, int | float):
+        raise JobValidationError(f"dedupe_period must be a number of seconds, not {period!r}.")
+    if not 1 <= period <= MAX_DEDUPE_PERIOD:
+        raise JobValidationError(
+            f"dedupe_period must be between 1 second and 10 years, not {period!r}."
+        )
+    return float(period)
+
+
+def check_on_conflict(value: Any) -> str | None:
+    if value is None:
+        return None
+    if value not in ON_CONFLICT:
+        raise JobValidationError(f'on_conflict must be "ignore" or "replace", not {value!r}.')
+    return str(value)
 
 
 def check_run_at(run_at: Any, delay: Any) -> tuple[dt.datetime | None, float | None]:

@@ -14,7 +14,8 @@ Rules that hold for every function here:
 Modules: ``enqueues`` (enqueue, bulk, dedupe), ``lease`` (claim, heartbeat), ``completions``,
 ``failures`` (retry, dead letter, lease recovery, release), ``operator_actions`` (cancel, run now,
 retry now, replay, effects), ``dead_letter_groups`` (dead letters grouped by fingerprint: replay
-or discard a group, backfill fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron), ``pruning``.
+or discard a group, backfill fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron),
+``pruning``.
 """
 
 from .base import MAX_ERROR_CHARS, Failure, Outcome, job_database

@@ -211,3 +211,18 @@ async def async_raises(ctx: JobContext, kind: str) -> None:
 async def async_thread_name() -> str:
     """Returns the name of the thread it ran on (the worker's event loop, for a worker)."""
     return threading.current_thread().name
+
+
+@job(dedupe_key=True)
+def sync_user(user_id: int, full: bool = False) -> None:
+    """Dedupe on the whole call: sync_user(1) and sync_user(user_id=1) are one job."""
+
+
+@job(dedupe_key="user:{user_id}", dedupe_period=3600, on_conflict="replace")
+def debounced(user_id: int, note: str = "") -> None:
+    """Debounce: one pending job per user and hour; a later call moves it and its arguments."""
+
+
+@job(dedupe_key="report:{day}", dedupe_states=["pending", "running", "failed", "succeeded"])
+def daily_report(day: str) -> None:
+    """Once per day, even after it succeeded."""
