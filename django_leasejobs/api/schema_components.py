@@ -152,13 +152,25 @@ SCHEMAS: dict[str, Schema] = {
                 "dead_last_day",
             )
         }
-        | {"oldest_due_age": {"type": "number", "minimum": 0}}
+        | {
+            "oldest_due_age": {"type": "number", "minimum": 0},
+            "paused_age": {
+                "type": ["number", "null"],
+                "minimum": 0,
+                "description": "Seconds since the queue was paused; null when it is not.",
+            },
+        }
     ),
     "Stats": obj(
         {
             "now": TIME,
             "total": ref("QueueStats"),
             "queues": {"type": "object", "additionalProperties": ref("QueueStats")},
+            "paused_jobs": {
+                "type": "object",
+                "additionalProperties": {"type": "number", "minimum": 0},
+                "description": "Paused job names, each with the seconds since its pause.",
+            },
         }
     ),
     "Health": obj(
@@ -169,6 +181,11 @@ SCHEMAS: dict[str, Schema] = {
             "now": TIME,
             "total": ref("QueueStats"),
             "queues": {"type": "object", "additionalProperties": ref("QueueStats")},
+            "paused_jobs": {
+                "type": "object",
+                "additionalProperties": {"type": "number", "minimum": 0},
+                "description": "Paused job names, each with the seconds since its pause.",
+            },
         }
     ),
 }

@@ -2,7 +2,6 @@
 
 ``leasejobs_dedupe_key`` serves the holder lookup of dedupe over finished states
 (``dedupe_states``); partial on PostgreSQL and SQLite, so jobs without a key have no entry.
-The integrator re-chains ``dependencies`` onto the latest migration at merge.
 """
 
 import django.db.models.functions.datetime
@@ -12,7 +11,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_leasejobs', '0005_partial_unique_keys'),
+        ('django_leasejobs', '0007_apitoken'),
     ]
 
     operations = [
