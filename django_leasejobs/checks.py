@@ -11,6 +11,8 @@
 | ``leasejobs.E006`` | two different functions are registered under one job name |
 | ``leasejobs.E007`` | the database version is not supported |
 | ``leasejobs.E008`` | ``LEASEJOBS_METRICS`` is on but prometheus-client is not installed |
+| ``leasejobs.E010`` | ``LEASEJOBS_API_JOBS`` names a job that is not registered |
+| ``leasejobs.E011`` | ``LEASEJOBS_API_PAGE_SIZE`` is larger than ``LEASEJOBS_API_MAX_PAGE_SIZE`` |
 | ``leasejobs.W001`` | SQLite without WAL: workers and web requests block each other |
 | ``leasejobs.W003`` | an unknown ``LEASEJOBS_*`` setting (a typo is otherwise silently ignored) |
 | ``leasejobs.W004`` | a registered job's queue is not in ``LEASEJOBS_QUEUES`` |
@@ -89,6 +91,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
                 )
             )
     messages += _heartbeat(values.get("LEASE_SECONDS"), values.get("HEARTBEAT_SECONDS"))
+    page, most = values.get("API_PAGE_SIZE"), values.get("API_MAX_PAGE_SIZE")
+    if page is not None and most is not None and page > most:
+        messages.append(
+            checks.Error(
+                f"{PREFIX}API_PAGE_SIZE ({page}) is larger than {PREFIX}API_MAX_PAGE_SIZE "
+                f"({most}): a list without a limit would ask for more than is allowed.",
+                hint=f"Lower {PREFIX}API_PAGE_SIZE or raise {PREFIX}API_MAX_PAGE_SIZE.",
+                id="leasejobs.E011",
+            )
+        )
     messages += _time_zone(django_settings.USE_TZ, django_settings.TIME_ZONE)
     if values.get("METRICS") and importlib.util.find_spec("prometheus_client") is None:
         messages.append(
@@ -160,6 +172,7 @@ def check_schedules_and_jobs(app_configs: Any = None, **kwargs: Any) -> Messages
         )
         for name in sorted(registry.duplicate_names())
     ]
+    messages += _api_jobs()
     try:
         schedules = settings.SCHEDULES
         queues = settings.QUEUES
@@ -183,6 +196,23 @@ def check_schedules_and_jobs(app_configs: Any = None, **kwargs: Any) -> Messages
                     )
                 )
     return messages
+
+
+def _api_jobs() -> Messages:
+    """A name the API may enqueue must be registered: a typo would otherwise be a silent 404."""
+    try:
+        names = settings.API_JOBS
+    except ImproperlyConfigured:
+        return []  # reported as leasejobs.E001
+    return [
+        checks.Error(
+            f"{PREFIX}API_JOBS lists {name!r}, which is not a registered job.",
+            hint="Use the job's registered name (its dotted path, or @job(name=...)).",
+            id="leasejobs.E010",
+        )
+        for name in sorted(names)
+        if registry.lookup(name) is None
+    ]
 
 
 def _schedule(name: str, spec: Any, queues: Iterable[str] | None) -> Messages:

@@ -48,11 +48,17 @@ DEFAULTS: dict[str, Any] = {
     "HEALTH_MAX_DUE_AGE": None,
     "HEALTH_MAX_DEAD_PER_HOUR": None,
     "HEALTH_MAX_EXPIRED_LEASES": None,
+    "HEALTH_MAX_PAUSED_AGE": None,
     "METRICS": False,
     "EAGER": False,
     "MONITORING_TOKEN": None,
     "TASK_MODULES": (),
     "TIMEOUT_SECONDS": None,
+    "API_JOBS": (),
+    "API_MAX_BODY_BYTES": 1024 * 1024,
+    "API_PAGE_SIZE": 50,
+    "API_MAX_PAGE_SIZE": 500,
+    "API_MAX_BATCH": 100,
 }
 
 
@@ -226,6 +232,11 @@ class Settings:
         return None if value is None else int(value)
 
     @cached_property
+    def HEALTH_MAX_PAUSED_AGE(self) -> float | None:
+        """Seconds a queue may stay paused before ``checkjobs`` and the health view report it."""
+        return _optional_number("HEALTH_MAX_PAUSED_AGE")
+
+    @cached_property
     def METRICS(self) -> bool:
         """Count state changes in Prometheus counters in this process (needs prometheus-client)."""
         value = _get("METRICS")
@@ -262,6 +273,40 @@ class Settings:
         if not TOKEN_PATTERN.fullmatch(value):
             raise ImproperlyConfigured(f"{wanted}; it holds other characters.")
         return value
+
+    @cached_property
+    def API_JOBS(self) -> frozenset[str]:
+        """Job names the HTTP API may enqueue (besides ``@job(api=True)``); none by default."""
+        value = _get("API_JOBS")
+        if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
+            raise ImproperlyConfigured(
+                f"{PREFIX}API_JOBS must be a list of registered job names, not {value!r}."
+            )
+        if not all(isinstance(name, str) and name for name in value):
+            raise ImproperlyConfigured(
+                f"{PREFIX}API_JOBS must hold job names (non-empty strings), not {value!r}."
+            )
+        return frozenset(value)
+
+    @cached_property
+    def API_MAX_BODY_BYTES(self) -> int:
+        """The largest request body the API reads; a larger one is refused with 413."""
+        return int(_number("API_MAX_BODY_BYTES", minimum=1024, integer=True))
+
+    @cached_property
+    def API_PAGE_SIZE(self) -> int:
+        """Rows per page of an API list when the caller gives no ``limit``."""
+        return int(_number("API_PAGE_SIZE", minimum=1, integer=True))
+
+    @cached_property
+    def API_MAX_PAGE_SIZE(self) -> int:
+        """The largest ``limit`` an API list accepts."""
+        return int(_number("API_MAX_PAGE_SIZE", minimum=1, integer=True))
+
+    @cached_property
+    def API_MAX_BATCH(self) -> int:
+        """The most jobs one enqueue-many request may carry."""
+        return int(_number("API_MAX_BATCH", minimum=1, integer=True))
 
     def forget(self) -> None:
         """Drop every value read so far: the next read takes the current setting."""

@@ -8,7 +8,7 @@ and enqueued. The protocol is imported when an enqueue runs, not when this modul
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from . import registry
@@ -37,7 +37,8 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
         """Persist one job in the caller's transaction and return its row.
 
         Options (taken out of ``kwargs``): ``run_at``, ``delay``, ``priority``, ``queue``,
-        ``dedupe_key``, ``max_attempts``. Everything else is passed to the function.
+        ``dedupe_key``, ``max_attempts``, ``dedupe_states``, ``dedupe_period``,
+        ``on_conflict``. Everything else is passed to the function.
         """
         from . import protocol
         from .runtime import inprocess
@@ -78,6 +79,11 @@ def job(
     takes_context: bool = ...,
     permanent: tuple[type[BaseException], ...] = ...,
     timeout: float | None = ...,
+    api: bool = ...,
+    dedupe_key: bool | str | None = ...,
+    dedupe_states: Sequence[str] | None = ...,
+    dedupe_period: float | None = ...,
+    on_conflict: str | None = ...,
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 
 

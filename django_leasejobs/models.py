@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models.functions import Now
@@ -142,6 +143,13 @@ class Job(models.Model):
                 name="leasejobs_running_lease",
                 condition=models.Q(status="running"),
             ),
+            # Dedupe over finished states (``dedupe_states``): the holder is looked up by key.
+            # Partial where supported: jobs without a key (most) have no entry.
+            models.Index(
+                fields=["dedupe_key"],
+                name="leasejobs_dedupe_key",
+                condition=models.Q(dedupe_key__isnull=False),
+            ),
             # Pruning finished jobs by age. Partial where supported: a claim (pending to running)
             # then writes no entry here, a completion one.
             models.Index(
@@ -167,6 +175,7 @@ class Job(models.Model):
         permissions = [
             ("cancel_job", "Can cancel a job"),
             ("run_job_now", "Can run a job now or retry it"),
+            ("pause_queue", "Can pause and resume queues and job names"),
         ]
 
     def __str__(self) -> str:
@@ -176,6 +185,41 @@ class Job(models.Model):
     def attempts_charged(self) -> int:
         """Claims that count against ``max_attempts``."""
         return self.attempt - self.released
+
+
+class PauseKind(models.TextChoices):
+    """What a pause names."""
+
+    QUEUE = "queue", "Queue"
+    JOB = "job", "Job name"
+
+
+class Pause(models.Model):
+    """A queue or a job name whose due jobs no worker claims while this row exists.
+
+    Written and deleted only by :mod:`django_leasejobs.protocol.pauses`; every dialect's claim
+    excludes what these rows name, in the claim's own statement, so a claim that starts after a
+    pause commits never starts a job it names. Jobs already running finish.
+    """
+
+    kind = models.CharField(max_length=8, choices=PauseKind.choices)
+    name = models.CharField(max_length=200, help_text="The queue or the registered job name.")
+    paused_at = models.DateTimeField(db_default=Now())
+    paused_by = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        ordering = ["kind", "name"]
+        constraints = [
+            # Also the index the claim reads: (kind, name) lookups never touch the table.
+            models.UniqueConstraint(fields=["kind", "name"], name="leasejobs_one_pause"),
+            models.CheckConstraint(
+                condition=models.Q(kind__in=[k.value for k in PauseKind]),
+                name="leasejobs_pause_kind_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name} paused"
 
 
 class DeadLetter(models.Model):
@@ -198,10 +242,29 @@ class DeadLetter(models.Model):
         help_text="The job a replay created; set once, so replaying twice creates one job.",
     )
     replayed_at = models.DateTimeField(null=True, blank=True)
+    fingerprint = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        editable=False,
+        help_text="The error's key: its exception class and the handler's innermost frames "
+        "(django_leasejobs.fingerprints); empty until computed for a row written before it.",
+    )
 
     class Meta:
         ordering = ["-id"]
-        permissions = [("replay_deadletter", "Can replay a dead letter")]
+        indexes = [
+            # The grouped page reads (fingerprint, name, created_at) in index order, and a
+            # group's replay or discard finds its rows by the leading column.
+            models.Index(
+                fields=["fingerprint", "name", "created_at"], name="leasejobs_deadletter_groups"
+            ),
+        ]
+        permissions = [
+            ("replay_deadletter", "Can replay a dead letter"),
+            ("replay_deadletter_group", "Can replay a group of dead letters"),
+            ("discard_deadletter_group", "Can discard a group of dead letters"),
+        ]
 
     def __str__(self) -> str:
         return f"dead {self.name}#{self.job_id}: {self.reason}"
@@ -349,3 +412,31 @@ class Effect(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class ApiToken(models.Model):
+    """A bearer token for the HTTP API, acting as its user with that user's permissions.
+
+    Only the SHA-256 of the secret is kept: the secret is shown once, when the token is made
+    (``manage.py jobapitoken create`` or the admin), and a leaked table grants nothing.
+    """
+
+    name = models.CharField(max_length=200, blank=True, default="", help_text="What it is for.")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="leasejobs_api_tokens"
+    )
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(
+        max_length=16, editable=False, help_text="The secret's first characters, to recognise it."
+    )
+    created_at = models.DateTimeField(db_default=Now())
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}\u2026 ({self.name or self.user})"

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import validation
+from . import dedupe_keys, validation
 from .backoff import Backoff
 from .conf import settings
-from .errors import UnknownJobError
+from .errors import JobValidationError, UnknownJobError
 
 _registry: dict[str, JobSpec] = {}
 _lock = threading.Lock()
@@ -40,6 +40,11 @@ class JobSpec:
         takes_context: bool = False,
         permanent: tuple[type[BaseException], ...] = (),
         timeout: float | None = None,
+        api: bool = False,
+        dedupe_key: bool | str | None = None,
+        dedupe_states: Sequence[str] | None = None,
+        dedupe_period: float | None = None,
+        on_conflict: str | None = None,
     ) -> None:
         self.func = func
         self.name = name or f"{func.__module__}.{func.__qualname__}"
@@ -60,8 +65,25 @@ class JobSpec:
         self.takes_context = takes_context
         self.permanent = tuple(permanent)
         self.timeout = validation.check_timeout(timeout)
+        if not isinstance(api, bool):
+            raise ValueError(f"api must be True or False, not {api!r}.")
+        self.api = api
+        """May be enqueued over HTTP (``django_leasejobs.api``), as if listed in
+        ``LEASEJOBS_API_JOBS``."""
         self.is_async = inspect.iscoroutinefunction(func)
         """An ``async def`` handler: the worker runs it on its event loop, not a pool thread."""
+        self.signature = dedupe_keys.parameters(func, takes_context)
+        if dedupe_key is not None and dedupe_key is not True:
+            dedupe_keys.check_template(dedupe_key, self.signature)
+        self.dedupe_key = dedupe_key
+        """True (a hash of the call) or a template over argument names; None: no dedupe."""
+        self.dedupe_states = validation.check_dedupe_states(dedupe_states)
+        self.dedupe_period = validation.check_dedupe_period(dedupe_period)
+        self.on_conflict = validation.check_on_conflict(on_conflict)
+        if self.dedupe_key is None and (self.dedupe_period or self.on_conflict):
+            raise JobValidationError(
+                "dedupe_period and on_conflict need dedupe_key (True or a template) on @job."
+            )
 
     def __repr__(self) -> str:
         return f"<job {self.name}>"

@@ -289,6 +289,83 @@ def check_dedupe_key(key: Any) -> str | None:
     return key
 
 
+RUN_AT_YEARS = (1000, 9999)
+"""What every database stores: MariaDB's DATETIME starts at year 1000."""
+
+
+def _storable(run_at: dt.datetime) -> dt.datetime:
+    """``run_at`` in UTC when aware, within ``RUN_AT_YEARS``.
+
+    In UTC because PostgreSQL refuses a UTC offset beyond 15:59 that Python allows.
+    """
+    try:
+        value = run_at if timezone.is_naive(run_at) else run_at.astimezone(dt.timezone.utc)
+    except OverflowError:
+        value = None
+    if value is None or not RUN_AT_YEARS[0] <= value.year <= RUN_AT_YEARS[1]:
+        raise JobValidationError(
+            f"run_at must fall in the years {RUN_AT_YEARS[0]} to {RUN_AT_YEARS[1]} (UTC), "
+            f"not {run_at.isoformat()}."
+        )
+    return value
+
+
+MAX_DELAY_SECONDS = 100 * 366 * 86400
+"""A longer delay is a mistake (and a much longer one overflows the date arithmetic)."""
+LIVE_STATES = ("pending", "running", "failed")
+ALL_STATES = (*LIVE_STATES, "succeeded", "dead", "cancelled")
+ON_CONFLICT = ("ignore", "replace")
+MAX_DEDUPE_PERIOD = 10 * 365 * 86400
+
+
+def check_dedupe_states(states: Any) -> tuple[str, ...] | None:
+    """The states whose job holds a dedupe key; they must include every live state.
+
+    A live job always holds its key (the unique ``live_dedupe_key`` settles racing producers),
+    so only finished states can be added to the default.
+    """
+    if states is None:
+        return None
+    if isinstance(states, str) or not isinstance(states, list | tuple | set | frozenset):
+        raise JobValidationError(
+            f"dedupe_states must be a list of job states, not {states!r} (e.g. "
+            '["pending", "running", "failed", "succeeded"]).'
+        )
+    unknown = [s for s in states if s not in ALL_STATES]
+    if unknown:
+        raise JobValidationError(
+            f"dedupe_states: unknown state(s) {unknown!r}; states are {', '.join(ALL_STATES)}."
+        )
+    missing = [s for s in LIVE_STATES if s not in states]
+    if missing:
+        raise JobValidationError(
+            f"dedupe_states must include every live state (pending, running, failed); "
+            f"{', '.join(missing)} is missing. A live job always holds its dedupe key."
+        )
+    return tuple(s for s in ALL_STATES if s in states)
+
+
+def check_dedupe_period(period: Any) -> float | None:
+    """Seconds of one dedupe window, or None (no window)."""
+    if period is None:
+        return None
+    if isinstance(period, bool) or not isinstance(period, int | float):
+        raise JobValidationError(f"dedupe_period must be a number of seconds, not {period!r}.")
+    if not 1 <= period <= MAX_DEDUPE_PERIOD:
+        raise JobValidationError(
+            f"dedupe_period must be between 1 second and 10 years, not {period!r}."
+        )
+    return float(period)
+
+
+def check_on_conflict(value: Any) -> str | None:
+    if value is None:
+        return None
+    if value not in ON_CONFLICT:
+        raise JobValidationError(f'on_conflict must be "ignore" or "replace", not {value!r}.')
+    return str(value)
+
+
 def check_run_at(run_at: Any, delay: Any) -> tuple[dt.datetime | None, float | None]:
     """Return an absolute ``run_at`` or a delay in seconds (added to the database's clock)."""
     if run_at is not None and delay is not None:
@@ -301,7 +378,7 @@ def check_run_at(run_at: Any, delay: Any) -> tuple[dt.datetime | None, float | N
                 "run_at is a naive datetime while USE_TZ = True; pass an aware datetime "
                 "(django.utils.timezone.now() + ...)."
             )
-        return run_at, None
+        return _storable(run_at), None
     if delay is not None:
         if isinstance(delay, dt.timedelta):
             seconds = delay.total_seconds()
@@ -309,9 +386,10 @@ def check_run_at(run_at: Any, delay: Any) -> tuple[dt.datetime | None, float | N
             seconds = float(delay)
         else:
             raise JobValidationError(f"delay must be seconds or a timedelta, not {delay!r}.")
-        if not math.isfinite(seconds) or seconds < 0:
+        if not math.isfinite(seconds) or not 0 <= seconds <= MAX_DELAY_SECONDS:
             raise JobValidationError(
-                f"delay must be a finite, non-negative duration, not {delay!r}."
+                f"delay must be a finite, non-negative duration of at most 100 years, "
+                f"not {delay!r}."
             )
         return None, seconds
     return None, None

@@ -1,5 +1,5 @@
-"""Migrations 0004 and 0005 leave the job table with the lean indexes, 0006 adds the cancel
-request column; each goes back and forth."""
+"""Migrations 0004 and 0005 leave the job table with the lean indexes, and go back and forth;
+0006 fingerprints the dead letters already there; 0009 adds the cancel request column."""
 
 from __future__ import annotations
 
@@ -8,11 +8,20 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TABLE = "django_leasejobs_job"
-LATEST = "0006_job_cancel_requested_at"
+
+
+def _latest() -> str:
+    """The app's newest migration (whichever it is: later ones must stay applied)."""
+    (leaf,) = MigrationLoader(None).graph.leaf_nodes("django_leasejobs")
+    return leaf[1]
+
+
+LATEST = _latest()
 UNIQUE_KEYS = ("leasejobs_live_dedupe", "leasejobs_one_job_per_occurrence")
 
 
@@ -93,9 +102,9 @@ def _columns() -> set[str]:
         return {c.name for c in connection.introspection.get_table_description(cursor, TABLE)}
 
 
-def test_0006_adds_the_cancel_request_column_and_removes_it_going_back() -> None:
+def test_0009_adds_the_cancel_request_column_and_removes_it_going_back() -> None:
     assert "cancel_requested_at" in _columns()
-    _migrate("0005_partial_unique_keys")
+    _migrate("0008_pauses")
     try:
         assert "cancel_requested_at" not in _columns()
     finally:
@@ -118,3 +127,38 @@ def test_the_unique_keys_still_refuse_a_second_live_job() -> None:
     with pytest.raises(IntegrityError), transaction.atomic():
         row(live_dedupe_key="k").save()
     assert Job.objects.count() == 4
+
+
+def test_0006_fingerprints_the_dead_letters_already_there() -> None:
+    from django_leasejobs import fingerprints
+    from django_leasejobs.models import DeadLetter
+
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/shop/jobs.py", line 7, in charge\n'
+        "    raise ValueError(order)\n"
+        "ValueError: order 17\n"
+    )
+    histories = [
+        [{"error": f"ValueError: order {n}", "traceback": traceback, "kind": "error"}]
+        for n in range(3)
+    ]
+    histories.append([{"error": "Lease expired (worker w).", "kind": "lease expired"}])
+    _migrate("0005_partial_unique_keys")
+    try:
+        state = MigrationExecutor(connection).loader.project_state(
+            ("django_leasejobs", "0005_partial_unique_keys")
+        )
+        old_job = state.apps.get_model("django_leasejobs", "Job")
+        old_letter = state.apps.get_model("django_leasejobs", "DeadLetter")
+        for errors in histories:
+            job = old_job.objects.create(name="testapp.jobs.add", status="dead")
+            old_letter.objects.create(
+                job=job, name=job.name, queue="default", reason="attempts exhausted", errors=errors
+            )
+    finally:
+        _migrate(LATEST)
+    found = list(DeadLetter.objects.order_by("pk").values_list("fingerprint", flat=True))
+    assert found == [fingerprints.of_errors(errors).digest for errors in histories]
+    assert found[0] == found[1] == found[2] != found[3]
+    assert fingerprints.of_errors(histories[0]).label == "ValueError in shop.jobs.charge"

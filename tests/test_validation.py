@@ -3,6 +3,7 @@ exact check (every value judged, the JSON encoded and measured) does."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import re
@@ -203,3 +204,37 @@ def test_the_returned_job_equals_a_fresh_read_of_its_row() -> None:
         assert _exactly(fresh.args) == _exactly(KEPT_FLOATS)
         assert _exactly(fresh.args) == _exactly(job.args)
         assert _exactly(fresh.kwargs) == _exactly(job.kwargs)
+
+
+@pytest.mark.parametrize(
+    "delay", [10**20, 1e300, validation.MAX_DELAY_SECONDS + 1, dt.timedelta(days=999_999_999)]
+)
+def test_a_delay_beyond_a_century_is_refused_not_overflowed(delay: Any) -> None:
+    with pytest.raises(JobValidationError, match="at most 100 years"):
+        validation.check_run_at(None, delay)
+    assert validation.check_run_at(None, validation.MAX_DELAY_SECONDS) == (
+        None,
+        float(validation.MAX_DELAY_SECONDS),
+    )
+
+
+@pytest.mark.parametrize(
+    "run_at",
+    [
+        dt.datetime(999, 12, 31, tzinfo=dt.timezone.utc),
+        dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=5))),
+        dt.datetime(9999, 12, 31, 23, tzinfo=dt.timezone(dt.timedelta(hours=-5))),
+    ],
+)
+def test_run_at_outside_what_every_database_stores_is_refused(run_at: dt.datetime) -> None:
+    with pytest.raises(JobValidationError, match="years 1000 to 9999"):
+        validation.check_run_at(run_at, None)
+
+
+@pytest.mark.django_db
+def test_run_at_with_any_offset_python_allows_is_stored_as_its_instant() -> None:
+    far = dt.timezone(dt.timedelta(hours=-20, minutes=-48))
+    run_at = dt.datetime(2030, 8, 5, 2, 47, 39, 322777, tzinfo=far)
+    job = jobs.add.enqueue(1, 2, run_at=run_at)
+    assert Job.objects.get(pk=job.pk).run_at == run_at
+    assert validation.check_run_at(run_at, None)[0].utcoffset() == dt.timedelta(0)

@@ -4,8 +4,9 @@ Thin by design: every state change is a call into :mod:`django_leasejobs.protoco
 on POST, with its own permission, and written to the admin log.
 """
 
+from .api_tokens import ApiTokenAdmin
 from .dead_letters import DeadLetterAdmin
 from .jobs import JobAdmin
 from .schedules import ScheduleAdmin
 
-__all__ = ["DeadLetterAdmin", "JobAdmin", "ScheduleAdmin"]
+__all__ = ["ApiTokenAdmin", "DeadLetterAdmin", "JobAdmin", "ScheduleAdmin"]

@@ -22,6 +22,8 @@ PERMISSIONS = {
     "cancel": "cancel_job",
     "run_now": "run_job_now",
     "replay": "replay_deadletter",
+    "replay_group": "replay_deadletter_group",
+    "discard_group": "discard_deadletter_group",
 }
 """Operator permission name (as used by ``allowed_permissions``) -> model permission codename."""
 

@@ -14,8 +14,11 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from .. import protocol
+from ..durations import format_age
+from ..models import PauseKind
 from ..runtime import health, stats
-from . import display
+from . import display, pauses
 
 COLUMNS = (
     ("pending", "pending"),
@@ -66,15 +69,33 @@ def _cells(numbers: stats.QueueStats, reasons: Reasons) -> list[dict[str, Any]]:
     return cells
 
 
+def _paused_cell(numbers: stats.QueueStats, reasons: Reasons) -> dict[str, Any]:
+    """How long the queue has been paused ("no" when it is not), red past the limit."""
+    age = numbers.paused_age
+    reason = reasons.get("paused_age", "")
+    text = "no" if age is None else f"paused {format_age(age)}"
+    return {"text": text, "alert": bool(reason), "title": reason}
+
+
 def dashboard_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
-    """Read-only; needs the permission to view jobs."""
+    """Needs the permission to view jobs; the pause buttons need ``pause_queue`` too."""
     if not model_admin.has_view_permission(request):
         return HttpResponse("You may not view jobs.", status=403)
     numbers = stats.collect()
     alerts = _alerts(numbers)
     rows = [
-        {"queue": name, "cells": _cells(q, alerts.get(name, {}))}
+        {
+            "queue": name,
+            "cells": _cells(q, alerts.get(name, {})),
+            "paused": _paused_cell(q, alerts.get(name, {})),
+            "is_paused": q.paused_age is not None,
+        }
         for name, q in sorted(numbers.queues.items())
+    ]
+    by = {p.name: p.paused_by for p in protocol.paused(PauseKind.JOB)}
+    paused_jobs = [
+        {"name": name, "age_text": format_age(age), "paused_by": by.get(name, "")}
+        for name, age in sorted(numbers.paused_jobs.items())
     ]
     context = {
         **model_admin.admin_site.each_context(request),
@@ -84,5 +105,7 @@ def dashboard_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpR
         "rows": rows,
         "total": _cells(numbers.total, {}),
         "taken_at": getattr(numbers, "now", None),
+        "paused_jobs": paused_jobs,
+        "may_pause": pauses.may_pause(model_admin, request),
     }
     return TemplateResponse(request, "admin/django_leasejobs/dashboard.html", context)

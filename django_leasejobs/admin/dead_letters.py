@@ -12,13 +12,15 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .. import protocol
+from .. import fingerprints, protocol
 from ..errors import InvalidTransitionError, JobValidationError
 from ..models import DeadLetter
 from . import display, json_input
 from .base import PayloadDisplay, ReadOnlyAdmin
+from .dead_letter_groups import DeadLetterGroupViews
 from .filters import JobNameFilter
 
 
@@ -48,7 +50,7 @@ class ReplayForm(forms.Form):
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(PayloadDisplay, ReadOnlyAdmin):
+class DeadLetterAdmin(DeadLetterGroupViews, PayloadDisplay, ReadOnlyAdmin):
     list_display = (
         "id",
         "name",
@@ -61,7 +63,7 @@ class DeadLetterAdmin(PayloadDisplay, ReadOnlyAdmin):
     )
     list_display_links = ("id", "name")
     list_filter = ("reason", "queue", JobNameFilter, ("replayed_job", admin.EmptyFieldListFilter))
-    search_fields = ("=job__id", "name", "reason")
+    search_fields = ("=job__id", "=fingerprint", "name", "reason")
     list_select_related = ("job", "replayed_job")
     list_per_page = 50
     actions = ("replay_selected",)
@@ -74,6 +76,7 @@ class DeadLetterAdmin(PayloadDisplay, ReadOnlyAdmin):
         "job_link",
         "replayed_job_link",
         "replayed_at",
+        "fingerprint_link",
         "last_error_text",
         "args_json",
         "kwargs_json",
@@ -91,6 +94,21 @@ class DeadLetterAdmin(PayloadDisplay, ReadOnlyAdmin):
     def replayed_job_link(self, letter: DeadLetter) -> SafeString | str:
         job = letter.replayed_job
         return display.admin_link(job, f"#{job.pk} ({job.status})" if job else None)
+
+    @admin.display(description="fingerprint")
+    def fingerprint_link(self, letter: DeadLetter) -> SafeString | str:
+        """The group of letters the same error made: its letters, and the grouped page."""
+        if not letter.fingerprint:
+            return "not computed yet (manage.py deadletters fingerprint)"
+        letters = reverse("admin:django_leasejobs_deadletter_changelist")
+        return format_html(
+            '<a href="{}?fingerprint={}">{}</a> ({}) &middot; <a href="{}">all groups</a>',
+            letters,
+            letter.fingerprint,
+            letter.fingerprint,
+            fingerprints.of_errors(letter.errors).label,
+            reverse("admin:django_leasejobs_deadletter_groups"),
+        )
 
     def _last_error(self, letter: DeadLetter) -> str:
         errors = letter.errors if isinstance(letter.errors, list) else []
@@ -138,6 +156,7 @@ class DeadLetterAdmin(PayloadDisplay, ReadOnlyAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         return [
+            *self.group_urls(),  # before "<path:object_id>/replay/", which would match them
             path(
                 "<path:object_id>/replay/",
                 self.admin_site.admin_view(self.replay_view),

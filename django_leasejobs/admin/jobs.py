@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from .. import protocol
 from ..dbtime import DbNow
 from ..models import CLAIMABLE, Job, Status
-from . import dashboard, display
+from . import dashboard, display, pauses
 from .base import PayloadDisplay, ReadOnlyAdmin, fieldset_fields
 from .filters import JobNameFilter, QueueFilter
 
@@ -274,11 +274,19 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
                 self.admin_site.admin_view(self.dashboard_view),
                 name="django_leasejobs_dashboard",
             ),
+            path(
+                "dashboard/<str:action>/",
+                self.admin_site.admin_view(require_POST(self.pause_view)),
+                name="django_leasejobs_pause",
+            ),
             *super().get_urls(),
         ]
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         return dashboard.dashboard_view(self, request)
+
+    def pause_view(self, request: HttpRequest, action: str) -> HttpResponse:
+        return pauses.pause_view(self, request, action)
 
     def job_action_view(self, request: HttpRequest, object_id: str, slug: str) -> HttpResponse:
         """POST target of the buttons on a job's page; refuses without permission or state."""

@@ -20,7 +20,7 @@ from django.db.models.fields import DateTimeField
 
 from ..dbtime import DbNow
 from ..deadlocks import retry_deadlocks
-from ..models import CLAIMABLE, Job, Status
+from ..models import CLAIMABLE, Job, Pause, PauseKind, Status
 
 
 class Token(NamedTuple):
@@ -109,6 +109,15 @@ def _complete_one(alias: str, completion: Completion, finished_by: str) -> int:
     )
 
 
+def not_paused(alias: str) -> Q:
+    """Rows of no paused queue and no paused job name (``protocol.pauses``): a condition of
+    the claim's own statements, so it is read in the same snapshot as the rows it keeps."""
+    pauses = Pause.objects.using(alias)
+    return ~Q(queue__in=pauses.filter(kind=PauseKind.QUEUE).values("name")) & ~Q(
+        name__in=pauses.filter(kind=PauseKind.JOB).values("name")
+    )
+
+
 CLAIM_PAGES = 4
 """Candidate pages a locking claim tries when other claimers hold the first ones."""
 
@@ -159,11 +168,16 @@ class Dialect:
         due = Job.objects.using(alias).filter(status__in=CLAIMABLE, run_at__lte=DbNow())
         if queues is not None:
             due = due.filter(queue__in=list(queues))
+        due = due.filter(not_paused(alias))
         with transaction.atomic(using=alias):
             ids = self._lock_candidates(due, batch)
             if not ids:
                 return []
-            claimed = Job.objects.using(alias).filter(id__in=ids, status__in=CLAIMABLE)
+            # The pause test again in the UPDATE that starts the jobs: a pause that committed
+            # after the candidates were read still holds them back.
+            claimed = Job.objects.using(alias).filter(
+                not_paused(alias), id__in=ids, status__in=CLAIMABLE
+            )
             running = {
                 "status": Status.RUNNING,
                 "attempt": F("attempt") + 1,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from django.db import connections
 
 from ..dbtime import SQLITE_NOW
-from ..models import Job
+from ..models import Job, Pause
 from .base import Dialect
 
 # SQLite has no row locks: the whole UPDATE takes the database's single write lock, so the
@@ -23,6 +23,9 @@ SET status = 'running',
 WHERE id IN (
     SELECT id FROM {{table}}
     WHERE status IN ('pending', 'failed') AND run_at <= {SQLITE_NOW} {{queue_filter}}
+      -- Pauses: the paused names are read once into a temporary index, then tested per row.
+      AND queue NOT IN (SELECT p.name FROM {{pause}} AS p WHERE p.kind = 'queue')
+      AND name NOT IN (SELECT p.name FROM {{pause}} AS p WHERE p.kind = 'job')
     ORDER BY priority DESC, run_at, id
     LIMIT %s
 ) AND status IN ('pending', 'failed')
@@ -43,6 +46,7 @@ class SQLiteDialect(Dialect):
         queue_filter, queue_params = "", list(queues or ())
         if queues is not None:
             queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})"
-        sql = _CLAIM.format(table=table, queue_filter=queue_filter)
+        pause = connections[alias].ops.quote_name(Pause._meta.db_table)
+        sql = _CLAIM.format(table=table, queue_filter=queue_filter, pause=pause)
         params = [worker_id, lease_seconds, *queue_params, batch]
         return list(Job.objects.using(alias).raw(sql, params))

@@ -14,17 +14,38 @@ Rules that hold for every function here:
 Modules: ``enqueues`` (enqueue, bulk, dedupe), ``lease`` (claim, heartbeat), ``completions``,
 ``failures`` (retry, dead letter, lease recovery, release), ``operator_actions`` (cancel, run now,
 retry now, replay, effects), ``cancels`` (cancel a waiting job, or request it of a running
-job's worker), ``occurrences`` (cron), ``pruning``.
+job's worker), ``dead_letter_groups`` (dead letters grouped by fingerprint: replay or discard a
+group, backfill fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron),
+``pruning``.
 """
 
 from .base import MAX_ERROR_CHARS, Failure, Outcome, job_database
 from .cancels import Cancel, cancel, cancel_attempt, request_cancel
 from .completions import complete, complete_in_transaction, complete_many
-from .enqueues import ENQUEUE_OPTIONS, enqueue, enqueue_many, enqueue_task
+from .dead_letter_groups import (
+    Group,
+    GroupDiscard,
+    GroupReplay,
+    check_fingerprint,
+    discard_group,
+    fingerprint_letters,
+    groups,
+    latest_errors,
+    replay_group,
+)
+from .enqueues import (
+    ENQUEUE_OPTIONS,
+    Inserted,
+    enqueue,
+    enqueue_many,
+    enqueue_reporting,
+    enqueue_task,
+)
 from .failures import fail, recover_expired, release
 from .lease import Renewal, claim, claim_job, heartbeat, renew
 from .occurrences import emit_occurrence, skip_occurrences
 from .operator_actions import record_effect, replay, retry_now, run_now
+from .pauses import Paused, pause, paused, resume
 from .pruning import PRUNABLE, count_prunable, prune_finished
 
 __all__ = [
@@ -33,30 +54,45 @@ __all__ = [
     "PRUNABLE",
     "Cancel",
     "Failure",
+    "Group",
+    "GroupDiscard",
+    "GroupReplay",
+    "Inserted",
     "Outcome",
+    "Paused",
     "Renewal",
     "cancel",
     "cancel_attempt",
+    "check_fingerprint",
     "claim",
     "claim_job",
     "complete",
     "complete_in_transaction",
     "complete_many",
     "count_prunable",
+    "discard_group",
     "emit_occurrence",
     "enqueue",
     "enqueue_many",
+    "enqueue_reporting",
     "enqueue_task",
     "fail",
+    "fingerprint_letters",
+    "groups",
     "heartbeat",
     "job_database",
+    "latest_errors",
+    "pause",
+    "paused",
     "prune_finished",
     "record_effect",
     "recover_expired",
     "release",
     "renew",
     "replay",
+    "replay_group",
     "request_cancel",
+    "resume",
     "retry_now",
     "run_now",
     "skip_occurrences",

@@ -21,9 +21,18 @@ from ..conf import settings as conf_settings
 from ..dbtime import db_now
 from ..errors import JobValidationError
 from ..models import Job
+from . import dedupe
 from .base import announce_enqueued, job_database, logger
 
-ENQUEUE_OPTIONS = ("run_at", "delay", "priority", "queue", "dedupe_key", "max_attempts")
+ENQUEUE_OPTIONS = (
+    "run_at",
+    "delay",
+    "priority",
+    "queue",
+    "dedupe_key",
+    "max_attempts",
+    *dedupe.OPTIONS,
+)
 
 
 @dataclass(frozen=True)
@@ -72,8 +81,11 @@ def row_values(
     delay: Any = None,
     priority: int | None = None,
     queue: str | None = None,
-    dedupe_key: str | None = None,
+    dedupe_key: str | bool | None = None,
     max_attempts: int | None = None,
+    dedupe_states: Any = None,
+    dedupe_period: Any = None,
+    on_conflict: Any = None,
     now: dt.datetime | None = None,
     task_backend: str = "",
     defaults: Defaults | None = None,
@@ -90,8 +102,7 @@ def row_values(
         args, kwargs, max_bytes=defaults.max_payload_bytes
     )
     when, delay_seconds = validation.check_run_at(run_at, delay)
-    key = validation.check_dedupe_key(dedupe_key)
-    values = {
+    values: dict[str, Any] = {
         "name": name,
         "args": args_list,
         "kwargs": kwargs_dict,
@@ -103,8 +114,6 @@ def row_values(
             max_attempts if max_attempts is not None else defaults.max_attempts
         ),
         "lease_seconds": defaults.lease,
-        "dedupe_key": key,
-        "live_dedupe_key": key,
         "task_backend": task_backend,
     }
     if when is not None:
@@ -113,6 +122,19 @@ def row_values(
         values["run_at"] = (now or db_now(job_database())) + dt.timedelta(seconds=delay_seconds)
     elif now is not None:
         values["run_at"] = now
+    key, rule = dedupe.resolve(
+        name,
+        args_list,
+        kwargs_dict,
+        lambda: values.get("run_at") or db_now(job_database()),
+        dedupe_key=dedupe_key,
+        dedupe_states=dedupe_states,
+        dedupe_period=dedupe_period,
+        on_conflict=on_conflict,
+    )
+    values["dedupe_key"] = values["live_dedupe_key"] = key
+    if rule is not None:
+        values[dedupe.RULE] = rule
     return values
 
 
@@ -129,6 +151,8 @@ def insert(values: dict[str, Any], using: str) -> Inserted:
     before the lookup that sends it.
     """
     dialect = dialects.for_alias(using)
+    values = dict(values)
+    rule = values.pop(dedupe.RULE, None)
     key = values["dedupe_key"]
     if key is None:
         job = dialect.insert(values, using)
@@ -139,14 +163,17 @@ def insert(values: dict[str, Any], using: str) -> Inserted:
     connection.ensure_connection()
     client_encoding.check_sendable(values.items(), connection)
     for _ in range(5):
-        holder = Job.objects.using(using).filter(live_dedupe_key=key).first()
+        holder = dedupe.holder(key, rule, using)
         if holder is not None:
-            return Inserted(holder, False)
+            return Inserted(dedupe.met(holder, values, rule, using), False)
         try:
-            with transaction.atomic(using=using):
-                job = dialect.insert(values, using)
+            job, created = dedupe.insert_checked(
+                lambda: dialect.insert(values, using), key, rule, using
+            )
         except IntegrityError:
             continue
+        if not created:
+            return Inserted(dedupe.met(job, values, rule, using), False)
         logger.info(
             "job.enqueued id=%s name=%s queue=%s dedupe_key=%s", job.pk, job.name, job.queue, key
         )
@@ -159,7 +186,7 @@ def enqueue(
     name: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, **options: Any
 ) -> Job:
     """Persist one job in the caller's transaction (one INSERT) and return it."""
-    if not options:  # the usual call: only the arguments are new
+    if not options and not _keyed(name):  # the usual call: only the arguments are new
         plain = _plain_row(name)
         args_list, kwargs_dict = validation.check_payload(
             args, kwargs or {}, max_bytes=plain.max_bytes
@@ -169,6 +196,19 @@ def enqueue(
         check_options(options)
         values = row_values(name, args, kwargs or {}, **options)
     return insert(values, job_database()).job
+
+
+def enqueue_reporting(
+    name: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, **options: Any
+) -> Inserted:
+    """``enqueue``, saying whether the job is new or the live one holding its dedupe key.
+
+    For a caller that must tell the two apart: the HTTP API answers 201 for a new job and
+    200 for a dedupe hit.
+    """
+    check_options(options)
+    values = row_values(name, args, kwargs or {}, **options)
+    return insert(values, job_database())
 
 
 def enqueue_task(
@@ -222,6 +262,12 @@ def _plain_row(name: str) -> _PlainRow:
     return found
 
 
+def _keyed(name: str) -> bool:
+    """Does ``name``'s ``@job`` make a dedupe key of each call's arguments?"""
+    spec = registry.lookup(name)
+    return spec is not None and spec.dedupe_key is not None
+
+
 def _forget_plain_rows(*, setting: str, **kwargs: Any) -> None:
     if setting.startswith(conf_settings_prefix):
         _plain_rows.clear()
@@ -261,9 +307,10 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     # Items without options (the usual bulk) share one validated row; only their arguments
     # differ and are checked one by one.
     plain_row = row_values(name, (), {}, now=now, defaults=defaults)
+    keyed = _keyed(name)
     checked = (
         row_values(name, args, kwargs, now=now, defaults=defaults, **options)
-        if options
+        if options or keyed
         else _with_payload(plain_row, args, kwargs, defaults.max_payload_bytes)
         for args, kwargs, options in parsed
     )

@@ -14,7 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F, Q, QuerySet
 
-from .. import registry, signals
+from .. import fingerprints, registry, signals
 from ..backoff import Backoff
 from ..dbtime import DbNow, as_aware
 from ..deadlocks import retry_deadlocks
@@ -132,6 +132,7 @@ def _bury(failed: _FailedAttempt, reason: str) -> Outcome:
         queue=row["queue"],
         reason=reason[:200],
         errors=errors,
+        fingerprint=fingerprints.of_error(failure.error, failure.traceback, failure.kind).digest,
     )
     logger.warning(
         "job.dead id=%s name=%s attempt=%s reason=%s error=%s",

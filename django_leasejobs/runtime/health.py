@@ -23,6 +23,7 @@ class Thresholds:
     max_due_age: float | None = None
     max_dead_per_hour: int | None = None
     max_expired_leases: int | None = None
+    max_paused_age: float | None = None
 
     @classmethod
     def from_settings(cls) -> Thresholds:
@@ -62,6 +63,12 @@ class Problem:
                 f"({format_age(self.value)}), more than {self.limit_text}: "
                 "no worker is taking jobs from this queue, or workers are too few"
             )
+        if self.metric == "paused_age":
+            return (
+                f"queue {self.queue!r}: paused for {int(self.value)} s "
+                f"({format_age(self.value)}), more than {self.limit_text}: "
+                "resume it (manage.py jobqueue resume) or raise the limit"
+            )
         if self.metric == "dead_last_hour":
             return (
                 f"queue {self.queue!r}: {int(self.value)} job(s) went dead in the last hour, "
@@ -75,7 +82,7 @@ class Problem:
     @property
     def limit_text(self) -> str:
         """The limit as people read it (``300 s``, ``10``), for messages and the dashboard."""
-        unit = " s" if self.metric == "oldest_due_age" else ""
+        unit = " s" if self.metric in ("oldest_due_age", "paused_age") else ""
         return _number(self.limit) + unit
 
     @property
@@ -96,6 +103,7 @@ _CHECKS = (
     ("oldest_due_age", "max_due_age", "HEALTH_MAX_DUE_AGE"),
     ("dead_last_hour", "max_dead_per_hour", "HEALTH_MAX_DEAD_PER_HOUR"),
     ("expired_leases", "max_expired_leases", "HEALTH_MAX_EXPIRED_LEASES"),
+    ("paused_age", "max_paused_age", "HEALTH_MAX_PAUSED_AGE"),
 )
 _LIMITS = {metric: limit for metric, limit, _ in _CHECKS}
 _SETTINGS = {metric: name for metric, _, name in _CHECKS}
@@ -107,6 +115,8 @@ def evaluate(
     """Every threshold passed, queue by queue; ``queues`` limits the check to those queues.
 
     A queue named in ``queues`` that holds no job at all is healthy (all its numbers are 0).
+    A paused queue is not unhealthy for waiting (its held-back jobs are not counted as due);
+    only ``max_paused_age`` judges how long it has been paused.
     """
     names = sorted(stats.queues) if queues is None else sorted(set(queues))
     problems = []
@@ -115,6 +125,6 @@ def evaluate(
         for metric in _LIMITS:
             limit = thresholds.limit(metric)
             value = getattr(numbers, metric)
-            if limit is not None and value > limit:
+            if limit is not None and value is not None and value > limit:
                 problems.append(Problem(name, metric, value, limit))
     return problems

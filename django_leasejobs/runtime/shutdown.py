@@ -22,7 +22,7 @@ from . import execution
 from .completions import GroupedCompletions
 from .wakeup import ListenerWakeup
 from .watchdog import Watchdog
-from .worker_state import headline
+from .worker_state import Slot, headline
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -84,7 +84,7 @@ class Shutdown(GroupedCompletions, ListenerWakeup, Watchdog):
     def _shutdown(self) -> None:
         """Stop claiming, wait up to ``grace`` for in-flight jobs, release the rest, join."""
         self._stopping.set()
-        self._release_left(waiting_only=True)  # prefetched jobs no thread has started
+        self._release(self._prefetched())
         deadline = (self._stop_at or time.monotonic()) + self.grace
         # Attempts the worker already ended (timeouts, cancels) are not waited for: their
         # handlers may never return, and nothing of theirs will be written.
@@ -99,7 +99,7 @@ class Shutdown(GroupedCompletions, ListenerWakeup, Watchdog):
             self._wake.wait(min(0.05, max(0.0, deadline - time.monotonic())))
         self._stop_listener()
         self._stop_watchdog()
-        self._release_left()
+        self._release(self._left())
         self._abandon.set()
         self._stop_async()  # cancels the async handlers just released, stops the loop
         self._heartbeat_stop.set()
@@ -111,18 +111,31 @@ class Shutdown(GroupedCompletions, ListenerWakeup, Watchdog):
             self._heartbeat_thread.join(timeout=max(self.heartbeat, 1.0))
         execution.close_old_connections()
 
-    def _release_left(self, waiting_only: bool = False) -> None:
-        """Hand back every job not being reported (``waiting_only``: those not yet started)."""
+    def _left(self) -> list[Slot]:
         with self._in_flight_lock:
-            slots = list(self._in_flight.values())
+            return list(self._in_flight.values())
+
+    def _prefetched(self) -> list[Slot]:
+        """Claimed jobs that would wait for a busy thread (or a full async limit): at a stop
+        they are handed back at once. Those an idle thread is about to take start and get the
+        grace period like the running ones."""
+        waiting: list[Slot] = []
+        slots = self._left()
+        with self._in_flight_lock:  # handlers still running after the worker ended them
+            ended = list(self._ended.values())
+        for is_async, room in ((False, self.concurrency), (True, self.async_concurrency)):
+            mine = [slot for slot in slots if slot.is_async == is_async]
+            busy = sum(1 for slot in mine if slot.started)
+            busy += sum(1 for slot in ended if slot.is_async == is_async)
+            idle = max(0, room - busy)
+            waiting += [slot for slot in mine if not slot.started][idle:]
+        return waiting
+
+    def _release(self, slots: list[Slot]) -> None:
+        """Hand back these jobs, but those already being reported or released."""
         for slot in slots:
             with slot.lock:
-                if (
-                    slot.reporting
-                    or slot.released
-                    or slot.ended_at is not None
-                    or (waiting_only and slot.started)
-                ):
+                if slot.reporting or slot.released or slot.ended_at is not None:
                     continue
                 slot.released = True
             slot.lease_lost.set()  # a cooperative handler stops; its result is never written

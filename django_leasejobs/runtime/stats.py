@@ -8,12 +8,12 @@ fails and nothing raises; the only symptom is that due jobs get older. ``oldest_
 that silence into a number that grows, and ``expired_leases`` shows workers that died holding
 jobs.
 
-Cost: four short read-only queries (the database clock, then three aggregates), none of which
-reads finished rows. Claimable rows are found through the partial index ``leasejobs_claimable``
-(PostgreSQL chooses a bitmap scan of the whole index, whose condition is the query's), running
-rows through the partial index ``leasejobs_running_lease``, dead letters through the index on
-``created_at``. The plans on a one-million-row table are recorded in ``docs/operations.md``.
-All times are the database's.
+Cost: five short read-only queries (the database clock, the pauses, then three aggregates),
+none of which reads finished rows. Claimable rows are found through the partial index
+``leasejobs_claimable`` (PostgreSQL chooses a bitmap scan of the whole index, whose condition
+is the query's), running rows through the partial index ``leasejobs_running_lease``, dead
+letters through the index on ``created_at``. The plans on a one-million-row table are
+recorded in ``docs/operations.md``. All times are the database's.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from django.db.models import Count, Min, Q
 
 from .. import dbtime
 from ..conf import settings
-from ..models import CLAIMABLE, DeadLetter, Job, Status
+from ..models import CLAIMABLE, DeadLetter, Job, Pause, PauseKind, Status
 
 HOUR = dt.timedelta(hours=1)
 DAY = dt.timedelta(days=1)
@@ -39,9 +39,12 @@ class QueueStats:
 
     ``pending`` counts every pending job, due or not; ``failed`` counts jobs waiting for a retry;
     ``due`` counts pending and failed jobs whose ``run_at`` has come (what a worker could claim
-    now). ``expired_leases`` counts running jobs whose lease ran out: their worker died or
-    stalled and no worker has recovered them yet. ``oldest_due_age`` is in seconds: the
-    database's now minus the ``run_at`` of the oldest due job, 0 when nothing is due.
+    now): the jobs a pause holds back are left out of ``due`` and ``oldest_due_age``, so a
+    paused queue waits without turning unhealthy. ``paused_age`` is the seconds since the queue
+    was paused (``None``: not paused). ``expired_leases`` counts running jobs whose lease ran
+    out: their worker died or stalled and no worker has recovered them yet. ``oldest_due_age``
+    is in seconds: the database's now minus the ``run_at`` of the oldest due job, 0 when
+    nothing is due.
     """
 
     pending: int = 0
@@ -52,6 +55,7 @@ class QueueStats:
     dead_last_hour: int = 0
     dead_last_day: int = 0
     oldest_due_age: float = 0.0
+    paused_age: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,6 +63,8 @@ class QueueStats:
     def add(self, other: QueueStats) -> None:
         """Fold another queue's numbers into these (sums, and the largest age)."""
         for f in fields(self):
+            if f.name == "paused_age":
+                continue  # a queue's own state: the total is never paused
             if f.name == "oldest_due_age":
                 self.oldest_due_age = max(self.oldest_due_age, other.oldest_due_age)
             else:
@@ -67,11 +73,13 @@ class QueueStats:
 
 @dataclass
 class Stats:
-    """Per-queue numbers, their total, and the database time they were taken at."""
+    """Per-queue numbers, their total, the database time they were taken at, and the paused
+    job names with the seconds each has been paused."""
 
     queues: dict[str, QueueStats] = field(default_factory=dict)
     total: QueueStats = field(default_factory=QueueStats)
     now: dt.datetime | None = None
+    paused_jobs: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: plain numbers and strings only."""
@@ -79,6 +87,7 @@ class Stats:
             "now": self.now.isoformat() if self.now is not None else None,
             "total": self.total.as_dict(),
             "queues": {name: stats.as_dict() for name, stats in sorted(self.queues.items())},
+            "paused_jobs": dict(sorted(self.paused_jobs.items())),
         }
 
 
@@ -86,7 +95,8 @@ def collect(using: str | None = None) -> Stats:
     """Read every queue's numbers from the database, at the database's current time.
 
     Queues appear when they hold a pending, failed or running job or a dead letter of the last
-    day; the queues listed in ``LEASEJOBS_QUEUES`` (if set) always appear, with zeros.
+    day, or are paused; the queues listed in ``LEASEJOBS_QUEUES`` (if set) always appear, with
+    zeros.
     """
     alias = using or router.db_for_read(Job) or DEFAULT_DB_ALIAS
     now = dbtime.db_now()
@@ -95,6 +105,15 @@ def collect(using: str | None = None) -> Stats:
     def queue(name: str) -> QueueStats:
         return queues.setdefault(name, QueueStats())
 
+    paused_queues, paused_jobs = _pauses(alias, now)
+    for name, age in paused_queues.items():
+        queue(name).paused_age = age
+    # What a worker could claim now: due, and held back by no pause.
+    claimable_now = Q(run_at__lte=now)
+    if paused_queues:
+        claimable_now &= ~Q(queue__in=list(paused_queues))
+    if paused_jobs:
+        claimable_now &= ~Q(name__in=list(paused_jobs))
     # Pending and failed rows only: the finished bulk of the table is never read.
     claimable = (
         Job.objects.using(alias)
@@ -103,8 +122,8 @@ def collect(using: str | None = None) -> Stats:
         .values("queue", "status")
         .annotate(
             count=Count("id"),
-            due=Count("id", filter=Q(run_at__lte=now)),
-            oldest=Min("run_at", filter=Q(run_at__lte=now)),
+            due=Count("id", filter=claimable_now),
+            oldest=Min("run_at", filter=claimable_now),
         )
     )
     for row in claimable:
@@ -145,4 +164,12 @@ def collect(using: str | None = None) -> Stats:
     total = QueueStats()
     for stats in queues.values():
         total.add(stats)
-    return Stats(queues=dict(sorted(queues.items())), total=total, now=now)
+    return Stats(queues=dict(sorted(queues.items())), total=total, now=now, paused_jobs=paused_jobs)
+
+
+def _pauses(alias: str, now: dt.datetime) -> tuple[dict[str, float], dict[str, float]]:
+    """Paused queues and paused job names, each with its age in seconds (a tiny table)."""
+    by_kind: dict[str, dict[str, float]] = {PauseKind.QUEUE: {}, PauseKind.JOB: {}}
+    for kind, name, at in Pause.objects.using(alias).values_list("kind", "name", "paused_at"):
+        by_kind.setdefault(kind, {})[name] = max(0.0, (now - dbtime.as_aware(at)).total_seconds())
+    return by_kind[PauseKind.QUEUE], by_kind[PauseKind.JOB]

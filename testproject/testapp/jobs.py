@@ -16,7 +16,7 @@ from django_leasejobs.runtime.context import JobContext
 from .models import Hit
 
 
-@job
+@job(api=True)
 def noop() -> None:
     """Does nothing: throughput and protocol tests."""
 
@@ -262,3 +262,18 @@ async def async_until_cancelled(ctx: JobContext, seconds: float = 30.0) -> str:
     """Awaits until the worker cancels its task (or ``seconds``)."""
     await asyncio.sleep(seconds)
     return "finished"
+
+
+@job(dedupe_key=True)
+def sync_user(user_id: int, full: bool = False) -> None:
+    """Dedupe on the whole call: sync_user(1) and sync_user(user_id=1) are one job."""
+
+
+@job(dedupe_key="user:{user_id}", dedupe_period=3600, on_conflict="replace")
+def debounced(user_id: int, note: str = "") -> None:
+    """Debounce: one pending job per user and hour; a later call moves it and its arguments."""
+
+
+@job(dedupe_key="report:{day}", dedupe_states=["pending", "running", "failed", "succeeded"])
+def daily_report(day: str) -> None:
+    """Once per day, even after it succeeded."""

@@ -104,6 +104,9 @@ LEASEJOBS_SCHEDULES: dict[str, dict] = {
     },
 }
 
+# The HTTP API (docs/api.md) may enqueue these jobs, and those marked @job(api=True).
+LEASEJOBS_API_JOBS = ["testapp.jobs.add", "testapp.jobs.record", "demo.jobs.minute_report"]
+
 # The Django tasks framework (django.tasks on Django 6+, the django-tasks backport on 5.2) runs
 # @task functions on this app's queue.
 # "one_attempt" runs tasks once, as Django's own backends do (testapp.upstream_tasks uses it).

@@ -4,4 +4,5 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("jobs/", include("django_leasejobs.urls")),
+    path("jobs/api/", include("django_leasejobs.api.urls")),
 ]

@@ -16,8 +16,9 @@ import pytest
 from django.contrib.auth.models import User
 from testapp import jobs
 
-from django_leasejobs import dbtime
+from django_leasejobs import dbtime, protocol
 from django_leasejobs.models import DeadLetter, Job, Schedule, ScheduleSkip, Status
+from django_leasejobs.protocol import Failure
 
 from .conftest import occurrence_job
 
@@ -166,3 +167,52 @@ def test_the_dashboard_from_the_app_index(page, make_due) -> None:
     table = page.locator("#leasejobs-dashboard")
     assert "10 min" in table.locator("tbody tr").first.inner_text()
     screenshot(page, "admin-dashboard.png")
+
+
+def test_dead_letters_grouped_by_error_and_a_group_replayed(page, make_due, run_due) -> None:
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/shop/payments.py", line {line}, in charge\n'
+        "    raise {cls}(order)\n"
+        "{cls}: {message}\n"
+    )
+
+    def bury(job_function, *args, cls: str, message: str, line: int) -> DeadLetter:
+        job = job_function.enqueue(*args, max_attempts=1)
+        make_due(job)
+        (claimed,) = protocol.claim("browser-worker", batch=1)
+        text = traceback.format(line=line, cls=cls, message=message)
+        protocol.fail(claimed.pk, claimed.attempt, Failure(f"{cls}: {message}", text))
+        return DeadLetter.objects.get(job_id=job.pk)
+
+    declined = [
+        bury(jobs.add, n, 1, cls="shop.payments.Declined", message=f"order {n}", line=40 + n)
+        for n in range(3)
+    ]
+    bury(jobs.noop, cls="shop.payments.Declined", message="order 9", line=88)
+    bury(jobs.add, 1, 1, cls="KeyError", message="'currency'", line=12)
+    page.goto("/admin/django_leasejobs/deadletter/")
+    page.click("#leasejobs-groups-link")
+    page.wait_for_url("**/deadletter/groups/")
+    expect(page.locator("#leasejobs-groups-summary")).to_contain_text("2 groups")
+    row = page.locator(f"#leasejobs-groups tr[data-fingerprint='{declined[0].fingerprint}']")
+    expect(row).to_contain_text("shop.payments.Declined in shop.payments.charge")
+    expect(row).to_contain_text("testapp.jobs.add (3)")
+    expect(row).to_contain_text("testapp.jobs.noop (1)")
+    assert row.locator("td.leasejobs-count").inner_text() == "4"
+    screenshot(page, "admin-dead-letter-groups.png")
+    row.locator("a.leasejobs-replay-group").click()
+    page.wait_for_url("**/replay/")
+    expect(page.locator("#leasejobs-group-count")).to_contain_text(
+        "4 dead letters will be replayed"
+    )
+    screenshot(page, "admin-replay-group.png")
+    page.click("#leasejobs-group-submit")
+    page.wait_for_url("**/deadletter/groups/")
+    expect(page.locator("ul.messagelist li.success")).to_contain_text(
+        f"Replayed 4 dead letters of group {declined[0].fingerprint}."
+    )
+    assert row.locator("td.leasejobs-not-replayed").inner_text() == "0"
+    assert row.locator("a.leasejobs-replay-group").count() == 0  # nothing left to replay
+    ran = run_due()
+    assert sorted(j.status for j in ran) == [Status.SUCCEEDED] * 4

@@ -46,6 +46,8 @@ def hand_made_posts(world: dict) -> list[tuple[str, dict]]:
             url("deadletter_changelist"),
             {"action": "replay_selected", "_selected_action": [letter.pk]},
         ),
+        (url("deadletter_group_action", letter.fingerprint, "replay"), {"through_id": letter.pk}),
+        (url("deadletter_group_action", letter.fingerprint, "discard"), {"through_id": letter.pk}),
     ]
 
 

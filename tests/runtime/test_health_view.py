@@ -14,7 +14,10 @@ from django.urls import reverse
 from testapp import jobs
 
 from django_leasejobs import protocol
+from django_leasejobs.models import Pause
 from django_leasejobs.runtime import execution
+
+from ..conftest import shifted
 
 pytestmark = pytest.mark.django_db
 
@@ -62,6 +65,7 @@ def test_503_while_a_queue_is_stalled_then_200_once_drained(staff: Client, make_
         "max_due_age": 60.0,
         "max_dead_per_hour": None,
         "max_expired_leases": None,
+        "max_paused_age": None,
     }
     (problem,) = body["problems"]
     assert problem["queue"] == "mail"
@@ -247,3 +251,20 @@ def test_anonymous_database_error_is_the_verdict_only(client: Client, vendor: st
         raise Unreadable
     assert response.status_code == 503
     assert response.json() == {"status": "unhealthy"}
+
+
+@override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=60)
+def test_a_paused_queue_is_ok_while_waiting_and_503_past_max_paused_age(
+    staff: Client, make_due
+) -> None:
+    make_due(jobs.noop.enqueue(queue="mail"), seconds_ago=3600)
+    protocol.pause(queue="mail")
+    Pause.objects.update(paused_at=shifted(-7200))
+    response = staff.get(URL)
+    assert response.status_code == 200, response.json()
+    assert response.json()["queues"]["mail"]["paused_age"] >= 7200
+    response = staff.get(URL, {"max_paused_age": "1h"})
+    assert response.status_code == 503
+    (problem,) = response.json()["problems"]
+    assert (problem["queue"], problem["metric"]) == ("mail", "paused_age")
+    assert staff.get(URL, {"max_paused_age": "later"}).status_code == 400

@@ -77,11 +77,13 @@ class TestJobStats:
             "24h",
             "oldest",
             "due",
+            "paused",
         ]
         rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
         assert set(rows) == {"default", "other", "TOTAL"}
         assert rows["default"][:2] == ["2", "1"]
-        assert rows["default"][-1].startswith("2m0")
+        assert rows["default"][-2].startswith("2m0")
+        assert rows["default"][-1] == "-"
         assert rows["other"][:2] == ["1", "1"]
         assert rows["TOTAL"][:2] == ["3", "2"]
 

@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from django_leasejobs import validation
+from django_leasejobs.durations import format_age
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.management import arguments
 from django_leasejobs.runtime import health, stats
@@ -44,7 +45,8 @@ class Command(BaseCommand):
     help = (
         "Exit 1, naming the queue and the number, when the oldest due job is older than "
         "--max-due-age, more jobs went dead in the last hour than --max-dead-per-hour, or more "
-        "leases expired than --max-expired-leases; exit 0 when healthy."
+        "leases expired than --max-expired-leases, or a queue has been paused longer than "
+        "--paused-max; exit 0 when healthy. A paused queue is never unhealthy for waiting."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -67,6 +69,13 @@ class Command(BaseCommand):
             help="Running jobs with an expired lease a queue may have.",
         )
         parser.add_argument(
+            "--paused-max",
+            dest="max_paused_age",
+            type=age_seconds,
+            metavar="AGE",
+            help="How long (seconds, or a duration: 30m, 2h) a queue may stay paused.",
+        )
+        parser.add_argument(
             "--queue",
             type=queue_names,
             action="append",
@@ -81,11 +90,13 @@ class Command(BaseCommand):
             max_expired_leases=_convert(
                 options["max_expired_leases"], count, "--max-expired-leases"
             ),
+            max_paused_age=_convert(options["max_paused_age"], age_seconds, "--paused-max"),
         )
         if thresholds.empty:
             raise CommandError(
-                "Nothing to check: give --max-due-age, --max-dead-per-hour or "
-                "--max-expired-leases (or set the LEASEJOBS_HEALTH_MAX_* settings).",
+                "Nothing to check: give --max-due-age, --max-dead-per-hour, "
+                "--max-expired-leases or --paused-max (or set the LEASEJOBS_HEALTH_MAX_* "
+                "settings).",
                 returncode=USAGE,
             )
         queues = _queues(options["queue"])
@@ -108,8 +119,17 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"OK: {scope} within limits (oldest due age {int(summary.oldest_due_age)} s, "
                 f"dead last hour {summary.dead_last_hour}, "
-                f"expired leases {summary.expired_leases})"
+                f"expired leases {summary.expired_leases}{_paused_note(result, checked)})"
             )
+
+
+def _paused_note(result: stats.Stats, checked: list[str]) -> str:
+    paused = [
+        f"{name} {format_age(numbers.paused_age)}"
+        for name in checked
+        if (numbers := result.queues.get(name)) is not None and numbers.paused_age is not None
+    ]
+    return f"; paused: {', '.join(paused)}" if paused else ""
 
 
 def _convert(value: Any, parse: Any, option: str) -> Any:

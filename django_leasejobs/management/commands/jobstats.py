@@ -41,17 +41,21 @@ def table(result: stats.Stats) -> str:
     rows.append(("TOTAL", result.total))
     width = max(5, *(len(name) for name, _ in rows))
     header = f"{'queue':<{width}}" + "".join(f"{label:>10}" for _, label in COLUMNS)
-    lines = [header + f"{'oldest due':>12}"]
+    lines = [header + f"{'oldest due':>12}{'paused':>10}"]
     for name, numbers in rows:
         cells = "".join(f"{getattr(numbers, field):>10}" for field, _ in COLUMNS)
-        lines.append(f"{name:<{width}}{cells}{format_age(numbers.oldest_due_age):>12}")
+        paused = "-" if numbers.paused_age is None else format_age(numbers.paused_age)
+        lines.append(f"{name:<{width}}{cells}{format_age(numbers.oldest_due_age):>12}{paused:>10}")
+    for job_name, age in sorted(result.paused_jobs.items()):
+        lines.append(f"paused job {job_name} for {format_age(age)}")
     return "\n".join(lines)
 
 
 class Command(BaseCommand):
     help = (
         "Show each queue's pending, due, running, failed and expired-lease counts, dead letters "
-        "of the last hour and day, and the age of the oldest due job (database time)."
+        "of the last hour and day, the age of the oldest due job (database time), and how long "
+        "each paused queue or job name has been paused."
     )
     sleep: Callable[[float], None] = staticmethod(time.sleep)
 

@@ -1,0 +1,197 @@
+"""The job endpoints: enqueue (one or many), list, get, cancel, retry now.
+
+Only names on the allow-list can be enqueued: ``LEASEJOBS_API_JOBS`` or ``@job(api=True)``.
+Any other name is "not found" (404) whatever the caller's rights, so the API never runs a
+job a project did not mean to expose, and does not say which other jobs exist.
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import Any
+
+from django.contrib.admin.models import ADDITION
+from django.db import transaction
+from django.http import HttpRequest, JsonResponse
+
+from .. import protocol, registry, validation
+from ..conf import settings
+from ..errors import JobValidationError
+from ..models import CLAIMABLE, Job, Status
+from ..runtime import inprocess
+from . import inputs, serialize
+from .endpoint import audit
+from .errors import ApiError
+
+ITEM_FIELDS = ("name", "args", "kwargs", *protocol.ENQUEUE_OPTIONS)
+DEDUPLICATED_HEADER = "LeaseJobs-Deduplicated"
+
+
+def allowed(name: str) -> bool:
+    spec = registry.lookup(name)
+    return spec is not None and (spec.api or name in settings.API_JOBS)
+
+
+def _check(field: str, check: Any, *values: Any) -> Any:
+    try:
+        return check(*values)
+    except JobValidationError as exc:
+        raise ApiError("invalid", str(exc), field) from None
+
+
+def parse_item(
+    value: Any, where: str = ""
+) -> tuple[str, list[Any], dict[str, Any], dict[str, Any]]:
+    """One enqueue's name, arguments and options, each field checked as an enqueue checks it.
+
+    The checks run field by field so the error can name its field; the enqueue then runs the
+    same checks again on the whole (they are cheap), which keeps it the one authority.
+    """
+    prefix = f"{where}." if where else ""
+    item = inputs.json_object(value, ITEM_FIELDS, where)
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise ApiError("invalid", "name must be a registered job's name.", f"{prefix}name")
+    if not allowed(name):
+        raise ApiError(
+            "unknown_job", f"No job {name!r} may be enqueued through this API.", f"{prefix}name"
+        )
+    args, kwargs = item.get("args", []), item.get("kwargs", {})
+    try:
+        validation.check_payload(args, kwargs)
+    except JobValidationError as exc:
+        field = "kwargs" if str(exc).startswith("kwargs") else "args"
+        raise ApiError("invalid", str(exc), prefix + field) from None
+    options = {key: item[key] for key in protocol.ENQUEUE_OPTIONS if item.get(key) is not None}
+    for key, check in (
+        ("priority", validation.check_priority),
+        ("queue", validation.check_queue),
+        ("max_attempts", validation.check_max_attempts),
+        ("dedupe_key", validation.check_dedupe_key),
+    ):
+        if key in options:
+            _check(prefix + key, check, options[key])
+    if "run_at" in options:
+        options["run_at"] = inputs.datetime_value(options["run_at"], prefix + "run_at")
+    field = prefix + ("delay" if "delay" in options else "run_at")
+    _check(field, validation.check_run_at, options.get("run_at"), options.get("delay"))
+    return name, args, kwargs, options
+
+
+def enqueue(request: HttpRequest) -> JsonResponse:
+    """201 with the new job, or 200 with the live job already holding the dedupe key."""
+    name, args, kwargs, options = parse_item(inputs.body(request))
+    try:
+        job, created = protocol.enqueue_reporting(name, args, kwargs, **options)
+    except JobValidationError as exc:
+        raise ApiError("invalid", str(exc)) from None
+    if created:
+        inprocess.enqueued(job)
+        audit(request, job, "Enqueued", ADDITION)
+    response = JsonResponse(serialize.job(job), status=201 if created else 200)
+    response[DEDUPLICATED_HEADER] = "false" if created else "true"
+    return response
+
+
+def enqueue_many(request: HttpRequest) -> JsonResponse:
+    """Every item or none, in one transaction; the jobs in the order given."""
+    document = inputs.json_object(inputs.body(request), ("jobs",))
+    items = document.get("jobs")
+    if not isinstance(items, list) or not items:
+        raise ApiError("invalid", "jobs must be a non-empty list of jobs to enqueue.", "jobs")
+    most = settings.API_MAX_BATCH
+    if len(items) > most:
+        raise ApiError(
+            "batch_too_large",
+            f"{len(items)} jobs in one request; at most {most} (LEASEJOBS_API_MAX_BATCH).",
+            "jobs",
+        )
+    parsed = [parse_item(item, f"jobs[{index}]") for index, item in enumerate(items)]
+    results: list[tuple[Job, bool]] = []
+    try:
+        with transaction.atomic(using=protocol.job_database()):
+            # Runs of one name without a dedupe key go in bulk, as enqueue_many does in Python.
+            for (name, bulk), run in groupby(
+                parsed, key=lambda p: (p[0], "dedupe_key" not in p[3])
+            ):
+                group = list(run)
+                if bulk:
+                    rows = [{"args": a, "kwargs": k, **o} for _, a, k, o in group]
+                    results += [(job, True) for job in protocol.enqueue_many(name, rows)]
+                else:
+                    for n, a, k, o in group:
+                        job, new = protocol.enqueue_reporting(n, a, k, **o)
+                        results.append((job, new))
+    except JobValidationError as exc:
+        raise ApiError("invalid", str(exc), "jobs") from None
+    created = [job for job, new in results if new]
+    inprocess.enqueued(created)
+    for job in created:
+        audit(request, job, "Enqueued", ADDITION)
+    body = {"jobs": [{"job": serialize.job(job), "deduplicated": not new} for job, new in results]}
+    return JsonResponse(body, status=201 if created else 200)
+
+
+def list_jobs(request: HttpRequest) -> JsonResponse:
+    params = inputs.query(request, ("status", "queue", "name", "limit", "cursor"))
+    rows = Job.objects.using(protocol.job_database()).order_by("-id")
+    status = inputs.choice(params, "status", Status.values)
+    if status is not None:
+        rows = rows.filter(status=status)
+    for name in ("queue", "name"):
+        if name in params:
+            rows = rows.filter(**{name: params[name]})
+    return page(params, rows, serialize.job)
+
+
+def page(params: Any, rows: Any, shape: Any) -> JsonResponse:
+    """A keyset page, newest first: ``results`` and the ``next_cursor`` (null on the last)."""
+    size, before = inputs.limit(params), inputs.cursor(params)
+    if before is not None:
+        rows = rows.filter(pk__lt=before)
+    found = list(rows[: size + 1])
+    more = len(found) > size
+    found = found[:size]
+    next_cursor = inputs.encode_cursor(found[-1].pk) if more else None
+    return JsonResponse({"results": [shape(row) for row in found], "next_cursor": next_cursor})
+
+
+def get_row(model: Any, pk: int, what: str) -> Any:
+    row = (
+        model.objects.using(protocol.job_database()).filter(pk=pk).first()
+        if pk <= inputs.MAX_ID
+        else None
+    )
+    if row is None:
+        raise ApiError("not_found", f"There is no {what} #{pk}.")
+    return row
+
+
+def get_job(request: HttpRequest, job_id: int) -> JsonResponse:
+    return JsonResponse(serialize.job(get_row(Job, job_id, "job")))
+
+
+def _operator_action(
+    request: HttpRequest, job_id: int, call: Any, states: tuple[str, ...], done: str
+) -> JsonResponse:
+    job = get_row(Job, job_id, "job")
+    if not call(job.pk):
+        job.refresh_from_db(fields=["status"])
+        raise ApiError(
+            "invalid_state",
+            f"Job #{job.pk} is {job.status}: only {' or '.join(states)} jobs can be "
+            f"{done.lower()}.",
+        )
+    job.refresh_from_db()
+    audit(request, job, done)
+    return JsonResponse(serialize.job(job))
+
+
+def cancel(request: HttpRequest, job_id: int) -> JsonResponse:
+    """As the admin's Cancel: a pending job, or a failed one waiting for its retry."""
+    return _operator_action(request, job_id, protocol.cancel, tuple(CLAIMABLE), "Cancelled")
+
+
+def retry(request: HttpRequest, job_id: int) -> JsonResponse:
+    """As the admin's Retry now: a failed job becomes due at once (budget unchanged)."""
+    return _operator_action(request, job_id, protocol.retry_now, (Status.FAILED,), "Retried now")

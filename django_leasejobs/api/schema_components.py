@@ -1,0 +1,207 @@
+"""The OpenAPI document's component schemas: the JSON shapes ``serialize`` writes and the
+bodies the views read, field for field. ``schema`` assembles them with the operations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import CODES
+
+Schema = dict[str, Any]
+
+
+def ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def nullable(kind: str, **extra: Any) -> Schema:
+    return {"type": [kind, "null"], **extra}
+
+
+TIME = nullable("string", format="date-time")
+ANY_JSON: Schema = {}
+ARGS: Schema = {"type": "array", "description": "Positional arguments (JSON values)."}
+KWARGS: Schema = {"type": "object", "description": "Keyword arguments (JSON values)."}
+
+
+def obj(properties: dict[str, Schema], required: tuple[str, ...] | None = None) -> Schema:
+    """An object with exactly these properties (all required unless ``required`` says)."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties if required is None else required),
+        "additionalProperties": False,
+    }
+
+
+ENQUEUE_FIELDS: dict[str, Schema] = {
+    "name": {"type": "string", "description": "A job on the allow-list (LEASEJOBS_API_JOBS)."},
+    "args": ARGS,
+    "kwargs": KWARGS,
+    "run_at": nullable("string", format="date-time", description="With a UTC offset."),
+    "delay": nullable("number", minimum=0, description="Seconds from the database's now."),
+    "priority": nullable("integer", minimum=-100, maximum=100),
+    "queue": nullable("string", pattern=r"^[A-Za-z0-9_.:-]{1,100}$"),
+    "dedupe_key": nullable("string", minLength=1, maxLength=200),
+    "max_attempts": nullable("integer", minimum=1, maximum=2**31 - 1),
+}
+
+STATUSES = ["pending", "running", "succeeded", "failed", "dead", "cancelled"]
+
+SCHEMAS: dict[str, Schema] = {
+    "Error": obj(
+        {
+            "code": {"type": "string", "enum": sorted(CODES)},
+            "message": {"type": "string"},
+            "field": nullable("string"),
+        }
+    ),
+    "Job": obj(
+        {
+            "id": {"type": "integer"},
+            "name": {"type": "string"},
+            "status": {"type": "string", "enum": STATUSES},
+            "queue": {"type": "string"},
+            "priority": {"type": "integer"},
+            "args": ARGS,
+            "kwargs": KWARGS,
+            "run_at": {"type": "string", "format": "date-time"},
+            "attempt": {"type": "integer", "description": "Attempts charged so far."},
+            "claims": {"type": "integer", "description": "The fencing token: claims so far."},
+            "max_attempts": {"type": "integer"},
+            "dedupe_key": nullable("string"),
+            "lease_owner": nullable("string"),
+            "lease_expires_at": TIME,
+            "schedule_id": nullable("integer"),
+            "occurrence_at": TIME,
+            "created_at": {"type": "string", "format": "date-time"},
+            "started_at": TIME,
+            "finished_at": TIME,
+            "last_error": nullable("string"),
+            "errors": {"type": "array", "description": "Attempt history, one per failure."},
+            "result": ANY_JSON,
+        }
+    ),
+    "DeadLetter": obj(
+        {
+            "id": {"type": "integer"},
+            "job_id": {"type": "integer"},
+            "name": {"type": "string"},
+            "queue": {"type": "string"},
+            "args": ARGS,
+            "kwargs": KWARGS,
+            "reason": {"type": "string"},
+            "errors": {"type": "array"},
+            "created_at": {"type": "string", "format": "date-time"},
+            "replayed_job_id": nullable("integer"),
+            "replayed_at": TIME,
+        }
+    ),
+    "Schedule": obj(
+        {
+            "id": {"type": "integer"},
+            "name": {"type": "string"},
+            "cron": {"type": "string"},
+            "timezone": {"type": "string"},
+            "job": {"type": "string"},
+            "args": ARGS,
+            "kwargs": KWARGS,
+            "queue": nullable("string"),
+            "priority": nullable("integer"),
+            "max_attempts": nullable("integer"),
+            "enabled": {"type": "boolean"},
+            "misfire": {"type": "string", "enum": ["all", "latest", "skip"]},
+            "last_occurrence_at": TIME,
+        }
+    ),
+    "Occurrence": obj(
+        {
+            "at": {"type": "string", "format": "date-time"},
+            "state": {
+                "type": "string",
+                "enum": ["emitted", "skipped", "pruned", "due", "upcoming"],
+            },
+            "job_id": nullable("integer"),
+            "job_status": {"type": ["string", "null"], "enum": [*STATUSES, None]},
+            "skip_reason": nullable("string"),
+        }
+    ),
+    "EnqueueRequest": obj(ENQUEUE_FIELDS, required=("name",)),
+    "EnqueueManyRequest": obj(
+        {"jobs": {"type": "array", "minItems": 1, "items": ref("EnqueueRequest")}}
+    ),
+    "EnqueueManyResult": obj(
+        {
+            "jobs": {
+                "type": "array",
+                "items": obj({"job": ref("Job"), "deduplicated": {"type": "boolean"}}),
+            }
+        }
+    ),
+    "ReplayRequest": obj({"args": ARGS, "kwargs": KWARGS}, required=()),
+    "QueueStats": obj(
+        {
+            name: {"type": "integer", "minimum": 0}
+            for name in (
+                "pending",
+                "due",
+                "running",
+                "failed",
+                "expired_leases",
+                "dead_last_hour",
+                "dead_last_day",
+            )
+        }
+        | {
+            "oldest_due_age": {"type": "number", "minimum": 0},
+            "paused_age": {
+                "type": ["number", "null"],
+                "minimum": 0,
+                "description": "Seconds since the queue was paused; null when it is not.",
+            },
+        }
+    ),
+    "Stats": obj(
+        {
+            "now": TIME,
+            "total": ref("QueueStats"),
+            "queues": {"type": "object", "additionalProperties": ref("QueueStats")},
+            "paused_jobs": {
+                "type": "object",
+                "additionalProperties": {"type": "number", "minimum": 0},
+                "description": "Paused job names, each with the seconds since its pause.",
+            },
+        }
+    ),
+    "Health": obj(
+        {
+            "status": {"type": "string", "enum": ["ok", "unhealthy"]},
+            "problems": {"type": "array", "items": {"type": "object"}},
+            "thresholds": {"type": "object"},
+            "now": TIME,
+            "total": ref("QueueStats"),
+            "queues": {"type": "object", "additionalProperties": ref("QueueStats")},
+            "paused_jobs": {
+                "type": "object",
+                "additionalProperties": {"type": "number", "minimum": 0},
+                "description": "Paused job names, each with the seconds since its pause.",
+            },
+        }
+    ),
+}
+
+
+def page_of(item: str) -> Schema:
+    return obj(
+        {"results": {"type": "array", "items": ref(item)}, "next_cursor": nullable("string")}
+    )
+
+
+SCHEMAS |= {f"{name}Page": page_of(name) for name in ("Job", "DeadLetter", "Schedule")}
+SCHEMAS["OccurrencePage"] = obj(
+    {
+        "schedule": ref("Schedule"),
+        "results": {"type": "array", "items": ref("Occurrence")},
+        "next_start": TIME,
+    }
+)

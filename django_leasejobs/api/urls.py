@@ -1,0 +1,70 @@
+"""The API's routes: ``path("jobs/api/", include("django_leasejobs.api.urls"))``.
+
+Each path lists its methods and the ``django_leasejobs`` permissions each needs: the same
+ones as the admin action it mirrors (``view_*`` to read, ``cancel_job``, ``run_job_now``,
+``replay_deadletter`` to act), and ``add_job`` to enqueue. docs/api.md has the table.
+"""
+
+from __future__ import annotations
+
+from django.urls import path, re_path
+
+from . import jobs, operations, schema
+from .endpoint import Action, not_found, resource
+
+app_name = "leasejobs_api"
+
+VIEW_JOB = ("view_job",)
+VIEW_DEAD = ("view_deadletter",)
+
+urlpatterns = [
+    path("", resource(GET=Action(schema.document_view, public=True)), name="root"),
+    path(
+        "jobs/",
+        resource(
+            GET=Action(jobs.list_jobs, VIEW_JOB),
+            POST=Action(jobs.enqueue, ("add_job",)),
+        ),
+        name="jobs",
+    ),
+    path("jobs/batch/", resource(POST=Action(jobs.enqueue_many, ("add_job",))), name="batch"),
+    path("jobs/<int:job_id>/", resource(GET=Action(jobs.get_job, VIEW_JOB)), name="job"),
+    path(
+        "jobs/<int:job_id>/cancel/",
+        resource(POST=Action(jobs.cancel, (*VIEW_JOB, "cancel_job"))),
+        name="cancel",
+    ),
+    path(
+        "jobs/<int:job_id>/retry/",
+        resource(POST=Action(jobs.retry, (*VIEW_JOB, "run_job_now"))),
+        name="retry",
+    ),
+    path(
+        "dead-letters/",
+        resource(GET=Action(operations.list_dead_letters, VIEW_DEAD)),
+        name="dead_letters",
+    ),
+    path(
+        "dead-letters/<int:dead_letter_id>/",
+        resource(GET=Action(operations.get_dead_letter, VIEW_DEAD)),
+        name="dead_letter",
+    ),
+    path(
+        "dead-letters/<int:dead_letter_id>/replay/",
+        resource(POST=Action(operations.replay, (*VIEW_DEAD, "replay_deadletter"))),
+        name="replay",
+    ),
+    path(
+        "schedules/",
+        resource(GET=Action(operations.list_schedules, ("view_schedule",))),
+        name="schedules",
+    ),
+    path(
+        "schedules/<int:schedule_id>/occurrences/",
+        resource(GET=Action(operations.occurrences, ("view_schedule", "view_job"))),
+        name="occurrences",
+    ),
+    path("queues/", resource(GET=Action(operations.queue_stats, VIEW_JOB)), name="queues"),
+    path("health/", resource(GET=Action(operations.health, VIEW_JOB)), name="health"),
+    re_path(r"^.*$", not_found),
+]

@@ -1,0 +1,144 @@
+"""Read and act on jobs: list with filters and cursor pages, get with history, cancel, retry."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.admin.models import CHANGE, LogEntry
+from testapp import jobs
+
+from django_leasejobs import protocol
+from django_leasejobs.dbtime import DbNow
+from django_leasejobs.models import Job
+from django_leasejobs.protocol import Failure
+
+
+def failed(make_due) -> Job:
+    job = jobs.add.enqueue(1, 2, max_attempts=3)
+    make_due(job)
+    claimed = protocol.claim("api-test", batch=1)
+    protocol.fail(job.pk, claimed[0].attempt, Failure("boom", "Traceback: boom"))
+    return Job.objects.get(pk=job.pk)
+
+
+def test_get_job_has_its_attempt_history(operator, make_due):
+    job = failed(make_due)
+    status, body = operator.get(f"jobs/{job.pk}/")
+    assert status == 200
+    assert body["status"] == "failed"
+    assert body["attempt"] == 1
+    assert body["max_attempts"] == 3
+    assert body["errors"] == job.errors
+    assert body["errors"][0]["error"] == "boom"
+    assert body["last_error"] == job.last_error
+
+
+@pytest.mark.parametrize("path", ["jobs/999999/", "jobs/99999999999999999999999/", "jobs/x/"])
+def test_missing_job_is_json_404(operator, path):
+    status, body = operator.get(path)
+    assert (status, body["code"]) == (404, "not_found")
+
+
+def test_list_pages_newest_first_with_cursor(operator):
+    made = [jobs.add.enqueue(i, i).pk for i in range(7)]
+    seen, cursor = [], None
+    while True:
+        params = {"limit": 3, **({"cursor": cursor} if cursor else {})}
+        status, body = operator.get("jobs/", **params)
+        assert status == 200
+        assert len(body["results"]) <= 3
+        seen += [row["id"] for row in body["results"]]
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == sorted(made, reverse=True)
+
+
+def test_list_filters(operator, make_due):
+    add = jobs.add.enqueue(1, 2)
+    noop = jobs.noop.enqueue(queue="other")
+    bad = failed(make_due)
+    assert [r["id"] for r in operator.get("jobs/", name="testapp.jobs.noop")[1]["results"]] == [
+        noop.pk
+    ]
+    assert [r["id"] for r in operator.get("jobs/", queue="other")[1]["results"]] == [noop.pk]
+    assert [r["id"] for r in operator.get("jobs/", status="failed")[1]["results"]] == [bad.pk]
+    assert {r["id"] for r in operator.get("jobs/", status="pending")[1]["results"]} == {
+        add.pk,
+        noop.pk,
+    }
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"status": "sleeping"}, "status"),
+        ({"limit": "0"}, "limit"),
+        ({"limit": "501"}, "limit"),
+        ({"limit": "ten"}, "limit"),
+        ({"limit": "-1"}, "limit"),
+        ({"cursor": "garbage"}, "cursor"),
+        ({"cursor": "YmVmb3JlOi0x"}, "cursor"),
+        ({"color": "red"}, "color"),
+    ],
+)
+def test_list_refuses_bad_parameters(operator, params, field):
+    status, body = operator.get("jobs/", **params)
+    assert status == 400
+    assert body["field"] == field
+    assert body["code"] in ("invalid_parameter", "unknown_parameter")
+
+
+def test_page_size_settings(operator, settings):
+    for i in range(4):
+        jobs.add.enqueue(i, i)
+    settings.LEASEJOBS_API_PAGE_SIZE = 2
+    assert len(operator.get("jobs/")[1]["results"]) == 2
+    settings.LEASEJOBS_API_MAX_PAGE_SIZE = 3
+    assert operator.get("jobs/", limit=4)[0] == 400
+
+
+def test_cancel_a_pending_job(operator):
+    job = jobs.add.enqueue(1, 2)
+    status, body = operator.post(f"jobs/{job.pk}/cancel/")
+    assert (status, body["status"]) == (200, "cancelled")
+    assert Job.objects.get(pk=job.pk).status == "cancelled"
+    entry = LogEntry.objects.get(object_id=str(job.pk), action_flag=CHANGE)
+    assert entry.change_message == "Cancelled (API)"
+    assert entry.user_id == operator.user.pk
+    status, body = operator.post(f"jobs/{job.pk}/cancel/")
+    assert (status, body["code"]) == (409, "invalid_state")
+    assert (
+        body["message"]
+        == f"Job #{job.pk} is cancelled: only pending or failed jobs can be cancelled."
+    )
+
+
+def test_retry_a_failed_job_now(operator, make_due):
+    job = failed(make_due)
+    status, body = operator.post(f"jobs/{job.pk}/retry/")
+    assert status == 200
+    assert body["status"] == "failed"
+    assert Job.objects.filter(pk=job.pk, status="failed", run_at__lte=DbNow()).exists()
+    pending = jobs.add.enqueue(1, 2)
+    status, body = operator.post(f"jobs/{pending.pk}/retry/")
+    assert (status, body["code"]) == (409, "invalid_state")
+
+
+def test_actions_refuse_get_and_other_methods(operator):
+    job = jobs.add.enqueue(1, 2)
+    status, body = operator.get(f"jobs/{job.pk}/cancel/")
+    assert (status, body["code"]) == (405, "method_not_allowed")
+    assert operator.last["Allow"] == "POST"
+    response = operator.client.delete(f"/jobs/api/jobs/{job.pk}/", headers=operator.headers())
+    assert response.status_code == 405
+    assert Job.objects.get(pk=job.pk).status == "pending"
+
+
+def test_unknown_paths_are_json_404_for_every_method(operator):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    for method in ("get", "post", "put", "delete"):
+        response = getattr(client, method)("/jobs/api/jobs/null,null/cancel/")
+        assert response.status_code == 404, method
+        assert response.json()["code"] == "not_found"

@@ -1,0 +1,142 @@
+"""Dead letters, schedules and their occurrences, queue stats and the health verdict."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.contrib.admin.models import ADDITION, LogEntry
+from testapp import jobs
+
+from django_leasejobs import protocol
+from django_leasejobs.models import DeadLetter, Job, Schedule
+from django_leasejobs.protocol import Failure
+
+from ..conftest import shifted
+
+
+@pytest.fixture
+def dead(db, make_due):
+    def make(*args) -> DeadLetter:
+        job = jobs.add.enqueue(*(args or (1, 2)), max_attempts=1)
+        make_due(job)
+        claimed = protocol.claim("api-test", batch=1)
+        protocol.fail(job.pk, claimed[0].attempt, Failure("boom", "Traceback: boom"))
+        return DeadLetter.objects.get(job=job)
+
+    return make
+
+
+def test_dead_letters_list_and_get(operator, dead):
+    first, second = dead(1, 1), dead(2, 2)
+    status, body = operator.get("dead-letters/")
+    assert status == 200
+    assert [r["id"] for r in body["results"]] == [second.pk, first.pk]
+    status, body = operator.get(f"dead-letters/{first.pk}/")
+    assert status == 200
+    assert body["args"] == [1, 1]
+    assert body["errors"][0]["error"] == "boom"
+    assert body["replayed_job_id"] is None
+    assert operator.get("dead-letters/424242/")[0] == 404
+
+
+def test_replay_as_is_then_refused_twice(operator, dead):
+    letter = dead(1, 2)
+    status, body = operator.post(f"dead-letters/{letter.pk}/replay/")
+    assert status == 201
+    assert body["args"] == [1, 2]
+    assert body["status"] == "pending"
+    letter.refresh_from_db()
+    assert letter.replayed_job_id == body["id"]
+    assert LogEntry.objects.filter(object_id=str(body["id"]), action_flag=ADDITION).exists()
+    status, again = operator.post(f"dead-letters/{letter.pk}/replay/")
+    assert (status, again["code"]) == (409, "already_replayed")
+    assert Job.objects.count() == 2
+    replayed = operator.get("dead-letters/", replayed="true")[1]["results"]
+    assert [r["id"] for r in replayed] == [letter.pk]
+    assert operator.get("dead-letters/", replayed="false")[1]["results"] == []
+
+
+def test_replay_with_edited_arguments(operator, dead):
+    letter = dead(1, 2)
+    status, body = operator.post(
+        f"dead-letters/{letter.pk}/replay/", {"args": [5, 6], "kwargs": {}}
+    )
+    assert status == 201
+    assert body["args"] == [5, 6]
+
+
+@pytest.mark.parametrize(
+    ("edits", "field"),
+    [({"args": "x"}, "args"), ({"kwargs": [1]}, "kwargs"), ({"args": ["\u0000"]}, "args")],
+)
+def test_replay_with_bad_arguments_writes_nothing(operator, dead, edits, field):
+    letter = dead(1, 2)
+    status, body = operator.post(f"dead-letters/{letter.pk}/replay/", edits)
+    assert (status, body["code"], body["field"]) == (400, "invalid", field)
+    letter.refresh_from_db()
+    assert letter.replayed_job_id is None
+    assert Job.objects.count() == 1
+    status, body = operator.post(f"dead-letters/{letter.pk}/replay/", {"color": 1})
+    assert (status, body["code"]) == (400, "unknown_field")
+
+
+def test_schedules_and_occurrences(operator):
+    schedule = Schedule.objects.create(name="hourly", cron="0 * * * *", job="testapp.jobs.noop")
+    Schedule.objects.filter(pk=schedule.pk).update(created_at=shifted(-7 * 86400))
+    status, body = operator.get("schedules/")
+    assert status == 200
+    assert body["results"][0]["name"] == "hourly"
+    start = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
+    emitted = jobs.noop.enqueue()
+    Job.objects.filter(pk=emitted.pk).update(
+        schedule=schedule, occurrence_at=start + dt.timedelta(hours=1)
+    )
+    params = {"start": "2030-01-01T00:00:00Z", "end": "2030-01-01T05:00:00Z", "limit": 3}
+    status, body = operator.get(f"schedules/{schedule.pk}/occurrences/", **params)
+    assert status == 200
+    assert [r["at"] for r in body["results"]] == [
+        "2030-01-01T01:00:00Z",
+        "2030-01-01T02:00:00Z",
+        "2030-01-01T03:00:00Z",
+    ]
+    assert body["results"][0]["state"] == "emitted"
+    assert body["results"][0]["job_id"] == emitted.pk
+    assert body["results"][1]["state"] == "upcoming"
+    assert body["next_start"] == "2030-01-01T03:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"end": "2030-01-02T00:00:00Z"}, "start"),
+        ({"start": "2030-01-02T00:00:00Z"}, "end"),
+        ({"start": "soon", "end": "2030-01-02T00:00:00Z"}, "start"),
+        ({"start": "2030-01-01T00:00:00", "end": "2030-01-02T00:00:00Z"}, "start"),
+        ({"start": "2030-01-02T00:00:00Z", "end": "2030-01-01T00:00:00Z"}, "end"),
+        ({"start": "2030-01-01T00:00:00Z", "end": "2030-03-01T00:00:00Z"}, "end"),
+    ],
+)
+def test_occurrence_range_is_checked(operator, params, field):
+    schedule = Schedule.objects.create(name="hourly", cron="0 * * * *", job="testapp.jobs.noop")
+    status, body = operator.get(f"schedules/{schedule.pk}/occurrences/", **params)
+    assert (status, body["field"]) == (400, field)
+
+
+def test_queue_stats(operator, make_due):
+    job = jobs.add.enqueue(1, 2, queue="mail")
+    make_due(job, seconds_ago=60)
+    status, body = operator.get("queues/")
+    assert status == 200
+    assert body["queues"]["mail"]["due"] == 1
+    assert body["total"]["oldest_due_age"] >= 59
+
+
+def test_health_verdict(operator, make_due, settings):
+    assert operator.get("health/")[1]["status"] == "ok"
+    settings.LEASEJOBS_HEALTH_MAX_DUE_AGE = 30
+    job = jobs.add.enqueue(1, 2)
+    make_due(job, seconds_ago=120)
+    status, body = operator.get("health/")
+    assert (status, body["status"]) == (503, "unhealthy")
+    assert body["problems"][0]["metric"] == "oldest_due_age"
