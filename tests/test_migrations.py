@@ -1,4 +1,4 @@
-"""Migrations 0004 and 0005 leave the job table with the lean indexes, and go back and forth;
+"""Migrations 0004, 0005 and 0009 leave the job table with its indexes, and go back and forth;
 0006 fingerprints the dead letters already there."""
 
 from __future__ import annotations
@@ -94,6 +94,32 @@ def test_0005_goes_back_to_full_unique_constraints_and_forward_again() -> None:
                 assert "WHERE" not in _index_sql(name).upper(), name
     finally:
         _migrate(LATEST)
+    _assert_lean()
+
+
+def _assert_limits() -> None:
+    indexes = _indexes()
+    by_columns = {tuple(info["columns"]): name for name, info in indexes.items()}
+    assert by_columns.get(("concurrency_key",)) == "leasejobs_running_key"
+    if connection.vendor != "mysql":  # MySQL keeps no index condition: nothing to split
+        claimable = _index_sql("leasejobs_claimable").replace('"', "")
+        assert "concurrency_key IS NULL" in claimable
+        assert "rate_key IS NULL" in claimable
+        assert "concurrency_key IS NOT NULL" in _index_sql("leasejobs_limited").replace('"', "")
+
+
+def test_0008_splits_the_claimable_index_and_goes_back() -> None:
+    _assert_limits()
+    _migrate("0005_partial_unique_keys")
+    try:
+        by_columns = {tuple(info["columns"]) for info in _indexes().values()}
+        assert ("concurrency_key",) not in by_columns
+        assert "leasejobs_limited" not in _indexes()
+        if connection.vendor != "mysql":
+            assert "concurrency_key" not in _index_sql("leasejobs_claimable")
+    finally:
+        _migrate(LATEST)
+    _assert_limits()
     _assert_lean()
 
 

@@ -21,6 +21,7 @@ from django.db.models.fields import DateTimeField
 from ..dbtime import DbNow
 from ..deadlocks import retry_deadlocks
 from ..models import CLAIMABLE, Job, Pause, PauseKind, Status
+from .limited import UNLIMITED, LimitedClaims
 
 
 class Token(NamedTuple):
@@ -111,7 +112,7 @@ CLAIM_PAGES = 4
 """Candidate pages a locking claim tries when other claimers hold the first ones."""
 
 
-class Dialect:
+class Dialect(LimitedClaims):
     """One database's way of doing each step; these are the ORM's ways."""
 
     def insert(self, values: dict[str, Any], alias: str) -> Job:
@@ -145,7 +146,7 @@ class Dialect:
         batch: int,
         lease_seconds: float,
     ) -> list[Job]:
-        """Lease up to ``batch`` due rows to ``worker_id``, ``attempt`` + 1 each.
+        """Lease up to ``batch`` due rows without limits to ``worker_id``, ``attempt`` + 1 each.
 
         InnoDB locks every row a locking read *reads*, and ``ORDER BY ... LIMIT`` reads the
         whole due backlog into a sort first: one ``SELECT ... FOR UPDATE SKIP LOCKED`` would
@@ -154,7 +155,7 @@ class Dialect:
         it locks only them (rows another claimer holds are skipped). A page taken entirely
         by others moves on to the next, a few times at most. The update re-checks the status.
         """
-        due = Job.objects.using(alias).filter(status__in=CLAIMABLE, run_at__lte=DbNow())
+        due = Job.objects.using(alias).filter(UNLIMITED, status__in=CLAIMABLE, run_at__lte=DbNow())
         if queues is not None:
             due = due.filter(queue__in=list(queues))
         due = due.filter(not_paused(alias))
