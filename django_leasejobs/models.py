@@ -152,8 +152,10 @@ class Job(models.Model):
                 & (models.Q(concurrency_key__isnull=False) | models.Q(rate_key__isnull=False)),
             ),
             # A limited claim counts the running jobs of its keys.
+            # With status: MySQL ignores the condition, and must still find a key's running
+            # jobs without reading its waiting backlog.
             models.Index(
-                fields=["concurrency_key"],
+                fields=["concurrency_key", "status"],
                 name="leasejobs_running_key",
                 condition=models.Q(status="running", concurrency_key__isnull=False),
             ),

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from django.db import transaction
-from django.db.models import Count, F, Min, Q, QuerySet
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from ..dbtime import DbNow, as_aware
 from ..models import CLAIMABLE, Job, Limiter, Status
@@ -75,26 +76,32 @@ def _due(alias: str, queues: Sequence[str] | None, kind: Q) -> QuerySet[Job]:
 class LimitedClaims:
     """The ORM's way of each step of a limited claim."""
 
+    def limited_due(self, alias: str, queues: Sequence[str] | None) -> bool:
+        """Whether any job with limits is due: when none is, the claim is today's claim."""
+        return _due(alias, queues, LIMITED).exists()
+
     def limited_candidates(
         self, alias: str, queues: Sequence[str] | None, count: int
     ) -> list[Candidate]:
         """The first ``count`` due jobs with limits, leaving out keys known to be full.
 
-        Full concurrency keys and spent rate buckets are left out in the statement, so the
-        backlog of a key at its limit is not what fills the read (it would hide other keys).
+        Full concurrency keys (running jobs >= the job's own limit) and spent rate buckets are
+        left out in the statement, so the backlog of a key at its limit is not what fills the
+        read (it would hide other keys).
         """
-        jobs = Job.objects.using(alias)
-        full = (
-            jobs.filter(status=Status.RUNNING, concurrency_key__isnull=False)
+        running = (
+            Job.objects.using(alias)
+            .filter(status=Status.RUNNING, concurrency_key=OuterRef("concurrency_key"))
+            .order_by()
             .values("concurrency_key")
-            .annotate(running=Count("id"), limit=Min("concurrency_limit"))
-            .filter(running__gte=F("limit"))
-            .values("concurrency_key")
+            .annotate(n=Count("id"))
+            .values("n")
         )
         spent = Limiter.objects.using(alias).filter(blocked_until__gt=DbNow()).values("name")
         due = (
             _due(alias, queues, LIMITED)
-            .exclude(concurrency_key__in=full)
+            .annotate(key_running=Coalesce(Subquery(running), 0))
+            .filter(Q(concurrency_key__isnull=True) | Q(key_running__lt=F("concurrency_limit")))
             .exclude(rate_key__in=spent)
             .order_by(*ORDER)
         )

@@ -7,6 +7,7 @@ have to adapt element by element.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -176,6 +177,15 @@ class PostgreSQLDialect(Dialect):
             )
             params = [*source_params, batch, batch, worker_id, lease_seconds]
         return fetch_jobs(connections[alias], alias, sql, params)
+
+    def limited_due(self, alias: str, queues: Sequence[str] | None) -> bool:
+        return postgresql_limited.limited_due(alias, queues)
+
+    def add_limiters(self, alias: str, keys: Iterable[str]) -> None:
+        postgresql_limited.add_limiters(alias, sorted(set(keys)))
+
+    def fill_buckets(self, alias: str, fills: dict[str, tuple[dt.datetime, int, int, int]]) -> None:
+        postgresql_limited.fill_buckets(alias, fills)
 
     def limited_candidates(
         self, alias: str, queues: Sequence[str] | None, count: int

@@ -17,20 +17,23 @@ from .limited import Candidate, Head
 
 _CANDIDATES = """
 WITH RECURSIVE queues(queue) AS ({queues}),
-full_keys AS (
-    -- Keys at their limit now (a hint: the claim counts again under the key's lock).
-    SELECT concurrency_key FROM {table}
+full_slots AS (
+    -- (key, limit) for every limit a key's running jobs fill now: a job whose own limit is
+    -- among them must wait. As pairs, so the test below is one hashed lookup per row; a hint
+    -- only, the claim counts again under the key's lock.
+    SELECT concurrency_key, generate_series(1, count(*)::int) AS full_limit FROM {table}
     WHERE status = 'running' AND concurrency_key IS NOT NULL
-    GROUP BY concurrency_key HAVING count(*) >= min(concurrency_limit)
+    GROUP BY concurrency_key
 ),
 spent AS (SELECT name FROM {limiter} WHERE blocked_until > STATEMENT_TIMESTAMP())
 SELECT c.* FROM queues AS q CROSS JOIN LATERAL (
-    SELECT {fields} FROM {table}
+    SELECT {fields} FROM {table} AS t
     WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP()
       AND queue = q.queue AND (concurrency_key IS NOT NULL OR rate_key IS NOT NULL)
       -- A full key's or spent bucket's backlog is left out here, so it cannot fill the
       -- read and hide the keys behind it.
-      AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT * FROM full_keys))
+      AND (concurrency_key IS NULL
+           OR (concurrency_key, concurrency_limit) NOT IN (SELECT * FROM full_slots))
       AND (rate_key IS NULL OR rate_key NOT IN (SELECT * FROM spent))
     ORDER BY priority DESC, run_at, id
     LIMIT %s
@@ -69,6 +72,60 @@ RETURNING {columns}
 """
 
 GIVEN_QUEUES = "SELECT unnest(%s::text[])"
+
+# The fast path's test: one probe of leasejobs_limited (empty when no job has limits).
+LIMITED_DUE = """
+SELECT EXISTS (
+    SELECT FROM {table}
+    WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP()
+      AND (concurrency_key IS NOT NULL OR rate_key IS NOT NULL) {queue_filter}
+)
+"""
+
+# A key already there is left alone without waiting, even while another claimer holds it.
+ADD_LIMITERS = """
+INSERT INTO {limiter} (key, name, started)
+SELECT k, substr(k, 3), 0 FROM unnest(%s::text[]) AS k
+ON CONFLICT (key) DO NOTHING
+"""
+
+
+def limited_due(alias: str, queues: Sequence[str] | None) -> bool:
+    qn = connections[alias].ops.quote_name
+    queue_filter, params = "", []
+    if queues is not None:
+        queue_filter, params = "AND queue = ANY(%s::text[])", [list(queues)]
+    sql = LIMITED_DUE.format(table=qn(Job._meta.db_table), queue_filter=queue_filter)
+    return bool(_run(alias, sql, params)[0][0])
+
+
+def add_limiters(alias: str, keys: list[str]) -> None:
+    qn = connections[alias].ops.quote_name
+    _run_only(alias, ADD_LIMITERS.format(limiter=qn(Limiter._meta.db_table)), [keys])
+
+
+FILL_BUCKETS = """
+UPDATE {limiter} AS l
+SET window_start = f.window_start, started = f.started,
+    blocked_until = CASE WHEN f.started >= f.rate_limit
+                         THEN f.window_start + make_interval(secs => f.period) END
+FROM unnest(%s::text[], %s::timestamptz[], %s::int[], %s::int[], %s::int[])
+    AS f(key, window_start, started, rate_limit, period)
+WHERE l.key = f.key
+"""
+
+
+def fill_buckets(alias: str, fills: dict[str, tuple[Any, int, int, int]]) -> None:
+    qn = connections[alias].ops.quote_name
+    names = sorted(fills)
+    columns = [[fills[n][i] for n in names] for i in range(4)]
+    params = [["r:" + n for n in names], *columns]
+    _run_only(alias, FILL_BUCKETS.format(limiter=qn(Limiter._meta.db_table)), params)
+
+
+def _run_only(alias: str, sql: str, params: list[Any]) -> None:
+    with connections[alias].cursor() as cursor:
+        cursor.execute(sql, params)
 
 
 def _run(alias: str, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:

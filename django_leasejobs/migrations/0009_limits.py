@@ -39,7 +39,7 @@ LIMITED = models.Index(
 )
 RUNNING_KEY = models.Index(
     condition=models.Q(("concurrency_key__isnull", False), ("status", "running")),
-    fields=["concurrency_key"],
+    fields=["concurrency_key", "status"],
     name="leasejobs_running_key",
 )
 

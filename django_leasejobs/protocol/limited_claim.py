@@ -43,8 +43,10 @@ def claim(
     lease_seconds: float,
 ) -> list[Job]:
     """Lease up to ``batch`` jobs, those with limits only within their limits."""
+    if not dialect.limited_due(using, queues):  # the usual claim: no job with limits is due
+        return dialect.claim(using, worker_id, queues, batch, lease_seconds)
     candidates = dialect.limited_candidates(using, queues, batch * CANDIDATES_PER_SLOT)
-    if not candidates:  # the usual claim: no job with limits is due
+    if not candidates:  # all of them held back by their limits
         return dialect.claim(using, worker_id, queues, batch, lease_seconds)
     heads = dialect.unlimited_heads(using, queues, batch)
     dialect.add_limiters(using, _locks(candidates))
