@@ -35,6 +35,8 @@ class _Captured(Exception):
 
 
 def _capture(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+    if "UPDATE" not in sql:  # the probe for due jobs with limits runs first
+        return execute(sql, params, many, context)
     raise _Captured(sql, params)
 
 
