@@ -123,7 +123,8 @@ class LimitedClaims:
             limiters.bulk_create(rows, ignore_conflicts=True)
 
     def lock_limiters(self, alias: str, keys: Iterable[str]) -> set[str]:
-        """Lock the limiter rows of ``keys`` until the transaction ends; return those locked.
+        """Lock ``keys`` until the transaction ends (here: their limiter rows); return those
+        locked.
 
         SKIP LOCKED: a key another claimer holds is left for this round, not waited for, so
         claimers never queue behind one another (nor deadlock) on a busy key.

@@ -182,7 +182,13 @@ class PostgreSQLDialect(Dialect):
         return postgresql_limited.limited_due(alias, queues)
 
     def add_limiters(self, alias: str, keys: Iterable[str]) -> None:
-        postgresql_limited.add_limiters(alias, sorted(set(keys)))
+        # Only rate keys need a row (their bucket): keys are locked by advisory locks here.
+        rates = sorted({key for key in keys if key.startswith("r:")})
+        if rates:
+            postgresql_limited.add_limiters(alias, rates)
+
+    def lock_limiters(self, alias: str, keys: Iterable[str]) -> set[str]:
+        return postgresql_limited.lock_limiters(alias, sorted(set(keys)))
 
     def fill_buckets(self, alias: str, fills: dict[str, tuple[dt.datetime, int, int, int]]) -> None:
         postgresql_limited.fill_buckets(alias, fills)

@@ -99,6 +99,19 @@ def limited_due(alias: str, queues: Sequence[str] | None) -> bool:
     return bool(_run(alias, sql, params)[0][0])
 
 
+# A transaction-level advisory lock per key, tried and never waited for: no row is written
+# to take it (a row lock is a write on PostgreSQL), and it ends with the transaction. Keys
+# are hashed to 64 bits; two keys sharing a hash only make one wait a round, never run over.
+LOCK_LIMITERS = """
+SELECT k FROM unnest(%s::text[]) AS k
+WHERE pg_try_advisory_xact_lock(hashtextextended(k, 0))
+"""
+
+
+def lock_limiters(alias: str, keys: list[str]) -> set[str]:
+    return {row[0] for row in _run(alias, LOCK_LIMITERS, [keys])}
+
+
 def add_limiters(alias: str, keys: list[str]) -> None:
     qn = connections[alias].ops.quote_name
     _run_only(alias, ADD_LIMITERS.format(limiter=qn(Limiter._meta.db_table)), [keys])

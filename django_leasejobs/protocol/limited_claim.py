@@ -1,9 +1,9 @@
 """The claim of jobs with concurrency or rate limits, beside the claim of jobs without.
 
 Why the limits hold with any number of claimers: a job with a limit starts only in a claim
-that holds its key's limiter row locked (``c:`` key, ``r:`` key) from before it counts the
-key's running jobs and reads its rate bucket until it commits the jobs it started and the
-bucket it filled. Two claimers never hold one key at once (a key held by another claimer is
+that holds its key locked (``c:`` key, ``r:`` key; ``dialect.lock_limiters``) from before it
+counts the key's running jobs and reads its rate bucket until it commits the jobs it started
+and the bucket it filled. Two claimers never hold one key at once (a key held by another claimer is
 skipped this round, not waited for), and each counts after the previous holder committed,
 so neither can start jobs the other's count did not include. Counts only fall without the
 lock (a job finishes, an expired lease is recovered), which can only leave a slot unused
