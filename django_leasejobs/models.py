@@ -109,7 +109,7 @@ class Job(models.Model):
         max_length=200, blank=True, default="", help_text="The worker whose attempt succeeded."
     )
     # The limits a claim enforces, computed at enqueue from @job(concurrency_key=...,
-    # rate_limit=...) and stored, so the claim never calls user code (docs/flow-limits.md).
+    # rate_limit=...) and stored, so the claim never calls user code (docs/flow-control.md).
     concurrency_key = models.CharField(max_length=200, null=True, blank=True)
     concurrency_limit = models.PositiveIntegerField(
         null=True, blank=True, help_text="At most this many jobs of concurrency_key run at once."

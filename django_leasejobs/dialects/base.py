@@ -20,8 +20,9 @@ from django.db.models.fields import DateTimeField
 
 from ..dbtime import DbNow
 from ..deadlocks import retry_deadlocks
-from ..models import CLAIMABLE, Job, Pause, PauseKind, Status
+from ..models import CLAIMABLE, Job, Status
 from .limited import UNLIMITED, LimitedClaims
+from .pauses import not_paused
 
 
 class Token(NamedTuple):
@@ -96,15 +97,6 @@ def _complete_one(alias: str, completion: Completion, finished_by: str) -> int:
         Job.objects.using(alias)
         .filter(pk=completion.id, attempt=completion.attempt, status=Status.RUNNING)
         .update(**succeeded_fields(completion.result, finished_by))
-    )
-
-
-def not_paused(alias: str) -> Q:
-    """Rows of no paused queue and no paused job name (``protocol.pauses``): a condition of
-    the claim's own statements, so it is read in the same snapshot as the rows it keeps."""
-    pauses = Pause.objects.using(alias)
-    return ~Q(queue__in=pauses.filter(kind=PauseKind.QUEUE).values("name")) & ~Q(
-        name__in=pauses.filter(kind=PauseKind.JOB).values("name")
     )
 
 

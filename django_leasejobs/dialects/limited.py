@@ -19,6 +19,7 @@ from django.db.models.functions import Coalesce
 
 from ..dbtime import DbNow, as_aware
 from ..models import CLAIMABLE, Job, Limiter, Status
+from .pauses import not_paused
 
 LIMITED = Q(concurrency_key__isnull=False) | Q(rate_key__isnull=False)
 """Jobs with a limit: ``leasejobs_limited`` holds them, ``leasejobs_claimable`` the rest."""
@@ -67,7 +68,9 @@ def rate_lock(key: str) -> str:
 
 
 def _due(alias: str, queues: Sequence[str] | None, kind: Q) -> QuerySet[Job]:
-    due = Job.objects.using(alias).filter(kind, status__in=CLAIMABLE, run_at__lte=DbNow())
+    due = Job.objects.using(alias).filter(
+        kind, not_paused(alias), status__in=CLAIMABLE, run_at__lte=DbNow()
+    )
     if queues is not None:
         due = due.filter(queue__in=list(queues))
     return due
@@ -178,8 +181,9 @@ class LimitedClaims:
 
     def take(self, alias: str, worker_id: str, ids: list[int], lease_seconds: float) -> list[Job]:
         """Lease the chosen jobs (each still waiting and due: the compare-and-set)."""
+        # A pause that committed after the candidates were read still holds them back.
         claimed = Job.objects.using(alias).filter(
-            id__in=ids, status__in=CLAIMABLE, run_at__lte=DbNow()
+            not_paused(alias), id__in=ids, status__in=CLAIMABLE, run_at__lte=DbNow()
         )
         running = {
             "status": Status.RUNNING,

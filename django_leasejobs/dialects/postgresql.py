@@ -206,7 +206,11 @@ class PostgreSQLDialect(Dialect):
         )
 
     def take(self, alias: str, worker_id: str, ids: list[int], lease_seconds: float) -> list[Job]:
-        sql = postgresql_limited.TAKE.format(table=_table(alias), columns=_columns(alias))
+        sql = postgresql_limited.TAKE.format(
+            table=_table(alias),
+            columns=_columns(alias),
+            j_not_paused=postgresql_limited.not_paused_sql(alias, "j"),
+        )
         params = [worker_id, lease_seconds, int_array(ids)]
         return fetch_jobs(connections[alias], alias, sql, params)
 

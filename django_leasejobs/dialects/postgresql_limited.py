@@ -12,8 +12,9 @@ from typing import Any
 
 from django.db import connections
 
-from ..models import Job, Limiter
+from ..models import Job, Limiter, Pause
 from .limited import Candidate, Head
+from .pauses import ROW_NOT_PAUSED
 
 _CANDIDATES = """
 WITH RECURSIVE queues(queue) AS ({queues}),
@@ -35,6 +36,7 @@ SELECT c.* FROM queues AS q CROSS JOIN LATERAL (
       AND (concurrency_key IS NULL
            OR (concurrency_key, concurrency_limit) NOT IN (SELECT * FROM full_slots))
       AND (rate_key IS NULL OR rate_key NOT IN (SELECT * FROM spent))
+      AND {t_not_paused}
     ORDER BY priority DESC, run_at, id
     LIMIT %s
 ) AS c
@@ -46,9 +48,10 @@ LIMIT %s
 _HEADS = """
 WITH RECURSIVE queues(queue) AS ({queues})
 SELECT c.* FROM queues AS q CROSS JOIN LATERAL (
-    SELECT id, priority, run_at FROM {table}
+    SELECT id, priority, run_at FROM {table} AS t
     WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP()
       AND queue = q.queue AND concurrency_key IS NULL AND rate_key IS NULL
+      AND {t_not_paused}
     ORDER BY priority DESC, run_at, id
     LIMIT %s
 ) AS c
@@ -68,6 +71,8 @@ SET status = 'running',
 -- The compare-and-set: still waiting and due (the candidates were read before the locks).
 WHERE j.id = ANY(%s::bigint[]) AND j.status IN ('pending', 'failed')
   AND j.run_at <= STATEMENT_TIMESTAMP()
+  -- A pause that committed after the candidates were read still holds them back.
+  AND {j_not_paused}
 RETURNING {columns}
 """
 
@@ -147,6 +152,13 @@ def _run(alias: str, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
         return list(cursor.fetchall())
 
 
+def not_paused_sql(alias: str, row: str) -> str:
+    """``ROW_NOT_PAUSED`` for the job row aliased ``row`` (an identifier of this module)."""
+    return ROW_NOT_PAUSED.format(
+        pause=connections[alias].ops.quote_name(Pause._meta.db_table), row=row
+    )
+
+
 def _queues(queues: Sequence[str] | None, every_queue: str) -> tuple[str, list[Any]]:
     if queues is None:
         return every_queue, []
@@ -163,6 +175,7 @@ def candidates(
         table=qn(Job._meta.db_table),
         limiter=qn(Limiter._meta.db_table),
         fields=", ".join(Candidate._fields),
+        t_not_paused=not_paused_sql(alias, "t"),
     )
     return [Candidate(*row) for row in _run(alias, sql, [*params, count, count])]
 
@@ -170,5 +183,7 @@ def candidates(
 def heads(alias: str, queues: Sequence[str] | None, count: int, every_queue: str) -> list[Head]:
     qn = connections[alias].ops.quote_name
     source, params = _queues(queues, every_queue)
-    sql = _HEADS.format(queues=source, table=qn(Job._meta.db_table))
+    sql = _HEADS.format(
+        queues=source, table=qn(Job._meta.db_table), t_not_paused=not_paused_sql(alias, "t")
+    )
     return [Head(*row) for row in _run(alias, sql, [*params, count, count])]

@@ -228,7 +228,7 @@ def daily_report(day: str) -> None:
     """Once per day, even after it succeeded."""
 
 
-# Flow limits (docs/flow-limits.md): the claim enforces them from keys stored at enqueue.
+# Flow limits (docs/flow-control.md): the claim enforces them from keys stored at enqueue.
 
 
 @job(concurrency_key="customer:{customer_id}", concurrency_limit=2)
