@@ -84,6 +84,10 @@ def job(
     dedupe_states: Sequence[str] | None = ...,
     dedupe_period: float | None = ...,
     on_conflict: str | None = ...,
+    concurrency_key: str | Callable[..., Any] | None = ...,
+    concurrency_limit: int | None = ...,
+    rate_limit: str | None = ...,
+    rate_key: str | Callable[..., Any] | None = ...,
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 
 

@@ -118,6 +118,19 @@ class Job(models.Model):
         help_text="When an operator asked to cancel the job while it was running; its worker "
         "ends the attempt as cancelled.",
     )
+    # The limits a claim enforces, computed at enqueue from @job(concurrency_key=...,
+    # rate_limit=...) and stored, so the claim never calls user code (docs/flow-control.md).
+    concurrency_key = models.CharField(max_length=200, null=True, blank=True)
+    concurrency_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="At most this many jobs of concurrency_key run at once."
+    )
+    rate_key = models.CharField(max_length=200, null=True, blank=True)
+    rate_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="At most this many starts of rate_key per rate_period."
+    )
+    rate_period = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds: the rate limit's window."
+    )
     task_backend = models.CharField(
         max_length=100,
         blank=True,
@@ -131,11 +144,30 @@ class Job(models.Model):
         ordering = ["-id"]
         indexes = [
             # The claim path: due rows of a queue in claim order. Partial where supported, so
-            # finished rows (the bulk of a busy table) are not in the index at all.
+            # finished rows (the bulk of a busy table) are not in the index at all, nor jobs
+            # with limits: they have their own index, so neither kind is read past by the other.
             models.Index(
                 fields=["queue", "-priority", "run_at", "id"],
                 name="leasejobs_claimable",
-                condition=models.Q(status__in=["pending", "failed"]),
+                condition=models.Q(
+                    status__in=["pending", "failed"],
+                    concurrency_key__isnull=True,
+                    rate_key__isnull=True,
+                ),
+            ),
+            models.Index(
+                fields=["queue", "-priority", "run_at", "id"],
+                name="leasejobs_limited",
+                condition=models.Q(status__in=["pending", "failed"])
+                & (models.Q(concurrency_key__isnull=False) | models.Q(rate_key__isnull=False)),
+            ),
+            # A limited claim counts the running jobs of its keys.
+            # With status: MySQL ignores the condition, and must still find a key's running
+            # jobs without reading its waiting backlog.
+            models.Index(
+                fields=["concurrency_key", "status"],
+                name="leasejobs_running_key",
+                condition=models.Q(status="running", concurrency_key__isnull=False),
             ),
             # Lease recovery reads only running rows by expiry.
             models.Index(
@@ -268,6 +300,37 @@ class DeadLetter(models.Model):
 
     def __str__(self) -> str:
         return f"dead {self.name}#{self.job_id}: {self.reason}"
+
+
+class Limiter(models.Model):
+    """One limiter key: the row a claim locks to take its key's slots, and a rate bucket.
+
+    ``key`` is ``c:`` plus a concurrency key or ``r:`` plus a rate key. Claimers lock the rows
+    of the keys they want and skip those another claimer holds, so counting a key's running
+    jobs and starting more of them happen one claimer at a time. A rate key counts ``started``
+    jobs in the window beginning at ``window_start``; a claim in a later window starts it anew.
+    """
+
+    key = models.CharField(max_length=210, primary_key=True)
+    name = models.CharField(max_length=200, help_text="The key as jobs carry it.")
+    window_start = models.DateTimeField(null=True, blank=True)
+    started = models.PositiveIntegerField(default=0, help_text="Starts in this window.")
+    blocked_until = models.DateTimeField(
+        null=True, blank=True, help_text="The window's end, once its starts reached the limit."
+    )
+
+    class Meta:
+        indexes = [
+            # Claims leave out the backlog of spent rate keys: they read only these rows.
+            models.Index(
+                fields=["blocked_until"],
+                name="leasejobs_limiter_blocked",
+                condition=models.Q(blocked_until__isnull=False),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.key
 
 
 class Misfire(models.TextChoices):

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import dedupe_keys, validation
+from . import dedupe_keys, limits, validation
 from .backoff import Backoff
 from .conf import settings
 from .errors import JobValidationError, UnknownJobError
@@ -45,6 +45,10 @@ class JobSpec:
         dedupe_states: Sequence[str] | None = None,
         dedupe_period: float | None = None,
         on_conflict: str | None = None,
+        concurrency_key: limits.KeySource = None,
+        concurrency_limit: int | None = None,
+        rate_limit: str | None = None,
+        rate_key: limits.KeySource = None,
     ) -> None:
         self.func = func
         self.name = name or f"{func.__module__}.{func.__qualname__}"
@@ -84,6 +88,15 @@ class JobSpec:
             raise JobValidationError(
                 "dedupe_period and on_conflict need dedupe_key (True or a template) on @job."
             )
+        self.limits = limits.Limits.from_options(
+            func,
+            self.name,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
+            rate_limit=rate_limit,
+            rate_key=rate_key,
+        )
+        """Concurrency and rate limits: the claim enforces them from the keys stored at enqueue."""
 
     def __repr__(self) -> str:
         return f"<job {self.name}>"

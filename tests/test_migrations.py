@@ -1,5 +1,5 @@
-"""Migrations 0004 and 0005 leave the job table with the lean indexes, and go back and forth;
-0006 fingerprints the dead letters already there; 0009 adds the cancel request column."""
+"""Migrations 0004, 0005 and 0009 leave the job table with its indexes, and go back and forth;
+0006 fingerprints the dead letters already there; 0010 adds the cancel request column."""
 
 from __future__ import annotations
 
@@ -97,14 +97,39 @@ def test_0005_goes_back_to_full_unique_constraints_and_forward_again() -> None:
     _assert_lean()
 
 
+def _assert_limits() -> None:
+    indexes = _indexes()
+    by_columns = {tuple(info["columns"]): name for name, info in indexes.items()}
+    assert by_columns.get(("concurrency_key", "status")) == "leasejobs_running_key"
+    if connection.vendor != "mysql":  # MySQL keeps no index condition: nothing to split
+        claimable = _index_sql("leasejobs_claimable").replace('"', "")
+        assert "concurrency_key IS NULL" in claimable
+        assert "rate_key IS NULL" in claimable
+        assert "concurrency_key IS NOT NULL" in _index_sql("leasejobs_limited").replace('"', "")
+
+
+def test_0008_splits_the_claimable_index_and_goes_back() -> None:
+    _assert_limits()
+    _migrate("0005_partial_unique_keys")
+    try:
+        by_columns = {tuple(info["columns"]) for info in _indexes().values()}
+        assert ("concurrency_key", "status") not in by_columns
+        assert "leasejobs_limited" not in _indexes()
+        if connection.vendor != "mysql":
+            assert "concurrency_key" not in _index_sql("leasejobs_claimable")
+    finally:
+        _migrate(LATEST)
+    _assert_limits()
+
+
 def _columns() -> set[str]:
     with connection.cursor() as cursor:
         return {c.name for c in connection.introspection.get_table_description(cursor, TABLE)}
 
 
-def test_0009_adds_the_cancel_request_column_and_removes_it_going_back() -> None:
+def test_0010_adds_the_cancel_request_column_and_removes_it_going_back() -> None:
     assert "cancel_requested_at" in _columns()
-    _migrate("0008_pauses")
+    _migrate("0009_limits")
     try:
         assert "cancel_requested_at" not in _columns()
     finally:

@@ -28,6 +28,8 @@ def test_status_constraint_lists_exactly_the_documented_states() -> None:
         ("leasejobs_claimable", {Status.PENDING, Status.FAILED}),
         ("leasejobs_running_lease", {Status.RUNNING}),
         ("leasejobs_finished", {Status.SUCCEEDED, Status.DEAD, Status.CANCELLED}),
+        ("leasejobs_limited", {Status.PENDING, Status.FAILED}),
+        ("leasejobs_running_key", {Status.RUNNING}),
     ],
 )
 def test_partial_indexes_cover_the_states_their_queries_read(
@@ -35,11 +37,23 @@ def test_partial_indexes_cover_the_states_their_queries_read(
 ) -> None:
     """A partial index left out of step with the states would silently drop rows from a query."""
     index = next(i for i in Job._meta.indexes if i.name == index_name)
-    ((lookup, values),) = index.condition.children  # type: ignore[union-attr]
+    children = index.condition.children  # type: ignore[union-attr]
+    ((lookup, values),) = [c for c in children if isinstance(c, tuple) and "status" in c[0]]
     assert {lookup: set(values) if isinstance(values, list) else {values}} in (
         {"status__in": statuses},
         {"status": statuses},
     )
+
+
+def test_the_claimable_indexes_split_jobs_by_limits() -> None:
+    """Each due job is in exactly one of the two claim indexes, as the claims' filters say."""
+    from django_leasejobs.dialects.limited import LIMITED, UNLIMITED
+
+    indexes = {i.name: i.condition for i in Job._meta.indexes}
+    claimable = indexes["leasejobs_claimable"].children  # type: ignore[union-attr]
+    assert all(child in claimable for child in UNLIMITED.children)
+    limited = indexes["leasejobs_limited"].children  # type: ignore[union-attr]
+    assert LIMITED in limited
 
 
 def test_every_state_has_a_docstring_saying_who_moves_jobs_out() -> None:

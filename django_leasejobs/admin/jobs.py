@@ -102,7 +102,8 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
     )
     list_display_links = ("id", "name")
     list_filter = ("status", QueueFilter, JobNameFilter, "schedule")
-    search_fields = ("=id", "name", "=dedupe_key")
+    # "=concurrency_key": an exact key is found through the running-key index's first column.
+    search_fields = ("=id", "name", "=dedupe_key", "=concurrency_key")
     list_per_page = 50
     show_full_result_count = False  # a COUNT(*) over millions of rows is not worth it
     actions = ("cancel_jobs", "run_jobs_now", "retry_jobs_now")
@@ -139,11 +140,25 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
                 )
             },
         ),
+        (
+            "Limits",
+            {
+                "fields": ("concurrency_key", "concurrency_limit", "rate_key", "rate"),
+                "description": "Keys computed at enqueue from @job(concurrency_key=..., "
+                "rate_limit=...); the claim starts the job only within them.",
+            },
+        ),
         ("Arguments", {"fields": ("args_json", "kwargs_json")}),
         ("Outcome", {"fields": ("result_json", "last_error_text", "dead_letter_link")}),
         ("Attempt history", {"fields": ("history",)}),
     )
     readonly_fields = fieldset_fields(fieldsets)
+
+    @admin.display(description="rate limit")
+    def rate(self, obj: Job) -> str:
+        if obj.rate_limit is None:
+            return "-"
+        return f"{obj.rate_limit} starts per {obj.rate_period} s"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
         # The database's clock, as the workers see it, for the due/overdue marker.

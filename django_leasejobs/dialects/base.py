@@ -20,7 +20,9 @@ from django.db.models.fields import DateTimeField
 
 from ..dbtime import DbNow
 from ..deadlocks import retry_deadlocks
-from ..models import CLAIMABLE, Job, Pause, PauseKind, Status
+from ..models import CLAIMABLE, Job, Status
+from .limited import UNLIMITED, LimitedClaims
+from .pauses import not_paused
 
 
 class Token(NamedTuple):
@@ -109,20 +111,11 @@ def _complete_one(alias: str, completion: Completion, finished_by: str) -> int:
     )
 
 
-def not_paused(alias: str) -> Q:
-    """Rows of no paused queue and no paused job name (``protocol.pauses``): a condition of
-    the claim's own statements, so it is read in the same snapshot as the rows it keeps."""
-    pauses = Pause.objects.using(alias)
-    return ~Q(queue__in=pauses.filter(kind=PauseKind.QUEUE).values("name")) & ~Q(
-        name__in=pauses.filter(kind=PauseKind.JOB).values("name")
-    )
-
-
 CLAIM_PAGES = 4
 """Candidate pages a locking claim tries when other claimers hold the first ones."""
 
 
-class Dialect:
+class Dialect(LimitedClaims):
     """One database's way of doing each step; these are the ORM's ways."""
 
     def insert(self, values: dict[str, Any], alias: str) -> Job:
@@ -156,7 +149,7 @@ class Dialect:
         batch: int,
         lease_seconds: float,
     ) -> list[Job]:
-        """Lease up to ``batch`` due rows to ``worker_id``, ``attempt`` + 1 each.
+        """Lease up to ``batch`` due rows without limits to ``worker_id``, ``attempt`` + 1 each.
 
         InnoDB locks every row a locking read *reads*, and ``ORDER BY ... LIMIT`` reads the
         whole due backlog into a sort first: one ``SELECT ... FOR UPDATE SKIP LOCKED`` would
@@ -165,7 +158,7 @@ class Dialect:
         it locks only them (rows another claimer holds are skipped). A page taken entirely
         by others moves on to the next, a few times at most. The update re-checks the status.
         """
-        due = Job.objects.using(alias).filter(status__in=CLAIMABLE, run_at__lte=DbNow())
+        due = Job.objects.using(alias).filter(UNLIMITED, status__in=CLAIMABLE, run_at__lte=DbNow())
         if queues is not None:
             due = due.filter(queue__in=list(queues))
         due = due.filter(not_paused(alias))

@@ -7,6 +7,7 @@ have to adapt element by element.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -18,8 +19,9 @@ from django.db.models import DEFERRED, JSONField
 from .. import notify
 from ..deadlocks import retry_deadlocks
 from ..models import Job, Pause
-from . import postgresql_insert
+from . import postgresql_insert, postgresql_limited
 from .base import Completion, Dialect, Renewed, Token
+from .limited import Candidate, Head
 
 _CLAIM_SET = """
 UPDATE {table} AS j
@@ -45,6 +47,7 @@ WITH due AS (
       -- the scan (a paused queue reads no job); a paused job name is filtered row by row.
       AND NOT EXISTS (SELECT 1 FROM {pause} AS p WHERE p.kind = 'queue' AND p.name = %s)
       AND {job_not_paused}
+      AND concurrency_key IS NULL AND rate_key IS NULL
     ORDER BY priority DESC, run_at, id
     LIMIT %s
     -- SKIP LOCKED: a row another claimer is taking is passed over, not waited for, so
@@ -66,7 +69,8 @@ due AS (
     SELECT c.id FROM queues AS q CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM {table}
         WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP()
-          AND queue = q.queue AND {job_not_paused}
+          AND queue = q.queue AND concurrency_key IS NULL AND rate_key IS NULL
+          AND {job_not_paused}
         ORDER BY priority DESC, run_at, id
         LIMIT %s
         FOR UPDATE SKIP LOCKED
@@ -88,14 +92,18 @@ JOB_NOT_PAUSED = (
 )
 
 GIVEN_QUEUES = "SELECT unnest(%s::text[])"
+# {kind}: which claimable index the loose scan reads (the predicate of its partial index).
 EVERY_QUEUE = """
-    (SELECT queue FROM {table} WHERE status IN ('pending', 'failed') ORDER BY queue LIMIT 1)
+    (SELECT queue FROM {table} WHERE status IN ('pending', 'failed') AND {kind}
+     ORDER BY queue LIMIT 1)
     UNION ALL
     SELECT (SELECT t.queue FROM {table} AS t
-            WHERE t.status IN ('pending', 'failed') AND t.queue > q.queue
+            WHERE t.status IN ('pending', 'failed') AND {kind} AND t.queue > q.queue
             ORDER BY t.queue LIMIT 1)
     FROM queues AS q WHERE q.queue IS NOT NULL
 """
+UNLIMITED = "concurrency_key IS NULL AND rate_key IS NULL"
+LIMITED = "(concurrency_key IS NOT NULL OR rate_key IS NOT NULL)"
 
 RENEW = """
 UPDATE {table} AS j
@@ -160,13 +168,9 @@ class PostgreSQLDialect(Dialect):
         batch: int,
         lease_seconds: float,
     ) -> list[Job]:
-        connection = connections[alias]
-        qn = connection.ops.quote_name
-        table = qn(Job._meta.db_table)
-        pause = qn(Pause._meta.db_table)
+        table, columns = _table(alias), _columns(alias)
+        pause = connections[alias].ops.quote_name(Pause._meta.db_table)
         not_paused = JOB_NOT_PAUSED.format(pause=pause, table=table)
-        claimed = [f for f in Job._meta.concrete_fields if f.name not in NOT_CLAIMED]
-        columns = ", ".join(f"j.{qn(str(f.column))}" for f in claimed)
         if queues is not None and len(queues) == 1:
             sql = CLAIM_ONE_QUEUE.format(
                 table=table, columns=columns, pause=pause, job_not_paused=not_paused
@@ -174,13 +178,49 @@ class PostgreSQLDialect(Dialect):
             params: list[Any] = [queues[0], queues[0], batch, worker_id, lease_seconds]
         else:
             if queues is None:
-                source, source_params = EVERY_QUEUE.format(table=table), []
+                source, source_params = EVERY_QUEUE.format(table=table, kind=UNLIMITED), []
             else:
                 source, source_params = GIVEN_QUEUES, [list(queues)]
             sql = CLAIM_QUEUES.format(
                 table=table, columns=columns, queues=source, pause=pause, job_not_paused=not_paused
             )
             params = [*source_params, batch, batch, worker_id, lease_seconds]
+        return fetch_jobs(connections[alias], alias, sql, params)
+
+    def limited_due(self, alias: str, queues: Sequence[str] | None) -> bool:
+        return postgresql_limited.limited_due(alias, queues)
+
+    def add_limiters(self, alias: str, keys: Iterable[str]) -> None:
+        # Only rate keys need a row (their bucket): keys are locked by advisory locks here.
+        rates = sorted({key for key in keys if key.startswith("r:")})
+        if rates:
+            postgresql_limited.add_limiters(alias, rates)
+
+    def lock_limiters(self, alias: str, keys: Iterable[str]) -> set[str]:
+        return postgresql_limited.lock_limiters(alias, sorted(set(keys)))
+
+    def fill_buckets(self, alias: str, fills: dict[str, tuple[dt.datetime, int, int, int]]) -> None:
+        postgresql_limited.fill_buckets(alias, fills)
+
+    def limited_candidates(
+        self, alias: str, queues: Sequence[str] | None, count: int
+    ) -> list[Candidate]:
+        return postgresql_limited.candidates(
+            alias, queues, count, EVERY_QUEUE.format(table=_table(alias), kind=LIMITED)
+        )
+
+    def unlimited_heads(self, alias: str, queues: Sequence[str] | None, count: int) -> list[Head]:
+        return postgresql_limited.heads(
+            alias, queues, count, EVERY_QUEUE.format(table=_table(alias), kind=UNLIMITED)
+        )
+
+    def take(self, alias: str, worker_id: str, ids: list[int], lease_seconds: float) -> list[Job]:
+        sql = postgresql_limited.TAKE.format(
+            table=_table(alias),
+            columns=_columns(alias),
+            j_not_paused=postgresql_limited.not_paused_sql(alias, "j"),
+        )
+        params = [worker_id, lease_seconds, int_array(ids)]
         return fetch_jobs(connections[alias], alias, sql, params)
 
     def renew(
@@ -209,6 +249,17 @@ class PostgreSQLDialect(Dialect):
         with connection.cursor() as cursor:
             cursor.execute(sql, [finished_by, ids, attempts, results])
             return {row[0] for row in cursor.fetchall()}
+
+
+def _table(alias: str) -> str:
+    return str(connections[alias].ops.quote_name(Job._meta.db_table))
+
+
+def _columns(alias: str) -> str:
+    """The columns a claim returns (``NOT_CLAIMED`` left out), as ``j.<column>``."""
+    qn = connections[alias].ops.quote_name
+    claimed = [f for f in Job._meta.concrete_fields if f.name not in NOT_CLAIMED]
+    return ", ".join(f"j.{qn(str(f.column))}" for f in claimed)
 
 
 _COLUMN_ATTNAME = {str(f.column): str(f.attname) for f in Job._meta.concrete_fields}

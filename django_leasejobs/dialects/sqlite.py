@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from django.db import connections
 
 from ..dbtime import SQLITE_NOW
-from ..models import Job, Pause
+from ..models import Job, Limiter, Pause
 from .base import Dialect
+
+# A write that changes nothing, but takes the database's write lock at once: what a limited
+# claim then reads (running jobs, rate buckets) cannot change before it commits.
+_WRITE_LOCK = "UPDATE {table} SET started = started WHERE 0 = 1"
 
 # SQLite has no row locks: the whole UPDATE takes the database's single write lock, so the
 # subquery and the guarded update see one consistent state and two claimers cannot both win.
@@ -26,6 +30,7 @@ WHERE id IN (
       -- Pauses: the paused names are read once into a temporary index, then tested per row.
       AND queue NOT IN (SELECT p.name FROM {{pause}} AS p WHERE p.kind = 'queue')
       AND name NOT IN (SELECT p.name FROM {{pause}} AS p WHERE p.kind = 'job')
+      AND concurrency_key IS NULL AND rate_key IS NULL
     ORDER BY priority DESC, run_at, id
     LIMIT %s
 ) AND status IN ('pending', 'failed')
@@ -50,3 +55,13 @@ class SQLiteDialect(Dialect):
         sql = _CLAIM.format(table=table, queue_filter=queue_filter, pause=pause)
         params = [worker_id, lease_seconds, *queue_params, batch]
         return list(Job.objects.using(alias).raw(sql, params))
+
+    def begin_limited(self, alias: str) -> None:
+        connection = connections[alias]
+        table = connection.ops.quote_name(Limiter._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(_WRITE_LOCK.format(table=table))
+
+    def lock_limiters(self, alias: str, keys: Iterable[str]) -> set[str]:
+        # No row locks: the write lock taken by begin_limited holds every key.
+        return set(keys)

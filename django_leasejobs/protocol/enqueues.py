@@ -7,6 +7,7 @@ transaction survives) and returns the winner's row.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any, NamedTuple
 from django.core.signals import setting_changed
 from django.db import IntegrityError, connections, transaction
 
-from .. import client_encoding, dialects, registry, validation
+from .. import client_encoding, dialects, limits, registry, validation
 from ..conf import PREFIX as conf_settings_prefix
 from ..conf import settings as conf_settings
 from ..dbtime import db_now
@@ -23,6 +24,8 @@ from ..errors import JobValidationError
 from ..models import Job
 from . import dedupe
 from .base import announce_enqueued, job_database, logger
+
+NO_LIMITS = limits.Limits()
 
 ENQUEUE_OPTIONS = (
     "run_at",
@@ -44,6 +47,8 @@ class Defaults:
     max_attempts: int
     lease: float | None
     max_payload_bytes: int
+    limits: limits.Limits = NO_LIMITS
+    """The job's concurrency and rate limits: their keys are computed per enqueue."""
 
     @classmethod
     def resolve(cls, name: str, task_backend: str = "") -> Defaults:
@@ -63,6 +68,7 @@ class Defaults:
             job_function.get_max_attempts(),
             job_function.lease,
             conf_settings.MAX_PAYLOAD_BYTES,
+            job_function.limits,
         )
 
 
@@ -115,6 +121,7 @@ def row_values(
         ),
         "lease_seconds": defaults.lease,
         "task_backend": task_backend,
+        **defaults.limits.values(args_list, kwargs_dict),
     }
     if when is not None:
         values["run_at"] = when
@@ -192,6 +199,8 @@ def enqueue(
             args, kwargs or {}, max_bytes=plain.max_bytes
         )
         values = {**plain.values, "args": args_list, "kwargs": kwargs_dict}
+        if plain.limits:
+            values.update(plain.limits.values(args_list, kwargs_dict))
     else:
         check_options(options)
         values = row_values(name, args, kwargs or {}, **options)
@@ -237,6 +246,7 @@ class _PlainRow(NamedTuple):
 
     values: dict[str, Any]
     max_bytes: int
+    limits: limits.Limits
 
 
 _plain_rows: dict[tuple[Any, ...], _PlainRow] = {}
@@ -253,11 +263,16 @@ def _plain_row(name: str) -> _PlainRow:
         job_function.priority,
         job_function.max_attempts,
         job_function.lease,
+        job_function.limits,
     )
     found = _plain_rows.get(key)
     if found is None:
         defaults = Defaults.resolve(name)
-        found = _PlainRow(row_values(name, (), {}, defaults=defaults), defaults.max_payload_bytes)
+        found = _PlainRow(
+            row_values(name, (), {}, defaults=_without_limits(defaults)),
+            defaults.max_payload_bytes,
+            defaults.limits,
+        )
         _plain_rows[key] = found
     return found
 
@@ -306,12 +321,12 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     defaults = Defaults.resolve(name)
     # Items without options (the usual bulk) share one validated row; only their arguments
     # differ and are checked one by one.
-    plain_row = row_values(name, (), {}, now=now, defaults=defaults)
+    plain_row = row_values(name, (), {}, now=now, defaults=_without_limits(defaults))
     keyed = _keyed(name)
     checked = (
         row_values(name, args, kwargs, now=now, defaults=defaults, **options)
         if options or keyed
-        else _with_payload(plain_row, args, kwargs, defaults.max_payload_bytes)
+        else _with_payload(plain_row, args, kwargs, defaults)
         for args, kwargs, options in parsed
     )
     rows: list[dict[str, Any]] = []
@@ -338,7 +353,18 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
 
 
 def _with_payload(
-    row: dict[str, Any], args: Sequence[Any], kwargs: dict[str, Any], max_bytes: int
+    row: dict[str, Any], args: Sequence[Any], kwargs: dict[str, Any], defaults: Defaults
 ) -> dict[str, Any]:
-    args_list, kwargs_dict = validation.check_payload(args, kwargs, max_bytes=max_bytes)
-    return {**row, "args": args_list, "kwargs": kwargs_dict}
+    args_list, kwargs_dict = validation.check_payload(
+        args, kwargs, max_bytes=defaults.max_payload_bytes
+    )
+    values = {**row, "args": args_list, "kwargs": kwargs_dict}
+    if defaults.limits:
+        values.update(defaults.limits.values(args_list, kwargs_dict))
+    return values
+
+
+def _without_limits(defaults: Defaults) -> Defaults:
+    """``defaults`` for the shared row of a job's plain enqueues: its limit keys depend on
+    each enqueue's arguments, so they are computed per row (``_with_payload``)."""
+    return dataclasses.replace(defaults, limits=NO_LIMITS)

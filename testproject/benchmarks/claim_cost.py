@@ -5,6 +5,11 @@ For each backlog size the table is topped up with due pending jobs and vacuumed,
 behind until the next vacuum are part of the figure, as in production). The statement that
 claim sends is captured and run again under ``EXPLAIN (ANALYZE, BUFFERS)`` in a rolled-back
 transaction: the plan must be an index scan that reads about ``batch`` rows, never a seq scan.
+
+Then, at the largest backlog, the same claims of a backlog whose jobs all have limits: one
+concurrency key of 10,000 each (limit 1), then one rate limit high enough never to throttle,
+so the figure is the cost of the limits' bookkeeping. Each is reported beside the claim
+without limits of the same backlog as a ratio (``claim_limits_*_vs_plain``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ class _Captured(Exception):
 
 
 def _capture(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+    if "UPDATE" not in sql:  # the probe for due jobs with limits runs first
+        return execute(sql, params, many, context)
     raise _Captured(sql, params)
 
 
@@ -126,12 +133,61 @@ def run(target: Target, *, backlogs: list[int], batch: int, reps: int) -> dict[s
                 for key in ("seq_scan", "sort", "scan", "rows_read", "buffers", "explain_ms"):
                     out[f"{prefix}_{key}"] = plan[key]
                 out[f"{prefix}_plan"] = plan["plan"]
+        out.update(_limited(raw, backlogs[-1], batch, reps))
         database.reset(raw)
     first, last = _label(backlogs[0]), _label(backlogs[-1])
     for form in FORMS:
         out[f"claim_{form}_growth"] = (
             out[f"claim_{form}_{last}_ms"] / out[f"claim_{form}_{first}_ms"]
         )
+        for limit in LIMITS:
+            out[f"claim_limits_{limit}_{form}_vs_plain"] = (
+                out[f"claim_limits_{limit}_{form}_{last}_ms"] / out[f"claim_{form}_{last}_ms"]
+            )
+    return out
+
+
+LIMITS: dict[str, str] = {
+    # 10,000 concurrency keys, limit 1, spread over the backlog in no particular order.
+    "keys": "concurrency_key = 'customer:' || (hashtext(id::text) & 16383) % 10000, "
+    "concurrency_limit = 1",
+    # One rate key whose limit is never reached: the bucket is read and written every claim.
+    "rate": "rate_key = 'api', rate_limit = 1000000000, rate_period = 60",
+}
+
+
+def _limited(raw: Any, backlog: int, batch: int, reps: int) -> dict[str, Any]:
+    """Claims of ``backlog`` due jobs that all have limits (``LIMITS``), timed as above."""
+    out: dict[str, Any] = {}
+    label = _label(backlog)
+    for limit, assignment in LIMITS.items():
+        raw.execute(
+            "UPDATE django_leasejobs_job SET status = 'pending', lease_owner = '', "
+            "concurrency_key = NULL, concurrency_limit = NULL, rate_key = NULL, "
+            "rate_limit = NULL, rate_period = NULL"
+        )
+        raw.execute("DELETE FROM django_leasejobs_limiter")
+        raw.execute(f"UPDATE django_leasejobs_job SET {assignment}")  # constant SQL of LIMITS
+        database.vacuum_analyze(raw)
+        for form, queues in FORMS.items():
+            times = []
+            for _ in range(reps):
+                start = time.perf_counter()
+                claimed = protocol.claim("benchmark", queues=queues, batch=batch)
+                times.append(time.perf_counter() - start)
+                assert len(claimed) == batch, (limit, len(claimed), batch)
+            raw.execute(
+                "UPDATE django_leasejobs_job SET status = 'pending', lease_owner = '' "
+                "WHERE status = 'running'"
+            )
+            raw.execute("UPDATE django_leasejobs_limiter SET started = 0, blocked_until = NULL")
+            prefix = f"claim_limits_{limit}_{form}_{label}"
+            out[f"{prefix}_ms"] = statistics.median(times) * 1000
+            out[f"{prefix}_p95_ms"] = _quantile(times, 0.95) * 1000
+    raw.execute(
+        "UPDATE django_leasejobs_job SET concurrency_key = NULL, concurrency_limit = NULL, "
+        "rate_key = NULL, rate_limit = NULL, rate_period = NULL"
+    )
     return out
 
 

@@ -277,3 +277,39 @@ def debounced(user_id: int, note: str = "") -> None:
 @job(dedupe_key="report:{day}", dedupe_states=["pending", "running", "failed", "succeeded"])
 def daily_report(day: str) -> None:
     """Once per day, even after it succeeded."""
+
+
+# Flow limits (docs/flow-control.md): the claim enforces them from keys stored at enqueue.
+
+
+@job(concurrency_key="customer:{customer_id}", concurrency_limit=2)
+def per_customer(customer_id: int, seconds: float = 0.0) -> None:
+    """At most two at once per customer; sleeps so that runs overlap under a worker."""
+    time.sleep(seconds)
+
+
+@job(concurrency_limit=1)
+def one_at_a_time(seconds: float = 0.0) -> None:
+    """At most one at once of this job name, whatever its arguments."""
+    time.sleep(seconds)
+
+
+@job(concurrency_key=lambda tenant, **_: f"tenant:{tenant}", concurrency_limit=1)
+def per_tenant(tenant: str, seconds: float = 0.0) -> None:
+    """The key computed by a callable at enqueue."""
+    time.sleep(seconds)
+
+
+@job(rate_limit="5/m")
+def throttled(n: int = 0) -> None:
+    """At most five starts a minute, over all workers."""
+
+
+@job(rate_limit="3/h", rate_key="account:{account}")
+def throttled_per_account(account: str) -> None:
+    """At most three starts an hour per account."""
+
+
+@job(concurrency_key="customer:{customer_id}", concurrency_limit=1, rate_limit="4/m")
+def limited_both(customer_id: int) -> None:
+    """One at once per customer, and four starts a minute for the job name."""

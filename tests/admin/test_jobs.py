@@ -106,6 +106,20 @@ class TestList:
 
 
 class TestDetail:
+    def test_limits_are_shown(self, admin_client) -> None:
+        job = jobs.limited_both.enqueue(42)
+        page = admin_client.get(url("job_change", job.pk)).content.decode()
+        assert "customer:42" in page
+        assert "4 starts per 60 s" in page
+        plain = admin_client.get(url("job_change", jobs.noop.enqueue().pk)).content.decode()
+        assert "starts per" not in plain
+
+    def test_search_by_concurrency_key(self, admin_client) -> None:
+        wanted = jobs.per_customer.enqueue(5)
+        jobs.per_customer.enqueue(6)
+        response = admin_client.get(url("job_changelist"), {"q": "customer:5"})
+        assert [j.pk for j in response.context["cl"].result_list] == [wanted.pk]
+
     def test_arguments_history_and_result(self, admin_client, failed_job) -> None:
         job = failed_job(error="RuntimeError: first", traceback="Traceback (most recent call)")
         page = admin_client.get(url("job_change", job.pk)).content.decode()

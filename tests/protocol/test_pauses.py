@@ -128,3 +128,28 @@ def test_racing_resumes_lift_the_pause_once() -> None:
     results = race(*[lambda: protocol.resume(queue="mail") for _ in range(4)])
     assert sum(result is not None for result in results) == 1
     assert not Pause.objects.exists()
+
+
+@pytest.mark.parametrize("queues", [None, ["default"], ["mail", "default"]])
+@pytest.mark.parametrize("paused", ["queue", "job"])
+def test_jobs_with_limits_are_held_back_by_a_pause_too(
+    all_due: object, queues: list[str] | None, paused: str
+) -> None:
+    # Jobs with concurrency or rate limits take the claim's limited path: it checks pauses too.
+    limited = [jobs.per_customer.enqueue(customer_id=i) for i in range(3)]
+    plain = jobs.noop.enqueue()
+    if paused == "queue":
+        assert protocol.pause(queue="default") is not None
+    else:
+        assert protocol.pause(job=jobs.per_customer.name) is not None
+    all_due()  # type: ignore[operator]
+    claimed = _claimed_ids(queues)
+    assert not claimed & {j.pk for j in limited}
+    assert claimed == (set() if paused == "queue" else {plain.pk})
+    if paused == "queue":
+        protocol.resume(queue="default")
+    else:
+        protocol.resume(job=jobs.per_customer.name)
+    assert _claimed_ids(queues) == {j.pk for j in limited} | (
+        {plain.pk} if paused == "queue" else set()
+    )

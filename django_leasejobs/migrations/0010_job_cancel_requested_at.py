@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_leasejobs', '0008_pauses'),
+        ('django_leasejobs', '0009_limits'),
     ]
 
     operations = [

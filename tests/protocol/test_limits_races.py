@@ -1,0 +1,129 @@
+"""Claimers in threads, each on its own connection: limits hold over all of them at once."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+from django.db import connection
+from django.db.models import Count
+from testapp import jobs
+
+from django_leasejobs import protocol
+from django_leasejobs.models import Job, Status
+
+from ..conftest import race
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CUSTOMERS = 4
+PER_CUSTOMER = 12
+LIMIT = 2  # jobs.per_customer's concurrency_limit
+
+
+def running_per_key() -> dict[str, int]:
+    """One statement, so one consistent state of the table."""
+    rows = (
+        Job.objects.filter(status=Status.RUNNING, concurrency_key__isnull=False)
+        .values_list("concurrency_key")
+        .annotate(n=Count("id"))
+    )
+    return dict(rows)
+
+
+def test_concurrent_claimers_never_run_more_than_the_limit_per_key(
+    all_due: Callable[[], None],
+) -> None:
+    for customer in range(CUSTOMERS):
+        jobs.per_customer.enqueue_many([((customer,), {})] * PER_CUSTOMER)
+    jobs.noop.enqueue_many([((), {})] * 10)
+    all_due()
+    seen: list[dict[str, int]] = []
+    lock = threading.Lock()
+
+    def worker(name: str) -> Callable[[], int]:
+        def loop() -> int:
+            rng = random.Random(name)
+            held: list[Job] = []
+            done = 0
+            for _ in range(400):
+                held += protocol.claim(name, batch=3)
+                counts = running_per_key()  # checked after every claim round
+                with lock:
+                    seen.append(counts)
+                assert all(n <= LIMIT for n in counts.values()), counts
+                rng.shuffle(held)
+                cut = rng.randint(0, len(held))
+                finishing, held = held[:cut], held[cut:]
+                for job in finishing:
+                    protocol.complete(job.pk, job.attempt)
+                done += len(finishing)
+                if not Job.objects.filter(status__in=["pending", "running"]).exists():
+                    break
+            for job in held:
+                protocol.complete(job.pk, job.attempt)
+            return done + len(held)
+
+        return loop
+
+    finished = race(*(worker(f"w{i}") for i in range(4)))
+    assert sum(finished) == CUSTOMERS * PER_CUSTOMER + 10
+    assert Job.objects.filter(status=Status.SUCCEEDED).count() == sum(finished)
+    assert seen, "no claim round was checked"
+    # The limit was reached, not only respected: keys ran LIMIT at once at some point.
+    assert max(max(c.values(), default=0) for c in seen) == LIMIT
+
+
+def test_concurrent_claimers_start_no_more_than_the_rate(all_due: Callable[[], None]) -> None:
+    jobs.throttled.enqueue_many([((n,), {}) for n in range(20)])  # 5 a minute
+    all_due()
+
+    def claimer(name: str) -> Callable[[], list[int]]:
+        def loop() -> list[int]:
+            return [j.pk for _ in range(5) for j in protocol.claim(name, batch=2)]
+
+        return loop
+
+    taken = race(*(claimer(f"w{i}") for i in range(4)))
+    started = [job_id for ids in taken for job_id in ids]
+    assert len(started) == len(set(started)) == 5
+    assert Counter(Job.objects.values_list("status", flat=True)) == {"running": 5, "pending": 15}
+
+
+def test_a_key_another_claimer_holds_is_skipped_not_waited_for(
+    all_due: Callable[[], None],
+) -> None:
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite has no row locks: its write lock serializes every claimer")
+    from django.db import connections, transaction
+
+    jobs.per_tenant.enqueue("held")
+    free = jobs.per_tenant.enqueue("free")
+    all_due()
+    from django_leasejobs.dialects import for_alias
+
+    for_alias("default").add_limiters("default", ["c:tenant:held", "c:tenant:free"])
+    holder = connections.create_connection("default")
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute("BEGIN")
+            if connection.vendor == "postgresql":  # advisory locks: no row is written
+                cursor.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ["c:tenant:held"]
+                )
+            else:
+                key = holder.ops.quote_name("key")
+                cursor.execute(
+                    f"SELECT {key} FROM django_leasejobs_limiter WHERE {key} = %s FOR UPDATE",
+                    ["c:tenant:held"],
+                )
+            with transaction.atomic():
+                claimed = protocol.claim("w1", batch=2)
+            assert [j.pk for j in claimed] == [free.pk]
+            cursor.execute("ROLLBACK")
+    finally:
+        holder.close()
+    assert [j.concurrency_key for j in protocol.claim("w2", batch=2)] == ["tenant:held"]
