@@ -188,8 +188,20 @@ def _operator_action(
 
 
 def cancel(request: HttpRequest, job_id: int) -> JsonResponse:
-    """As the admin's Cancel: a pending job, or a failed one waiting for its retry."""
-    return _operator_action(request, job_id, protocol.cancel, tuple(CLAIMABLE), "Cancelled")
+    """As the admin's Cancel: a pending job, or a failed one waiting for its retry, is
+    cancelled; a running job's worker is asked to end it (the job comes back still running)."""
+    job = get_row(Job, job_id, "job")
+    outcome = protocol.request_cancel(job.pk)
+    if outcome is protocol.Cancel.REFUSED:
+        job.refresh_from_db(fields=["status"])
+        allowed = " or ".join((*CLAIMABLE, Status.RUNNING))
+        raise ApiError(
+            "invalid_state", f"Job #{job.pk} is {job.status}: only {allowed} jobs can be cancelled."
+        )
+    job.refresh_from_db()
+    done = "Cancelled" if outcome is protocol.Cancel.CANCELLED else "Cancel requested"
+    audit(request, job, done)
+    return JsonResponse(serialize.job(job))
 
 
 def retry(request: HttpRequest, job_id: int) -> JsonResponse:

@@ -157,7 +157,7 @@ PATHS: dict[str, Schema] = {
     "/jobs/{job_id}/cancel/": {
         "post": operation(
             "cancelJob",
-            "Cancel a pending job, or a failed one waiting for its retry",
+            "Cancel a pending or failed job; ask a running job's worker to end it",
             "view_job and cancel_job",
             reply(200, "Job", "Cancelled"),
             parameters=[path_id("job_id")],

@@ -109,8 +109,19 @@ def test_cancel_a_pending_job(operator):
     assert (status, body["code"]) == (409, "invalid_state")
     assert (
         body["message"]
-        == f"Job #{job.pk} is cancelled: only pending or failed jobs can be cancelled."
+        == f"Job #{job.pk} is cancelled: only pending or failed or running jobs can be cancelled."
     )
+
+
+def test_cancel_a_running_job_asks_its_worker(operator):
+    jobs.add.enqueue(1, 2)
+    (job,) = protocol.claim("w1", batch=1)
+    status, body = operator.post(f"jobs/{job.pk}/cancel/")
+    assert (status, body["status"]) == (200, "running")
+    assert Job.objects.get(pk=job.pk).cancel_requested_at is not None
+    entry = LogEntry.objects.get(object_id=str(job.pk), action_flag=CHANGE)
+    assert entry.change_message == "Cancel requested (API)"
+    assert protocol.cancel_attempt(job.pk, job.attempt) is protocol.Outcome.CANCELLED
 
 
 def test_retry_a_failed_job_now(operator, make_due):
