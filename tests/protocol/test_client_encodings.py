@@ -42,7 +42,8 @@ TEXT = st.one_of(
         min_size=1,
         max_size=6,
     ),
-)
+).filter(lambda text: text not in protocol.ENQUEUE_OPTIONS)
+"""Also used as a keyword argument's name: an enqueue option's name ("queue") is not one."""
 
 
 @contextlib.contextmanager
