@@ -1,4 +1,4 @@
-"""The tables: jobs, dead letters, cron schedules and recorded effects.
+"""Jobs, their dead letters and recorded effects: the rows the lease protocol writes.
 
 Every state change of a ``Job`` is made by :mod:`django_leasejobs.protocol`; nothing else writes
 ``status``, ``attempt`` or the lease columns. The models only describe the rows.
@@ -6,17 +6,10 @@ Every state change of a ``Job`` is made by :mod:`django_leasejobs.protocol`; not
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models.functions import Now
 
-from . import cron as cron_module
-from . import registry, validation
-from .errors import JobValidationError
-from .validation import MAX_PRIORITY, MIN_PRIORITY
+from ..validation import MAX_PRIORITY, MIN_PRIORITY
 
 
 class Status(models.TextChoices):
@@ -219,41 +212,6 @@ class Job(models.Model):
         return self.attempt - self.released
 
 
-class PauseKind(models.TextChoices):
-    """What a pause names."""
-
-    QUEUE = "queue", "Queue"
-    JOB = "job", "Job name"
-
-
-class Pause(models.Model):
-    """A queue or a job name whose due jobs no worker claims while this row exists.
-
-    Written and deleted only by :mod:`django_leasejobs.protocol.pauses`; every dialect's claim
-    excludes what these rows name, in the claim's own statement, so a claim that starts after a
-    pause commits never starts a job it names. Jobs already running finish.
-    """
-
-    kind = models.CharField(max_length=8, choices=PauseKind.choices)
-    name = models.CharField(max_length=200, help_text="The queue or the registered job name.")
-    paused_at = models.DateTimeField(db_default=Now())
-    paused_by = models.CharField(max_length=200, blank=True, default="")
-
-    class Meta:
-        ordering = ["kind", "name"]
-        constraints = [
-            # Also the index the claim reads: (kind, name) lookups never touch the table.
-            models.UniqueConstraint(fields=["kind", "name"], name="leasejobs_one_pause"),
-            models.CheckConstraint(
-                condition=models.Q(kind__in=[k.value for k in PauseKind]),
-                name="leasejobs_pause_kind_valid",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.name} paused"
-
-
 class DeadLetter(models.Model):
     """A job that will not run again by itself, kept for an operator to inspect and replay."""
 
@@ -302,164 +260,6 @@ class DeadLetter(models.Model):
         return f"dead {self.name}#{self.job_id}: {self.reason}"
 
 
-class Limiter(models.Model):
-    """One limiter key: the row a claim locks to take its key's slots, and a rate bucket.
-
-    ``key`` is ``c:`` plus a concurrency key or ``r:`` plus a rate key. Claimers lock the rows
-    of the keys they want and skip those another claimer holds, so counting a key's running
-    jobs and starting more of them happen one claimer at a time. A rate key counts ``started``
-    jobs in the window beginning at ``window_start``; a claim in a later window starts it anew.
-    """
-
-    key = models.CharField(max_length=210, primary_key=True)
-    name = models.CharField(max_length=200, help_text="The key as jobs carry it.")
-    window_start = models.DateTimeField(null=True, blank=True)
-    started = models.PositiveIntegerField(default=0, help_text="Starts in this window.")
-    blocked_until = models.DateTimeField(
-        null=True, blank=True, help_text="The window's end, once its starts reached the limit."
-    )
-
-    class Meta:
-        indexes = [
-            # Claims leave out the backlog of spent rate keys: they read only these rows.
-            models.Index(
-                fields=["blocked_until"],
-                name="leasejobs_limiter_blocked",
-                condition=models.Q(blocked_until__isnull=False),
-            )
-        ]
-
-    def __str__(self) -> str:
-        return self.key
-
-
-class Misfire(models.TextChoices):
-    """What a scheduler does with occurrences missed while no scheduler ran."""
-
-    ALL = "all", "Run every missed occurrence"
-    LATEST = "latest", "Run only the latest missed occurrence"
-    SKIP = "skip", "Skip missed occurrences"
-
-
-class Schedule(models.Model):
-    """A cron expression that emits one job per occurrence; the cursor survives pruning.
-
-    ``last_occurrence_at`` is the authority on what has fired: every occurrence at or before it
-    was emitted as a job or skipped by the misfire policy (see ``ScheduleSkip``). Schedulers only
-    ever emit occurrences after it, moving it forward with a compare-and-set in the same
-    transaction as the job's INSERT, so deleting old jobs can never make an occurrence fire again.
-    """
-
-    name = models.CharField(max_length=200, unique=True)
-    cron = models.CharField(max_length=200)
-    timezone = models.CharField(max_length=64, default="UTC")
-    job = models.CharField(max_length=200, help_text="Registered job name (dotted path).")
-    args = models.JSONField(default=list, blank=True)
-    kwargs = models.JSONField(default=dict, blank=True)
-    queue = models.CharField(max_length=100, blank=True, default="")
-    priority = models.SmallIntegerField(null=True, blank=True)
-    max_attempts = models.PositiveIntegerField(null=True, blank=True)
-    enabled = models.BooleanField(default=True)
-    jitter = models.PositiveIntegerField(default=0, help_text="Seconds of random delay.")
-    misfire = models.CharField(max_length=8, choices=Misfire.choices, default=Misfire.LATEST)
-    catchup_window = models.PositiveIntegerField(
-        default=3600, help_text="Seconds: missed occurrences older than this are skipped."
-    )
-    last_occurrence_at = models.DateTimeField(
-        null=True, blank=True, help_text="Cursor: the latest occurrence emitted or skipped."
-    )
-    from_settings = models.BooleanField(default=False, editable=False)
-    synced_spec = models.JSONField(
-        null=True,
-        blank=True,
-        editable=False,
-        help_text="The LEASEJOBS_SCHEDULES entry last applied by a sync; admin edits stay until "
-        "the entry in settings changes.",
-    )
-    created_at = models.DateTimeField(db_default=Now())
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    def problems(self) -> dict[str, str]:
-        """Field -> what is wrong with it, for the checks field types cannot express.
-
-        Used by ``clean()`` (admin forms) and by the settings sync, so both refuse the same input.
-        """
-        found: dict[str, str] = {}
-        try:
-            cron_module.check_expression(self.cron)
-        except cron_module.CronError as exc:
-            found["cron"] = f"invalid cron expression {self.cron!r}: {exc}"
-        try:
-            cron_module.check_timezone(self.timezone)
-        except cron_module.CronError as exc:
-            found["timezone"] = str(exc)
-        if not isinstance(self.job, str) or registry.lookup(self.job) is None:
-            found["job"] = (
-                f"no job is registered as {self.job!r} (decorate the function with @job in a "
-                "jobs.py module of an installed app)"
-            )
-        checks: list[tuple[str, Any]] = [
-            ("args", lambda: validation.check_payload(self.args, self.kwargs)),
-            ("queue", lambda: self.queue and validation.check_queue(self.queue)),
-            ("priority", lambda: self.priority is None or validation.check_priority(self.priority)),
-            (
-                "max_attempts",
-                lambda: (
-                    self.max_attempts is None or validation.check_max_attempts(self.max_attempts)
-                ),
-            ),
-        ]
-        for field, check in checks:
-            try:
-                check()
-            except JobValidationError as exc:
-                found[field] = str(exc)
-        window = self.catchup_window
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-            found["catchup_window"] = f"catchup_window must be at least 1 second, not {window!r}"
-        return found
-
-    def clean(self) -> None:
-        problems = self.problems()
-        if problems:
-            raise ValidationError(
-                {
-                    field: f"Schedule {self.name!r}: {message}."
-                    for field, message in problems.items()
-                }
-            )
-
-
-class ScheduleSkip(models.Model):
-    """Occurrences a scheduler decided not to emit, so the admin can show them as gaps.
-
-    One row per decision (not per occurrence), so a long outage costs one row: the skipped
-    occurrences are those of the schedule's cron expression with ``after < t <= through``.
-    """
-
-    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="skips")
-    after = models.DateTimeField(help_text="Exclusive: the cursor before the skip.")
-    through = models.DateTimeField(help_text="Inclusive: the last occurrence skipped.")
-    count = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Occurrences skipped; empty when too many to count."
-    )
-    reason = models.CharField(max_length=200)
-    created_at = models.DateTimeField(db_default=Now())
-
-    class Meta:
-        ordering = ["-through"]
-        indexes = [models.Index(fields=["schedule", "through"], name="leasejobs_skip_through")]
-
-    def __str__(self) -> str:
-        return f"{self.schedule_id}: skipped ({self.after}, {self.through}]: {self.reason}"
-
-
 class Effect(models.Model):
     """A side effect recorded as done, in the same transaction as the handler's writes.
 
@@ -475,31 +275,3 @@ class Effect(models.Model):
 
     def __str__(self) -> str:
         return self.key
-
-
-class ApiToken(models.Model):
-    """A bearer token for the HTTP API, acting as its user with that user's permissions.
-
-    Only the SHA-256 of the secret is kept: the secret is shown once, when the token is made
-    (``manage.py jobapitoken create`` or the admin), and a leaked table grants nothing.
-    """
-
-    name = models.CharField(max_length=200, blank=True, default="", help_text="What it is for.")
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="leasejobs_api_tokens"
-    )
-    digest = models.CharField(max_length=64, unique=True, editable=False)
-    prefix = models.CharField(
-        max_length=16, editable=False, help_text="The secret's first characters, to recognise it."
-    )
-    created_at = models.DateTimeField(db_default=Now())
-    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
-    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
-    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
-
-    class Meta:
-        ordering = ["-id"]
-        verbose_name = "API token"
-
-    def __str__(self) -> str:
-        return f"{self.prefix}\u2026 ({self.name or self.user})"

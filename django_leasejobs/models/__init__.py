@@ -1,0 +1,28 @@
+"""The tables, one module per concern: jobs (with dead letters and effects), cron schedules,
+flow control (pauses, limiters), API tokens.
+
+Every state change of a ``Job`` is made by :mod:`django_leasejobs.protocol`; nothing else writes
+``status``, ``attempt`` or the lease columns. The models only describe the rows.
+"""
+
+from .api import ApiToken
+from .flow import Limiter, Pause, PauseKind
+from .jobs import CLAIMABLE, FINAL, LIVE, DeadLetter, Effect, Job, Status
+from .schedules import Misfire, Schedule, ScheduleSkip
+
+__all__ = [
+    "CLAIMABLE",
+    "FINAL",
+    "LIVE",
+    "ApiToken",
+    "DeadLetter",
+    "Effect",
+    "Job",
+    "Limiter",
+    "Misfire",
+    "Pause",
+    "PauseKind",
+    "Schedule",
+    "ScheduleSkip",
+    "Status",
+]
