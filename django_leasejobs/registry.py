@@ -77,6 +77,25 @@ class JobSpec:
         self.is_async = inspect.iscoroutinefunction(func)
         """An ``async def`` handler: the worker runs it on its event loop, not a pool thread."""
         self.signature = dedupe_keys.parameters(func, takes_context)
+        self._set_dedupe(dedupe_key, dedupe_states, dedupe_period, on_conflict)
+        self.limits = limits.Limits.from_options(
+            func,
+            self.name,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
+            rate_limit=rate_limit,
+            rate_key=rate_key,
+        )
+        """Concurrency and rate limits: the claim enforces them from the keys stored at enqueue."""
+
+    def _set_dedupe(
+        self,
+        dedupe_key: bool | str | None,
+        dedupe_states: Sequence[str] | None,
+        dedupe_period: float | None,
+        on_conflict: str | None,
+    ) -> None:
+        """The dedupe window options, checked against the function's signature."""
         if dedupe_key is not None and dedupe_key is not True:
             dedupe_keys.check_template(dedupe_key, self.signature)
         self.dedupe_key = dedupe_key
@@ -88,15 +107,6 @@ class JobSpec:
             raise JobValidationError(
                 "dedupe_period and on_conflict need dedupe_key (True or a template) on @job."
             )
-        self.limits = limits.Limits.from_options(
-            func,
-            self.name,
-            concurrency_key=concurrency_key,
-            concurrency_limit=concurrency_limit,
-            rate_limit=rate_limit,
-            rate_key=rate_key,
-        )
-        """Concurrency and rate limits: the claim enforces them from the keys stored at enqueue."""
 
     def __repr__(self) -> str:
         return f"<job {self.name}>"

@@ -19,6 +19,7 @@ recorded in ``docs/operations.md``. All times are the database's.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -108,13 +109,29 @@ def collect(using: str | None = None) -> Stats:
     paused_queues, paused_jobs = _pauses(alias, now)
     for name, age in paused_queues.items():
         queue(name).paused_age = age
+    _add_waiting(queue, alias, now, paused_queues, paused_jobs)
+    _add_running(queue, alias, now)
+    _add_dead(queue, alias, now)
+    total = QueueStats()
+    for stats in queues.values():
+        total.add(stats)
+    return Stats(queues=dict(sorted(queues.items())), total=total, now=now, paused_jobs=paused_jobs)
+
+
+def _add_waiting(
+    queue: Callable[[str], QueueStats],
+    alias: str,
+    now: dt.datetime,
+    paused_queues: dict[str, float],
+    paused_jobs: dict[str, float],
+) -> None:
+    """Pending and failed rows only: the finished bulk of the table is never read."""
     # What a worker could claim now: due, and held back by no pause.
     claimable_now = Q(run_at__lte=now)
     if paused_queues:
         claimable_now &= ~Q(queue__in=list(paused_queues))
     if paused_jobs:
         claimable_now &= ~Q(name__in=list(paused_jobs))
-    # Pending and failed rows only: the finished bulk of the table is never read.
     claimable = (
         Job.objects.using(alias)
         .filter(status__in=CLAIMABLE)
@@ -137,6 +154,8 @@ def collect(using: str | None = None) -> Stats:
             age = max(0.0, (now - row["oldest"]).total_seconds())
             stats.oldest_due_age = max(stats.oldest_due_age, age)
 
+
+def _add_running(queue: Callable[[str], QueueStats], alias: str, now: dt.datetime) -> None:
     running = (
         Job.objects.using(alias)
         .filter(status=Status.RUNNING)
@@ -149,6 +168,8 @@ def collect(using: str | None = None) -> Stats:
         stats.running += leased["count"]
         stats.expired_leases += leased["expired"]
 
+
+def _add_dead(queue: Callable[[str], QueueStats], alias: str, now: dt.datetime) -> None:
     dead = (
         DeadLetter.objects.using(alias)
         .filter(created_at__gte=now - DAY)
@@ -160,11 +181,6 @@ def collect(using: str | None = None) -> Stats:
         stats = queue(letters["queue"])
         stats.dead_last_day += letters["day"]
         stats.dead_last_hour += letters["hour"]
-
-    total = QueueStats()
-    for stats in queues.values():
-        total.add(stats)
-    return Stats(queues=dict(sorted(queues.items())), total=total, now=now, paused_jobs=paused_jobs)
 
 
 def _pauses(alias: str, now: dt.datetime) -> tuple[dict[str, float], dict[str, float]]:
