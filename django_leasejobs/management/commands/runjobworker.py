@@ -69,6 +69,10 @@ class Command(BaseCommand):
             default=None,
             help="Idle polling interval in seconds (LEASEJOBS_POLL_SECONDS).",
         )
+        self._add_lifecycle_arguments(parser)
+
+    def _add_lifecycle_arguments(self, parser: CommandParser) -> None:
+        """How the worker runs and stops, and what it exports."""
         parser.add_argument(
             "--burst", action="store_true", help="Run what is due now, then exit 0."
         )
