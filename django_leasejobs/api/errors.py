@@ -21,6 +21,7 @@ CODES: dict[str, tuple[int, str]] = {
     "csrf_failed": (403, "a session caller's unsafe request without a valid CSRF token"),
     "not_found": (404, "no such row or path"),
     "unknown_job": (404, "a job name the API may not enqueue (not on the allow-list)"),
+    "not_paused": (404, "a resume of a queue or job name that is not paused"),
     "method_not_allowed": (405, "the path does not take this HTTP method"),
     "invalid_state": (409, "the job's state does not allow the action (now)"),
     "already_replayed": (409, "the dead letter was replayed before"),

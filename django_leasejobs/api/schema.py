@@ -235,6 +235,34 @@ PATHS: dict[str, Schema] = {
             "queueStats", "Each queue's numbers", "view_job", reply(200, "Stats", "The numbers")
         )
     },
+    "/pauses/": {
+        "get": operation(
+            "listPauses",
+            "What is paused, by kind then name, each with its age",
+            "view_job",
+            reply(200, "PauseList", "The pauses"),
+            parameters=[
+                query("kind", {"type": "string", "enum": ["queue", "job"]}, "Only this kind.")
+            ],
+        ),
+        "post": operation(
+            "pause",
+            "Pause a queue or a job name: no worker claims its due jobs until resumed",
+            "view_job and pause_queue",
+            reply(201, "Pause", "Paused")
+            | reply(200, "Pause", "Already paused: the pause there (nothing changed)"),
+            body="PauseRequest",
+        ),
+    },
+    "/pauses/resume/": {
+        "post": operation(
+            "resume",
+            "Resume a paused queue or job name; 404 not_paused when it is not paused",
+            "view_job and pause_queue",
+            reply(200, "Pause", "Resumed: the pause lifted, age is how long it lasted"),
+            body="PauseRequest",
+        )
+    },
     "/health/": {
         "get": operation(
             "health",

@@ -138,6 +138,29 @@ SCHEMAS: dict[str, Schema] = {
             }
         }
     ),
+    "PauseRequest": obj(
+        {
+            "kind": {"type": "string", "enum": ["queue", "job"]},
+            "name": {
+                "type": "string",
+                "description": "A queue name, or a job's registered name (no white space).",
+            },
+        }
+    ),
+    "Pause": obj(
+        {
+            "kind": {"type": "string", "enum": ["queue", "job"]},
+            "name": {"type": "string"},
+            "paused_at": {"type": "string", "format": "date-time"},
+            "paused_by": {"type": "string", "description": "The user who paused it."},
+            "age": {
+                "type": "number",
+                "minimum": 0,
+                "description": "Seconds since paused_at, at the database's time of the answer.",
+            },
+        }
+    ),
+    "PauseList": obj({"results": {"type": "array", "items": ref("Pause")}}),
     "ReplayRequest": obj({"args": ARGS, "kwargs": KWARGS}, required=()),
     "QueueStats": obj(
         {

@@ -2,20 +2,22 @@
 
 Each path lists its methods and the ``django_leasejobs`` permissions each needs: the same
 ones as the admin action it mirrors (``view_*`` to read, ``cancel_job``, ``run_job_now``,
-``replay_deadletter`` to act), and ``add_job`` to enqueue. docs/api.md has the table.
+``replay_deadletter``, ``pause_queue`` to act), and ``add_job`` to enqueue. docs/api.md has
+the table.
 """
 
 from __future__ import annotations
 
 from django.urls import path, re_path
 
-from . import jobs, operations, schema
+from . import jobs, operations, pauses, schema
 from .endpoint import Action, not_found, resource
 
 app_name = "leasejobs_api"
 
 VIEW_JOB = ("view_job",)
 VIEW_DEAD = ("view_deadletter",)
+PAUSE = (*VIEW_JOB, "pause_queue")
 
 urlpatterns = [
     path("", resource(GET=Action(schema.document_view, public=True)), name="root"),
@@ -65,6 +67,15 @@ urlpatterns = [
         name="occurrences",
     ),
     path("queues/", resource(GET=Action(operations.queue_stats, VIEW_JOB)), name="queues"),
+    path(
+        "pauses/",
+        resource(
+            GET=Action(pauses.list_pauses, VIEW_JOB),
+            POST=Action(pauses.pause, PAUSE),
+        ),
+        name="pauses",
+    ),
+    path("pauses/resume/", resource(POST=Action(pauses.resume, PAUSE)), name="resume"),
     path("health/", resource(GET=Action(operations.health, VIEW_JOB)), name="health"),
     re_path(r"^.*$", not_found),
 ]

@@ -20,6 +20,7 @@ ALL = [
     "view_deadletter",
     "replay_deadletter",
     "view_schedule",
+    "pause_queue",
 ]
 API = "/jobs/api/"
 

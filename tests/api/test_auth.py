@@ -41,6 +41,14 @@ def endpoints(
         ("get", f"schedules/{schedule.pk}/occurrences/", window, ("view_schedule", "view_job")),
         ("get", "queues/", {}, ("view_job",)),
         ("get", "health/", {}, ("view_job",)),
+        ("get", "pauses/", {}, ("view_job",)),
+        ("post", "pauses/", {"kind": "queue", "name": "mail"}, ("view_job", "pause_queue")),
+        (
+            "post",
+            "pauses/resume/",
+            {"kind": "queue", "name": "mail"},
+            ("view_job", "pause_queue"),
+        ),
     ]
 
 

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from django_leasejobs.api import schema, tokens
-from django_leasejobs.models import Job
+from django_leasejobs.models import Job, Pause
 
 from .conftest import make_user
 
@@ -33,10 +33,10 @@ def walkthrough() -> str:
 
 def test_the_walkthrough_runs_as_written(live_server, transactional_db, tmp_path):
     assert shutil.which("curl"), "the walk-through needs the curl program (apt-get install curl)"
-    user = make_user("walker", ["add_job", "view_job", "cancel_job"])
+    user = make_user("walker", ["add_job", "view_job", "cancel_job", "pause_queue"])
     _, secret = tokens.issue(user, name="walkthrough")
     script = walkthrough()
-    assert script.count("curl ") >= 8
+    assert script.count("curl ") >= 11
     env = {**os.environ, "API": f"{live_server.url}/jobs/api", "TOKEN": secret}
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
@@ -52,3 +52,5 @@ def test_the_walkthrough_runs_as_written(live_server, transactional_db, tmp_path
     assert Job.objects.count() == 1
     assert json.loads((tmp_path / "openapi.json").read_text()) == schema.document()
     assert '"status": "cancelled"' in done.stdout  # the cancel's answer was printed
+    assert done.stdout.count('"kind": "queue", "name": "default"') == 3  # pause, list, resume
+    assert not Pause.objects.exists()
