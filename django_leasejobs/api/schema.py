@@ -15,6 +15,7 @@ import sys
 from django.http import HttpRequest, JsonResponse
 
 from .schema_components import SCHEMAS, STATUSES, Schema, ref
+from .schema_links import linked
 
 
 def query(name: str, schema: Schema, description: str, required: bool = False) -> Schema:
@@ -284,7 +285,7 @@ def document() -> Schema:
         },
         "servers": [{"url": "/jobs/api"}],
         "security": [{"token": []}, {"session": []}],
-        "paths": PATHS,
+        "paths": linked(PATHS),
         "components": {
             "schemas": SCHEMAS,
             "securitySchemes": {

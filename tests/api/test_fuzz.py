@@ -1,9 +1,11 @@
-"""schemathesis fuzzes every operation of the OpenAPI document against a live server.
+"""schemathesis fuzzes the OpenAPI document's operations against a live server.
 
 Per operation: hypothesis makes valid and invalid requests from the document; each answer must
 not be a 5xx, must have a status and content type the document lists, and must match the
-documented schema. The caller holds every permission, so requests get past authentication
-and reach the views' own checks.
+documented schema. Statefully: scenarios chain calls along the document's links (enqueue, then
+get / cancel / retry the job it returned; list dead letters, then replay one; pause, then
+resume), each answer checked the same way. The caller holds every permission, so requests get
+past authentication and reach the views' own checks.
 """
 
 from __future__ import annotations
@@ -13,10 +15,15 @@ import copy
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from schemathesis import checks
+from schemathesis import GenerationMode, checks
+from testapp import jobs
 
+from django_leasejobs import protocol
 from django_leasejobs.api import schema, tokens
+from django_leasejobs.models import DeadLetter, Job, Pause, Schedule, Status
+from django_leasejobs.protocol import Failure
 
+from ..conftest import shifted
 from .conftest import ALL, make_user
 
 
@@ -40,6 +47,19 @@ CHECKS = [
 ]
 
 
+STATEFUL_EXAMPLES = 60
+LINKED = {
+    ("GET /jobs/{job_id}/", 200),
+    ("POST /jobs/{job_id}/cancel/", 200),
+    ("POST /jobs/{job_id}/retry/", 200),
+    ("GET /dead-letters/{dead_letter_id}/", 200),
+    ("POST /dead-letters/{dead_letter_id}/replay/", 201),
+    ("GET /schedules/{schedule_id}/occurrences/", 200),
+    ("POST /pauses/resume/", 200),
+}
+"""Answers a call can only get with an id (or a pause) an earlier answer gave."""
+
+
 @pytest.fixture
 def secret(transactional_db) -> str:
     user = make_user("fuzzer", ALL)
@@ -58,3 +78,76 @@ def test_every_operation_answers_as_documented(case, live_server, secret):
         headers={"Authorization": f"Bearer {secret}"},
         checks=CHECKS,
     )
+
+
+def stateful_document() -> dict:
+    """``fuzzed_document``, with pauses naming a few real targets, so that the resume a pause
+    links to finds the pause (a random name is refused or never paused), and replays editing
+    the arguments to small integers (random JSON is mostly refused, and the chain ends)."""
+    document = fuzzed_document()
+    schemas = document["components"]["schemas"]
+    pause = schemas["PauseRequest"]["properties"]
+    pause["name"] = {"type": "string", "enum": ["mail", "default", "testapp.jobs.noop"]}
+    replay = schemas["ReplayRequest"]["properties"]
+    replay["args"] = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}}
+    replay["kwargs"] = {"type": "object", "maxProperties": 0}
+    return document
+
+
+def make_rows() -> None:
+    """A dead letter, a failed job and a schedule, so the list operations' links have rows to
+    follow (replay, retry, occurrences) from a scenario's first step."""
+    dead = jobs.add.enqueue(1, 2, max_attempts=1)
+    failed = jobs.add.enqueue(3, 4, max_attempts=5)
+    Job.objects.filter(pk__in=[dead.pk, failed.pk]).update(run_at=shifted(-1))
+    for claimed in protocol.claim("fuzz", batch=2):
+        protocol.fail(claimed.pk, claimed.attempt, Failure("boom", "Traceback: boom"))
+    assert DeadLetter.objects.count() == 1
+    assert Job.objects.filter(status=Status.FAILED).count() == 1
+    Schedule.objects.create(name="hourly", cron="0 * * * *", job="testapp.jobs.noop")
+
+
+def reset_rows() -> None:
+    """Each scenario starts from the same rows: what one scenario did (a replay, a pause) must
+    not change which links the next can follow, or hypothesis sees its generation change."""
+    DeadLetter.objects.all().delete()
+    Job.objects.all().delete()
+    Pause.objects.all().delete()
+    Schedule.objects.all().delete()
+    make_rows()
+
+
+def test_chained_calls_answer_as_documented(live_server, secret):
+    """Scenarios of a few calls each, every call after the first following a link of the one
+    before; each answer checked as above. Valid requests only: the invalid ones are the
+    per-operation test's; here each step should reach a row the scenario made or found."""
+    base_url = f"{live_server.url}/jobs/api"
+    seen: set[tuple[str, int]] = set()
+    document = schemathesis.openapi.from_dict(stateful_document())
+    document.config.generation.update(modes=[GenerationMode.POSITIVE])
+
+    class Workflow(document.as_state_machine()):  # type: ignore[misc]
+        def setup(self):
+            reset_rows()
+
+        def get_call_kwargs(self, case):
+            return {"base_url": base_url, "headers": {"Authorization": f"Bearer {secret}"}}
+
+        def after_call(self, response, case):
+            super().after_call(response, case)
+            seen.add((case.operation.label, response.status_code))
+
+        def validate_response(self, response, case, additional_checks=None, **kwargs):
+            case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
+
+    Workflow.run(
+        settings=settings(
+            max_examples=STATEFUL_EXAMPLES,
+            stateful_step_count=6,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+        )
+    )
+    # Reached only through links: a random id is never a row the test made.
+    assert ("GET /jobs/{job_id}/", 200) in seen, sorted(seen)
+    assert len(LINKED & seen) >= 3, sorted(seen)
