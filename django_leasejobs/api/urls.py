@@ -77,5 +77,6 @@ urlpatterns = [
     ),
     path("pauses/resume/", resource(POST=Action(pauses.resume, PAUSE)), name="resume"),
     path("health/", resource(GET=Action(operations.health, VIEW_JOB)), name="health"),
-    re_path(r"^.*$", not_found),
+    # (?s): a path holding a newline is an unknown path too, answered in JSON (not by Django).
+    re_path(r"(?s)^.*$", not_found),
 ]
