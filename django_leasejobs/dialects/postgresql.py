@@ -119,9 +119,11 @@ COMPLETE_MANY = """
 UPDATE {table} AS j
 SET status = 'succeeded', finished_at = STATEMENT_TIMESTAMP(), lease_owner = '',
     finished_by = %s, lease_expires_at = NULL, live_dedupe_key = NULL,
-    -- JSON null and "no result" are both stored as SQL NULL, as complete() does.
-    result = NULLIF(t.result, 'null'::jsonb)
-FROM unnest(%s::bigint[], %s::bigint[], %s::jsonb[]) AS t(id, attempt, result)
+    -- The results come as one JSON array (one text parameter, cheap to send; a jsonb[]
+    -- parameter is quoted element by element), the n-th for the n-th id. JSON null and
+    -- "no result" are both stored as SQL NULL, as complete() does.
+    result = NULLIF(%s::jsonb -> (t.n::int - 1), 'null'::jsonb)
+FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS t(id, attempt, n)
 WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running'
 RETURNING j.id
 """
@@ -243,11 +245,11 @@ class PostgreSQLDialect(Dialect):
         sql = COMPLETE_MANY.format(table=connection.ops.quote_name(Job._meta.db_table))
         ids = int_array(c.id for c in completions)
         attempts = int_array(c.attempt for c in completions)
-        results: Any = None  # a NULL array: unnest pads the result column with NULLs
+        results = None  # no result at all: NULL, and every row's result is NULL
         if any(c.result is not None for c in completions):
-            results = [json.dumps(c.result) for c in completions]
+            results = json.dumps([c.result for c in completions])
         with connection.cursor() as cursor:
-            cursor.execute(sql, [finished_by, ids, attempts, results])
+            cursor.execute(sql, [finished_by, results, ids, attempts])
             return {row[0] for row in cursor.fetchall()}
 
 
