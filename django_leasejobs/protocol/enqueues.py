@@ -107,7 +107,7 @@ def row_values(
     args_list, kwargs_dict = validation.check_payload(
         args, kwargs, max_bytes=defaults.max_payload_bytes
     )
-    when, delay_seconds = validation.check_run_at(run_at, delay)
+    due = _due(run_at, delay, now)
     values: dict[str, Any] = {
         "name": name,
         "args": args_list,
@@ -123,12 +123,8 @@ def row_values(
         "task_backend": task_backend,
         **defaults.limits.values(args_list, kwargs_dict),
     }
-    if when is not None:
-        values["run_at"] = when
-    elif delay_seconds is not None:
-        values["run_at"] = (now or db_now(job_database())) + dt.timedelta(seconds=delay_seconds)
-    elif now is not None:
-        values["run_at"] = now
+    if due is not None:
+        values["run_at"] = due
     key, rule = dedupe.resolve(
         name,
         args_list,
@@ -143,6 +139,16 @@ def row_values(
     if rule is not None:
         values[dedupe.RULE] = rule
     return values
+
+
+def _due(run_at: dt.datetime | None, delay: Any, now: dt.datetime | None) -> dt.datetime | None:
+    """The new row's ``run_at``; None leaves the database default (its own now)."""
+    when, delay_seconds = validation.check_run_at(run_at, delay)
+    if when is not None:
+        return when
+    if delay_seconds is not None:
+        return (now or db_now(job_database())) + dt.timedelta(seconds=delay_seconds)
+    return now
 
 
 class Inserted(NamedTuple):

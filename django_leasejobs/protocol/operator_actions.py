@@ -83,53 +83,63 @@ def replay(
     client_encoding.require_utf8(connections[alias], "replay")
     for _ in range(3):
         try:
-            with transaction.atomic(using=alias):
-                dead_letter = (
-                    DeadLetter.objects.using(alias)
-                    .select_for_update()
-                    .select_related("job")
-                    .get(pk=dead_letter_id)
-                )
-                if dead_letter.replayed_job_id is not None:
-                    return Job.objects.using(alias).get(pk=dead_letter.replayed_job_id)
-                original = dead_letter.job
-                _check_replayable(dead_letter.name, original.task_backend)
-                values = row_values(
-                    dead_letter.name,
-                    dead_letter.args if args is None else args,
-                    dead_letter.kwargs if kwargs is None else kwargs,
-                    queue=original.queue,
-                    priority=original.priority,
-                    max_attempts=original.max_attempts,
-                    dedupe_key=original.dedupe_key,
-                    task_backend=original.task_backend,
-                )
-                new, created = insert(values, alias)
-                # insert() returns the live job holding the dedupe key instead of inserting.
-                # Such a holder is not this replay's job (even while it is pending with attempt
-                # 0): linking it would tie an unrelated job to this dead letter, so refuse.
-                if not created:
-                    raise InvalidTransitionError(
-                        f"Job {new.pk} already holds dedupe key {original.dedupe_key!r}; "
-                        "let it finish or cancel it, then replay."
-                    )
-                changed = (
-                    DeadLetter.objects.using(alias)
-                    .filter(pk=dead_letter.pk, replayed_job__isnull=True)
-                    .update(replayed_job=new, replayed_at=DbNow())
-                )
-                if not changed:
-                    raise _ReplayRace
-                logger.info(
-                    "job.replayed dead_letter=%s old=%s new=%s", dead_letter.pk, original.pk, new.pk
-                )
-                return new
+            return _replay_once(alias, dead_letter_id, args, kwargs)
         except (_ReplayRace, IntegrityError):
             continue
     dead_letter = DeadLetter.objects.using(alias).get(pk=dead_letter_id)
     if dead_letter.replayed_job_id is None:
         raise InvalidTransitionError(f"Dead letter {dead_letter_id} could not be replayed.")
     return Job.objects.using(alias).get(pk=dead_letter.replayed_job_id)
+
+
+def _replay_once(
+    alias: str,
+    dead_letter_id: int,
+    args: Sequence[Any] | None,
+    kwargs: dict[str, Any] | None,
+) -> Job:
+    """One try of ``replay`` in one transaction; ``_ReplayRace`` when another replay won."""
+    with transaction.atomic(using=alias):
+        dead_letter = (
+            DeadLetter.objects.using(alias)
+            .select_for_update()
+            .select_related("job")
+            .get(pk=dead_letter_id)
+        )
+        if dead_letter.replayed_job_id is not None:
+            return Job.objects.using(alias).get(pk=dead_letter.replayed_job_id)
+        original = dead_letter.job
+        _check_replayable(dead_letter.name, original.task_backend)
+        values = row_values(
+            dead_letter.name,
+            dead_letter.args if args is None else args,
+            dead_letter.kwargs if kwargs is None else kwargs,
+            queue=original.queue,
+            priority=original.priority,
+            max_attempts=original.max_attempts,
+            dedupe_key=original.dedupe_key,
+            task_backend=original.task_backend,
+        )
+        new, created = insert(values, alias)
+        # insert() returns the live job holding the dedupe key instead of inserting. Such a
+        # holder is not this replay's job (even while it is pending with attempt 0): linking
+        # it would tie an unrelated job to this dead letter, so refuse.
+        if not created:
+            raise InvalidTransitionError(
+                f"Job {new.pk} already holds dedupe key {original.dedupe_key!r}; "
+                "let it finish or cancel it, then replay."
+            )
+        changed = (
+            DeadLetter.objects.using(alias)
+            .filter(pk=dead_letter.pk, replayed_job__isnull=True)
+            .update(replayed_job=new, replayed_at=DbNow())
+        )
+        if not changed:
+            raise _ReplayRace
+        logger.info(
+            "job.replayed dead_letter=%s old=%s new=%s", dead_letter.pk, original.pk, new.pk
+        )
+        return new
 
 
 def record_effect(key: str, job_id: int | None = None) -> bool:
