@@ -21,7 +21,7 @@ from ..deadlocks import retry_deadlocks
 from ..models import Job, Pause
 from . import postgresql_insert, postgresql_limited
 from .base import Completion, Dialect, Renewed, Token
-from .limited import Candidate, Head
+from .limited import Bucket, Candidate, Head
 
 _CLAIM_SET = """
 UPDATE {table} AS j
@@ -200,6 +200,12 @@ class PostgreSQLDialect(Dialect):
 
     def lock_limiters(self, alias: str, keys: Iterable[str]) -> set[str]:
         return postgresql_limited.lock_limiters(alias, sorted(set(keys)))
+
+    def running_counts(self, alias: str, keys: Iterable[str]) -> dict[str, int]:
+        return postgresql_limited.running_counts(alias, sorted(set(keys)))
+
+    def buckets(self, alias: str, keys: Iterable[str]) -> dict[str, Bucket]:
+        return postgresql_limited.buckets(alias, sorted(set(keys)))
 
     def fill_buckets(self, alias: str, fills: dict[str, tuple[dt.datetime, int, int, int]]) -> None:
         postgresql_limited.fill_buckets(alias, fills)

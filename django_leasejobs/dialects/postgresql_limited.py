@@ -13,7 +13,7 @@ from typing import Any
 from django.db import connections
 
 from ..models import Job, Limiter, Pause
-from .limited import Candidate, Head
+from .limited import Bucket, Candidate, Head, rate_lock
 from .pauses import ROW_NOT_PAUSED
 
 _CANDIDATES = """
@@ -122,6 +122,32 @@ def add_limiters(alias: str, keys: list[str]) -> None:
     _run_only(alias, ADD_LIMITERS.format(limiter=qn(Limiter._meta.db_table)), [keys])
 
 
+# The keys as one array parameter: an IN list of a few hundred placeholders changes the
+# statement's text with every claim, and the driver splits such a text again each time.
+RUNNING_COUNTS = """
+SELECT concurrency_key, count(*) FROM {table}
+WHERE status = 'running' AND concurrency_key = ANY(%s::text[])
+GROUP BY concurrency_key
+"""
+
+
+def running_counts(alias: str, keys: list[str]) -> dict[str, int]:
+    table = connections[alias].ops.quote_name(Job._meta.db_table)
+    return {str(k): int(n) for k, n in _run(alias, RUNNING_COUNTS.format(table=table), [keys])}
+
+
+BUCKETS = """
+SELECT name, window_start, started, STATEMENT_TIMESTAMP() FROM {limiter}
+WHERE key = ANY(%s::text[])
+"""
+
+
+def buckets(alias: str, keys: list[str]) -> dict[str, Bucket]:
+    limiter = connections[alias].ops.quote_name(Limiter._meta.db_table)
+    rows = _run(alias, BUCKETS.format(limiter=limiter), [[rate_lock(key) for key in keys]])
+    return {name: Bucket(start, started, now) for name, start, started, now in rows}
+
+
 FILL_BUCKETS = """
 UPDATE {limiter} AS l
 SET window_start = f.window_start, started = f.started,
@@ -137,7 +163,7 @@ def fill_buckets(alias: str, fills: dict[str, tuple[Any, int, int, int]]) -> Non
     qn = connections[alias].ops.quote_name
     names = sorted(fills)
     columns = [[fills[n][i] for n in names] for i in range(4)]
-    params = [["r:" + n for n in names], *columns]
+    params = [[rate_lock(n) for n in names], *columns]
     _run_only(alias, FILL_BUCKETS.format(limiter=qn(Limiter._meta.db_table)), params)
 
 
