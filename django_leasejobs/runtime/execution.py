@@ -48,9 +48,14 @@ class Execution:
     starts counting there (after the name was looked up, a task resolved)."""
 
     def begin(self, timeout: float | None) -> None:
-        """The handler is about to be called, with this timeout (None: none)."""
-        if self.on_start is not None:
-            self.on_start(self, timeout)
+        """The handler is about to be called, with this timeout (None: none).
+
+        The callback is dropped once called: it holds the worker's slot, which will hold this
+        execution, and that cycle kept every grouped job alive until a full garbage collection.
+        """
+        on_start, self.on_start = self.on_start, None
+        if on_start is not None:
+            on_start(self, timeout)
 
 
 def close_old_connections() -> None:
