@@ -246,8 +246,15 @@ def async_sleep(
     return out
 
 
-def worker_argv(*extra: str, batch: int, threads: int, poll: float | None = None) -> list[str]:
-    args = ["runjobworker", "--batch", str(batch), "--concurrency", str(threads), "--no-scheduler"]
+def worker_argv(
+    *extra: str, batch: int | None, threads: int | None, poll: float | None = None
+) -> list[str]:
+    """``runjobworker`` with the given batch and threads (None: the worker's own default)."""
+    args = ["runjobworker", "--no-scheduler"]
+    if batch is not None:
+        args += ["--batch", str(batch)]
+    if threads is not None:
+        args += ["--concurrency", str(threads)]
     if poll is not None:
         args += ["--poll", str(poll)]
     return database.manage(*args, *extra)
