@@ -21,6 +21,8 @@ from django.db import connection
         (["--async-jobs", "0"], "--async-jobs must be at least 1"),
         (["--async-concurrency", "-5"], "--async-concurrency must be at least 1"),
         (["--timeout", "-1"], "--timeout must be a positive"),
+        (["--spike-threads", "0"], "--spike-threads must be at least 1"),
+        (["--peer-jobs", "0"], "--peer-jobs must be at least 1"),
     ],
 )
 def test_bad_options_are_refused_with_a_clear_message(args: list[str], message: str) -> None:

@@ -129,13 +129,12 @@ class Command(BaseCommand):
             "claim_reps",
             "latency_samples",
             "spike_jobs",
-            "spike_batch",
-            "spike_threads",
         ):
             if o[name] < 1:
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1, not {o[name]}.")
-        if o["peer_jobs"] is not None and o["peer_jobs"] < 1:
-            raise CommandError(f"--peer-jobs must be at least 1, not {o['peer_jobs']}.")
+        for name in ("peer_jobs", "spike_batch", "spike_threads"):  # None: a default elsewhere
+            if o[name] is not None and o[name] < 1:
+                raise CommandError(f"--{name.replace('_', '-')} must be at least 1, not {o[name]}.")
         if o["timeout"] <= 0:
             raise CommandError("--timeout must be a positive number of seconds.")
         try:
