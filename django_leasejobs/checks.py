@@ -16,6 +16,7 @@
 | ``leasejobs.W001`` | SQLite without WAL: workers and web requests block each other |
 | ``leasejobs.W003`` | an unknown ``LEASEJOBS_*`` setting (a typo is otherwise silently ignored) |
 | ``leasejobs.W004`` | a registered job's queue is not in ``LEASEJOBS_QUEUES`` |
+| ``leasejobs.W005``, ``W006`` | the lease advisor's, in :mod:`django_leasejobs.lease_checks` |
 
 The database checks (E007, W001) carry Django's ``database`` tag: they run with
 ``manage.py check --database default`` and before ``migrate``, never on a plain ``check``.
@@ -37,7 +38,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import cron, registry
+from . import cron, lease_checks, registry
 from .conf import PREFIX, Settings, settings
 
 MINIMUM_VERSIONS = {
@@ -55,6 +56,7 @@ def register() -> None:
     checks.register(check_settings, "leasejobs")
     checks.register(check_schedules_and_jobs, "leasejobs")
     checks.register(check_databases, checks.Tags.database)
+    lease_checks.register()
 
 
 def setting_names() -> list[str]:

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from .. import protocol
 from ..dbtime import DbNow
 from ..models import CLAIMABLE, Job, Status
-from . import dashboard, display, pauses
+from . import dashboard, display, leases, pauses
 from .base import PayloadDisplay, ReadOnlyAdmin, fieldset_fields
 from .filters import JobNameFilter, QueueFilter
 
@@ -290,6 +290,11 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
                 name="django_leasejobs_dashboard",
             ),
             path(
+                "leases/",
+                self.admin_site.admin_view(self.leases_view),
+                name="django_leasejobs_leases",
+            ),
+            path(
                 "dashboard/<str:action>/",
                 self.admin_site.admin_view(require_POST(self.pause_view)),
                 name="django_leasejobs_pause",
@@ -299,6 +304,9 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         return dashboard.dashboard_view(self, request)
+
+    def leases_view(self, request: HttpRequest) -> HttpResponse:
+        return leases.leases_view(self, request)
 
     def pause_view(self, request: HttpRequest, action: str) -> HttpResponse:
         return pauses.pause_view(self, request, action)

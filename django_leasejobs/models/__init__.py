@@ -1,5 +1,6 @@
 """The tables, one module per concern: jobs (with dead letters and effects), cron schedules,
-flow control (pauses, limiters), API tokens.
+flow control (pauses, limiters), API tokens,
+runtime statistics (the lease advisor's).
 
 Every state change of a ``Job`` is made by :mod:`django_leasejobs.protocol`; nothing else writes
 ``status``, ``attempt`` or the lease columns. The models only describe the rows.
@@ -8,6 +9,7 @@ Every state change of a ``Job`` is made by :mod:`django_leasejobs.protocol`; not
 from .api import ApiToken
 from .flow import Limiter, Pause, PauseKind
 from .jobs import CLAIMABLE, FINAL, LIVE, DeadLetter, Effect, Job, Status
+from .runtimes import RuntimeStat
 from .schedules import Misfire, Schedule, ScheduleSkip
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "Misfire",
     "Pause",
     "PauseKind",
+    "RuntimeStat",
     "Schedule",
     "ScheduleSkip",
     "Status",

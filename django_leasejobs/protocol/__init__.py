@@ -16,7 +16,7 @@ Modules: ``enqueues`` (enqueue, bulk, dedupe), ``lease`` (claim, heartbeat), ``c
 retry now, replay, effects), ``cancels`` (cancel a waiting job, or request it of a running
 job's worker), ``dead_letter_groups`` (dead letters grouped by fingerprint: replay or discard a
 group, backfill fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron),
-``pruning``.
+``pruning``, ``runtime_stats`` (the lease advisor's per-hour counters).
 """
 
 from .base import MAX_ERROR_CHARS, Failure, Outcome, job_database
@@ -41,12 +41,13 @@ from .enqueues import (
     enqueue_reporting,
     enqueue_task,
 )
-from .failures import fail, recover_expired, release
+from .failures import Recovered, fail, recover_expired, release
 from .lease import Renewal, claim, claim_job, heartbeat, renew
 from .occurrences import emit_occurrence, skip_occurrences
 from .operator_actions import record_effect, replay, retry_now, run_now
 from .pauses import Paused, pause, paused, resume
 from .pruning import PRUNABLE, count_prunable, prune_finished
+from .runtime_stats import RuntimeCounts, prune_runtime_stats, record_runtimes
 
 __all__ = [
     "ENQUEUE_OPTIONS",
@@ -60,7 +61,9 @@ __all__ = [
     "Inserted",
     "Outcome",
     "Paused",
+    "Recovered",
     "Renewal",
+    "RuntimeCounts",
     "cancel",
     "cancel_attempt",
     "check_fingerprint",
@@ -85,7 +88,9 @@ __all__ = [
     "pause",
     "paused",
     "prune_finished",
+    "prune_runtime_stats",
     "record_effect",
+    "record_runtimes",
     "recover_expired",
     "release",
     "renew",

@@ -211,7 +211,16 @@ def _retry(failed: _FailedAttempt, delay: float) -> Outcome:
     return Outcome.RETRIED
 
 
-def recover_expired(limit: int = 100) -> dict[int, Outcome]:
+class Recovered(dict[int, Outcome]):
+    """``recover_expired``'s outcomes by job id, and each job's ``names`` (for the runtime
+    statistics: a recovered expiry is counted against its job name)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: dict[int, str] = {}
+
+
+def recover_expired(limit: int = 100) -> Recovered:
     """Take back jobs whose lease expired (their worker died or stalled).
 
     A reclaim is an attempt: the job goes to ``failed`` with backoff (not straight back to the head
@@ -223,16 +232,17 @@ def recover_expired(limit: int = 100) -> dict[int, Outcome]:
         Job.objects.using(job_database())
         .filter(status=Status.RUNNING, lease_expires_at__lt=DbNow())
         .order_by("lease_expires_at")
-        .values_list("pk", "attempt", "lease_owner")[:limit]
+        .values_list("pk", "attempt", "lease_owner", "name")[:limit]
     )
-    outcomes = {}
-    for job_id, attempt, owner in expired:
+    outcomes = Recovered()
+    for job_id, attempt, owner, name in expired:
         failure = Failure(
             f"Lease expired (worker {owner} stopped renewing it).", kind="lease expired"
         )
         outcomes[job_id] = _fail(
             job_id, attempt, failure, retryable=True, backoff=None, expired_only=True
         )
+        outcomes.names[job_id] = name
     return outcomes
 
 

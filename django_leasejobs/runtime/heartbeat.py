@@ -17,12 +17,13 @@ from django.db import connections
 
 from .. import protocol
 from . import execution
-from .worker_state import WorkerState, headline
+from .runtime_flush import RuntimeFlush
+from .worker_state import headline
 
 logger = logging.getLogger("django_leasejobs")
 
 
-class HeartbeatThread(WorkerState):
+class HeartbeatThread(RuntimeFlush):
     def _start_heartbeat(self) -> None:
         self._heartbeat_thread = threading.Thread(
             target=self._heartbeat_loop, name="leasejobs-heartbeat", daemon=True
@@ -35,6 +36,7 @@ class HeartbeatThread(WorkerState):
             while not self._heartbeat_stop.wait(self.heartbeat):
                 try:
                     self._beat()
+                    self._flush_runtimes()  # the lease advisor's counts, once per beat
                     errors = 0
                 except DatabaseError as exc:
                     errors += 1

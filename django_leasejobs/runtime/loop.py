@@ -18,6 +18,7 @@ from .. import protocol
 from ..models import Job
 from . import execution, schedule_settings, schedules
 from .completions import GroupedCompletions
+from .runtime_flush import RuntimeFlush
 from .worker_state import Slot
 
 logger = logging.getLogger("django_leasejobs")
@@ -27,7 +28,7 @@ FLUSH_DELAY = 0.05
 least this often, whatever the claim's low mark says."""
 
 
-class ClaimLoop(GroupedCompletions):
+class ClaimLoop(GroupedCompletions, RuntimeFlush):
     maintenance: list[Callable[[], object]]
 
     def _loop(self, burst: bool) -> None:
@@ -94,6 +95,7 @@ class ClaimLoop(GroupedCompletions):
         try:
             recovered = protocol.recover_expired()
             execution.recovered(recovered)  # task_finished for django.tasks tasks now dead
+            self._count_recovered(recovered)
             if recovered:
                 logger.info(
                     "worker.recovered id=%s jobs=%s", self.worker_id, ",".join(map(str, recovered))

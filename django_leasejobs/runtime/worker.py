@@ -185,6 +185,7 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
             self._loop(burst)
         finally:
             self._shutdown()
+            self._flush_runtimes()  # what the last beat did not write
             self.summary.seconds = time.monotonic() - started
             self._log_stopped()
         return self.summary

@@ -22,6 +22,7 @@ from . import execution, listener
 from .claim_sizing import ClaimSizer
 from .context import Cancellation
 from .execution import Execution
+from .runtime_tally import Tally
 from .summary import Summary
 
 logger = logging.getLogger("django_leasejobs")
@@ -117,6 +118,8 @@ class WorkerState:
     def _init_state(self) -> None:
         """Create the shared state; ``Worker.__init__`` calls it once the options are set."""
         self.summary = Summary(self.worker_id)
+        self.runtimes = Tally()
+        """Runtimes, stale reports and recovered expiries per job name, until the next flush."""
         self._sizer = ClaimSizer(self.concurrency, self.batch)
         self._summary_lock = threading.Lock()
         self._in_flight: dict[int, Slot] = {}
@@ -240,6 +243,8 @@ class WorkerState:
         )
         with self._summary_lock:
             self.summary.count(outcome)
+        lease = job.lease_seconds or self.lease
+        self.runtimes.outcome(job.name, slot.duration, outcome, ran=not slot.released, lease=lease)
 
     def _backoff(self) -> float:
         return RECONNECT.ceiling(self._db_errors)

@@ -1,8 +1,13 @@
-"""``manage.py jobstats``: queue depth, oldest due age and dead letters, as a table or JSON."""
+"""``manage.py jobstats``: queue depth, oldest due age and dead letters, as a table or JSON.
+
+``--leases`` shows the lease advisor instead: each job name's runtimes, lease, heartbeat, stale
+reports and a suggested lease and heartbeat (``docs/operations.md``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import time
 from collections.abc import Callable
@@ -11,7 +16,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from django_leasejobs.durations import format_age
-from django_leasejobs.runtime import stats
+from django_leasejobs.management import arguments, leases
+from django_leasejobs.runtime import advisor, stats
 from django_leasejobs.runtime.execution import close_old_connections
 
 COLUMNS = (
@@ -62,6 +68,19 @@ class Command(BaseCommand):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
         parser.add_argument(
+            "--leases",
+            action="store_true",
+            help="Show each job name's runtimes, lease, heartbeat, stale reports and a "
+            "suggested lease and heartbeat, with the reason.",
+        )
+        parser.add_argument(
+            "--window",
+            type=arguments.duration,
+            default=advisor.WINDOW,
+            metavar="AGE",
+            help="With --leases: the runs of this last period (default 7d).",
+        )
+        parser.add_argument(
             "--watch",
             type=positive_seconds,
             metavar="N",
@@ -75,6 +94,9 @@ class Command(BaseCommand):
                 watch = positive_seconds(str(watch))
             except argparse.ArgumentTypeError as exc:
                 raise CommandError(f"--watch {exc}") from None
+        if options["leases"]:
+            self.show_leases(options["json"], _window(options["window"]))
+            return
         if watch is None:
             self.show(options["json"], clear=False)
             return
@@ -95,3 +117,23 @@ class Command(BaseCommand):
             self.stdout.write("\033[H\033[2J", ending="")
         when = result.now.strftime("%Y-%m-%d %H:%M:%S %Z") if result.now else ""
         self.stdout.write(f"Jobs at {when} (database time)\n{table(result)}")
+
+    def show_leases(self, as_json: bool, window: dt.timedelta) -> None:
+        jobs = advisor.collect(window)
+        if as_json:
+            self.stdout.write(json.dumps([job.as_dict() for job in jobs]))
+            return
+        days = window.total_seconds() / 86400
+        self.stdout.write(f"Runs of the last {days:g} day(s), by job name\n{leases.table(jobs)}")
+
+
+def _window(value: Any) -> dt.timedelta:
+    """``--window`` as a timedelta (``call_command`` may pass the text), above zero."""
+    if not isinstance(value, dt.timedelta):
+        try:
+            value = arguments.duration(str(value))
+        except argparse.ArgumentTypeError as exc:
+            raise CommandError(f"--window: {exc}") from None
+    if value <= dt.timedelta(0):
+        raise CommandError("--window must be longer than zero.")
+    return value

@@ -2,7 +2,9 @@
 
 Succeeded, dead and cancelled jobs each have their own age; pending, running and failed jobs are
 never touched. A dead job goes with its dead letter. Schedules keep their cursor, so pruning an
-occurrence's job never lets the scheduler emit that occurrence again.
+occurrence's job never lets the scheduler emit that occurrence again. The lease advisor's
+per-hour runtime rows go with them: those older than the longest age given, and never those of
+the advisor's default window (7 days).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from django_leasejobs import protocol
 from django_leasejobs.durations import format_age, parse_duration
 from django_leasejobs.management import arguments
 from django_leasejobs.models import Status
+from django_leasejobs.runtime.advisor import WINDOW
 
 MAX_BATCH = 10_000
 
@@ -91,6 +94,13 @@ class Command(BaseCommand):
                 f"{status}: deleted {deleted} jobs finished over {_label(age)} ago "
                 f"in {batches} batch(es)"
             )
+        self.prune_runtimes(max([*ages.values(), WINDOW]), options["dry_run"])
+
+    def prune_runtimes(self, age: dt.timedelta, dry_run: bool) -> None:
+        """The runtime rows of hours older than ``age``, for the lease advisor."""
+        count = protocol.prune_runtime_stats(age, dry_run=dry_run)
+        verb = "would delete" if dry_run else "deleted"
+        self.stdout.write(f"runtime stats: {verb} {count} hourly rows over {_label(age)} old")
 
 
 def _age(value: Any, option: str) -> dt.timedelta | None:
