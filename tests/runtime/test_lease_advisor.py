@@ -190,3 +190,19 @@ def reverse_app_index() -> str:
     from django.urls import reverse
 
     return reverse("admin:app_list", kwargs={"app_label": "django_leasejobs"})
+
+
+def test_prunejobs_prunes_runtime_rows_older_than_the_longest_age_and_the_window() -> None:
+    flush(REPORT, [1.0])
+    older(days=10)
+    flush(REPORT, [1.0])
+    out = io.StringIO()
+    call_command("prunejobs", "--succeeded-older-than", "1d", "--dry-run", stdout=out)
+    assert "runtime stats: would delete 1 hourly rows over 7d00h old" in out.getvalue()
+    assert RuntimeStat.objects.count() == 2
+    call_command("prunejobs", "--dead-older-than", "30d", stdout=io.StringIO())
+    assert RuntimeStat.objects.count() == 2  # 10 days is younger than 30
+    out = io.StringIO()
+    call_command("prunejobs", "--succeeded-older-than", "1d", stdout=out)
+    assert "runtime stats: deleted 1 hourly rows over 7d00h old" in out.getvalue()
+    assert RuntimeStat.objects.count() == 1
