@@ -42,13 +42,14 @@ class RuntimeCounts:
         self.buckets[histogram.index(seconds)] += 1
 
     def add(self, other: RuntimeCounts) -> None:
-        """Fold another's counts in (a flush that failed goes back into the tally)."""
+        """Fold older counts in (a flush that failed goes back into the tally); the newer
+        lease wins."""
         self.runs += other.runs
         self.seconds += other.seconds
         self.max_seconds = max(self.max_seconds, other.max_seconds)
         self.stale += other.stale
         self.recovered += other.recovered
-        self.lease_seconds = other.lease_seconds or self.lease_seconds
+        self.lease_seconds = self.lease_seconds or other.lease_seconds
         histogram.merge(self.buckets, other.buckets)
 
 
