@@ -14,6 +14,7 @@ from testapp import jobs
 
 from django_leasejobs import protocol
 from django_leasejobs.models import Job, Status
+from django_leasejobs.protocol.limited_claim import window_start
 
 from ..conftest import race
 
@@ -89,8 +90,18 @@ def test_concurrent_claimers_start_no_more_than_the_rate(all_due: Callable[[], N
 
     taken = race(*(claimer(f"w{i}") for i in range(4)))
     started = [job_id for ids in taken for job_id in ids]
-    assert len(started) == len(set(started)) == 5
-    assert Counter(Job.objects.values_list("status", flat=True)) == {"running": 5, "pending": 15}
+    assert len(started) == len(set(started))
+    # The windows are the database's minutes: a race that runs across the turn of a minute
+    # (a slow machine) may start up to five in each. Within one minute, exactly five.
+    windows = Counter(
+        window_start(at, 60)
+        for at in Job.objects.filter(pk__in=started).values_list("started_at", flat=True)
+    )
+    assert all(count <= 5 for count in windows.values()), windows
+    if len(windows) == 1:
+        assert len(started) == 5
+    statuses = Counter(Job.objects.values_list("status", flat=True))
+    assert statuses == {"running": len(started), "pending": 20 - len(started)}
 
 
 def test_a_key_another_claimer_holds_is_skipped_not_waited_for(
