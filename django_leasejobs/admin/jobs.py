@@ -136,6 +136,7 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
                     "created_at",
                     "started_at",
                     "finished_at",
+                    "retried_at",
                     "run_duration",
                 )
             },

@@ -1,6 +1,6 @@
 """The tables, one module per concern: jobs (with dead letters and effects), cron schedules,
-flow control (pauses, limiters), API tokens,
-runtime statistics (the lease advisor's).
+flow control (pauses, limiters), API tokens, runtime statistics (the lease advisor's), queue
+samples (the dashboard's history).
 
 Every state change of a ``Job`` is made by :mod:`django_leasejobs.protocol`; nothing else writes
 ``status``, ``attempt`` or the lease columns. The models only describe the rows.
@@ -10,12 +10,14 @@ from .api import ApiToken
 from .flow import Limiter, Pause, PauseKind
 from .jobs import CLAIMABLE, FINAL, LIVE, DeadLetter, Effect, Job, Status
 from .runtimes import RuntimeStat
+from .samples import RUN_TIME_EDGES, QueueSample
 from .schedules import Misfire, Schedule, ScheduleSkip
 
 __all__ = [
     "CLAIMABLE",
     "FINAL",
     "LIVE",
+    "RUN_TIME_EDGES",
     "ApiToken",
     "DeadLetter",
     "Effect",
@@ -24,6 +26,7 @@ __all__ = [
     "Misfire",
     "Pause",
     "PauseKind",
+    "QueueSample",
     "RuntimeStat",
     "Schedule",
     "ScheduleSkip",

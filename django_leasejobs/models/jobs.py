@@ -97,6 +97,13 @@ class Job(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    retried_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When the latest failed attempt was set to be retried: the dashboard's charts "
+        "count retries per minute by it.",
+    )
     last_error = models.TextField(blank=True, default="")
     errors = models.JSONField(
         default=list, blank=True, help_text="Attempt history: one entry per failed attempt."
@@ -181,6 +188,14 @@ class Job(models.Model):
                 fields=["status", "finished_at"],
                 name="leasejobs_finished",
                 condition=models.Q(status__in=["succeeded", "dead", "cancelled"]),
+            ),
+            # Retries per minute, for the dashboard's history (runtime.samples). Partial where
+            # supported: a job that never failed (most) has no entry, and a claim or completion
+            # of one writes none.
+            models.Index(
+                fields=["retried_at"],
+                name="leasejobs_retried",
+                condition=models.Q(retried_at__isnull=False),
             ),
         ]
         constraints = [

@@ -46,7 +46,13 @@ from .lease import Renewal, claim, claim_job, heartbeat, renew
 from .occurrences import emit_occurrence, skip_occurrences
 from .operator_actions import record_effect, replay, retry_now, run_now
 from .pauses import Paused, pause, paused, resume
-from .pruning import PRUNABLE, count_prunable, prune_finished
+from .pruning import (
+    PRUNABLE,
+    count_prunable,
+    count_prunable_samples,
+    prune_finished,
+    prune_samples,
+)
 from .runtime_stats import RuntimeCounts, prune_runtime_stats, record_runtimes
 
 __all__ = [
@@ -73,6 +79,7 @@ __all__ = [
     "complete_in_transaction",
     "complete_many",
     "count_prunable",
+    "count_prunable_samples",
     "discard_group",
     "emit_occurrence",
     "enqueue",
@@ -89,6 +96,7 @@ __all__ = [
     "paused",
     "prune_finished",
     "prune_runtime_stats",
+    "prune_samples",
     "record_effect",
     "record_runtimes",
     "recover_expired",

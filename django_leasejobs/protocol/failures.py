@@ -182,6 +182,7 @@ def _retry(failed: _FailedAttempt, delay: float) -> Outcome:
     changed = failed.guarded.filter(cancel_requested_at=None).update(
         status=Status.FAILED,
         run_at=after(delay),
+        retried_at=DbNow(),
         lease_owner="",
         lease_expires_at=None,
         last_error=failure.error,

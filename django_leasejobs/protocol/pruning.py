@@ -1,4 +1,5 @@
-"""Pruning finished jobs by age, in short batches taken in primary-key order."""
+"""Pruning finished jobs by age, in short batches taken in primary-key order, and the
+dashboard's per-minute samples with them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.db.models.expressions import ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
 
 from ..dbtime import DbNow
-from ..models import DeadLetter, Effect, Job, Status
+from ..models import DeadLetter, Effect, Job, QueueSample, Status
 from .base import job_database, logger
 
 PRUNABLE = (Status.SUCCEEDED, Status.DEAD, Status.CANCELLED)
@@ -96,3 +97,32 @@ def prune_finished(
         "job.pruned status=%s count=%s first_id=%s last_id=%s", status, deleted, ids[0], ids[-1]
     )
     return deleted, ids[-1]
+
+
+def _old_samples(alias: str, older_than: dt.timedelta) -> QuerySet[QueueSample]:
+    cutoff = ExpressionWrapper(DbNow() - Value(older_than), output_field=DateTimeField())
+    return QueueSample.objects.using(alias).filter(minute__lt=cutoff)
+
+
+def count_prunable_samples(older_than: dt.timedelta) -> int:
+    """How many of the dashboard's per-minute samples are older than ``older_than``."""
+    return _old_samples(job_database(), older_than).count()
+
+
+def prune_samples(older_than: dt.timedelta, *, batch: int = 1000) -> int:
+    """Delete one batch of the dashboard's samples older than ``older_than``; return how many.
+
+    Call again until it returns 0. The oldest minutes go first, through the index that leads
+    with the minute; nothing else writes old minutes, so the batches contend with no one.
+    """
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, not {batch!r}.")
+    alias = job_database()
+    ids = list(
+        _old_samples(alias, older_than).order_by("minute").values_list("pk", flat=True)[:batch]
+    )
+    if not ids:
+        return 0
+    deleted, _ = QueueSample.objects.using(alias).filter(pk__in=ids).delete()
+    logger.info("samples.pruned count=%s", deleted)
+    return deleted

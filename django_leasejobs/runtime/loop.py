@@ -3,7 +3,8 @@
 It claims when the free room reaches the low mark of :mod:`.claim_sizing` (for the free
 threads plus a prefetch sized to the pool's pace), hands the jobs to the pool, and every
 ``poll`` seconds runs maintenance: lease recovery (every worker does it; guarded statements make
-that safe) and, unless disabled, the scheduler.
+that safe), the dashboard's per-minute sample (once a minute, by whichever worker gets there
+first: :mod:`.samples`) and, unless disabled, the scheduler.
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ class ClaimLoop(GroupedCompletions, RuntimeFlush):
         return slot
 
     def _maintain(self) -> bool:
-        """Every ``poll`` seconds: recover expired leases, run the scheduler. False on DB error."""
+        """Every ``poll`` seconds: recover expired leases, sample, run the scheduler. False on DB
+        error."""
         now = time.monotonic()
         if now < self._next_maintenance:
             return True
@@ -100,6 +102,9 @@ class ClaimLoop(GroupedCompletions, RuntimeFlush):
                 logger.info(
                     "worker.recovered id=%s jobs=%s", self.worker_id, ",".join(map(str, recovered))
                 )
+            sampled = self._sampler.tick()
+            if sampled:
+                logger.debug("worker.sampled id=%s minute=%s", self.worker_id, sampled.isoformat())
             if self.scheduler:
                 self._run_scheduler()
         except DatabaseError as exc:

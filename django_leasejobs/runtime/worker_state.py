@@ -18,7 +18,7 @@ from typing import Any
 from ..backoff import Backoff
 from ..models import Job
 from ..protocol import Outcome
-from . import execution, listener
+from . import execution, listener, samples
 from .claim_sizing import ClaimSizer
 from .context import Cancellation
 from .execution import Execution
@@ -154,6 +154,8 @@ class WorkerState:
         self._listener_thread: threading.Thread | None = None
         self._db_errors = 0
         self._next_maintenance = 0.0
+        self._sampler = samples.Sampler()
+        """When maintenance next writes the dashboard's per-minute sample (if no worker did)."""
         self._signals = 0
         self._watch_wake = threading.Event()
         """Wakes the watchdog at once: a handler with a timeout started, a cancel arrived."""

@@ -3,8 +3,9 @@
 Succeeded, dead and cancelled jobs each have their own age; pending, running and failed jobs are
 never touched. A dead job goes with its dead letter. Schedules keep their cursor, so pruning an
 occurrence's job never lets the scheduler emit that occurrence again. The lease advisor's
-per-hour runtime rows go with them: those older than the longest age given, and never those of
-the advisor's default window (7 days).
+per-hour runtime rows go with them (older than the longest age given, never those of the
+advisor's 7-day window), and so do the dashboard's per-minute samples (older than
+``--samples-older-than``, 7 days by default: the charts' longest range).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from django_leasejobs.models import Status
 from django_leasejobs.runtime.advisor import WINDOW
 
 MAX_BATCH = 10_000
+SAMPLES_KEPT = dt.timedelta(days=7)
+"""The dashboard's longest chart range: older samples are never drawn."""
 
 
 def batch_size(text: str) -> int:
@@ -58,6 +61,13 @@ class Command(BaseCommand):
             help=f"Rows per transaction (1-{MAX_BATCH}, default 1000).",
         )
         parser.add_argument(
+            "--samples-older-than",
+            type=arguments.duration,
+            default=SAMPLES_KEPT,
+            metavar="AGE",
+            help="Delete the dashboard's per-minute samples older than AGE (default 7d).",
+        )
+        parser.add_argument(
             "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
         )
 
@@ -67,6 +77,7 @@ class Command(BaseCommand):
             age = _age(options[option], option)
             if age is not None:
                 ages[status] = age
+        samples_age = _age(options["samples_older_than"], "samples_older_than")
         if not ages:
             raise CommandError(
                 "Nothing to prune: give --succeeded-older-than, --dead-older-than or "
@@ -81,22 +92,35 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"{status}: would delete {found} jobs finished over {_label(age)} ago"
                 )
-                continue
-            deleted, batches, after_id = 0, 0, 0
-            while True:
-                count, last_id = protocol.prune_finished(
-                    status, age, batch=batch, after_id=after_id
-                )
-                if last_id == after_id:
-                    break
-                deleted, batches, after_id = deleted + count, batches + 1, last_id
-            self.stdout.write(
-                f"{status}: deleted {deleted} jobs finished over {_label(age)} ago "
-                f"in {batches} batch(es)"
-            )
-        self.prune_runtimes(max([*ages.values(), WINDOW]), options["dry_run"])
+            else:
+                self._prune(status, age, batch)
+        self._prune_samples(SAMPLES_KEPT if samples_age is None else samples_age, options)
+        self._prune_runtimes(max([*ages.values(), WINDOW]), options["dry_run"])
 
-    def prune_runtimes(self, age: dt.timedelta, dry_run: bool) -> None:
+    def _prune(self, status: str, age: dt.timedelta, batch: int) -> None:
+        deleted, batches, after_id = 0, 0, 0
+        while True:
+            count, last_id = protocol.prune_finished(status, age, batch=batch, after_id=after_id)
+            if last_id == after_id:
+                break
+            deleted, batches, after_id = deleted + count, batches + 1, last_id
+        self.stdout.write(
+            f"{status}: deleted {deleted} jobs finished over {_label(age)} ago "
+            f"in {batches} batch(es)"
+        )
+
+    def _prune_samples(self, age: dt.timedelta, options: dict[str, Any]) -> None:
+        """The dashboard's history goes with the jobs, whichever job ages were given."""
+        if options["dry_run"]:
+            found = protocol.count_prunable_samples(age)
+            self.stdout.write(f"samples: would delete {found} older than {_label(age)}")
+            return
+        deleted = 0
+        while count := protocol.prune_samples(age, batch=options["batch"]):
+            deleted += count
+        self.stdout.write(f"samples: deleted {deleted} older than {_label(age)}")
+
+    def _prune_runtimes(self, age: dt.timedelta, dry_run: bool) -> None:
         """The runtime rows of hours older than ``age``, for the lease advisor."""
         count = protocol.prune_runtime_stats(age, dry_run=dry_run)
         verb = "would delete" if dry_run else "deleted"
