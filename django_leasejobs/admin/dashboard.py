@@ -1,4 +1,5 @@
-"""The dashboard page: per-queue depth, running, oldest due age, dead letters, expired leases.
+"""The dashboard page: per-queue depth, running, oldest due age, dead letters, expired leases,
+and their history as charts (:mod:`.charts`) over the last hour, day or week.
 
 Numbers come from :func:`django_leasejobs.stats.collect`, the same query module as ``jobstats``,
 ``checkjobs`` and the health view, so every face agrees on what "due" and "expired" mean. A cell
@@ -18,7 +19,7 @@ from .. import protocol
 from ..durations import format_age
 from ..models import PauseKind
 from ..runtime import health, stats
-from . import display, pauses
+from . import charts, display, pauses
 
 COLUMNS = (
     ("pending", "pending"),
@@ -107,5 +108,6 @@ def dashboard_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpR
         "taken_at": getattr(numbers, "now", None),
         "paused_jobs": paused_jobs,
         "may_pause": pauses.may_pause(model_admin, request),
+        "history": charts.context(charts.chosen_range(request)),
     }
     return TemplateResponse(request, "admin/django_leasejobs/dashboard.html", context)

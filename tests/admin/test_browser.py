@@ -7,6 +7,7 @@ Run with ``pytest -m browser`` (``.ci/run`` does, once, on SQLite). Set
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,15 @@ from django.contrib.auth.models import User
 from testapp import jobs
 
 from django_leasejobs import dbtime, protocol
-from django_leasejobs.models import DeadLetter, Job, Schedule, ScheduleSkip, Status
+from django_leasejobs.models import (
+    RUN_TIME_EDGES,
+    DeadLetter,
+    Job,
+    QueueSample,
+    Schedule,
+    ScheduleSkip,
+    Status,
+)
 from django_leasejobs.protocol import Failure
 
 from .conftest import occurrence_job
@@ -56,18 +65,26 @@ def browser() -> Iterator[Any]:
     os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
 
 
-@pytest.fixture
-def page(browser, live_server) -> Iterator[Any]:
-    User.objects.create_superuser("admin", password="admin-pw")
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=live_server.url)
+def log_in(browser: Any, live_server: Any, **options: Any) -> Any:
+    """A new browser context (``options``: playwright's, e.g. ``color_scheme``), logged in."""
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 900}, base_url=live_server.url, **options
+    )
     page = context.new_page()
     page.goto("/admin/login/")
     page.fill("#id_username", "admin")
     page.fill("#id_password", "admin-pw")
     page.click("input[type=submit]")
     page.wait_for_url("**/admin/")
+    return page
+
+
+@pytest.fixture
+def page(browser, live_server) -> Iterator[Any]:
+    User.objects.create_superuser("admin", password="admin-pw")
+    page = log_in(browser, live_server)
     yield page
-    context.close()
+    page.context.close()
 
 
 def expect(locator: Any) -> Any:
@@ -81,6 +98,13 @@ def screenshot(page: Any, name: str) -> None:
     if SCREENSHOTS:
         Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(SCREENSHOTS) / name), full_page=True)
+
+
+def screenshot_of(locator: Any, name: str) -> None:
+    """One part of a page (a queue's charts), for the docs."""
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        locator.screenshot(path=str(Path(SCREENSHOTS) / name))
 
 
 def test_replay_a_dead_letter_and_see_the_new_job_succeed(page, dead_letter, run_due) -> None:
@@ -216,3 +240,116 @@ def test_dead_letters_grouped_by_error_and_a_group_replayed(page, make_due, run_
     assert row.locator("a.leasejobs-replay-group").count() == 0  # nothing left to replay
     ran = run_due()
     assert sorted(j.status for j in ran) == [Status.SUCCEEDED] * 4
+
+
+def an_hour_of_samples() -> None:
+    """A busy hour of two queues: a stall 20 to 30 minutes ago, then a burst of retries and
+    two dead jobs, and four minutes (a restart of every worker) nobody sampled."""
+    now = dbtime.db_now().replace(second=0, microsecond=0)
+    rows = []
+    for ago in range(1, 61):
+        if 35 <= ago <= 38:
+            continue
+        stalled = 20 <= ago <= 30
+        wave = math.sin(ago / 6)
+        fast, slow = (0, 0) if stalled else (int(30 + 10 * wave), 2 + ago % 4)
+        for queue, scale in (("default", 1), ("mail", 3)):
+            runs = fast * scale + slow
+            rows.append(
+                QueueSample(
+                    minute=now - dt.timedelta(minutes=ago),
+                    queue=queue,
+                    succeeded=runs - (ago in (14, 15)),
+                    retried=(6 if ago in (14, 15, 16) else ago % 9 == 0) * scale,
+                    dead=int(ago in (14, 15)),
+                    due=(31 - ago) * 12 if stalled else 3 + ago % 5,
+                    running=0 if stalled else 4,
+                    oldest_due_age=(31 - ago) * 60.0 if stalled else 0.4 + ago % 3,
+                    runs=runs,
+                    **run_time_counts(fast * scale, slow),
+                )
+            )
+    QueueSample.objects.bulk_create(rows)
+
+
+def run_time_counts(fast: int, slow: int) -> dict[str, int]:
+    """``fast`` runs of 80 ms and ``slow`` runs of 3 s, as the histogram's cumulative columns."""
+    return {
+        name: (fast if edge >= 0.08 else 0) + (slow if edge >= 3 else 0)
+        for name, edge in RUN_TIME_EDGES
+    }
+
+
+def chart_colours(page: Any) -> dict[str, str]:
+    """The computed colours a chart is drawn in: lines, dead line, labels."""
+    return page.evaluate(
+        """() => {
+            const chart = document.querySelector("svg.leasejobs-chart");
+            const style = (selector) => getComputedStyle(chart.querySelector(selector));
+            return {
+                succeeded: style("polyline.leasejobs-line-succeeded").stroke,
+                dead: style("polyline.leasejobs-line-dead").stroke,
+                label: style("text").fill,
+                background: getComputedStyle(document.body).backgroundColor,
+            };
+        }"""
+    )
+
+
+@pytest.mark.parametrize(
+    ("scheme", "colours", "name"),
+    [
+        (
+            "light",
+            {
+                "succeeded": "rgb(65, 120, 147)",
+                "dead": "rgb(186, 33, 33)",
+                "label": "rgb(102, 102, 102)",
+                "background": "rgb(255, 255, 255)",
+            },
+            "admin-dashboard-charts.png",
+        ),
+        (
+            "dark",
+            {
+                "succeeded": "rgb(129, 212, 250)",
+                "dead": "rgb(227, 95, 95)",
+                "label": "rgb(208, 208, 208)",
+                "background": "rgb(18, 18, 18)",
+            },
+            "admin-dashboard-charts-dark.png",
+        ),
+    ],
+)
+def test_the_dashboard_charts_in_the_light_and_dark_themes(
+    browser, live_server, scheme: str, colours: dict[str, str], name: str
+) -> None:
+    User.objects.create_superuser("admin", password="admin-pw")
+    an_hour_of_samples()
+    page = log_in(browser, live_server, color_scheme=scheme)
+    try:
+        page.goto("/admin/django_leasejobs/job/dashboard/")
+        expect(page.locator("#leasejobs-history")).to_have_text("History, last hour")
+        section = page.locator("#leasejobs-history-0")
+        expect(section.locator("h3")).to_have_text("Queue default")
+        assert page.locator("svg.leasejobs-chart").count() == 8
+        assert chart_colours(page) == colours  # the admin theme's, in each scheme
+        box = section.locator("svg.leasejobs-chart").first.bounding_box()
+        assert box is not None
+        assert box["width"] > 400  # two charts side by side at most, readable
+        assert section.get_by_role("img", name="default: p95 run time, last hour").is_visible()
+        screenshot_of(section, name)
+        table = section.locator("table.leasejobs-history-table")
+        assert not table.is_visible()  # folded until asked for
+        section.locator("summary").click()
+        expect(table).to_be_visible()
+        assert table.locator("tbody tr").count() == 60
+        first = table.locator("tbody tr").last.inner_text()
+        assert "no sample" not in first
+        assert table.locator("td", has_text="no sample").count() == 4
+        page.click("text=last 24 hours")
+        page.wait_for_url("**/dashboard/?range=24h*")
+        expect(page.locator("#leasejobs-history")).to_have_text("History, last 24 hours")
+        assert page.locator("strong[aria-current=page]").inner_text() == "last 24 hours"
+    finally:
+        page.context.close()
