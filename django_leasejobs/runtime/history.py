@@ -113,7 +113,9 @@ def collect(
     history = History(range=range_, starts=starts)
     position = {start: i for i, start in enumerate(starts)}
     for row in _sums(samples):
-        points = history.queues.setdefault(row["queue"], [Point(start) for start in starts])
+        if row["queue"] not in history.queues:
+            history.queues[row["queue"]] = [Point(start) for start in starts]
+        points = history.queues[row["queue"]]
         start = _start(row)
         points[position[start]] = _point(start, sampled[start], row)
     for points in history.queues.values():
