@@ -252,7 +252,7 @@ def an_hour_of_samples() -> None:
             continue
         stalled = 20 <= ago <= 30
         wave = math.sin(ago / 6)
-        fast, slow = (0, 0) if stalled else (int(30 + 10 * wave), 2 + ago % 4)
+        fast, slow = (0, 0) if stalled else (int(30 + 10 * wave), 3 + ago % 3)
         for queue, scale in (("default", 1), ("mail", 3)):
             runs = fast * scale + slow
             rows.append(
