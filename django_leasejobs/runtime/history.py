@@ -96,7 +96,8 @@ def collect(
     """Read ``range_`` of history, ending with the last whole minute before ``now`` (the
     database's time, read when not given: tests pass one they read, to pin the minute)."""
     alias = using or router.db_for_read(QueueSample) or DEFAULT_DB_ALIAS
-    end = (now or dbtime.db_now(alias)).replace(second=0, microsecond=0)
+    # In UTC: points are cut on UTC's minutes and hours, as the query cuts them.
+    end = (now or dbtime.db_now(alias)).astimezone(UTC).replace(second=0, microsecond=0)
     last = _floor(end - MINUTE, range_.step)
     step = dt.timedelta(minutes=range_.step)
     starts = [last - step * i for i in reversed(range(range_.points))]
