@@ -49,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "HEALTH_MAX_DEAD_PER_HOUR": None,
     "HEALTH_MAX_EXPIRED_LEASES": None,
     "HEALTH_MAX_PAUSED_AGE": None,
+    "HEALTH_MAX_STUCK": None,
     "METRICS": False,
     "EAGER": False,
     "MONITORING_TOKEN": None,
@@ -235,6 +236,12 @@ class Settings:
     def HEALTH_MAX_PAUSED_AGE(self) -> float | None:
         """Seconds a queue may stay paused before ``checkjobs`` and the health view report it."""
         return _optional_number("HEALTH_MAX_PAUSED_AGE")
+
+    @cached_property
+    def HEALTH_MAX_STUCK(self) -> int | None:
+        """Stuck handlers, over every live worker, before ``checkjobs`` and the view report it."""
+        value = _optional_number("HEALTH_MAX_STUCK", integer=True)
+        return None if value is None else int(value)
 
     @cached_property
     def METRICS(self) -> bool:

@@ -27,7 +27,14 @@ from .runtime.health import Thresholds, evaluate
 
 logger = logging.getLogger("django_leasejobs")
 
-PARAMETERS = ("max_due_age", "max_dead_per_hour", "max_expired_leases", "max_paused_age", "queue")
+PARAMETERS = (
+    "max_due_age",
+    "max_dead_per_hour",
+    "max_expired_leases",
+    "max_paused_age",
+    "max_stuck",
+    "queue",
+)
 PERMISSION = "django_leasejobs.view_job"
 """What staff need to see the numbers: the admin dashboard asks the same."""
 
@@ -77,7 +84,8 @@ def health(request: HttpRequest) -> JsonResponse:
     """Stats and a verdict: 200 ``ok``, 503 ``unhealthy``, 400 for a bad query parameter.
 
     Thresholds come from the ``LEASEJOBS_HEALTH_*`` settings; query parameters override them
-    (``?max_due_age=5m&max_dead_per_hour=10&max_expired_leases=0&max_paused_age=1h&queue=mail``).
+    (``?max_due_age=5m&max_dead_per_hour=10&max_expired_leases=0&max_paused_age=1h&max_stuck=0``
+    ``&queue=mail``); the numbers include the live workers and their stuck handlers.
     With no threshold at all the view reports the numbers and answers 200. Anyone but a monitor gets
     ``{"status": ...}`` alone and may pass no parameter: thresholds chosen by a stranger would
     read the numbers out one probe at a time.
@@ -128,7 +136,7 @@ def _thresholds(query: QueryDict) -> dict[str, Any]:
                 values[name] = parse_duration(str(query[name]), bare_seconds=True).total_seconds()
             except ValueError as exc:
                 raise ValueError(f"{name}: {exc}") from None
-    for name in ("max_dead_per_hour", "max_expired_leases"):
+    for name in ("max_dead_per_hour", "max_expired_leases", "max_stuck"):
         if name in query:
             text = str(query[name])
             if not text.isdigit():

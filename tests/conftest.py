@@ -118,3 +118,27 @@ def kill_own_connection() -> Iterator[Callable[[], None]]:
     finally:
         killer.close()
         connection.close()
+
+
+def worker_row(worker_id: str, *, seconds_ago: float = 0, **changes: Any) -> None:
+    """A worker's row as its heartbeat writes it, last seen ``seconds_ago`` (by moving rows)."""
+    from django_leasejobs import protocol
+    from django_leasejobs.models import Worker
+
+    values: dict[str, Any] = {
+        "worker_id": worker_id,
+        "host": "host-a",
+        "pid": 4321,
+        "queues": "default,mail",
+        "version": "1.2.3",
+        "concurrency": 4,
+        "async_concurrency": 100,
+        "lease_seconds": 60.0,
+        "running": 2,
+        "stuck": 0,
+    }
+    protocol.beat(protocol.Beat(**{**values, **changes}))
+    if seconds_ago:
+        Worker.objects.filter(worker_id=worker_id).update(
+            started_at=shifted(-seconds_ago), last_seen_at=shifted(-seconds_ago)
+        )

@@ -1,5 +1,6 @@
 """The dashboard page: per-queue depth, running, oldest due age, dead letters, expired leases,
-and their history as charts (:mod:`.charts`) over the last hour, day or week.
+the workers (read-only: last seen, running jobs, stuck handlers), and the queues' history as
+charts (:mod:`.charts`) over the last hour, day or week.
 
 Numbers come from :func:`django_leasejobs.stats.collect`, the same query module as ``jobstats``,
 ``checkjobs`` and the health view, so every face agrees on what "due" and "expired" mean. A cell
@@ -31,10 +32,12 @@ COLUMNS = (
     ("dead_last_day", "dead, last day"),
     ("expired_leases", "expired leases"),
 )
-FALLBACK = health.Thresholds(max_due_age=60.0, max_dead_per_hour=0, max_expired_leases=0)
+FALLBACK = health.Thresholds(
+    max_due_age=60.0, max_dead_per_hour=0, max_expired_leases=0, max_stuck=0
+)
 """Used for a ``LEASEJOBS_HEALTH_*`` setting left at None: a page nobody configured should still
-show a stalled queue (jobs waiting longer than a poll or two), a dead worker's lease or a new dead
-letter, which the probes, having no threshold, do not report."""
+show a stalled queue (jobs waiting longer than a poll or two), a dead worker's lease, a new dead
+letter or a stuck handler, which the probes, having no threshold, do not report."""
 
 Reasons = dict[str, str]
 """Field -> why that cell of a row is red."""
@@ -78,6 +81,26 @@ def _paused_cell(numbers: stats.QueueStats, reasons: Reasons) -> dict[str, Any]:
     return {"text": text, "alert": bool(reason), "title": reason}
 
 
+def _workers(numbers: stats.Stats, reasons: Reasons) -> list[dict[str, Any]]:
+    """One row per worker; its stuck count is red while the workers' total passes the limit."""
+    stuck_reason = reasons.get(health.STUCK, "")
+    return [
+        {
+            "worker_id": w.worker_id,
+            "host": f"{w.host} (pid {w.pid})",
+            "queues": w.queues,
+            "capacity": f"{w.concurrency} threads, {w.async_concurrency} async",
+            "last_seen": format_age(w.last_seen_age) + (" (lost)" if w.lost else ""),
+            "lost": w.lost,
+            "running": w.running,
+            "stuck": w.stuck,
+            "stuck_title": stuck_reason if w.stuck and not w.lost else "",
+            "version": w.version,
+        }
+        for w in numbers.workers
+    ]
+
+
 def dashboard_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
     """Needs the permission to view jobs; the pause buttons need ``pause_queue`` too."""
     if not model_admin.has_view_permission(request):
@@ -107,6 +130,8 @@ def dashboard_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpR
         "total": _cells(numbers.total, {}),
         "taken_at": getattr(numbers, "now", None),
         "paused_jobs": paused_jobs,
+        "workers": _workers(numbers, alerts.get("", {})),
+        "stuck": numbers.stuck,
         "may_pause": pauses.may_pause(model_admin, request),
         "history": charts.context(charts.chosen_range(request)),
     }

@@ -1,11 +1,11 @@
 """The SQL that differs per database, behind one small interface.
 
-The protocol asks ``for_alias(alias)`` for the dialect of the database it writes to and calls
-the same methods on every database: ``insert``, ``insert_many``, ``claim``, ``renew``,
-``complete_many``, ``announce`` and ``announce_cancel``. ``base.Dialect`` implements them with
-the ORM (what MariaDB and MySQL use); ``postgresql`` and ``sqlite`` replace the ones their SQL
-does better. To add a database: subclass ``Dialect``, override what its SQL can do in fewer
-statements, add it to ``_BY_VENDOR``, and run ``tests/dialects`` against it.
+The protocol asks ``for_alias(alias)`` for the dialect of the database it writes to and calls the
+same methods on every database: ``insert``, ``insert_many``, ``claim``, ``renew``,
+``complete_many``, ``announce``, ``announce_cancel`` and ``upsert_worker``. ``base.Dialect``
+implements them with the ORM (what MariaDB and MySQL use); ``postgresql`` and ``sqlite`` replace the
+ones their SQL does better. To add a database: subclass ``Dialect``, override what its SQL can do in
+fewer statements, add it to ``_BY_VENDOR``, and run ``tests/dialects`` against it.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from ..deadlocks import retry_deadlocks
 from ..models import CLAIMABLE, Job, Status
 from .limited import UNLIMITED, LimitedClaims
 from .pauses import not_paused
+from .workers import WorkerRows
 
 
 class Token(NamedTuple):
@@ -115,7 +116,7 @@ CLAIM_PAGES = 4
 """Candidate pages a locking claim tries when other claimers hold the first ones."""
 
 
-class Dialect(LimitedClaims):
+class Dialect(LimitedClaims, WorkerRows):
     """One database's way of doing each step; these are the ORM's ways."""
 
     def insert(self, values: dict[str, Any], alias: str) -> Job:

@@ -19,7 +19,7 @@ from django.db.models import DEFERRED, JSONField
 from .. import notify
 from ..deadlocks import retry_deadlocks
 from ..models import Job, Pause
-from . import postgresql_insert, postgresql_limited
+from . import postgresql_insert, postgresql_limited, workers
 from .base import Completion, Dialect, Renewed, Token
 from .limited import Bucket, Candidate, Head
 
@@ -146,6 +146,9 @@ def int_array(values: Iterable[int]) -> str:
 
 
 class PostgreSQLDialect(Dialect):
+    def upsert_worker(self, alias: str, row: dict[str, Any]) -> None:
+        workers.upsert(alias, row, workers.on_conflict)
+
     def insert(self, values: dict[str, Any], alias: str) -> Job:
         return postgresql_insert.insert_one(values, alias)
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from django.db import connections
 
 from ..dbtime import SQLITE_NOW
 from ..models import Job, Limiter, Pause
+from . import workers
 from .base import Dialect
 
 # A write that changes nothing, but takes the database's write lock at once: what a limited
@@ -39,6 +41,9 @@ RETURNING *
 
 
 class SQLiteDialect(Dialect):
+    def upsert_worker(self, alias: str, row: dict[str, Any]) -> None:
+        workers.upsert(alias, row, workers.on_conflict)
+
     def claim(
         self,
         alias: str,

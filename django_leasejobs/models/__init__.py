@@ -1,6 +1,6 @@
 """The tables, one module per concern: jobs (with dead letters and effects), cron schedules,
 flow control (pauses, limiters), API tokens, runtime statistics (the lease advisor's), queue
-samples (the dashboard's history).
+samples (the dashboard's history), live workers.
 
 Every state change of a ``Job`` is made by :mod:`django_leasejobs.protocol`; nothing else writes
 ``status``, ``attempt`` or the lease columns. The models only describe the rows.
@@ -12,6 +12,7 @@ from .jobs import CLAIMABLE, FINAL, LIVE, DeadLetter, Effect, Job, Status
 from .runtimes import RuntimeStat
 from .samples import RUN_TIME_EDGES, QueueSample
 from .schedules import Misfire, Schedule, ScheduleSkip
+from .workers import Worker
 
 __all__ = [
     "CLAIMABLE",
@@ -31,4 +32,5 @@ __all__ = [
     "Schedule",
     "ScheduleSkip",
     "Status",
+    "Worker",
 ]

@@ -16,7 +16,8 @@ Modules: ``enqueues`` (enqueue, bulk, dedupe), ``lease`` (claim, heartbeat), ``c
 retry now, replay, effects), ``cancels`` (cancel a waiting job, or request it of a running
 job's worker), ``dead_letter_groups`` (dead letters grouped by fingerprint: replay or discard a
 group, backfill fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron),
-``pruning``, ``runtime_stats`` (the lease advisor's per-hour counters).
+``pruning``, ``runtime_stats`` (the lease advisor's per-hour counters), ``workers`` (the live
+workers' rows, written by their heartbeat).
 """
 
 from .base import MAX_ERROR_CHARS, Failure, Outcome, job_database
@@ -54,11 +55,21 @@ from .pruning import (
     prune_samples,
 )
 from .runtime_stats import RuntimeCounts, prune_runtime_stats, record_runtimes
+from .workers import (
+    PRUNE_AFTER_LEASES,
+    Beat,
+    beat,
+    count_lost_workers,
+    forget_worker,
+    prune_workers,
+)
 
 __all__ = [
     "ENQUEUE_OPTIONS",
     "MAX_ERROR_CHARS",
     "PRUNABLE",
+    "PRUNE_AFTER_LEASES",
+    "Beat",
     "Cancel",
     "Failure",
     "Group",
@@ -70,6 +81,7 @@ __all__ = [
     "Recovered",
     "Renewal",
     "RuntimeCounts",
+    "beat",
     "cancel",
     "cancel_attempt",
     "check_fingerprint",
@@ -78,6 +90,7 @@ __all__ = [
     "complete",
     "complete_in_transaction",
     "complete_many",
+    "count_lost_workers",
     "count_prunable",
     "count_prunable_samples",
     "discard_group",
@@ -88,6 +101,7 @@ __all__ = [
     "enqueue_task",
     "fail",
     "fingerprint_letters",
+    "forget_worker",
     "groups",
     "heartbeat",
     "job_database",
@@ -97,6 +111,7 @@ __all__ = [
     "prune_finished",
     "prune_runtime_stats",
     "prune_samples",
+    "prune_workers",
     "record_effect",
     "record_runtimes",
     "recover_expired",

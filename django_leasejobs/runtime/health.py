@@ -2,7 +2,9 @@
 
 A threshold is "passed" when a queue's number is strictly greater than it, so ``0`` means "none
 allowed". Each queue is judged on its own numbers, so a report names the queue at fault; an
-unset threshold (``None``) is not checked.
+unset threshold (``None``) is not checked. ``max_stuck`` is the exception: stuck handlers belong
+to workers, not queues, so it judges their total over the live workers (its problem names no
+queue: ``queue`` is ``""``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class Thresholds:
     max_dead_per_hour: int | None = None
     max_expired_leases: int | None = None
     max_paused_age: float | None = None
+    max_stuck: int | None = None
 
     @classmethod
     def from_settings(cls) -> Thresholds:
@@ -49,7 +52,7 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Problem:
-    """One threshold passed by one queue."""
+    """One threshold passed by one queue (``max_stuck``: by the workers, ``queue`` is "")."""
 
     queue: str
     metric: str
@@ -68,6 +71,12 @@ class Problem:
                 f"queue {self.queue!r}: paused for {int(self.value)} s "
                 f"({format_age(self.value)}), more than {self.limit_text}: "
                 "resume it (manage.py jobqueue resume) or raise the limit"
+            )
+        if self.metric == STUCK:
+            return (
+                f"workers: {int(self.value)} stuck handler(s), more than {self.limit_text}: "
+                "their threads still run handlers whose attempt was ended (timeout or cancel); "
+                "restart those workers (runjobworker --max-stuck does it)"
             )
         if self.metric == "dead_last_hour":
             return (
@@ -104,7 +113,10 @@ _CHECKS = (
     ("dead_last_hour", "max_dead_per_hour", "HEALTH_MAX_DEAD_PER_HOUR"),
     ("expired_leases", "max_expired_leases", "HEALTH_MAX_EXPIRED_LEASES"),
     ("paused_age", "max_paused_age", "HEALTH_MAX_PAUSED_AGE"),
+    ("stuck", "max_stuck", "HEALTH_MAX_STUCK"),
 )
+STUCK = "stuck"
+"""The one metric of the workers, not of a queue: ``Stats.stuck``."""
 _LIMITS = {metric: limit for metric, limit, _ in _CHECKS}
 _SETTINGS = {metric: name for metric, _, name in _CHECKS}
 
@@ -115,14 +127,20 @@ def evaluate(
     """Every threshold passed, queue by queue; ``queues`` limits the check to those queues.
 
     A queue named in ``queues`` that holds no job at all is healthy (all its numbers are 0).
+    Stuck handlers are judged over every worker, whatever ``queues`` says.
     A paused queue is not unhealthy for waiting (its held-back jobs are not counted as due);
     only ``max_paused_age`` judges how long it has been paused.
     """
     names = sorted(stats.queues) if queues is None else sorted(set(queues))
     problems = []
+    stuck_limit = thresholds.max_stuck
+    if stuck_limit is not None and stats.stuck > stuck_limit:
+        problems.append(Problem("", STUCK, stats.stuck, stuck_limit))
     for name in names:
         numbers = stats.queues.get(name, QueueStats())
         for metric in _LIMITS:
+            if metric == STUCK:
+                continue
             limit = thresholds.limit(metric)
             value = getattr(numbers, metric)
             if limit is not None and value is not None and value > limit:

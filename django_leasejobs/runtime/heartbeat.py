@@ -5,11 +5,18 @@ its handler can stop; the worker never reports that attempt. Slots being reporte
 are left out, under ``_gate``, so a job just completed is never misread as a lost lease, and
 so are attempts the worker ended under a running handler (a timeout, a cancel). The renewal
 also returns the held jobs an operator asked to cancel: the watchdog ends them.
+
+Each beat (the first at once, so a new worker shows up before it claims anything) also upserts
+the worker's row in the table of live workers, in one statement whatever the number of jobs:
+host, pid, queues, capacity, and how many jobs it holds and handlers are stuck right now.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
+import os
+import socket
 import threading
 
 from django.db import Error as DatabaseError
@@ -23,6 +30,17 @@ from .worker_state import headline
 logger = logging.getLogger("django_leasejobs")
 
 
+def _version() -> str:
+    """The installed package's version, for the worker's row ("" when run from a bare checkout)."""
+    try:
+        return importlib.metadata.version("django-leasejobs")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+VERSION = _version()
+
+
 class HeartbeatThread(RuntimeFlush):
     def _start_heartbeat(self) -> None:
         self._heartbeat_thread = threading.Thread(
@@ -33,7 +51,7 @@ class HeartbeatThread(RuntimeFlush):
     def _heartbeat_loop(self) -> None:
         errors = 0
         try:
-            while not self._heartbeat_stop.wait(self.heartbeat):
+            while True:
                 try:
                     self._beat()
                     self._flush_runtimes()  # the lease advisor's counts, once per beat
@@ -49,10 +67,16 @@ class HeartbeatThread(RuntimeFlush):
                     execution.close_old_connections()
                 except Exception:  # never lose the heartbeat thread
                     logger.exception("worker.heartbeat_error id=%s", self.worker_id)
+                if self._heartbeat_stop.wait(self.heartbeat):
+                    break
         finally:
             connections.close_all()
 
     def _beat(self) -> None:
+        self._renew()
+        self._report_self()
+
+    def _renew(self) -> None:
         with self._gate:
             with self._in_flight_lock:
                 slots = [
@@ -70,3 +94,22 @@ class HeartbeatThread(RuntimeFlush):
             if slot.job.pk in renewal.lost:
                 slot.lease_lost.set()
         self._request_cancel(renewal.cancel_requested)
+
+    def _report_self(self) -> None:
+        """The worker's row: one upsert, with its numbers as they are at this beat."""
+        with self._summary_lock:
+            stuck = len(self._stuck)
+        protocol.beat(
+            protocol.Beat(
+                worker_id=self.worker_id,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                queues=",".join(self.queues) if self.queues is not None else "*",
+                version=VERSION,
+                concurrency=self.concurrency,
+                async_concurrency=self.async_concurrency if self._async_enabled else 0,
+                lease_seconds=self.lease,
+                running=self.running,
+                stuck=stuck,
+            )
+        )

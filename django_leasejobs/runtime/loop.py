@@ -4,11 +4,13 @@ It claims when the free room reaches the low mark of :mod:`.claim_sizing` (for t
 threads plus a prefetch sized to the pool's pace), hands the jobs to the pool, and every
 ``poll`` seconds runs maintenance: lease recovery (every worker does it; guarded statements make
 that safe), the dashboard's per-minute sample (once a minute, by whichever worker gets there
-first: :mod:`.samples`) and, unless disabled, the scheduler.
+first: :mod:`.samples`), pruning of long-lost workers' rows (once a lease) and, unless disabled,
+the scheduler.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable
@@ -105,6 +107,7 @@ class ClaimLoop(GroupedCompletions, RuntimeFlush):
             sampled = self._sampler.tick()
             if sampled:
                 logger.debug("worker.sampled id=%s minute=%s", self.worker_id, sampled.isoformat())
+            self._prune_workers(now)
             if self.scheduler:
                 self._run_scheduler()
         except DatabaseError as exc:
@@ -112,6 +115,14 @@ class ClaimLoop(GroupedCompletions, RuntimeFlush):
             return False
         self._next_maintenance = now + self.poll
         return True
+
+    def _prune_workers(self, now: float) -> None:
+        """At most once a lease: delete the rows of workers not seen for many leases (killed
+        ones; a clean stop deletes its own). Any worker may: the DELETE is by age alone."""
+        if now < self._next_worker_prune:
+            return
+        protocol.prune_workers(dt.timedelta(seconds=self.lease * protocol.PRUNE_AFTER_LEASES))
+        self._next_worker_prune = now + self.lease
 
     def _sync_schedules(self) -> None:
         """Bring ``LEASEJOBS_SCHEDULES`` into the database before the first tick.

@@ -8,12 +8,17 @@ fails and nothing raises; the only symptom is that due jobs get older. ``oldest_
 that silence into a number that grows, and ``expired_leases`` shows workers that died holding
 jobs.
 
-Cost: five short read-only queries (the database clock, the pauses, then three aggregates),
-none of which reads finished rows. Claimable rows are found through the partial index
-``leasejobs_claimable`` (PostgreSQL chooses a bitmap scan of the whole index, whose condition
-is the query's), running rows through the partial index ``leasejobs_running_lease``, dead
-letters through the index on ``created_at``. The plans on a one-million-row table are
-recorded in ``docs/operations.md``. All times are the database's.
+The live workers come with them, from the table their heartbeats write: how long since each
+was last seen, how many jobs it holds and how many of its handlers are stuck (still running
+after the worker ended their attempt at a timeout or cancel). ``stuck`` totals the workers not
+lost (a lost worker's row is older than its lease: it died or stalled, and its numbers are old).
+
+Cost: six short read-only queries (the database clock, the pauses, three aggregates, the workers'
+rows, one per worker process), none of which reads finished rows. Claimable rows are found through
+the partial index ``leasejobs_claimable`` (PostgreSQL chooses a bitmap scan of the whole index,
+whose condition is the query's), running rows through the partial index ``leasejobs_running_lease``,
+dead letters through the index on ``created_at``. The plans on a one-million-row table are recorded
+in ``docs/operations.md``. All times are the database's.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from django.db.models import Count, Min, Q
 
 from .. import dbtime
 from ..conf import settings
-from ..models import CLAIMABLE, DeadLetter, Job, Pause, PauseKind, Status
+from ..models import CLAIMABLE, DeadLetter, Job, Pause, PauseKind, Status, Worker
 
 HOUR = dt.timedelta(hours=1)
 DAY = dt.timedelta(days=1)
@@ -73,14 +78,42 @@ class QueueStats:
 
 
 @dataclass
+class WorkerStats:
+    """One worker's row: ``last_seen_age`` in seconds at the database's now; ``lost`` when that
+    is more than the worker's lease (it died or stalled; pruning deletes the row later)."""
+
+    worker_id: str
+    host: str
+    pid: int
+    queues: str
+    version: str
+    concurrency: int
+    async_concurrency: int
+    running: int
+    stuck: int
+    started_at: dt.datetime
+    last_seen_age: float
+    lost: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "started_at": self.started_at.isoformat()}
+
+
+@dataclass
 class Stats:
-    """Per-queue numbers, their total, the database time they were taken at, and the paused
-    job names with the seconds each has been paused."""
+    """Per-queue numbers, their total, the database time they were taken at, the paused job
+    names with the seconds each has been paused, and the workers by id."""
 
     queues: dict[str, QueueStats] = field(default_factory=dict)
     total: QueueStats = field(default_factory=QueueStats)
     now: dt.datetime | None = None
     paused_jobs: dict[str, float] = field(default_factory=dict)
+    workers: list[WorkerStats] = field(default_factory=list)
+
+    @property
+    def stuck(self) -> int:
+        """Stuck handlers over the workers not lost."""
+        return sum(w.stuck for w in self.workers if not w.lost)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: plain numbers and strings only."""
@@ -89,6 +122,8 @@ class Stats:
             "total": self.total.as_dict(),
             "queues": {name: stats.as_dict() for name, stats in sorted(self.queues.items())},
             "paused_jobs": dict(sorted(self.paused_jobs.items())),
+            "workers": [w.as_dict() for w in self.workers],
+            "stuck": self.stuck,
         }
 
 
@@ -115,7 +150,13 @@ def collect(using: str | None = None) -> Stats:
     total = QueueStats()
     for stats in queues.values():
         total.add(stats)
-    return Stats(queues=dict(sorted(queues.items())), total=total, now=now, paused_jobs=paused_jobs)
+    return Stats(
+        queues=dict(sorted(queues.items())),
+        total=total,
+        now=now,
+        paused_jobs=paused_jobs,
+        workers=_workers(alias, now),
+    )
 
 
 def _add_waiting(
@@ -189,3 +230,27 @@ def _pauses(alias: str, now: dt.datetime) -> tuple[dict[str, float], dict[str, f
     for kind, name, at in Pause.objects.using(alias).values_list("kind", "name", "paused_at"):
         by_kind.setdefault(kind, {})[name] = max(0.0, (now - dbtime.as_aware(at)).total_seconds())
     return by_kind[PauseKind.QUEUE], by_kind[PauseKind.JOB]
+
+
+def _workers(alias: str, now: dt.datetime) -> list[WorkerStats]:
+    """Every worker's row, by id (one row per worker process: a small table)."""
+    found = []
+    for row in Worker.objects.using(alias).order_by("worker_id"):
+        age = max(0.0, (now - dbtime.as_aware(row.last_seen_at)).total_seconds())
+        found.append(
+            WorkerStats(
+                worker_id=row.worker_id,
+                host=row.host,
+                pid=row.pid,
+                queues=row.queues,
+                version=row.version,
+                concurrency=row.concurrency,
+                async_concurrency=row.async_concurrency,
+                running=row.running,
+                stuck=row.stuck,
+                started_at=dbtime.as_aware(row.started_at),
+                last_seen_age=age,
+                lost=age > row.lease_seconds,
+            )
+        )
+    return found

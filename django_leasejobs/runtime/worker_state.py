@@ -156,6 +156,7 @@ class WorkerState:
         self._next_maintenance = 0.0
         self._sampler = samples.Sampler()
         """When maintenance next writes the dashboard's per-minute sample (if no worker did)."""
+        self._next_worker_prune = 0.0
         self._signals = 0
         self._watch_wake = threading.Event()
         """Wakes the watchdog at once: a handler with a timeout started, a cancel arrived."""

@@ -66,6 +66,7 @@ def test_503_while_a_queue_is_stalled_then_200_once_drained(staff: Client, make_
         "max_dead_per_hour": None,
         "max_expired_leases": None,
         "max_paused_age": None,
+        "max_stuck": None,
     }
     (problem,) = body["problems"]
     assert problem["queue"] == "mail"

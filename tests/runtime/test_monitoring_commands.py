@@ -79,7 +79,9 @@ class TestJobStats:
             "due",
             "paused",
         ]
-        rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+        end = lines.index("")  # then the workers, of which there is none
+        assert lines[end:] == ["", "workers: none seen"]
+        rows = {line.split()[0]: line.split()[1:] for line in lines[2:end]}
         assert set(rows) == {"default", "other", "TOTAL"}
         assert rows["default"][:2] == ["2", "1"]
         assert rows["default"][-2].startswith("2m0")

@@ -1,4 +1,5 @@
-"""``manage.py checkjobs``: exit 1 and say why when a queue passes a threshold, else exit 0.
+"""``manage.py checkjobs``: exit 1 and say why when a queue (or the workers' stuck handlers)
+passes a threshold, else exit 0.
 
 For cron, CI and Kubernetes probes. Exit status: 0 healthy, 1 unhealthy (or the database cannot
 be read), 2 a usage error (bad option, nothing to check). Thresholds come from the options, or
@@ -45,8 +46,9 @@ class Command(BaseCommand):
     help = (
         "Exit 1, naming the queue and the number, when the oldest due job is older than "
         "--max-due-age, more jobs went dead in the last hour than --max-dead-per-hour, or more "
-        "leases expired than --max-expired-leases, or a queue has been paused longer than "
-        "--paused-max; exit 0 when healthy. A paused queue is never unhealthy for waiting."
+        "leases expired than --max-expired-leases, a queue has been paused longer than "
+        "--paused-max, or the live workers have more stuck handlers than --stuck-max; exit 0 "
+        "when healthy. A paused queue is never unhealthy for waiting."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -76,6 +78,14 @@ class Command(BaseCommand):
             help="How long (seconds, or a duration: 30m, 2h) a queue may stay paused.",
         )
         parser.add_argument(
+            "--stuck-max",
+            dest="max_stuck",
+            type=count,
+            metavar="N",
+            help="Stuck handlers (still running after their timeout or cancel) the live "
+            "workers may have in all.",
+        )
+        parser.add_argument(
             "--queue",
             type=queue_names,
             action="append",
@@ -91,12 +101,13 @@ class Command(BaseCommand):
                 options["max_expired_leases"], count, "--max-expired-leases"
             ),
             max_paused_age=_convert(options["max_paused_age"], age_seconds, "--paused-max"),
+            max_stuck=_convert(options["max_stuck"], count, "--stuck-max"),
         )
         if thresholds.empty:
             raise CommandError(
                 "Nothing to check: give --max-due-age, --max-dead-per-hour, "
-                "--max-expired-leases or --paused-max (or set the LEASEJOBS_HEALTH_MAX_* "
-                "settings).",
+                "--max-expired-leases, --paused-max or --stuck-max (or set the "
+                "LEASEJOBS_HEALTH_MAX_* settings).",
                 returncode=USAGE,
             )
         queues = _queues(options["queue"])
@@ -119,7 +130,8 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"OK: {scope} within limits (oldest due age {int(summary.oldest_due_age)} s, "
                 f"dead last hour {summary.dead_last_hour}, "
-                f"expired leases {summary.expired_leases}{_paused_note(result, checked)})"
+                f"expired leases {summary.expired_leases}, stuck handlers {result.stuck}"
+                f"{_paused_note(result, checked)})"
             )
 
 

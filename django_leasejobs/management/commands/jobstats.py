@@ -1,4 +1,5 @@
-"""``manage.py jobstats``: queue depth, oldest due age and dead letters, as a table or JSON.
+"""``manage.py jobstats``: queue depth, oldest due age, dead letters and the live workers, as a
+table or JSON.
 
 ``--leases`` shows the lease advisor instead: each job name's runtimes, lease, heartbeat, stale
 reports and a suggested lease and heartbeat (``docs/operations.md``).
@@ -54,14 +55,35 @@ def table(result: stats.Stats) -> str:
         lines.append(f"{name:<{width}}{cells}{format_age(numbers.oldest_due_age):>12}{paused:>10}")
     for job_name, age in sorted(result.paused_jobs.items()):
         lines.append(f"paused job {job_name} for {format_age(age)}")
-    return "\n".join(lines)
+    return "\n".join(lines + workers_table(result))
+
+
+def workers_table(result: stats.Stats) -> list[str]:
+    """One line per worker: when it was last seen, what it holds, its stuck handlers."""
+    if not result.workers:
+        return ["", "workers: none seen"]
+    width = max(6, *(len(w.worker_id) for w in result.workers)) + 1
+    lines = [
+        "",
+        f"{'worker':<{width}}{'last seen':>11}{'running':>9}{'stuck':>7}{'threads':>9}"
+        f"{'async':>7}  queues",
+    ]
+    for w in result.workers:
+        seen = format_age(w.last_seen_age) + (" LOST" if w.lost else "")
+        lines.append(
+            f"{w.worker_id:<{width}}{seen:>12}{w.running:>9}{w.stuck:>7}{w.concurrency:>9}"
+            f"{w.async_concurrency:>7}  {w.queues}"
+        )
+    lines.append(f"stuck handlers on live workers: {result.stuck}")
+    return lines
 
 
 class Command(BaseCommand):
     help = (
         "Show each queue's pending, due, running, failed and expired-lease counts, dead letters "
         "of the last hour and day, the age of the oldest due job (database time), and how long "
-        "each paused queue or job name has been paused."
+        "each paused queue or job name has been paused; then each worker with its last seen "
+        "age, running jobs and stuck handlers."
     )
     sleep: Callable[[float], None] = staticmethod(time.sleep)
 

@@ -6,6 +6,8 @@ occurrence's job never lets the scheduler emit that occurrence again. The lease 
 per-hour runtime rows go with them (older than the longest age given, never those of the
 advisor's 7-day window), and so do the dashboard's per-minute samples (older than
 ``--samples-older-than``, 7 days by default: the charts' longest range).
+``--workers-older-than`` also deletes the rows of workers not seen for that long (killed ones:
+a clean stop deletes its own, and running workers prune rows not seen for ten of their leases).
 """
 
 from __future__ import annotations
@@ -54,6 +56,12 @@ class Command(BaseCommand):
                 help=f"Delete {status} jobs finished longer ago than AGE (7d, 12h, 30m, 90s).",
             )
         parser.add_argument(
+            "--workers-older-than",
+            type=arguments.duration,
+            metavar="AGE",
+            help="Delete the rows of workers not seen for AGE (killed workers).",
+        )
+        parser.add_argument(
             "--batch",
             type=batch_size,
             default=1000,
@@ -78,10 +86,12 @@ class Command(BaseCommand):
             if age is not None:
                 ages[status] = age
         samples_age = _age(options["samples_older_than"], "samples_older_than")
-        if not ages:
+        workers_age = _age(options["workers_older_than"], "workers_older_than")
+        if not ages and workers_age is None:
             raise CommandError(
-                "Nothing to prune: give --succeeded-older-than, --dead-older-than or "
-                "--cancelled-older-than (for example --succeeded-older-than 7d)."
+                "Nothing to prune: give --succeeded-older-than, --dead-older-than, "
+                "--cancelled-older-than or --workers-older-than (for example "
+                "--succeeded-older-than 7d)."
             )
         batch = options["batch"]
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
@@ -96,6 +106,8 @@ class Command(BaseCommand):
                 self._prune(status, age, batch)
         self._prune_samples(SAMPLES_KEPT if samples_age is None else samples_age, options)
         self._prune_runtimes(max([*ages.values(), WINDOW]), options["dry_run"])
+        if workers_age is not None:
+            self._prune_workers(workers_age, options["dry_run"])
 
     def _prune(self, status: str, age: dt.timedelta, batch: int) -> None:
         deleted, batches, after_id = 0, 0, 0
@@ -125,6 +137,16 @@ class Command(BaseCommand):
         count = protocol.prune_runtime_stats(age, dry_run=dry_run)
         verb = "would delete" if dry_run else "deleted"
         self.stdout.write(f"runtime stats: {verb} {count} hourly rows over {_label(age)} old")
+
+    def _prune_workers(self, age: dt.timedelta, dry_run: bool) -> None:
+        if age <= dt.timedelta(0):
+            raise CommandError("--workers-older-than must be a positive age.")
+        if dry_run:
+            found = protocol.count_lost_workers(age)
+            self.stdout.write(f"workers: would delete {found} not seen for {_label(age)}")
+            return
+        deleted = protocol.prune_workers(age)
+        self.stdout.write(f"workers: deleted {deleted} not seen for {_label(age)}")
 
 
 def _age(value: Any, option: str) -> dt.timedelta | None:
