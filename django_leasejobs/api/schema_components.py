@@ -48,6 +48,20 @@ ENQUEUE_FIELDS: dict[str, Schema] = {
 
 STATUSES = ["pending", "running", "succeeded", "failed", "dead", "cancelled"]
 
+WORKERS: dict[str, Schema] = {
+    "workers": {
+        "type": "array",
+        "items": ref("WorkerStats"),
+        "description": "The table of live workers, by id.",
+    },
+    "stuck": {
+        "type": "integer",
+        "minimum": 0,
+        "description": "Stuck handlers over the workers not lost.",
+    },
+}
+
+
 SCHEMAS: dict[str, Schema] = {
     "Error": obj(
         {
@@ -184,6 +198,21 @@ SCHEMAS: dict[str, Schema] = {
             },
         }
     ),
+    "WorkerStats": obj(
+        {name: {"type": "string"} for name in ("worker_id", "host", "queues", "version")}
+        | {
+            name: {"type": "integer", "minimum": 0}
+            for name in ("pid", "concurrency", "async_concurrency", "running", "stuck")
+        }
+        | {
+            "started_at": {"type": "string", "format": "date-time"},
+            "last_seen_age": {"type": "number", "minimum": 0},
+            "lost": {
+                "type": "boolean",
+                "description": "Not seen for its lease: the worker died or stalled.",
+            },
+        }
+    ),
     "Stats": obj(
         {
             "now": TIME,
@@ -194,6 +223,7 @@ SCHEMAS: dict[str, Schema] = {
                 "additionalProperties": {"type": "number", "minimum": 0},
                 "description": "Paused job names, each with the seconds since its pause.",
             },
+            **WORKERS,
         }
     ),
     "Health": obj(
@@ -209,6 +239,7 @@ SCHEMAS: dict[str, Schema] = {
                 "additionalProperties": {"type": "number", "minimum": 0},
                 "description": "Paused job names, each with the seconds since its pause.",
             },
+            **WORKERS,
         }
     ),
 }

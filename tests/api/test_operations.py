@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
+import jsonschema_rs  # schemathesis brings it: the fuzz test validates with it too
 import pytest
 from django.contrib.admin.models import ADDITION, LogEntry
 from testapp import jobs
 
 from django_leasejobs import protocol
+from django_leasejobs.api import schema
 from django_leasejobs.models import DeadLetter, Job, Schedule
 from django_leasejobs.protocol import Failure
 
-from ..conftest import shifted
+from ..conftest import shifted, worker_row
 
 
 @pytest.fixture
@@ -140,3 +143,19 @@ def test_health_verdict(operator, make_due, settings):
     status, body = operator.get("health/")
     assert (status, body["status"]) == (503, "unhealthy")
     assert body["problems"][0]["metric"] == "oldest_due_age"
+
+
+@pytest.mark.parametrize(("path", "component"), [("queues/", "Stats"), ("health/", "Health")])
+def test_stats_and_health_list_the_workers_as_documented(operator, path, component):
+    worker_row("live-a", stuck=1, running=2)
+    worker_row("lost-b", seconds_ago=600, stuck=4)
+    status, body = operator.get(path)
+    assert status == 200
+    assert [(w["worker_id"], w["stuck"], w["lost"]) for w in body["workers"]] == [
+        ("live-a", 1, False),
+        ("lost-b", 4, True),
+    ]
+    assert body["stuck"] == 1
+    document = json.loads(schema.rendered())
+    checker = {**document, "$ref": f"#/components/schemas/{component}"}
+    jsonschema_rs.Draft202012Validator(checker, validate_formats=True).validate(body)
