@@ -54,6 +54,16 @@ GAUGES = (
     ),
 )
 
+WORKER_GAUGES = (
+    ("leasejobs_workers", "Workers seen within their lease (the table of live workers)."),
+    (
+        "leasejobs_stuck_handlers",
+        "Handlers still running after their attempt was ended (timeout or cancel), over the "
+        "live workers.",
+    ),
+)
+"""Totals without a label: worker ids change at every start, a label per id would pile up."""
+
 COUNTERS = (
     ("enqueued", signals.job_enqueued, "Jobs enqueued by this process."),
     ("started", signals.job_started, "Jobs claimed by this process."),
@@ -93,9 +103,12 @@ class StatsCollector:
     def collect(self) -> Iterator[Any]:
         result = stats.collect()
         families = list(self._families())
-        for (field, _, _), family in zip(GAUGES, families, strict=True):
+        for (field, _, _), family in zip(GAUGES, families[: len(GAUGES)], strict=True):
             for queue, numbers in result.queues.items():
                 family.add_metric([queue], float(getattr(numbers, field)))
+        workers, stuck = families[len(GAUGES) :]
+        workers.add_metric([], float(sum(1 for w in result.workers if not w.lost)))
+        stuck.add_metric([], float(result.stuck))
         yield from families
 
     @staticmethod
@@ -105,6 +118,8 @@ class StatsCollector:
 
         for _, name, documentation in GAUGES:
             yield gauge_family(name, documentation, labels=["queue"])
+        for name, documentation in WORKER_GAUGES:
+            yield gauge_family(name, documentation, labels=[])
 
 
 def install(*, with_stats: bool = True) -> None:

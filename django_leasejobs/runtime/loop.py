@@ -22,7 +22,7 @@ from ..models import Job
 from . import execution, schedule_settings, schedules
 from .completions import GroupedCompletions
 from .runtime_flush import RuntimeFlush
-from .worker_state import Slot
+from .worker_state import Slot, headline
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -118,11 +118,24 @@ class ClaimLoop(GroupedCompletions, RuntimeFlush):
 
     def _prune_workers(self, now: float) -> None:
         """At most once a lease: delete the rows of workers not seen for many leases (killed
-        ones; a clean stop deletes its own). Any worker may: the DELETE is by age alone."""
+        ones; a clean stop deletes its own). Any worker may: the DELETE is by age alone.
+
+        A failure is logged and left to the next lease, never to the maintenance's backoff:
+        the rows are informational, and a worker whose table is missing (code deployed before
+        ``migrate``) must go on running jobs.
+        """
         if now < self._next_worker_prune:
             return
-        protocol.prune_workers(dt.timedelta(seconds=self.lease * protocol.PRUNE_AFTER_LEASES))
         self._next_worker_prune = now + self.lease
+        try:
+            protocol.prune_workers(dt.timedelta(seconds=self.lease * protocol.PRUNE_AFTER_LEASES))
+        except DatabaseError as exc:
+            logger.warning(
+                "worker.database_error id=%s where=prune_workers error=%s",
+                self.worker_id,
+                headline(exc),
+            )
+            execution.close_old_connections()
 
     def _sync_schedules(self) -> None:
         """Bring ``LEASEJOBS_SCHEDULES`` into the database before the first tick.

@@ -16,6 +16,7 @@ from testapp import jobs
 from django_leasejobs import metrics, protocol
 from django_leasejobs.runtime import execution
 
+from ..conftest import worker_row
 from ..exporter import NOTHING, free_port, leftovers, scrape
 from .test_health_view import TOKEN, user_client
 
@@ -51,6 +52,15 @@ def test_gauges_are_the_stats_per_queue(installed, make_due) -> None:
     assert sample("leasejobs_jobs_due", "mail") == 1
     assert 90 <= sample("leasejobs_oldest_due_age_seconds", "mail") < 150
     assert sample("leasejobs_expired_leases", "mail") == 0
+
+
+def test_the_live_workers_and_their_stuck_handlers_are_totals(installed) -> None:
+    assert prometheus_client.REGISTRY.get_sample_value("leasejobs_workers") == 0
+    worker_row("live-a", stuck=2)
+    worker_row("live-b", stuck=1)
+    worker_row("lost-c", seconds_ago=600, stuck=5)
+    assert prometheus_client.REGISTRY.get_sample_value("leasejobs_workers") == 2
+    assert prometheus_client.REGISTRY.get_sample_value("leasejobs_stuck_handlers") == 3
 
 
 def test_counters_follow_the_state_changes(
