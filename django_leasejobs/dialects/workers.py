@@ -58,9 +58,11 @@ class WorkerRows:
 
     def upsert_worker(self, alias: str, row: dict[str, Any]) -> None:
         stamped = {name: DbNow() for name in STAMPED}
+        # A database that cannot name the conflict's target (MySQL) uses its only unique key.
+        named = connections[alias].features.supports_update_conflicts_with_target
         Worker.objects.using(alias).bulk_create(
             [Worker(**row, **stamped)],
             update_conflicts=True,
-            unique_fields=["worker_id"],
+            unique_fields=["worker_id"] if named else None,
             update_fields=[name for name in [*row, "last_seen_at"] if name != "worker_id"],
         )

@@ -6,7 +6,7 @@ are left out, under ``_gate``, so a job just completed is never misread as a los
 so are attempts the worker ended under a running handler (a timeout, a cancel). The renewal
 also returns the held jobs an operator asked to cancel: the watchdog ends them.
 
-Each beat (the first at once, so a new worker shows up before it claims anything) also upserts
+Each beat (the first as the thread starts, so a new worker shows up at once) also upserts
 the worker's row in the table of live workers, in one statement whatever the number of jobs:
 host, pid, queues, capacity, and how many jobs it holds and handlers are stuck right now.
 """
