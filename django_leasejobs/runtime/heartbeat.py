@@ -6,9 +6,12 @@ are left out, under ``_gate``, so a job just completed is never misread as a los
 so are attempts the worker ended under a running handler (a timeout, a cancel). The renewal
 also returns the held jobs an operator asked to cancel: the watchdog ends them.
 
-Each beat (the first as the thread starts, so a new worker shows up at once) also upserts
-the worker's row in the table of live workers, in one statement whatever the number of jobs:
-host, pid, queues, capacity, and how many jobs it holds and handlers are stuck right now.
+Each beat also upserts the worker's row in the table of live workers, in one statement
+whatever the number of jobs: host, pid, queues, capacity, and how many jobs it holds and
+handlers are stuck right now. When the thread stops at a clean stop it deletes that row, on the
+same connection. Like the renewals, the first beat comes one interval after the start: a run
+shorter than that (a quick ``--burst``, a worker run inside a test's transaction) touches the
+database from this thread not at all.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ class HeartbeatThread(RuntimeFlush):
     def _heartbeat_loop(self) -> None:
         errors = 0
         try:
-            while True:
+            while not self._heartbeat_stop.wait(self.heartbeat):
                 try:
                     self._beat()
                     self._flush_runtimes()  # the lease advisor's counts, once per beat
@@ -67,8 +70,8 @@ class HeartbeatThread(RuntimeFlush):
                     execution.close_old_connections()
                 except Exception:  # never lose the heartbeat thread
                     logger.exception("worker.heartbeat_error id=%s", self.worker_id)
-                if self._heartbeat_stop.wait(self.heartbeat):
-                    break
+            if self._row_written:
+                self._forget_self()
         finally:
             connections.close_all()
 
@@ -95,10 +98,22 @@ class HeartbeatThread(RuntimeFlush):
                 slot.lease_lost.set()
         self._request_cancel(renewal.cancel_requested)
 
+    def _forget_self(self) -> None:
+        """At a clean stop, delete the worker's row: here, on the connection that wrote it, so
+        no later beat can bring it back."""
+        try:
+            execution.close_old_connections()
+            protocol.forget_worker(self.worker_id)
+        except DatabaseError as exc:  # the row is left to be called lost, then pruned
+            logger.warning(
+                "worker.database_error id=%s where=forget error=%s", self.worker_id, headline(exc)
+            )
+
     def _report_self(self) -> None:
         """The worker's row: one upsert, with its numbers as they are at this beat."""
         with self._summary_lock:
             stuck = len(self._stuck)
+        self._row_written = True  # from the first try: an INSERT may commit and still raise
         protocol.beat(
             protocol.Beat(
                 worker_id=self.worker_id,

@@ -1,7 +1,7 @@
 """Shutdown: stop claiming, let in-flight jobs finish within ``grace``, release the rest.
 
-A released job is claimable again at once by another worker, and the worker's row leaves the
-table of live workers. A second signal exits at once and
+A released job is claimable again at once by another worker, and the heartbeat thread, as it
+stops, takes the worker's row out of the table of live workers. A second signal exits at once and
 releases nothing: the leases expire and lease recovery takes the jobs again, as after a crash.
 """
 
@@ -110,17 +110,7 @@ class Shutdown(GroupedCompletions, ListenerWakeup, Watchdog):
             thread.join(timeout=1.0)
         if self._heartbeat_thread is not None:
             self._heartbeat_thread.join(timeout=max(self.heartbeat, 1.0))
-        self._forget_self()
         execution.close_old_connections()
-
-    def _forget_self(self) -> None:
-        """A clean stop takes the worker's row out of the table of live workers."""
-        try:
-            protocol.forget_worker(self.worker_id)
-        except DatabaseError as exc:  # the row is left to be called lost, then pruned
-            logger.warning(
-                "worker.database_error id=%s where=forget error=%s", self.worker_id, headline(exc)
-            )
 
     def _left(self) -> list[Slot]:
         with self._in_flight_lock:

@@ -150,6 +150,8 @@ class WorkerState:
         self._threads: list[threading.Thread] = []
         self._heartbeat_stop = threading.Event()
         self._heartbeat_thread: threading.Thread | None = None
+        self._row_written = False
+        """The heartbeat tried to write the worker's row: at a clean stop it deletes it."""
         self._listener: listener.Listener | None = None
         self._listener_thread: threading.Thread | None = None
         self._db_errors = 0
