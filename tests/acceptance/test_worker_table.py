@@ -101,7 +101,10 @@ def test_cancelling_running_async_jobs_ends_them_cancelled_and_the_worker_goes_o
         lambda: all(status(job) == Status.SUCCEEDED for job in after), what="later jobs to run"
     )
     assert Hit.objects.filter(job_id__in=[j.pk for j in after]).count() == 2
-    wait_for(lambda: worker_row(worker.worker_id).running == 0, what="nothing held")
+    wait_for(
+        lambda: (r := worker_row(worker.worker_id)) is not None and r.running == 0,
+        what="a beat with nothing held",
+    )
     assert worker.alive()
     worker.send(signal.SIGTERM)
     assert worker.wait() == 0
