@@ -1,4 +1,5 @@
-"""A model-based test of the limits: random enqueue, claim, complete, expire and window moves.
+"""A model-based test of flow control: random enqueue, claim, complete, expire, window moves,
+and pauses and resumes of a queue or a job name.
 
 After every step, against the real database:
 
@@ -7,7 +8,9 @@ After every step, against the real database:
   starts; the bucket row must agree);
 * a job held back was never touched (still attempt 0, no error, same ``run_at``);
 * after a claim large enough for every due job, each job still waiting is held back by a
-  limit that is really full (no job waits for nothing).
+  limit that is really full, or by a pause (no job waits for nothing);
+* no job of a paused queue or job name was claimed after its pause: none in any claim's result,
+  and no running job of one started after the pause's ``paused_at``.
 """
 
 from __future__ import annotations
@@ -31,12 +34,21 @@ from testapp import jobs
 from django_leasejobs import protocol
 from django_leasejobs.dbtime import DbNow, as_aware
 from django_leasejobs.dialects.limited import Bucket
-from django_leasejobs.models import CLAIMABLE, Job, Limiter, Status
+from django_leasejobs.models import CLAIMABLE, Job, Limiter, Pause, Status
 from django_leasejobs.protocol.limited_claim import room
 
 from ..conftest import shifted
 
-KINDS = ("per_customer", "per_tenant", "throttled_per_account", "limited_both", "noop")
+KINDS = ("per_customer", "per_tenant", "throttled_per_account", "limited_both", "noop", "other")
+
+PAUSABLE = (
+    ("queue", "default"),
+    ("queue", "other"),
+    ("job", jobs.noop.name),
+    ("job", jobs.per_customer.name),
+    ("job", jobs.throttled_per_account.name),
+)
+"""What the machine pauses: both queues its jobs use, and job names with and without limits."""
 
 
 def enqueue(kind: str, n: int, priority: int) -> Job:
@@ -48,6 +60,8 @@ def enqueue(kind: str, n: int, priority: int) -> Job:
         return jobs.throttled_per_account.enqueue(f"a{n % 2}", priority=priority)
     if kind == "limited_both":
         return jobs.limited_both.enqueue(n % 3, priority=priority)
+    if kind == "other":
+        return jobs.other_queue.enqueue(priority=priority)
     return jobs.noop.enqueue(priority=priority)
 
 
@@ -56,6 +70,8 @@ class LimitsMachine(RuleBasedStateMachine):
         super().__init__()
         Job.objects.all().delete()
         Limiter.objects.all().delete()
+        Pause.objects.all().delete()
+        self.pauses: dict[tuple[str, str], Any] = {}  # (kind, name) -> paused_at
         self.starts: dict[str, tuple[Any, int]] = {}  # rate key -> (window start, starts)
         self.untouched: dict[int, Any] = {}
 
@@ -72,6 +88,8 @@ class LimitsMachine(RuleBasedStateMachine):
         )  # retries are due again at once
         claimed = protocol.claim(worker, batch=batch)
         assert len(claimed) <= batch
+        held = [j.pk for j in claimed if self.paused_by(j.queue, j.name)]
+        assert not held, f"claimed jobs {held} of a paused queue or job name {self.pauses}"
         self.count_starts(claimed)
         for job in claimed:
             self.untouched.pop(job.pk, None)
@@ -99,6 +117,24 @@ class LimitsMachine(RuleBasedStateMachine):
             window_start=shifted(-4 * 3600), blocked_until=shifted(-3600)
         )
         self.starts.clear()
+
+    @rule(what=st.sampled_from(PAUSABLE))
+    def pause(self, what: tuple[str, str]) -> None:
+        kind, name = what
+        made = protocol.pause(**{kind: name}, by="machine")
+        assert (made is None) == (what in self.pauses), (what, made)
+        if made is not None:
+            self.pauses[what] = made.paused_at
+
+    @rule(what=st.sampled_from(PAUSABLE))
+    def resume(self, what: tuple[str, str]) -> None:
+        kind, name = what
+        lifted = protocol.resume(**{kind: name}, by="machine")
+        assert (lifted is None) == (what not in self.pauses), (what, lifted)
+        self.pauses.pop(what, None)
+
+    def paused_by(self, queue: str, name: str) -> bool:
+        return ("queue", queue) in self.pauses or ("job", name) in self.pauses
 
     def count_starts(self, claimed: list[Job]) -> None:
         buckets = {b.name: b for b in Limiter.objects.filter(key__startswith="r:")}
@@ -128,6 +164,15 @@ class LimitsMachine(RuleBasedStateMachine):
             assert starts <= limits[key], (key, starts)
 
     @invariant()
+    def pauses_hold(self) -> None:
+        rows = {(p.kind, p.name): p.paused_at for p in Pause.objects.all()}
+        assert rows == self.pauses, (rows, self.pauses)
+        for (kind, name), paused_at in rows.items():
+            running = Job.objects.filter(status=Status.RUNNING, started_at__gt=paused_at)
+            late = running.filter(**{"queue" if kind == "queue" else "name": name})
+            assert not late.exists(), f"{list(late.values_list('pk', flat=True))} ran after {name}"
+
+    @invariant()
     def held_back_jobs_are_untouched(self) -> None:
         rows = Job.objects.filter(pk__in=list(self.untouched)).values_list(
             "pk", "status", "attempt", "run_at", "last_error"
@@ -148,6 +193,8 @@ class LimitsMachine(RuleBasedStateMachine):
             b.name: b for b in Limiter.objects.filter(key__startswith="r:").annotate(db_now=DbNow())
         }
         for job in Job.objects.filter(status__in=CLAIMABLE):
+            if self.paused_by(job.queue, job.name):
+                continue  # held back by its pause
             full = job.concurrency_key is not None and (
                 running[job.concurrency_key] >= (job.concurrency_limit or 0)
             )
