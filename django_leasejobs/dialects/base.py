@@ -22,6 +22,7 @@ from ..dbtime import DbNow
 from ..deadlocks import retry_deadlocks
 from ..models import CLAIMABLE, Job, Status
 from .limited import UNLIMITED, LimitedClaims
+from .limiter_pruning import LimiterPruning
 from .pauses import not_paused
 from .workers import WorkerRows
 
@@ -116,7 +117,7 @@ CLAIM_PAGES = 4
 """Candidate pages a locking claim tries when other claimers hold the first ones."""
 
 
-class Dialect(LimitedClaims, WorkerRows):
+class Dialect(LimitedClaims, LimiterPruning, WorkerRows):
     """One database's way of doing each step; these are the ORM's ways."""
 
     def insert(self, values: dict[str, Any], alias: str) -> Job:

@@ -19,7 +19,7 @@ from django.db.models import DEFERRED, JSONField
 from .. import notify
 from ..deadlocks import retry_deadlocks
 from ..models import Job, Pause
-from . import postgresql_insert, postgresql_limited, workers
+from . import limiter_pruning, postgresql_insert, postgresql_limited, workers
 from .base import Completion, Dialect, Renewed, Token
 from .limited import Bucket, Candidate, Head
 
@@ -212,6 +212,11 @@ class PostgreSQLDialect(Dialect):
 
     def fill_buckets(self, alias: str, fills: dict[str, tuple[dt.datetime, int, int, int]]) -> None:
         postgresql_limited.fill_buckets(alias, fills)
+
+    def prune_limiters(
+        self, alias: str, older_than: dt.timedelta, batch: int, after_key: str
+    ) -> tuple[int, str]:
+        return limiter_pruning.prune_limiters_postgresql(alias, older_than, batch, after_key)
 
     def limited_candidates(
         self, alias: str, queues: Sequence[str] | None, count: int

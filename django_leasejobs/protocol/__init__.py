@@ -50,8 +50,10 @@ from .pauses import Paused, pause, paused, resume
 from .pruning import (
     PRUNABLE,
     count_prunable,
+    count_prunable_limiters,
     count_prunable_samples,
     prune_finished,
+    prune_limiters,
     prune_samples,
 )
 from .runtime_stats import RuntimeCounts, prune_runtime_stats, record_runtimes
@@ -92,6 +94,7 @@ __all__ = [
     "complete_many",
     "count_lost_workers",
     "count_prunable",
+    "count_prunable_limiters",
     "count_prunable_samples",
     "discard_group",
     "emit_occurrence",
@@ -109,6 +112,7 @@ __all__ = [
     "pause",
     "paused",
     "prune_finished",
+    "prune_limiters",
     "prune_runtime_stats",
     "prune_samples",
     "prune_workers",

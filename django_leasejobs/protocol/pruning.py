@@ -1,5 +1,5 @@
-"""Pruning finished jobs by age, in short batches taken in primary-key order, and the
-dashboard's per-minute samples with them."""
+"""Pruning finished jobs by age, the dashboard's per-minute samples with them, and limiter rows
+nothing needs, in short batches taken in key order."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.expressions import ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
 
+from .. import dialects, registry
 from ..dbtime import DbNow
+from ..dialects import limiter_pruning
 from ..models import DeadLetter, Effect, Job, QueueSample, Status
 from .base import job_database, logger
 
@@ -126,3 +128,47 @@ def prune_samples(older_than: dt.timedelta, *, batch: int = 1000) -> int:
     deleted, _ = QueueSample.objects.using(alias).filter(pk__in=ids).delete()
     logger.info("samples.pruned count=%s", deleted)
     return deleted
+
+
+def longest_rate_period() -> int:
+    """The longest rate period (seconds) of any registered job; 0 when none has a rate."""
+    rates = [spec.limits.rate for spec in registry.registered().values() if spec.limits.rate]
+    return max((rate.period for rate in rates), default=0)
+
+
+def _check_limiter_age(older_than: dt.timedelta) -> None:
+    longest = longest_rate_period()
+    if older_than.total_seconds() < longest:
+        raise ValueError(
+            f"older_than ({older_than}) is shorter than the longest rate period of the "
+            f"registered jobs ({dt.timedelta(seconds=longest)}): a window that recent may "
+            "still be current."
+        )
+
+
+def count_prunable_limiters(older_than: dt.timedelta) -> int:
+    """How many limiter rows ``prune_limiters`` would delete now (a dry run)."""
+    _check_limiter_age(older_than)
+    return limiter_pruning.prunable(job_database(), older_than).count()
+
+
+def prune_limiters(
+    older_than: dt.timedelta, *, batch: int = 1000, after_key: str = ""
+) -> tuple[int, str]:
+    """Delete one batch of limiter rows; return (rows deleted, last key looked at).
+
+    Call again with ``after_key`` set to the returned key until it comes back unchanged. Rate
+    rows go once their window began more than ``older_than`` ago, concurrency rows once their
+    key has no running job; rows a claimer holds are passed over (see
+    ``dialects.limiter_pruning``). ``older_than`` must be at least the longest rate period of
+    the registered jobs: a younger window may still be current, and forgetting its starts
+    would let the key start its limit again in that window.
+    """
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, not {batch!r}.")
+    _check_limiter_age(older_than)
+    alias = job_database()
+    deleted, last = dialects.for_alias(alias).prune_limiters(alias, older_than, batch, after_key)
+    if deleted:
+        logger.info("limiter.pruned count=%s", deleted)
+    return deleted, last

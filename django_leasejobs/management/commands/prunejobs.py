@@ -8,6 +8,8 @@ advisor's 7-day window), and so do the dashboard's per-minute samples (older tha
 ``--samples-older-than``, 7 days by default: the charts' longest range).
 ``--workers-older-than`` also deletes the rows of workers not seen for that long (killed ones:
 a clean stop deletes its own, and running workers prune rows not seen for ten of their leases).
+``--limiters-older-than`` deletes the limiter rows of rate windows that long past and of idle
+concurrency keys.
 """
 
 from __future__ import annotations
@@ -62,6 +64,13 @@ class Command(BaseCommand):
             help="Delete the rows of workers not seen for AGE (killed workers).",
         )
         parser.add_argument(
+            "--limiters-older-than",
+            type=arguments.duration,
+            metavar="AGE",
+            help="Delete rate limiter rows whose window began longer ago than AGE (at least the "
+            "longest rate period), and concurrency limiter rows of keys with no running job.",
+        )
+        parser.add_argument(
             "--batch",
             type=batch_size,
             default=1000,
@@ -87,11 +96,12 @@ class Command(BaseCommand):
                 ages[status] = age
         samples_age = _age(options["samples_older_than"], "samples_older_than")
         workers_age = _age(options["workers_older_than"], "workers_older_than")
-        if not ages and workers_age is None:
+        limiters = _age(options["limiters_older_than"], "limiters_older_than")
+        if not ages and workers_age is None and limiters is None:
             raise CommandError(
                 "Nothing to prune: give --succeeded-older-than, --dead-older-than, "
-                "--cancelled-older-than or --workers-older-than (for example "
-                "--succeeded-older-than 7d)."
+                "--cancelled-older-than, --workers-older-than or --limiters-older-than "
+                "(for example --succeeded-older-than 7d)."
             )
         batch = options["batch"]
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
@@ -108,6 +118,8 @@ class Command(BaseCommand):
         self._prune_runtimes(max([*ages.values(), WINDOW]), options["dry_run"])
         if workers_age is not None:
             self._prune_workers(workers_age, options["dry_run"])
+        if limiters is not None:
+            self._prune_limiters(limiters, options["dry_run"], batch)
 
     def _prune(self, status: str, age: dt.timedelta, batch: int) -> None:
         deleted, batches, after_id = 0, 0, 0
@@ -147,6 +159,25 @@ class Command(BaseCommand):
             return
         deleted = protocol.prune_workers(age)
         self.stdout.write(f"workers: deleted {deleted} not seen for {_label(age)}")
+
+    def _prune_limiters(self, age: dt.timedelta, dry_run: bool, batch: int) -> None:
+        try:
+            if dry_run:
+                found = protocol.count_prunable_limiters(age)
+                self.stdout.write(f"limiters: would delete {found} rows")
+                return
+            deleted, batches, after = 0, 0, ""
+            while True:
+                count, last = protocol.prune_limiters(age, batch=batch, after_key=after)
+                if last == after:
+                    break
+                deleted, batches, after = deleted + count, batches + 1, last
+        except ValueError as exc:
+            raise CommandError(f"--limiters-older-than: {exc}") from None
+        self.stdout.write(
+            f"limiters: deleted {deleted} rows of windows over {_label(age)} ago and idle keys "
+            f"in {batches} batch(es)"
+        )
 
 
 def _age(value: Any, option: str) -> dt.timedelta | None:
