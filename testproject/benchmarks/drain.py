@@ -44,6 +44,13 @@ def _drain(
     }
 
 
+def drain_jobs(
+    target: Target, argvs: Sequence[Sequence[str]], *, expected: int, timeout: float
+) -> dict[str, float]:
+    """Start the processes, wait for them, and time the drain of the job table."""
+    return _drain(target, argvs, expected=expected, table=JOB_TABLE, timeout=timeout)
+
+
 def _prepare(target: Target, jobs_count: int, name: str = database.NOOP) -> None:
     with target.connect() as raw:
         database.reset(raw)

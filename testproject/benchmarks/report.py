@@ -111,6 +111,18 @@ GOALS = [
         ">= 0.90",
     ),
     Goal("NOTIFY latency p99, idle", "latency_notify_p99_ms", lambda v: v < 50, "< 50 ms"),
+    Goal(
+        "drain with a concurrency limit per key (1,000 keys) vs none, 2 processes",
+        "limits_p2_keys_vs_plain",
+        lambda v: v >= 0.8,
+        ">= 0.80",
+    ),
+    Goal(
+        "drain with a rate limit per key (1,000 keys) vs none, 2 processes",
+        "limits_p2_rate_vs_plain",
+        lambda v: v >= 0.8,
+        ">= 0.80",
+    ),
     Goal("claim at 1M vs 10k", "claim_one_queue_growth", lambda v: v <= 1.5, "<= 1.5x"),
 ]
 

@@ -313,3 +313,8 @@ def throttled_per_account(account: str) -> None:
 @job(concurrency_key="customer:{customer_id}", concurrency_limit=1, rate_limit="4/m")
 def limited_both(customer_id: int) -> None:
     """One at once per customer, and four starts a minute for the job name."""
+
+
+@job(rate_limit="120/m")
+def rate_120(n: int = 0) -> None:
+    """120 starts a minute over all workers (the rate accuracy test)."""

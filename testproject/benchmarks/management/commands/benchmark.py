@@ -70,6 +70,9 @@ class Command(BaseCommand):
         add("--spike-jobs", type=int, default=50_000)
         add("--spike-batch", type=int, help="The spike's workers' --batch (default: theirs).")
         add("--spike-threads", type=int, help="Their --concurrency (default: theirs).")
+        add("--limits-jobs", type=int, default=20_000, help="Jobs per drain of the limits section.")
+        add("--limits-batch", type=int, default=64, help="The limits section's worker batch.")
+        add("--limits-threads", type=int, default=64, help="The limits section's worker threads.")
         add("--timeout", type=float, default=900, help="Seconds before a drain is given up.")
         add("--scratch-db", help="Scratch database name (default: <configured name>_bench).")
         add("--keep-db", action="store_true", help="Keep the scratch database afterwards.")
@@ -129,6 +132,9 @@ class Command(BaseCommand):
             "claim_reps",
             "latency_samples",
             "spike_jobs",
+            "limits_jobs",
+            "limits_batch",
+            "limits_threads",
         ):
             if o[name] < 1:
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1, not {o[name]}.")
@@ -162,6 +168,9 @@ class Command(BaseCommand):
             "spike_jobs": o["spike_jobs"],
             "spike_batch": o["spike_batch"],
             "spike_threads": o["spike_threads"],
+            "limits_jobs": o["limits_jobs"],
+            "limits_batch": o["limits_batch"],
+            "limits_threads": o["limits_threads"],
             "timeout": o["timeout"],
             **parsed,
         }
@@ -170,7 +179,7 @@ class Command(BaseCommand):
         """Leave out (and say so) what this installation cannot run."""
         missing = {}
         if "runjobworker" not in get_commands():
-            for name in ("worker", "async", "latency", "spike"):
+            for name in ("worker", "async", "latency", "spike", "limits"):
                 missing[name] = "no runjobworker command in this installation"
         try:
             import django_tasks_db  # noqa: F401

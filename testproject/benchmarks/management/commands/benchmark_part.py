@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks import claim_cost, drain, enqueue_rate, latency
+from benchmarks import claim_cost, drain, enqueue_rate, latency, limits_drain
 from benchmarks.database import Target
 
 SECTIONS = (
@@ -27,6 +27,7 @@ SECTIONS = (
     "async",
     "latency",
     "spike",
+    "limits",
 )
 
 
@@ -101,6 +102,15 @@ def run_section(section: str, target: Target, o: dict[str, Any]) -> dict[str, An
             jobs_count=o["spike_jobs"],
             batch=o["spike_batch"],
             threads=o["spike_threads"],
+            timeout=timeout,
+        )
+    if section == "limits":
+        return limits_drain.run(
+            target,
+            jobs_count=o["limits_jobs"],
+            procs=o["procs"],
+            batch=o["limits_batch"],
+            threads=o["limits_threads"],
             timeout=timeout,
         )
     raise CommandError(f"Unknown section {section!r}.")
