@@ -38,11 +38,16 @@ def test_a_paused_queue_starts_nothing_until_resumed(spawn) -> None:
         spawn("--concurrency", "2", "--queues", "default,other", *FAST, name=f"p{n}")
         for n in range(2)
     ]
-    wait_for(lambda: backlog.filter(status=Status.SUCCEEDED).count() >= 4, what="4 jobs done")
-
+    wait_for(
+        lambda: (
+            backlog.filter(status=Status.SUCCEEDED).count() >= 4
+            and backlog.filter(status=Status.RUNNING).exists()
+        ),
+        what="4 jobs done and more running",
+    )
+    running = set(backlog.filter(status=Status.RUNNING).values_list("pk", flat=True))
     assert protocol.pause(queue="default", by="test") is not None
     after_pause = db_now()
-    running = set(backlog.filter(status=Status.RUNNING).values_list("pk", flat=True))
     waiting = set(backlog.filter(status=Status.PENDING).values_list("pk", flat=True))
     assert waiting, "the backlog drained before the pause: nothing left to hold back"
 

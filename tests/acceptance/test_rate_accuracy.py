@@ -93,5 +93,8 @@ def test_four_workers_start_exactly_the_rate_in_each_window(spawn) -> None:
             late_minute = minute > full_of[WINDOWS - 1]
             assert late_minute if index == WINDOWS else minute < full_of[index], groups
     rows = check_invariants(ids, final=False, expected_count=len(ids))
-    assert {(r.status, r.attempt) for r in rows if r.attempt} == {(Status.SUCCEEDED, 1)}
+    # Each claimed job ran once, or was claimed ahead and released by its worker's shutdown.
+    charged = {(r.status, r.attempt - r.released) for r in rows if r.attempt}
+    assert charged <= {(Status.SUCCEEDED, 1), (Status.PENDING, 0)}, charged
+    assert (Status.SUCCEEDED, 1) in charged
     assert {(r.status, r.last_error) for r in rows if not r.attempt} == {(Status.PENDING, "")}
