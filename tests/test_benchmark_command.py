@@ -23,6 +23,8 @@ from django.db import connection
         (["--timeout", "-1"], "--timeout must be a positive"),
         (["--spike-threads", "0"], "--spike-threads must be at least 1"),
         (["--peer-jobs", "0"], "--peer-jobs must be at least 1"),
+        (["--limits-jobs", "0"], "--limits-jobs must be at least 1"),
+        (["--limits-threads", "0"], "--limits-threads must be at least 1"),
     ],
 )
 def test_bad_options_are_refused_with_a_clear_message(args: list[str], message: str) -> None:
