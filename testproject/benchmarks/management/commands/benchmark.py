@@ -18,7 +18,7 @@ from django.core.management import get_commands
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from benchmarks import database, machine, report
+from benchmarks import database, machine, report, scale_command, scale_fill
 from benchmarks.database import Target
 from benchmarks.management.commands.benchmark_part import SECTIONS
 
@@ -76,9 +76,33 @@ class Command(BaseCommand):
         add("--timeout", type=float, default=900, help="Seconds before a drain is given up.")
         add("--scratch-db", help="Scratch database name (default: <configured name>_bench).")
         add("--keep-db", action="store_true", help="Keep the scratch database afterwards.")
+        add(
+            "--scale",
+            type=int,
+            help="Instead of the suite: time the admin, stats and probes "
+            "on a database of this many jobs (docs/benchmarks.md, 'At scale').",
+        )
+        add(
+            "--scale-shape",
+            choices=scale_fill.SHAPES,
+            default="mix",
+            help="mix: 10%% due, "
+            "10%% future, the rest finished; pending: every job pending (half due).",
+        )
+        add("--scale-db", help="Its database (default: <configured name>_scale_<shape>); kept.")
+        add(
+            "--scale-reuse", action="store_true", help="Reuse it when it holds that shape and size."
+        )
+        add("--scale-runs", type=int, default=5, help="Runs per face; the median is reported.")
+        add(
+            "--prune-rows",
+            type=int,
+            default=1_000_000,
+            help="Finished rows prunejobs deletes while a worker claims (0: skip; mix shape).",
+        )
+        add("--explain", action="store_true", help="Print the plans of slow statements.")
 
     def handle(self, *args: Any, **o: Any) -> None:
-        options = self._options(o)
         settings_dict = connections["default"].settings_dict
         if connections["default"].vendor != "postgresql":
             raise CommandError(
@@ -86,6 +110,10 @@ class Command(BaseCommand):
                 f"(the configured database is {connections['default'].vendor})."
             )
         configured = Target.from_settings(settings_dict)
+        if o["scale"] is not None:
+            self._scale(configured, o)
+            return
+        options = self._options(o)
         target = configured.named(o["scratch_db"] or f"{configured.name}_bench")
         if target.name == configured.name:
             raise CommandError(
@@ -120,6 +148,30 @@ class Command(BaseCommand):
             with open(o["json_path"], "w") as out:
                 json.dump(document, out, indent=2, default=str)
             self._say(f"wrote {o['json_path']}")
+
+    def _scale(self, configured: Target, o: dict[str, Any]) -> None:
+        """``--scale N``: fill (or reuse) a database of N jobs and time every face on it."""
+        if o["scale"] < 100_000 or o["scale_runs"] < 1 or o["prune_rows"] < 0:
+            raise CommandError("--scale needs 100000 rows or more, --scale-runs 1 or more.")
+        shape, total = o["scale_shape"], o["scale"]
+        target = configured.named(o["scale_db"] or f"{configured.name}_scale_{shape}")
+        if target.name == configured.name:
+            raise CommandError("--scale-db must differ from the configured database.")
+        scale_command.prepare(target, shape, total, o["scale_reuse"], scale_command.say)
+        options = {
+            "runs": o["scale_runs"],
+            "explain": o["explain"],
+            "prune_rows": o["prune_rows"] if shape == "mix" else 0,
+        }
+        figures = scale_command.measure(target, options)
+        self.stdout.write(scale_command.table(figures, shape, total))
+        if o["explain"]:
+            self.stdout.write("\n" + scale_command.plans(figures))
+        if o["json_path"]:
+            with open(o["json_path"], "w") as out:
+                json.dump({"machine": machine.describe(target), **figures}, out, indent=2)
+            self._say(f"wrote {o['json_path']}")
+        self._say(f"kept {target.name} for --scale-reuse (drop it by hand when done)")
 
     def _options(self, o: dict[str, Any]) -> dict[str, Any]:
         for name in (

@@ -35,7 +35,7 @@ class Command(BaseCommand):
     help = "Internal: run one benchmark section in the scratch database (see `benchmark`)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("section", choices=(*SECTIONS, "loop-worker"))
+        parser.add_argument("section", choices=(*SECTIONS, "loop-worker", "scale"))
         parser.add_argument("--options", default="{}", help="The section's options, as JSON.")
         parser.add_argument("--out", help="Write the section's figures here, as JSON.")
         parser.add_argument("--batch", type=int, default=100, help="loop-worker: claim size.")
@@ -59,6 +59,10 @@ class Command(BaseCommand):
 
 
 def run_section(section: str, target: Target, o: dict[str, Any]) -> dict[str, Any]:
+    if section == "scale":
+        from benchmarks import scale
+
+        return scale.run(target, o)
     n, timeout = o["jobs"], o["timeout"]
     if section == "enqueue":
         return enqueue_rate.run(target, jobs_count=n, single_count=o["single_jobs"])
