@@ -64,12 +64,14 @@ def _cells(numbers: stats.QueueStats, reasons: Reasons) -> list[dict[str, Any]]:
     cells = []
     for field, _ in COLUMNS:
         value = getattr(numbers, field)
-        if field == "oldest_due_age":
-            text = display.human_duration(value) if value else "0"
-        else:
-            text = str(value)
         reason = reasons.get(field, "")
-        cells.append({"field": field, "text": text, "alert": bool(reason), "title": reason})
+        if field == "oldest_due_age":
+            text, why = (display.human_duration(value) if value else "0"), ""
+        else:
+            counted = numbers.counted(field)
+            text, why = counted.text(), counted.why()
+        title = "; ".join(part for part in (reason, why) if part)
+        cells.append({"field": field, "text": text, "alert": bool(reason), "title": title})
     return cells
 
 

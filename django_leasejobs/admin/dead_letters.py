@@ -22,6 +22,7 @@ from . import display, json_input
 from .base import PayloadDisplay, ReadOnlyAdmin
 from .dead_letter_groups import DeadLetterGroupViews
 from .filters import JobNameFilter
+from .paginator import CountingPaginator
 
 
 class ReplayForm(forms.Form):
@@ -66,6 +67,8 @@ class DeadLetterAdmin(DeadLetterGroupViews, PayloadDisplay, ReadOnlyAdmin):
     search_fields = ("=job__id", "=fingerprint", "name", "reason")
     list_select_related = ("job", "replayed_job")
     list_per_page = 50
+    show_full_result_count = False  # a storm of dead letters must not make the page count them
+    paginator = CountingPaginator
     actions = ("replay_selected",)
     fields = (
         "id",

@@ -2,7 +2,8 @@
 
 Django's default filter on a char field lists ``SELECT DISTINCT`` over every row, a full scan of
 a table that may hold millions of finished jobs on each page load. The choices here come from the
-registry and from live rows (which the partial indexes cover); filtering by any other value
+registry and from live rows: a skip scan of ``leasejobs_waiting`` (one probe per queue) and the
+running rows (as many as the workers hold); filtering by any other value
 still works through the URL (``?name=...``).
 """
 
@@ -11,12 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from .. import registry
 from ..conf import settings
-from ..models import LIVE, Job
+from ..models import Job, Status
+from ..runtime import stats
 
 
 class JobNameFilter(admin.SimpleListFilter):
@@ -38,8 +41,9 @@ class QueueFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         names = {settings.DEFAULT_QUEUE}
         names.update(f.queue for f in registry.registered().values() if f.queue)
+        names.update(stats.waiting_queues(router.db_for_read(Job) or DEFAULT_DB_ALIAS))
         names.update(
-            Job.objects.filter(status__in=LIVE)
+            Job.objects.filter(status=Status.RUNNING)
             .order_by()
             .values_list("queue", flat=True)
             .distinct()

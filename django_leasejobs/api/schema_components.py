@@ -196,6 +196,12 @@ SCHEMAS: dict[str, Schema] = {
                 "minimum": 0,
                 "description": "Seconds since the queue was paused; null when it is not.",
             },
+            "approximate": {
+                "type": "object",
+                "additionalProperties": {"type": "string", "enum": ["estimate", "at least"]},
+                "description": "The counts that are not exact (past 10,000 rows): the "
+                "planner's estimate on PostgreSQL, a lower bound elsewhere. Empty: all exact.",
+            },
         }
     ),
     "WorkerStats": obj(

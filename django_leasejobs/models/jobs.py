@@ -169,6 +169,15 @@ class Job(models.Model):
                 name="leasejobs_running_key",
                 condition=models.Q(status="running", concurrency_key__isnull=False),
             ),
+            # Queue depth and the oldest due job, per queue and waiting status (stats.collect:
+            # the dashboard, health view and checkjobs), without reading the claim indexes'
+            # priority order: capped counts and min(run_at) read a range of this one. Partial:
+            # a claim writes no entry here, an enqueue or a retry one. Not on MySQL (0011).
+            models.Index(
+                fields=["queue", "status", "run_at"],
+                name="leasejobs_waiting",
+                condition=models.Q(status__in=["pending", "failed"]),
+            ),
             # Lease recovery reads only running rows by expiry.
             models.Index(
                 fields=["lease_expires_at"],

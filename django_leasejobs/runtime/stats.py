@@ -13,12 +13,13 @@ was last seen, how many jobs it holds and how many of its handlers are stuck (st
 after the worker ended their attempt at a timeout or cancel). ``stuck`` totals the workers not
 lost (a lost worker's row is older than its lease: it died or stalled, and its numbers are old).
 
-Cost: six short read-only queries (the database clock, the pauses, three aggregates, the workers'
-rows, one per worker process), none of which reads finished rows. Claimable rows are found through
-the partial index ``leasejobs_claimable`` (PostgreSQL chooses a bitmap scan of the whole index,
-whose condition is the query's), running rows through the partial index ``leasejobs_running_lease``,
-dead letters through the index on ``created_at``. The plans on a one-million-row table are recorded
-in ``docs/operations.md``. All times are the database's.
+Cost: short read-only queries that do not grow with the backlog. Waiting rows are read a
+queue at a time through the partial index ``leasejobs_waiting``: each count stops at
+``counting.CAP`` rows (past it, PostgreSQL's planner estimates and the number is marked in
+``approximate``) and the oldest due job is an index range's first entry. Running rows come
+through ``leasejobs_running_lease``, dead letters through the index on ``created_at``; no query
+reads finished rows; the workers' rows are one more query. Plans and figures at ten million
+rows: docs/benchmarks.md ("At scale"). All times are the database's.
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, router
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Q
 
 from .. import dbtime
 from ..conf import settings
+from ..dialects import counting
 from ..models import CLAIMABLE, DeadLetter, Job, Pause, PauseKind, Status, Worker
 
 HOUR = dt.timedelta(hours=1)
@@ -62,15 +64,37 @@ class QueueStats:
     dead_last_day: int = 0
     oldest_due_age: float = 0.0
     paused_age: float | None = None
+    approximate: dict[str, str] = field(default_factory=dict)
+    """The counts that are not exact: field -> ``"estimate"`` (PostgreSQL's planner, past
+    ``counting.CAP`` rows) or ``"at least"`` (the cap, on other databases). Empty: all exact."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def record(self, name: str, counted: counting.Count) -> None:
+        """Add ``counted`` to the count ``name``, remembering when it is not exact."""
+        setattr(self, name, getattr(self, name) + counted.value)
+        if not counted.exact:
+            self._approximate(name, counted.kind.value)
+
+    def counted(self, name: str) -> counting.Count:
+        """The count ``name`` with its kind: its ``text()`` is ``12``, ``~12,345,678`` or
+        ``10,000+``."""
+        kind = self.approximate.get(name)
+        return counting.Count(getattr(self, name), counting.Kind(kind or "exact"))
+
+    def _approximate(self, name: str, kind: str) -> None:
+        # An estimate anywhere in a sum makes the sum an estimate; "at least" only otherwise.
+        if self.approximate.get(name) != counting.Kind.ESTIMATE.value:
+            self.approximate[name] = kind
+
     def add(self, other: QueueStats) -> None:
         """Fold another queue's numbers into these (sums, and the largest age)."""
+        for name, kind in other.approximate.items():
+            self._approximate(name, kind)
         for f in fields(self):
-            if f.name == "paused_age":
-                continue  # a queue's own state: the total is never paused
+            if f.name in ("paused_age", "approximate"):
+                continue  # paused: a queue's own state, the total is never paused
             if f.name == "oldest_due_age":
                 self.oldest_due_age = max(self.oldest_due_age, other.oldest_due_age)
             else:
@@ -166,34 +190,48 @@ def _add_waiting(
     paused_queues: dict[str, float],
     paused_jobs: dict[str, float],
 ) -> None:
-    """Pending and failed rows only: the finished bulk of the table is never read."""
-    # What a worker could claim now: due, and held back by no pause.
-    claimable_now = Q(run_at__lte=now)
-    if paused_queues:
-        claimable_now &= ~Q(queue__in=list(paused_queues))
-    if paused_jobs:
-        claimable_now &= ~Q(name__in=list(paused_jobs))
-    claimable = (
-        Job.objects.using(alias)
-        .filter(status__in=CLAIMABLE)
-        .order_by()
-        .values("queue", "status")
-        .annotate(
-            count=Count("id"),
-            due=Count("id", filter=claimable_now),
-            oldest=Min("run_at", filter=claimable_now),
-        )
-    )
-    for row in claimable:
-        stats = queue(row["queue"])
-        if row["status"] == Status.PENDING:
-            stats.pending += row["count"]
-        else:
-            stats.failed += row["count"]
-        stats.due += row["due"]
-        if row["oldest"] is not None:
-            age = max(0.0, (now - row["oldest"]).total_seconds())
-            stats.oldest_due_age = max(stats.oldest_due_age, age)
+    """Pending and failed rows only, a queue at a time, through ``leasejobs_waiting``.
+
+    Each count reads at most ``counting.CAP`` rows (beyond: an estimate, or "at least"), and the
+    oldest due job is the first entry of an index range (one per waiting status), so the cost
+    does not grow with the backlog.
+    """
+    waiting = Job.objects.using(alias).filter(status__in=CLAIMABLE)
+    for name in waiting_queues(alias):
+        stats = queue(name)
+        of_queue = waiting.filter(queue=name)
+        for status in CLAIMABLE:
+            stats.record(str(status), counting.count(of_queue.filter(status=status)))
+        if name in paused_queues:
+            continue  # what a pause holds back is neither due nor late
+        # What a worker could claim now: due, and held back by no pause.
+        due = of_queue.filter(run_at__lte=now)
+        if paused_jobs:
+            due = due.exclude(name__in=list(paused_jobs))
+        stats.record("due", counting.count(due))
+        oldest = [
+            due.filter(status=status).order_by("run_at").values_list("run_at", flat=True).first()
+            for status in CLAIMABLE
+        ]
+        found = [at for at in oldest if at is not None]
+        if found:
+            stats.oldest_due_age = max(0.0, (now - min(found)).total_seconds())
+
+
+def waiting_queues(alias: str) -> list[str]:
+    """The queues holding a pending or failed job, in name order.
+
+    One index probe per queue (``queue > previous ... LIMIT 1``, a skip scan of
+    ``leasejobs_waiting``), where ``SELECT DISTINCT`` would read every waiting row.
+    """
+    names: list[str] = []
+    waiting = Job.objects.using(alias).filter(status__in=CLAIMABLE).order_by("queue")
+    while True:
+        after = waiting.filter(queue__gt=names[-1]) if names else waiting
+        name = after.values_list("queue", flat=True).first()
+        if name is None:
+            return names
+        names.append(name)
 
 
 def _add_running(queue: Callable[[str], QueueStats], alias: str, now: dt.datetime) -> None:

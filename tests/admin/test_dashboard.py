@@ -8,10 +8,12 @@ import re
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
+from django.db import connection
 from django.test import Client, override_settings
 from testapp import jobs
 
 from django_leasejobs import protocol
+from django_leasejobs.dialects import counting
 from django_leasejobs.models import DeadLetter
 
 from .conftest import staff_client, url
@@ -81,6 +83,22 @@ def expired(queue: str, count: int, expire_lease) -> None:
     for _ in range(count):
         jobs.noop.enqueue(queue=queue)
     expire_lease(*protocol.claim("w", batch=count, queues=[queue]))
+
+
+def test_counts_past_the_cap_say_they_are_estimates_or_bounds(viewer, monkeypatch) -> None:
+    monkeypatch.setattr(counting, "CAP", 2)
+    for _ in range(3):
+        jobs.noop.enqueue(delay=3600)
+    response = viewer.get(url("dashboard"))
+    pending = cells(response, "default")["pending"]
+    if connection.vendor == "postgresql":
+        assert pending.startswith("~")
+    else:
+        assert pending == "2+"
+    row = next(r for r in response.context["rows"] if r["queue"] == "default")
+    (cell,) = [c for c in row["cells"] if c["field"] == "pending"]
+    assert "over 2 rows" in cell["title"]
+    assert cells(response, "default")["due"] == "0"  # exact below the cap
 
 
 @override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=300)

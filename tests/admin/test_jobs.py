@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.db import connection
+from django.utils.html import escape
 from testapp import jobs
 
 from django_leasejobs import protocol
+from django_leasejobs.dialects import counting
 from django_leasejobs.models import Job, Status
 from django_leasejobs.protocol import Outcome
 
@@ -37,6 +40,25 @@ class TestList:
         assert f"{later.attempt}/{later.max_attempts}" in page
         assert "(3, 4)" in page
         assert "(1, 2)" in page
+
+    def test_the_count_stops_at_the_cap(self, admin_client, monkeypatch) -> None:
+        monkeypatch.setattr(counting, "CAP", 3)
+        for _ in range(3):
+            jobs.noop.enqueue()
+        exact = admin_client.get(url("job_changelist"))
+        assert exact.context["cl"].result_count == 3
+        assert "leasejobs-approximate" not in exact.content.decode()
+        jobs.noop.enqueue()
+        for query in ({}, {"q": "noop"}, {"status__exact": "pending"}):
+            response = admin_client.get(url("job_changelist"), query)
+            counted = response.context["cl"].paginator.counted
+            assert not counted.exact
+            page = response.content.decode()
+            why, text = escape(counted.why()), counted.text()
+            assert f'class="leasejobs-approximate" title="{why}">{text}' in page
+            if connection.vendor != "postgresql":
+                assert counted.text() == "3+"
+            assert len(response.context["cl"].result_list) == 4  # the rows are all shown
 
     def test_large_arguments_are_truncated_in_the_list(self, admin_client) -> None:
         jobs.record.enqueue(label="x" * 5000)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 from testapp import jobs
 
 from django_leasejobs import Backoff, protocol
+from django_leasejobs.dialects import counting
 from django_leasejobs.models import DeadLetter
 from django_leasejobs.protocol import Failure, Outcome
 from django_leasejobs.runtime import stats
@@ -19,6 +21,7 @@ pytestmark = pytest.mark.django_db
 
 FIELDS = {
     "paused_age",
+    "approximate",
     "pending",
     "due",
     "running",
@@ -128,3 +131,52 @@ def test_as_dict_is_json_ready_and_names_every_field(make_due) -> None:
     assert set(data["queues"]["default"]) == FIELDS
     assert data["queues"]["default"]["due"] == 1
     assert isinstance(data["total"]["oldest_due_age"], float)
+
+
+def expected_kind() -> str:
+    return "estimate" if connection.vendor == "postgresql" else "at least"
+
+
+def test_counts_past_the_cap_are_marked_approximate(make_due, monkeypatch) -> None:
+    monkeypatch.setattr(counting, "CAP", 2)
+    waiting = [jobs.noop.enqueue() for _ in range(4)]
+    make_due(*waiting[:3], seconds_ago=10)
+    make_due(waiting[0], seconds_ago=100)
+    jobs.other_queue.enqueue(delay=3600)
+
+    result = stats.collect()
+
+    default, other = result.queues["default"], result.queues["other"]
+    assert default.approximate == {"pending": expected_kind(), "due": expected_kind()}
+    assert default.pending >= 2  # the cap at least, or more
+    assert default.due >= 2
+    # The oldest due job is found, not counted: exact however long the queue.
+    assert 100 <= default.oldest_due_age < 160
+    assert (other.pending, other.due, other.approximate) == (1, 0, {})
+    assert result.total.approximate == default.approximate
+    assert result.as_dict()["queues"]["default"]["approximate"] == default.approximate
+    assert not default.counted("pending").exact
+    assert other.counted("pending").text() == "1"
+
+
+def test_an_estimate_in_a_sum_makes_the_total_an_estimate() -> None:
+    total = stats.QueueStats()
+    first = stats.QueueStats(pending=10_001, approximate={"pending": "at least"})
+    second = stats.QueueStats(pending=20_000, approximate={"pending": "estimate"})
+    total.add(first)
+    total.add(second)
+    total.add(stats.QueueStats(pending=1))
+    assert (total.pending, total.approximate) == (30_002, {"pending": "estimate"})
+
+
+def test_waiting_queues_lists_queues_with_pending_or_failed_jobs_only() -> None:
+    jobs.noop.enqueue(queue="b")
+    jobs.noop.enqueue(queue="a")
+    jobs.noop.enqueue(queue="a")
+    jobs.noop.enqueue(queue="only-running")
+    (running,) = protocol.claim("w", queues=["only-running"], batch=1)
+    jobs.noop.enqueue(queue="only-finished")
+    (finished,) = protocol.claim("w", queues=["only-finished"], batch=1)
+    assert protocol.complete(finished.pk, finished.attempt) is Outcome.SUCCEEDED
+    assert running.queue == "only-running"
+    assert stats.waiting_queues("default") == ["a", "b"]

@@ -50,7 +50,7 @@ def table(result: stats.Stats) -> str:
     header = f"{'queue':<{width}}" + "".join(f"{label:>10}" for _, label in COLUMNS)
     lines = [header + f"{'oldest due':>12}{'paused':>10}"]
     for name, numbers in rows:
-        cells = "".join(f"{getattr(numbers, field):>10}" for field, _ in COLUMNS)
+        cells = "".join(f"{numbers.counted(field).text():>10}" for field, _ in COLUMNS)
         paused = "-" if numbers.paused_age is None else format_age(numbers.paused_age)
         lines.append(f"{name:<{width}}{cells}{format_age(numbers.oldest_due_age):>12}{paused:>10}")
     for job_name, age in sorted(result.paused_jobs.items()):
