@@ -60,6 +60,15 @@ class TestList:
                 assert counted.text() == "3+"
             assert len(response.context["cl"].result_list) == 4  # the rows are all shown
 
+    def test_the_action_checkbox_is_djangos_markup(self, admin_client) -> None:
+        from django.contrib import admin
+
+        job = jobs.noop.enqueue()
+        model_admin = admin.site._registry[Job]
+        ours = model_admin.action_checkbox(job)
+        assert ours == admin.ModelAdmin.action_checkbox(model_admin, job)
+        assert ours in admin_client.get(url("job_changelist")).content.decode()
+
     def test_large_arguments_are_truncated_in_the_list(self, admin_client) -> None:
         jobs.record.enqueue(label="x" * 5000)
         page = admin_client.get(url("job_changelist")).content.decode()
