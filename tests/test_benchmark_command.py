@@ -91,3 +91,45 @@ def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
         "single_vs_raw",
         "claim_one_queue_growth",
     }
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--scale", "100"], "--scale must be at least 20000"),
+        (["--scale", "20000", "--scale-runs", "0"], "--scale-runs must be at least 1"),
+        (["--scale", "20000", "--prune-rows", "-1"], "--prune-rows must be 0"),
+    ],
+)
+def test_bad_scale_options_are_refused(args: list[str], message: str) -> None:
+    with pytest.raises(CommandError, match=message):
+        call_command("benchmark", *args)
+
+
+def test_scale_smoke_run_fills_times_every_face_and_prunes(tmp_path: Path, capsys) -> None:
+    """A tiny --scale run: filled, every face timed once, pruning measured, reused as asked."""
+    from benchmarks import database
+    from benchmarks.database import Target
+
+    out = tmp_path / "scale.json"
+    name = f"{connection.settings_dict['NAME']}_scale_smoke"
+    args = ["--scale=20000", "--scale-runs=1", "--prune-rows=500", f"--scale-db={name}"]
+    if connection.vendor != "postgresql":
+        with pytest.raises(CommandError, match="PostgreSQL only"):
+            call_command("benchmark", *args)
+        return
+    target = Target.from_settings(connection.settings_dict).named(name)
+    try:
+        call_command("benchmark", *args, "--explain", f"--json={out}")
+        document = json.loads(out.read_text())
+        assert document["contents"]["rows_due"] == 2000
+        assert document["contents"]["rows_dead"] == 10_000
+        faces = document["faces"]
+        assert {"stats.collect()", "health view", "checkjobs", "admin job list"} <= set(faces)
+        assert all(face["statements"] > 0 for face in faces.values())
+        assert document["prune"]["prune_rows"] >= 500
+        assert "claims of 100" in capsys.readouterr().out
+        call_command("benchmark", *args, "--scale-reuse", "--prune-rows=0")
+        assert "reusing" in capsys.readouterr().err
+    finally:
+        database.drop(target)

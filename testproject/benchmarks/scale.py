@@ -185,11 +185,12 @@ def contents() -> dict[str, int]:
 
 
 def run(target: Any, o: dict[str, Any]) -> dict[str, Any]:
-    """The section: contents, every face's timings, then (if asked) pruning under claims."""
+    """The section: contents, every face's timings and (if asked) pruning under claims."""
     from . import scale_prune
 
     figures: dict[str, Any] = {"contents": contents()}
-    figures["faces"] = time_faces(o["runs"], o["explain"])
+    if o["faces"]:
+        figures["faces"] = time_faces(o["runs"], o["explain"])
     if o["prune_rows"]:
         figures["prune"] = scale_prune.prune_under_claims(target, o["prune_rows"])
     return figures

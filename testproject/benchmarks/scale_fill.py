@@ -32,6 +32,8 @@ DEAD = 10_000
 QUEUES = ["default", "emails", "reports", "bulk"]
 NAMES = [f"testapp.jobs.scale_{n}" for n in range(8)]
 SHAPES = ("mix", "pending")
+MIN_TOTAL = 20_000
+"""The smallest fill whose ``mix`` shape has every kind of row (the dead alone are 10,000)."""
 
 # One statement for every kind of row: the kind differs only in its parameters. %(...)s are
 # driver parameters; g is the series number (1..count), used to spread rows over the choices.

@@ -43,6 +43,15 @@ def _sections(value: str) -> list[str]:
     return names
 
 
+def _check_scale_options(o: dict[str, Any]) -> None:
+    if o["scale"] < scale_fill.MIN_TOTAL:
+        raise CommandError(f"--scale must be at least {scale_fill.MIN_TOTAL}, not {o['scale']}.")
+    if o["scale_runs"] < 1:
+        raise CommandError(f"--scale-runs must be at least 1, not {o['scale_runs']}.")
+    if o["prune_rows"] < 0:
+        raise CommandError(f"--prune-rows must be 0 (no pruning) or more, not {o['prune_rows']}.")
+
+
 class Command(BaseCommand):
     help = "Measure throughput, enqueue rate, claim cost, latency and memory on PostgreSQL."
 
@@ -103,6 +112,10 @@ class Command(BaseCommand):
         add("--explain", action="store_true", help="Print the plans of slow statements.")
 
     def handle(self, *args: Any, **o: Any) -> None:
+        if o["scale"] is not None:
+            _check_scale_options(o)
+        else:
+            options = self._options(o)
         settings_dict = connections["default"].settings_dict
         if connections["default"].vendor != "postgresql":
             raise CommandError(
@@ -113,7 +126,6 @@ class Command(BaseCommand):
         if o["scale"] is not None:
             self._scale(configured, o)
             return
-        options = self._options(o)
         target = configured.named(o["scratch_db"] or f"{configured.name}_bench")
         if target.name == configured.name:
             raise CommandError(
@@ -151,8 +163,6 @@ class Command(BaseCommand):
 
     def _scale(self, configured: Target, o: dict[str, Any]) -> None:
         """``--scale N``: fill (or reuse) a database of N jobs and time every face on it."""
-        if o["scale"] < 100_000 or o["scale_runs"] < 1 or o["prune_rows"] < 0:
-            raise CommandError("--scale needs 100000 rows or more, --scale-runs 1 or more.")
         shape, total = o["scale_shape"], o["scale"]
         target = configured.named(o["scale_db"] or f"{configured.name}_scale_{shape}")
         if target.name == configured.name:
@@ -160,6 +170,7 @@ class Command(BaseCommand):
         scale_command.prepare(target, shape, total, o["scale_reuse"], scale_command.say)
         options = {
             "runs": o["scale_runs"],
+            "faces": True,
             "explain": o["explain"],
             "prune_rows": o["prune_rows"] if shape == "mix" else 0,
         }
