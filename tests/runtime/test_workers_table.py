@@ -145,11 +145,16 @@ class TestJobStats:
 
 class TestPruneJobs:
     def test_deletes_the_rows_of_workers_not_seen_for_the_age(self, three_workers) -> None:
+        # Every run also prunes the dashboard's samples and the advisor's hourly rows.
         assert run("prunejobs", "--workers-older-than", "5m", "--dry-run") == (
+            "samples: would delete 0 older than 7d00h\n"
+            "runtime stats: would delete 0 hourly rows over 7d00h old\n"
             "workers: would delete 1 not seen for 5m00s\n"
         )
         assert Worker.objects.count() == 3
         assert run("prunejobs", "--workers-older-than", "5m") == (
+            "samples: deleted 0 older than 7d00h\n"
+            "runtime stats: deleted 0 hourly rows over 7d00h old\n"
             "workers: deleted 1 not seen for 5m00s\n"
         )
         assert sorted(Worker.objects.values_list("worker_id", flat=True)) == ["live-a", "live-b"]
