@@ -172,7 +172,7 @@ class Job(models.Model):
             # Queue depth and the oldest due job, per queue and waiting status (stats.collect:
             # the dashboard, health view and checkjobs), without reading the claim indexes'
             # priority order: capped counts and min(run_at) read a range of this one. Partial:
-            # a claim writes no entry here, an enqueue or a retry one. Not on MySQL (0011).
+            # a claim writes no entry here, an enqueue or a retry one. Not on MySQL (0014).
             models.Index(
                 fields=["queue", "status", "run_at"],
                 name="leasejobs_waiting",
