@@ -1,9 +1,11 @@
 """The steps of a claim of jobs with limits, written with the ORM (every database).
 
 ``protocol.limited_claim`` runs them in order; a dialect overrides those its database does
-differently (SQLite takes its write lock first). The reads that pick candidates run outside
-the claim's transaction: they are hints. What makes the limits hold is ``lock_limiters``
-(one claimer at a time per key) followed by ``running_counts`` and ``buckets`` read *after*
+differently (SQLite takes its write lock first; PostgreSQL reads and locks in one statement).
+Here the candidates are read before the claim's transaction (``read_limited``), where the
+limiter rows of their keys are created too: a row lock needs a row, and creating one inside the
+transaction could make a claimer wait on another's. They are hints. What makes the limits hold
+is ``hold_limited`` (one claimer at a time per key) followed by ``limiter_state`` read *after*
 the locks, in the same transaction as the claim.
 """
 
@@ -51,6 +53,15 @@ class Head(NamedTuple):
     run_at: dt.datetime
 
 
+class Held(NamedTuple):
+    """What a claim holds before it counts: the candidates, the heads of the jobs without
+    limits, and the limiter keys (``c:``/``r:``) it locked."""
+
+    candidates: list[Candidate]
+    heads: list[Head]
+    locked: set[str]
+
+
 class Bucket(NamedTuple):
     """A rate key's window as its locked limiter row says, and the database's now."""
 
@@ -65,6 +76,13 @@ def concurrency_lock(key: str) -> str:
 
 def rate_lock(key: str) -> str:
     return "r:" + key
+
+
+def limiter_keys(candidates: Iterable[Candidate]) -> list[str]:
+    """The limiter keys of ``candidates``, in the order claimers lock them."""
+    keys = {concurrency_lock(c.concurrency_key) for c in candidates if c.concurrency_key}
+    keys |= {rate_lock(c.rate_key) for c in candidates if c.rate_key}
+    return sorted(keys)
 
 
 def _due(alias: str, queues: Sequence[str] | None, kind: Q) -> QuerySet[Job]:
@@ -82,6 +100,34 @@ class LimitedClaims:
     def limited_due(self, alias: str, queues: Sequence[str] | None) -> bool:
         """Whether any job with limits is due: when none is, the claim is today's claim."""
         return _due(alias, queues, LIMITED).exists()
+
+    def read_limited(
+        self, alias: str, queues: Sequence[str] | None, count: int, batch: int
+    ) -> Held | None:
+        """Before the claim's transaction: the candidates and heads, and the limiter rows of
+        their keys created (nothing locked yet)."""
+        candidates = self.limited_candidates(alias, queues, count)
+        if not candidates:
+            return Held([], [], set())
+        heads = self.unlimited_heads(alias, queues, batch)
+        self.add_limiters(alias, limiter_keys(candidates))
+        return Held(candidates, heads, set())
+
+    def hold_limited(
+        self, alias: str, queues: Sequence[str] | None, count: int, batch: int, first: Held | None
+    ) -> Held:
+        """In the claim's transaction: lock the keys of the candidates ``read_limited`` found."""
+        if first is None:
+            raise RuntimeError("read_limited reads the candidates on this database")
+        return first._replace(locked=self.lock_limiters(alias, limiter_keys(first.candidates)))
+
+    def limiter_state(
+        self, alias: str, concurrency_keys: set[str], rate_keys: set[str]
+    ) -> tuple[dict[str, int], dict[str, Bucket]]:
+        """After the locks: the running jobs of each concurrency key and each rate bucket."""
+        running = self.running_counts(alias, concurrency_keys) if concurrency_keys else {}
+        buckets = self.buckets(alias, rate_keys) if rate_keys else {}
+        return running, buckets
 
     def limited_candidates(
         self, alias: str, queues: Sequence[str] | None, count: int

@@ -21,7 +21,7 @@ from ..deadlocks import retry_deadlocks
 from ..models import Job, Pause
 from . import limiter_pruning, postgresql_insert, postgresql_limited, workers
 from .base import Completion, Dialect, Renewed, Token
-from .limited import Bucket, Candidate, Head
+from .limited import Bucket, Held
 
 _CLAIM_SET = """
 UPDATE {table} AS j
@@ -100,7 +100,7 @@ EVERY_QUEUE = """
     SELECT (SELECT t.queue FROM {table} AS t
             WHERE t.status IN ('pending', 'failed') AND {kind} AND t.queue > q.queue
             ORDER BY t.queue LIMIT 1)
-    FROM queues AS q WHERE q.queue IS NOT NULL
+    FROM {cte} AS q WHERE q.queue IS NOT NULL
 """
 UNLIMITED = "concurrency_key IS NULL AND rate_key IS NULL"
 LIMITED = "(concurrency_key IS NOT NULL OR rate_key IS NOT NULL)"
@@ -183,7 +183,8 @@ class PostgreSQLDialect(Dialect):
             params: list[Any] = [queues[0], queues[0], batch, worker_id, lease_seconds]
         else:
             if queues is None:
-                source, source_params = EVERY_QUEUE.format(table=table, kind=UNLIMITED), []
+                source = EVERY_QUEUE.format(table=table, kind=UNLIMITED, cte="queues")
+                source_params = []
             else:
                 source, source_params = GIVEN_QUEUES, [list(queues)]
             sql = CLAIM_QUEUES.format(
@@ -201,14 +202,24 @@ class PostgreSQLDialect(Dialect):
         if rates:
             postgresql_limited.add_limiters(alias, rates)
 
-    def lock_limiters(self, alias: str, keys: Iterable[str]) -> set[str]:
-        return postgresql_limited.lock_limiters(alias, sorted(set(keys)))
+    def read_limited(
+        self, alias: str, queues: Sequence[str] | None, count: int, batch: int
+    ) -> Held | None:
+        return None  # the candidates are read under the locks, in hold_limited
 
-    def running_counts(self, alias: str, keys: Iterable[str]) -> dict[str, int]:
-        return postgresql_limited.running_counts(alias, sorted(set(keys)))
+    def hold_limited(
+        self, alias: str, queues: Sequence[str] | None, count: int, batch: int, first: Held | None
+    ) -> Held:
+        def every_queue(limited: bool, cte: str) -> str:
+            kind = LIMITED if limited else UNLIMITED
+            return EVERY_QUEUE.format(table=_table(alias), kind=kind, cte=cte)
 
-    def buckets(self, alias: str, keys: Iterable[str]) -> dict[str, Bucket]:
-        return postgresql_limited.buckets(alias, sorted(set(keys)))
+        return postgresql_limited.hold(alias, queues, count, batch, every_queue)
+
+    def limiter_state(
+        self, alias: str, concurrency_keys: set[str], rate_keys: set[str]
+    ) -> tuple[dict[str, int], dict[str, Bucket]]:
+        return postgresql_limited.limiter_state(alias, sorted(concurrency_keys), sorted(rate_keys))
 
     def fill_buckets(self, alias: str, fills: dict[str, tuple[dt.datetime, int, int, int]]) -> None:
         postgresql_limited.fill_buckets(alias, fills)
@@ -217,18 +228,6 @@ class PostgreSQLDialect(Dialect):
         self, alias: str, older_than: dt.timedelta, batch: int, after_key: str
     ) -> tuple[int, str]:
         return limiter_pruning.prune_limiters_postgresql(alias, older_than, batch, after_key)
-
-    def limited_candidates(
-        self, alias: str, queues: Sequence[str] | None, count: int
-    ) -> list[Candidate]:
-        return postgresql_limited.candidates(
-            alias, queues, count, EVERY_QUEUE.format(table=_table(alias), kind=LIMITED)
-        )
-
-    def unlimited_heads(self, alias: str, queues: Sequence[str] | None, count: int) -> list[Head]:
-        return postgresql_limited.heads(
-            alias, queues, count, EVERY_QUEUE.format(table=_table(alias), kind=UNLIMITED)
-        )
 
     def take(self, alias: str, worker_id: str, ids: list[int], lease_seconds: float) -> list[Job]:
         sql = postgresql_limited.TAKE.format(

@@ -1,33 +1,25 @@
 """PostgreSQL's statements for a claim of jobs with limits (``limited.LimitedClaims``).
 
-The candidate reads take each queue's first rows from its index (the queues given, or found
-by the loose index scan of ``postgresql.EVERY_QUEUE``) and keep the best: ordering the due
-rows of every queue at once would sort the whole backlog on each claim.
+A limited claim here is four statements in its transaction: ``HOLD`` (read the candidates,
+lock their keys, read the heads of the jobs without limits), ``LIMITER_STATE`` (running counts
+and buckets, read after the locks), ``TAKE`` and, with rate keys, ``FILL_BUCKETS``. The
+candidate reads take each queue's first rows from its index (the queues given, or found by the
+loose index scan of ``postgresql.EVERY_QUEUE``) and keep the best: ordering the due rows of
+every queue at once would sort the whole backlog on each claim.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db import connections
 
 from ..models import Job, Limiter, Pause
-from .limited import Bucket, Candidate, Head, rate_lock
+from .limited import Bucket, Candidate, Head, Held, limiter_keys
 from .pauses import ROW_NOT_PAUSED
 
-_CANDIDATES = """
-WITH RECURSIVE queues(queue) AS ({queues}),
-full_slots AS (
-    -- (key, limit) for every limit a key's running jobs fill now: a job whose own limit is
-    -- among them must wait. As pairs, so the test below is one hashed lookup per row; a hint
-    -- only, the claim counts again under the key's lock.
-    SELECT concurrency_key, generate_series(1, count(*)::int) AS full_limit FROM {table}
-    WHERE status = 'running' AND concurrency_key IS NOT NULL
-    GROUP BY concurrency_key
-),
-spent AS (SELECT name FROM {limiter} WHERE blocked_until > STATEMENT_TIMESTAMP())
-SELECT c.* FROM queues AS q CROSS JOIN LATERAL (
+_LIMITED_ROWS = """
     SELECT {fields} FROM {table} AS t
     WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP()
       AND queue = q.queue AND (concurrency_key IS NOT NULL OR rate_key IS NOT NULL)
@@ -39,26 +31,70 @@ SELECT c.* FROM queues AS q CROSS JOIN LATERAL (
       AND {t_not_paused}
     ORDER BY priority DESC, run_at, id
     LIMIT %s
-) AS c
-WHERE q.queue IS NOT NULL
-ORDER BY c.priority DESC, c.run_at, c.id
-LIMIT %s
 """
 
-_HEADS = """
-WITH RECURSIVE queues(queue) AS ({queues})
-SELECT c.* FROM queues AS q CROSS JOIN LATERAL (
+_HEAD_ROWS = """
     SELECT id, priority, run_at FROM {table} AS t
     WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP()
       AND queue = q.queue AND concurrency_key IS NULL AND rate_key IS NULL
       AND {t_not_paused}
     ORDER BY priority DESC, run_at, id
     LIMIT %s
-) AS c
-WHERE q.queue IS NOT NULL
-ORDER BY c.priority DESC, c.run_at, c.id
-LIMIT %s
 """
+
+HOLD = """
+WITH RECURSIVE queues(queue) AS ({queues}),
+head_queues(queue) AS ({head_queues}),
+full_slots AS (
+    -- (key, limit) for every limit a key's running jobs fill now: a job whose own limit is
+    -- among them must wait. As pairs, so the test below is one hashed lookup per row; a hint
+    -- only, the claim counts again under the key's lock.
+    SELECT concurrency_key, generate_series(1, count(*)::int) AS full_limit FROM {table}
+    WHERE status = 'running' AND concurrency_key IS NOT NULL
+    GROUP BY concurrency_key
+),
+spent AS (SELECT name FROM {limiter} WHERE blocked_until > STATEMENT_TIMESTAMP()),
+candidates AS MATERIALIZED (
+    SELECT c.*, row_number() OVER (
+        PARTITION BY c.concurrency_key ORDER BY c.priority DESC, c.run_at, c.id
+    ) AS nth_of_key
+    FROM queues AS q CROSS JOIN LATERAL ({limited_rows}) AS c
+    WHERE q.queue IS NOT NULL
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT %s
+),
+held AS (
+    -- The candidates in claim order (as the materialized rows come) until ``batch`` of them
+    -- are held: a key another claimer holds is passed over and the next candidate tried, so
+    -- claimers reading at once spread over the keys instead of the first taking them all;
+    -- a candidate its key's earlier ones already fill takes no lock. CASE fixes the order.
+    SELECT * FROM candidates
+    WHERE CASE
+        WHEN concurrency_key IS NOT NULL AND nth_of_key > concurrency_limit THEN false
+        WHEN concurrency_key IS NOT NULL
+             AND NOT pg_try_advisory_xact_lock(hashtextextended('c:' || concurrency_key, 0))
+             THEN false
+        WHEN rate_key IS NOT NULL
+             THEN pg_try_advisory_xact_lock(hashtextextended('r:' || rate_key, 0))
+        ELSE true
+    END
+    LIMIT %s
+),
+heads AS (
+    SELECT c.* FROM head_queues AS q CROSS JOIN LATERAL ({head_rows}) AS c
+    WHERE q.queue IS NOT NULL
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT %s
+)
+SELECT true, {fields} FROM held
+UNION ALL
+SELECT false, id, priority, run_at, NULL, NULL, NULL, NULL, NULL, NULL FROM heads
+"""
+"""Candidates (a hint: read before the locks), their keys locked, and the heads of the jobs
+without limits, in one statement at the start of the claim's transaction. The locks are
+transaction-level advisory locks, tried and never waited for: no row is written to take one
+(a row lock is a write on PostgreSQL); keys are hashed to 64 bits, and two keys sharing a hash
+only make one wait a round, never run over. ``limiter_pruning`` takes the same locks."""
 
 TAKE = """
 UPDATE {table} AS j
@@ -104,58 +140,50 @@ def limited_due(alias: str, queues: Sequence[str] | None) -> bool:
     return bool(_run(alias, sql, params)[0][0])
 
 
-# A transaction-level advisory lock per key, tried and never waited for: no row is written
-# to take it (a row lock is a write on PostgreSQL), and it ends with the transaction. Keys
-# are hashed to 64 bits; two keys sharing a hash only make one wait a round, never run over.
-LOCK_LIMITERS = """
-SELECT k FROM unnest(%s::text[]) AS k
-WHERE pg_try_advisory_xact_lock(hashtextextended(k, 0))
-"""
-
-
-def lock_limiters(alias: str, keys: list[str]) -> set[str]:
-    return {row[0] for row in _run(alias, LOCK_LIMITERS, [keys])}
-
-
 def add_limiters(alias: str, keys: list[str]) -> None:
     qn = connections[alias].ops.quote_name
     _run_only(alias, ADD_LIMITERS.format(limiter=qn(Limiter._meta.db_table)), [keys])
 
 
-# The keys as one array parameter: an IN list of a few hundred placeholders changes the
+# The keys as array parameters: an IN list of a few hundred placeholders changes the
 # statement's text with every claim, and the driver splits such a text again each time.
-RUNNING_COUNTS = """
-SELECT concurrency_key, count(*) FROM {table}
+LIMITER_STATE = """
+SELECT 'c', concurrency_key, count(*)::int, NULL::timestamptz, STATEMENT_TIMESTAMP() FROM {table}
 WHERE status = 'running' AND concurrency_key = ANY(%s::text[])
 GROUP BY concurrency_key
+UNION ALL
+-- A rate key with no row yet has started nothing: its row is written by fill_buckets.
+SELECT 'r', k, COALESCE(l.started, 0), l.window_start, STATEMENT_TIMESTAMP()
+FROM unnest(%s::text[]) AS k LEFT JOIN {limiter} AS l ON l.key = 'r:' || k
 """
 
 
-def running_counts(alias: str, keys: list[str]) -> dict[str, int]:
-    table = connections[alias].ops.quote_name(Job._meta.db_table)
-    return {str(k): int(n) for k, n in _run(alias, RUNNING_COUNTS.format(table=table), [keys])}
+def limiter_state(
+    alias: str, concurrency_keys: list[str], rate_keys: list[str]
+) -> tuple[dict[str, int], dict[str, Bucket]]:
+    qn = connections[alias].ops.quote_name
+    sql = LIMITER_STATE.format(table=qn(Job._meta.db_table), limiter=qn(Limiter._meta.db_table))
+    running: dict[str, int] = {}
+    buckets: dict[str, Bucket] = {}
+    for kind, key, number, start, now in _run(alias, sql, [concurrency_keys, rate_keys]):
+        if kind == "c":
+            running[key] = number
+        else:
+            buckets[key] = Bucket(start, number, now)
+    return running, buckets
 
 
-BUCKETS = """
-SELECT name, window_start, started, STATEMENT_TIMESTAMP() FROM {limiter}
-WHERE key = ANY(%s::text[])
-"""
-
-
-def buckets(alias: str, keys: list[str]) -> dict[str, Bucket]:
-    limiter = connections[alias].ops.quote_name(Limiter._meta.db_table)
-    rows = _run(alias, BUCKETS.format(limiter=limiter), [[rate_lock(key) for key in keys]])
-    return {name: Bucket(start, started, now) for name, start, started, now in rows}
-
-
+# An upsert: the claim holds the key's lock, so no one else writes the row meanwhile.
 FILL_BUCKETS = """
-UPDATE {limiter} AS l
-SET window_start = f.window_start, started = f.started,
-    blocked_until = CASE WHEN f.started >= f.rate_limit
-                         THEN f.window_start + make_interval(secs => f.period) END
+INSERT INTO {limiter} AS l (key, name, window_start, started, blocked_until)
+SELECT 'r:' || f.name, f.name, f.window_start, f.started,
+       CASE WHEN f.started >= f.rate_limit
+            THEN f.window_start + make_interval(secs => f.period) END
 FROM unnest(%s::text[], %s::timestamptz[], %s::int[], %s::int[], %s::int[])
-    AS f(key, window_start, started, rate_limit, period)
-WHERE l.key = f.key
+    AS f(name, window_start, started, rate_limit, period)
+ON CONFLICT (key) DO UPDATE
+SET window_start = EXCLUDED.window_start, started = EXCLUDED.started,
+    blocked_until = EXCLUDED.blocked_until
 """
 
 
@@ -163,7 +191,7 @@ def fill_buckets(alias: str, fills: dict[str, tuple[Any, int, int, int]]) -> Non
     qn = connections[alias].ops.quote_name
     names = sorted(fills)
     columns = [[fills[n][i] for n in names] for i in range(4)]
-    params = [[rate_lock(n) for n in names], *columns]
+    params = [names, *columns]
     _run_only(alias, FILL_BUCKETS.format(limiter=qn(Limiter._meta.db_table)), params)
 
 
@@ -185,31 +213,36 @@ def not_paused_sql(alias: str, row: str) -> str:
     )
 
 
-def _queues(queues: Sequence[str] | None, every_queue: str) -> tuple[str, list[Any]]:
+def hold(
+    alias: str,
+    queues: Sequence[str] | None,
+    count: int,
+    batch: int,
+    every_queue: Callable[[bool, str], str],
+) -> Held:
+    """``every_queue(limited, cte)``: the loose index scan of the queues that have due jobs
+    with limits (or without), as the recursive CTE named ``cte``."""
+    qn = connections[alias].ops.quote_name
+    table, t_not_paused = qn(Job._meta.db_table), not_paused_sql(alias, "t")
     if queues is None:
-        return every_queue, []
-    return GIVEN_QUEUES, [list(queues)]
-
-
-def candidates(
-    alias: str, queues: Sequence[str] | None, count: int, every_queue: str
-) -> list[Candidate]:
-    qn = connections[alias].ops.quote_name
-    source, params = _queues(queues, every_queue)
-    sql = _CANDIDATES.format(
-        queues=source,
-        table=qn(Job._meta.db_table),
+        sources, params = (every_queue(True, "queues"), every_queue(False, "head_queues")), []
+    else:
+        sources, params = (GIVEN_QUEUES, GIVEN_QUEUES), [list(queues), list(queues)]
+    fields = ", ".join(Candidate._fields)
+    sql = HOLD.format(
+        queues=sources[0],
+        head_queues=sources[1],
+        table=table,
         limiter=qn(Limiter._meta.db_table),
-        fields=", ".join(Candidate._fields),
-        t_not_paused=not_paused_sql(alias, "t"),
+        fields=fields,
+        limited_rows=_LIMITED_ROWS.format(fields=fields, table=table, t_not_paused=t_not_paused),
+        head_rows=_HEAD_ROWS.format(table=table, t_not_paused=t_not_paused),
     )
-    return [Candidate(*row) for row in _run(alias, sql, [*params, count, count])]
-
-
-def heads(alias: str, queues: Sequence[str] | None, count: int, every_queue: str) -> list[Head]:
-    qn = connections[alias].ops.quote_name
-    source, params = _queues(queues, every_queue)
-    sql = _HEADS.format(
-        queues=source, table=qn(Job._meta.db_table), t_not_paused=not_paused_sql(alias, "t")
-    )
-    return [Head(*row) for row in _run(alias, sql, [*params, count, count])]
+    candidates: list[Candidate] = []
+    heads: list[Head] = []
+    for limited, *row in _run(alias, sql, [*params, count, count, batch, batch, batch]):
+        if limited:
+            candidates.append(Candidate(*row))
+        else:
+            heads.append(Head(*row[:3]))
+    return Held(candidates, heads, set(limiter_keys(candidates)))

@@ -11,9 +11,11 @@ until the next claim. SQLite has no row locks: there the claim takes the databas
 lock first, which serializes it with every other claimer.
 
 Jobs over a limit are left as they are: pending, ``run_at`` and ``attempt`` unchanged, so a
-limit costs no writes while it holds jobs back. The candidates are read before the lock with
-full keys and spent buckets left out, so a key's backlog never hides other keys, and the
-jobs without limits are claimed by today's statement (their own index), in one claim order.
+limit costs no writes while it holds jobs back. The candidates are a hint read before the
+counts, with full keys and spent buckets left out, so a key's backlog never hides other keys,
+and the jobs without limits are claimed by today's statement (their own index), in one claim
+order. Where a database reads them is its dialect's choice (``read_limited`` before the
+transaction, ``hold_limited`` in it): the counts are always read after the locks.
 """
 
 from __future__ import annotations
@@ -45,32 +47,26 @@ def claim(
     """Lease up to ``batch`` jobs, those with limits only within their limits."""
     if not dialect.limited_due(using, queues):  # the usual claim: no job with limits is due
         return dialect.claim(using, worker_id, queues, batch, lease_seconds)
-    candidates = dialect.limited_candidates(using, queues, batch * CANDIDATES_PER_SLOT)
-    if not candidates:  # all of them held back by their limits
+    count = batch * CANDIDATES_PER_SLOT
+    first = dialect.read_limited(using, queues, count, batch)
+    if first is not None and not first.candidates:  # all of them held back by their limits
         return dialect.claim(using, worker_id, queues, batch, lease_seconds)
-    heads = dialect.unlimited_heads(using, queues, batch)
-    dialect.add_limiters(using, _locks(candidates))
+    jobs: list[Job] = []
     with transaction.atomic(using=using):
         dialect.begin_limited(using)
-        locked = dialect.lock_limiters(using, _locks(candidates))
-        ckeys = {c.concurrency_key for c in candidates if c.concurrency_key}
-        rkeys = {c.rate_key for c in candidates if c.rate_key}
-        running = dialect.running_counts(using, ckeys) if ckeys else {}
-        buckets = dialect.buckets(using, rkeys) if rkeys else {}
-        chosen = choose(candidates, heads, batch, locked, running, buckets)
-        jobs = dialect.take(using, worker_id, [c.id for c in chosen], lease_seconds)
-        if rkeys:
-            dialect.fill_buckets(using, _fills(jobs, buckets))
+        held = dialect.hold_limited(using, queues, count, batch, first)
+        if held.candidates:
+            ckeys = {c.concurrency_key for c in held.candidates if c.concurrency_key}
+            rkeys = {c.rate_key for c in held.candidates if c.rate_key}
+            running, buckets = dialect.limiter_state(using, ckeys, rkeys)
+            chosen = choose(held.candidates, held.heads, batch, held.locked, running, buckets)
+            jobs = dialect.take(using, worker_id, [c.id for c in chosen], lease_seconds)
+            if rkeys:
+                dialect.fill_buckets(using, _fills(jobs, buckets))
     rest = batch - len(jobs)
-    if rest > 0 and heads:
+    if rest > 0 and (held.heads or not held.candidates):
         jobs += dialect.claim(using, worker_id, queues, rest, lease_seconds)
     return jobs
-
-
-def _locks(candidates: list[Candidate]) -> list[str]:
-    keys = {concurrency_lock(c.concurrency_key) for c in candidates if c.concurrency_key}
-    keys |= {rate_lock(c.rate_key) for c in candidates if c.rate_key}
-    return sorted(keys)
 
 
 def _order(item: Candidate | Head) -> tuple[int, dt.datetime, int]:

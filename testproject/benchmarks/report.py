@@ -124,6 +124,24 @@ GOALS = [
         ">= 0.80",
     ),
     Goal("claim at 1M vs 10k", "claim_one_queue_growth", lambda v: v <= 1.5, "<= 1.5x"),
+    Goal(
+        "claim of 100 at 1M, 10,000 concurrency keys vs none, jobs left running",
+        "claim_limits_keys_one_queue_vs_plain",
+        lambda v: v <= 1.5,
+        "<= 1.5x",
+    ),
+    Goal(
+        "claim of 100 at 1M, 10,000 concurrency keys vs none, jobs completed",
+        "claim_limits_keys_steady_one_queue_vs_plain",
+        lambda v: v <= 1.5,
+        "<= 1.5x",
+    ),
+    Goal(
+        "claim of 100 at 1M, a rate limit vs none",
+        "claim_limits_rate_one_queue_vs_plain",
+        lambda v: v <= 1.5,
+        "<= 1.5x",
+    ),
 ]
 
 

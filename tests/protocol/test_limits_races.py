@@ -138,3 +138,33 @@ def test_a_key_another_claimer_holds_is_skipped_not_waited_for(
     finally:
         holder.close()
     assert [j.concurrency_key for j in protocol.claim("w2", batch=2)] == ["tenant:held"]
+
+
+def test_claimers_at_once_spread_over_the_keys(all_due: Callable[[], None]) -> None:
+    """The first claimer holds the keys of its own batch only, so a second claimer reading the
+    same candidates at that moment takes the next keys instead of finding them all held."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the ORM databases lock the keys of every candidate they read")
+    for tenant in "abcd":
+        jobs.per_tenant.enqueue(tenant)
+    all_due()
+    first_holds, second_done = threading.Event(), threading.Event()
+    from django.db import transaction
+
+    def first() -> list[str]:
+        with transaction.atomic():
+            claimed = protocol.claim("first", batch=2)
+            first_holds.set()
+            second_done.wait(30)
+        return [str(j.concurrency_key) for j in claimed]
+
+    def second() -> list[str]:
+        first_holds.wait(30)
+        try:
+            return [str(j.concurrency_key) for j in protocol.claim("second", batch=2)]
+        finally:
+            second_done.set()
+
+    by_first, by_second = race(first, second)
+    assert by_first == ["tenant:a", "tenant:b"]
+    assert by_second == ["tenant:c", "tenant:d"]
