@@ -196,12 +196,6 @@ class PostgreSQLDialect(Dialect):
     def limited_due(self, alias: str, queues: Sequence[str] | None) -> bool:
         return postgresql_limited.limited_due(alias, queues)
 
-    def add_limiters(self, alias: str, keys: Iterable[str]) -> None:
-        # Only rate keys need a row (their bucket): keys are locked by advisory locks here.
-        rates = sorted({key for key in keys if key.startswith("r:")})
-        if rates:
-            postgresql_limited.add_limiters(alias, rates)
-
     def read_limited(
         self, alias: str, queues: Sequence[str] | None, count: int, batch: int
     ) -> Held | None:

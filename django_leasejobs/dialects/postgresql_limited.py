@@ -88,13 +88,16 @@ heads AS (
 )
 SELECT true, {fields} FROM held
 UNION ALL
-SELECT false, id, priority, run_at, NULL, NULL, NULL, NULL, NULL, NULL FROM heads
+SELECT false, {head_fields} FROM heads
 """
 """Candidates (a hint: read before the locks), their keys locked, and the heads of the jobs
 without limits, in one statement at the start of the claim's transaction. The locks are
 transaction-level advisory locks, tried and never waited for: no row is written to take one
 (a row lock is a write on PostgreSQL); keys are hashed to 64 bits, and two keys sharing a hash
 only make one wait a round, never run over. ``limiter_pruning`` takes the same locks."""
+
+# A head's row has the candidate's columns, NULL for those a head lacks.
+_HEAD_FIELDS = ", ".join([*Head._fields, *["NULL"] * (len(Candidate._fields) - len(Head._fields))])
 
 TAKE = """
 UPDATE {table} AS j
@@ -123,13 +126,6 @@ SELECT EXISTS (
 )
 """
 
-# A key already there is left alone without waiting, even while another claimer holds it.
-ADD_LIMITERS = """
-INSERT INTO {limiter} (key, name, started)
-SELECT k, substr(k, 3), 0 FROM unnest(%s::text[]) AS k
-ON CONFLICT (key) DO NOTHING
-"""
-
 
 def limited_due(alias: str, queues: Sequence[str] | None) -> bool:
     qn = connections[alias].ops.quote_name
@@ -138,11 +134,6 @@ def limited_due(alias: str, queues: Sequence[str] | None) -> bool:
         queue_filter, params = "AND queue = ANY(%s::text[])", [list(queues)]
     sql = LIMITED_DUE.format(table=qn(Job._meta.db_table), queue_filter=queue_filter)
     return bool(_run(alias, sql, params)[0][0])
-
-
-def add_limiters(alias: str, keys: list[str]) -> None:
-    qn = connections[alias].ops.quote_name
-    _run_only(alias, ADD_LIMITERS.format(limiter=qn(Limiter._meta.db_table)), [keys])
 
 
 # The keys as array parameters: an IN list of a few hundred placeholders changes the
@@ -235,6 +226,8 @@ def hold(
         table=table,
         limiter=qn(Limiter._meta.db_table),
         fields=fields,
+        # A head's row has the candidate's columns, those it lacks NULL.
+        head_fields=_HEAD_FIELDS,
         limited_rows=_LIMITED_ROWS.format(fields=fields, table=table, t_not_paused=t_not_paused),
         head_rows=_HEAD_ROWS.format(table=table, t_not_paused=t_not_paused),
     )

@@ -64,7 +64,7 @@ def claim(
             if rkeys:
                 dialect.fill_buckets(using, _fills(jobs, buckets))
     rest = batch - len(jobs)
-    if rest > 0 and (held.heads or not held.candidates):
+    if rest > 0 and held.heads:  # jobs without limits were due before this batch filled
         jobs += dialect.claim(using, worker_id, queues, rest, lease_seconds)
     return jobs
 
