@@ -143,15 +143,29 @@ def _fits(
 
 
 def _fills(jobs: list[Job], buckets: dict[str, Bucket]) -> dict[str, Any]:
-    """Each rate key's window after this claim: the jobs it started counted in."""
-    fills: dict[str, Any] = {}
-    started: Counter[str] = Counter(j.rate_key for j in jobs if j.rate_key)
+    """Each rate key's window after this claim: the window its jobs' ``started_at`` fall in,
+    with the jobs started in it counted in.
+
+    The window is the jobs' own, not the clock the bucket was read with: the database's clock
+    is read per statement (PostgreSQL's ``STATEMENT_TIMESTAMP()``, MariaDB's and SQLite's
+    now), so a claim that read its bucket just before a window ended may start its jobs just
+    after. Those starts count in the window
+    they happened in; counting them in the old one let the next claims start a full window
+    more in the same minute.
+    """
+    terms: dict[str, tuple[int, int]] = {}
+    windows: dict[str, Counter[dt.datetime]] = {}
     for job in jobs:
-        key = job.rate_key
-        if not key or key in fills or job.rate_limit is None or job.rate_period is None:
+        key, limit, period = job.rate_key, job.rate_limit, job.rate_period
+        if not key or limit is None or period is None:
             continue
+        terms[key] = (limit, period)
+        at = job.started_at or buckets[key].now
+        windows.setdefault(key, Counter())[window_start(at, period)] += 1
+    fills: dict[str, Any] = {}
+    for key, counts in windows.items():
+        start = max(counts)
         bucket = buckets[key]
-        start = window_start(bucket.now, job.rate_period)
         before = bucket.started if bucket.window_start == start else 0
-        fills[key] = (start, before + started[key], job.rate_limit, job.rate_period)
+        fills[key] = (start, before + counts[start], *terms[key])
     return fills

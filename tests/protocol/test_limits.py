@@ -13,6 +13,7 @@ from testapp import jobs
 
 from django_leasejobs import protocol
 from django_leasejobs.models import Job, Limiter, Status
+from django_leasejobs.protocol.base import job_database
 
 from ..conftest import shifted
 
@@ -151,6 +152,33 @@ def test_rate_limit_starts_at_most_the_rate_per_window(all_due: Callable[[], Non
     )
     assert len(protocol.claim("w2", batch=10)) == 3
     assert Limiter.objects.get(pk=bucket.pk).started == 3
+
+
+def test_starts_count_in_the_window_they_happened_in(all_due: Callable[[], None]) -> None:
+    """A claim reads its bucket with one statement's clock and starts its jobs with the next
+    one's, so a claim that read its bucket just before the minute ended may start its jobs in
+    the next minute. Here the bucket's
+    clock reads a minute early: the five starts must fill the minute they happened in, or the
+    next claim starts more in that same minute."""
+    from django_leasejobs.dialects import for_alias
+    from django_leasejobs.protocol.limited_claim import claim, window_start
+
+    real = for_alias(job_database())
+
+    class EarlyBucketClock(type(real)):
+        def limiter_state(self, alias: str, ckeys: set[str], rkeys: set[str]) -> Any:
+            running, buckets = super().limiter_state(alias, ckeys, rkeys)
+            early = {k: b._replace(now=b.now - dt.timedelta(minutes=1)) for k, b in buckets.items()}
+            return running, early
+
+    jobs.throttled.enqueue_many([((n,), {}) for n in range(8)])
+    all_due()
+    first = claim(EarlyBucketClock(), job_database(), "w1", None, 10, 60.0)
+    assert len(first) == 5
+    rest = protocol.claim("w2", batch=10)
+    per_minute = Counter(window_start(j.started_at, 60) for j in [*first, *rest] if j.started_at)
+    assert sum(per_minute.values()) == len(first) + len(rest)
+    assert max(per_minute.values()) <= 5, per_minute
 
 
 def test_rate_limit_per_key(all_due: Callable[[], None]) -> None:
