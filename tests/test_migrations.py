@@ -1,6 +1,5 @@
 """Migrations 0004, 0005 and 0009 leave the job table with its indexes, and go back and forth;
-0006 fingerprints the dead letters already there; 0010 adds the cancel request column; 0014 and
-0015 build the partial indexes of waiting jobs."""
+0006 fingerprints the dead letters already there; 0010 adds the cancel request column."""
 
 from __future__ import annotations
 
@@ -188,33 +187,3 @@ def test_0006_fingerprints_the_dead_letters_already_there() -> None:
     assert found == [fingerprints.of_errors(errors).digest for errors in histories]
     assert found[0] == found[1] == found[2] != found[3]
     assert fingerprints.of_errors(histories[0]).label == "ValueError in shop.jobs.charge"
-
-
-WAITING_INDEXES = {
-    "leasejobs_waiting": ("queue", "status", "run_at"),
-    "leasejobs_waiting_id": ("id",),
-}
-
-
-def _assert_waiting_indexes() -> None:
-    indexes = _indexes()
-    for name, columns in WAITING_INDEXES.items():
-        if connection.vendor == "mysql":  # no index condition there: not built (0014, 0015)
-            assert name not in indexes, name
-            continue
-        assert tuple(indexes[name]["columns"]) == columns, name
-        condition = _index_sql(name)
-        assert "pending" in condition, name
-        assert "failed" in condition, name
-
-
-def test_0014_and_0015_build_the_waiting_indexes_and_drop_them_going_back() -> None:
-    _assert_waiting_indexes()
-    _migrate("0014_job_waiting_index")
-    try:
-        assert "leasejobs_waiting_id" not in _indexes()
-        _migrate("0013_worker")
-        assert not set(WAITING_INDEXES) & set(_indexes())
-    finally:
-        _migrate(LATEST)
-    _assert_waiting_indexes()

@@ -178,15 +178,6 @@ class Job(models.Model):
                 name="leasejobs_waiting",
                 condition=models.Q(status__in=["pending", "failed"]),
             ),
-            # The admin's job list filtered to pending or failed, newest first: without it the
-            # list walks the primary key backwards past every newer finished row (a busy queue
-            # finishing everything new while an old backlog waits). Partial: an enqueue or a
-            # retry writes an entry, a claim or completion none. Not on MySQL (0015).
-            models.Index(
-                fields=["id"],
-                name="leasejobs_waiting_id",
-                condition=models.Q(status__in=["pending", "failed"]),
-            ),
             # Lease recovery reads only running rows by expiry.
             models.Index(
                 fields=["lease_expires_at"],

@@ -28,7 +28,6 @@ from . import database
 from .database import Target
 
 FORMS: dict[str, list[str] | None] = {"one_queue": ["default"], "all_queues": None}
-FETCH_BY_ID = {"django_leasejobs_job_pkey", "leasejobs_waiting_id"}
 
 
 class _Captured(Exception):
@@ -73,9 +72,7 @@ def explain(queues: list[str] | None, batch: int) -> dict[str, Any]:
     top = plan[0]["Plan"]
     nodes = list(_walk(top))
     # Rows read = index entries the claimable-index scans returned or filtered, all loops (the
-    # all-queues form scans once per queue); the fetch of the claimed rows by id is apart (by
-    # the primary key, or by leasejobs_waiting_id, which holds exactly the rows the update's
-    # status test admits).
+    # all-queues form scans once per queue); the primary-key fetch of the claimed rows is apart.
     claimable = [n for n in nodes if n.get("Index Name") == "leasejobs_claimable"]
     scans = sorted(
         {
@@ -83,7 +80,7 @@ def explain(queues: list[str] | None, batch: int) -> dict[str, Any]:
             for n in nodes
             if n.get("Relation Name") == database.JOB_TABLE
             and "Scan" in n["Node Type"]
-            and n.get("Index Name") not in FETCH_BY_ID
+            and n.get("Index Name") != "django_leasejobs_job_pkey"
         }
     )
     return {
