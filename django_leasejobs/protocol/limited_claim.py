@@ -149,9 +149,8 @@ def _fills(jobs: list[Job], buckets: dict[str, Bucket]) -> dict[str, Any]:
     The window is the jobs' own, not the clock the bucket was read with: the database's clock
     is read per statement (PostgreSQL's ``STATEMENT_TIMESTAMP()``, MariaDB's and SQLite's
     now), so a claim that read its bucket just before a window ended may start its jobs just
-    after. Those starts count in the window
-    they happened in; counting them in the old one let the next claims start a full window
-    more in the same minute.
+    after. Those starts count in the window they happened in; counting them in the old one let
+    the next claims start a full window more in the same minute.
     """
     terms: dict[str, tuple[int, int]] = {}
     windows: dict[str, Counter[dt.datetime]] = {}

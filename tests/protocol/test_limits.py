@@ -157,9 +157,8 @@ def test_rate_limit_starts_at_most_the_rate_per_window(all_due: Callable[[], Non
 def test_starts_count_in_the_window_they_happened_in(all_due: Callable[[], None]) -> None:
     """A claim reads its bucket with one statement's clock and starts its jobs with the next
     one's, so a claim that read its bucket just before the minute ended may start its jobs in
-    the next minute. Here the bucket's
-    clock reads a minute early: the five starts must fill the minute they happened in, or the
-    next claim starts more in that same minute."""
+    the next minute. Here the bucket's clock reads a minute early: the five starts must fill
+    the minute they happened in, or the next claim starts more in that same minute."""
     from django_leasejobs.dialects import for_alias
     from django_leasejobs.protocol.limited_claim import claim, window_start
 
