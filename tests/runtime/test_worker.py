@@ -167,7 +167,9 @@ class TestStop:
     def test_stop_lets_short_jobs_finish_and_releases_long_ones(self) -> None:
         short = jobs.sleep.enqueue(0.3, label="short")
         long = jobs.sleep.enqueue(60, label="long")
-        worker = Worker(concurrency=2, grace=1.0, **FAST)
+        # A grace well past the short job's 0.3 s: its completion's commit can wait on the disk
+        # (fsync) behind other writers on a loaded machine; a 1 s grace was missed once in CI.
+        worker = Worker(concurrency=2, grace=5.0, **FAST)
         with Background(worker) as running:
             wait_for(lambda: Job.objects.filter(status=Status.RUNNING).count() == 2, what="both")
             running.worker.stop("test")
