@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.db import connections
@@ -194,7 +194,7 @@ class PostgreSQLDialect(Dialect):
         return fetch_jobs(connections[alias], alias, sql, params)
 
     def limited_due(self, alias: str, queues: Sequence[str] | None) -> bool:
-        return postgresql_limited.limited_due(alias, queues)
+        return postgresql_limited.limited_due(alias, queues, self._every_queue(alias))
 
     def read_limited(
         self, alias: str, queues: Sequence[str] | None, count: int, batch: int
@@ -204,11 +204,17 @@ class PostgreSQLDialect(Dialect):
     def hold_limited(
         self, alias: str, queues: Sequence[str] | None, count: int, batch: int, first: Held | None
     ) -> Held:
+        return postgresql_limited.hold(alias, queues, count, batch, self._every_queue(alias))
+
+    @staticmethod
+    def _every_queue(alias: str) -> Callable[[bool, str], str]:
+        """The loose index scan of the queues with due jobs with limits (or without)."""
+
         def every_queue(limited: bool, cte: str) -> str:
             kind = LIMITED if limited else UNLIMITED
             return EVERY_QUEUE.format(table=_table(alias), kind=kind, cte=cte)
 
-        return postgresql_limited.hold(alias, queues, count, batch, every_queue)
+        return every_queue
 
     def limiter_state(
         self, alias: str, concurrency_keys: set[str], rate_keys: set[str]
