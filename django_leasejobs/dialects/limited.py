@@ -97,9 +97,15 @@ def _due(alias: str, queues: Sequence[str] | None, kind: Q) -> QuerySet[Job]:
 class LimitedClaims:
     """The ORM's way of each step of a limited claim."""
 
-    def limited_due(self, alias: str, queues: Sequence[str] | None) -> bool:
-        """Whether any job with limits is due: when none is, the claim is today's claim."""
-        return _due(alias, queues, LIMITED).exists()
+    def limited_due(self, alias: str, queues: Sequence[str] | None, batch: int) -> bool:
+        """Whether a job with limits is among the first ``batch`` due jobs in claim order.
+        When none is, the claim is today's claim: the limited claim would take the same jobs.
+
+        Read in claim order, as the claim reads. Without an index of their own for jobs with
+        limits (MySQL has no partial indexes), asking whether *any* is due read the whole due
+        backlog on every claim. A dialect with such an index may answer for any due job."""
+        head = _due(alias, queues, Q()).order_by(*ORDER)[:batch]
+        return any(c or r for c, r in head.values_list("concurrency_key", "rate_key"))
 
     def read_limited(
         self, alias: str, queues: Sequence[str] | None, count: int, batch: int

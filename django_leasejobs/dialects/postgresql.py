@@ -193,7 +193,8 @@ class PostgreSQLDialect(Dialect):
             params = [*source_params, batch, batch, worker_id, lease_seconds]
         return fetch_jobs(connections[alias], alias, sql, params)
 
-    def limited_due(self, alias: str, queues: Sequence[str] | None) -> bool:
+    def limited_due(self, alias: str, queues: Sequence[str] | None, batch: int) -> bool:
+        # Any due job with limits, anywhere: leasejobs_limited holds only them.
         return postgresql_limited.limited_due(alias, queues, self._every_queue(alias))
 
     def read_limited(

@@ -39,6 +39,26 @@ WHERE id IN (
 RETURNING *
 """
 
+# Is a job with limits due? Read from leasejobs_limited, which holds only waiting jobs with
+# limits: the planner would rather read leasejobs_waiting's due range, every due job without
+# limits included. A partial index is usable only by a statement that repeats its condition
+# term for term, constants included (a bound parameter never matches), so the statuses are
+# written as the index's condition writes them.
+_LIMITED_DUE = f"""
+SELECT EXISTS (
+    SELECT 1 FROM {{table}} INDEXED BY leasejobs_limited
+    WHERE status IN ('pending', 'failed')
+      AND (concurrency_key IS NOT NULL OR rate_key IS NOT NULL)
+      AND run_at <= {SQLITE_NOW} {{queue_filter}}
+)
+"""
+
+
+def _queue_filter(queues: Sequence[str] | None) -> tuple[str, list[str]]:
+    if queues is None:
+        return "", []
+    return f"AND queue IN ({', '.join(['%s'] * len(queues))})", list(queues)
+
 
 class SQLiteDialect(Dialect):
     def upsert_worker(self, alias: str, row: dict[str, Any]) -> None:
@@ -53,13 +73,19 @@ class SQLiteDialect(Dialect):
         lease_seconds: float,
     ) -> list[Job]:
         table = connections[alias].ops.quote_name(Job._meta.db_table)
-        queue_filter, queue_params = "", list(queues or ())
-        if queues is not None:
-            queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})"
+        queue_filter, queue_params = _queue_filter(queues)
         pause = connections[alias].ops.quote_name(Pause._meta.db_table)
         sql = _CLAIM.format(table=table, queue_filter=queue_filter, pause=pause)
         params = [worker_id, lease_seconds, *queue_params, batch]
         return list(Job.objects.using(alias).raw(sql, params))
+
+    def limited_due(self, alias: str, queues: Sequence[str] | None, batch: int) -> bool:
+        # Any due job with limits, anywhere: leasejobs_limited holds only them.
+        table = connections[alias].ops.quote_name(Job._meta.db_table)
+        queue_filter, params = _queue_filter(queues)
+        with connections[alias].cursor() as cursor:
+            cursor.execute(_LIMITED_DUE.format(table=table, queue_filter=queue_filter), params)
+            return bool(cursor.fetchone()[0])
 
     def begin_limited(self, alias: str) -> None:
         connection = connections[alias]

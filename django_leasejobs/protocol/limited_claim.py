@@ -45,7 +45,9 @@ def claim(
     lease_seconds: float,
 ) -> list[Job]:
     """Lease up to ``batch`` jobs, those with limits only within their limits."""
-    if not dialect.limited_due(using, queues):  # the usual claim: no job with limits is due
+    # The usual claim when no job with limits is due (or, without an index of them, none is
+    # among the first the usual claim would take).
+    if not dialect.limited_due(using, queues, batch):
         return dialect.claim(using, worker_id, queues, batch, lease_seconds)
     count = batch * CANDIDATES_PER_SLOT
     first = dialect.read_limited(using, queues, count, batch)
