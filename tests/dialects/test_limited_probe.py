@@ -142,8 +142,9 @@ def test_probe_reads_an_index_when_most_rows_have_limits(
     made = limited(2000)
     make_due("default")
     table = Job._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(f"ANALYZE {'TABLE ' if connection.vendor == 'mysql' else ''}{table}")
+    if connection.vendor != "mysql":  # MySQL's ANALYZE TABLE commits the test's transaction
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {table}")
     Job.objects.filter(pk__lte=made[999].pk).update(status=Status.SUCCEEDED)
     steps = explain(*the_probe(dialect, queues))
     if connection.vendor == "postgresql":
