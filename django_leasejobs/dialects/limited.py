@@ -16,12 +16,11 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from django.db import transaction
-from django.db.models import BooleanField, Count, F, OuterRef, Q, QuerySet, Subquery
-from django.db.models.expressions import RawSQL
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from ..dbtime import DbNow, as_aware
-from ..models import CLAIMABLE, Job, Limiter, Status
+from ..models import CLAIMABLE, IS_WAITING, Job, Limiter, Status
 from .pauses import not_paused
 
 LIMITED = Q(concurrency_key__isnull=False) | Q(rate_key__isnull=False)
@@ -86,14 +85,8 @@ def limiter_keys(candidates: Iterable[Candidate]) -> list[str]:
     return sorted(keys)
 
 
-WAITING = RawSQL("status IN ('pending', 'failed')", (), output_field=BooleanField())
-"""Waiting jobs, written as the claim indexes' conditions write it: SQLite reads a partial
-index only for a statement that repeats its condition's constants (a bound one never
-matches)."""
-
-
 def _due(alias: str, queues: Sequence[str] | None, kind: Q) -> QuerySet[Job]:
-    due = Job.objects.using(alias).filter(WAITING, kind, not_paused(alias), run_at__lte=DbNow())
+    due = Job.objects.using(alias).filter(IS_WAITING, kind, not_paused(alias), run_at__lte=DbNow())
     if queues is not None:
         due = due.filter(queue__in=list(queues))
     return due

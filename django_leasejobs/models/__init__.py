@@ -8,7 +8,18 @@ Every state change of a ``Job`` is made by :mod:`django_leasejobs.protocol`; not
 
 from .api import ApiToken
 from .flow import Limiter, Pause, PauseKind
-from .jobs import CLAIMABLE, FINAL, LIVE, DeadLetter, Effect, Job, Status
+from .jobs import (
+    CLAIMABLE,
+    FINAL,
+    IS_FINAL,
+    IS_RUNNING,
+    IS_WAITING,
+    LIVE,
+    DeadLetter,
+    Effect,
+    Job,
+    Status,
+)
 from .runtimes import RuntimeStat
 from .samples import RUN_TIME_EDGES, QueueSample
 from .schedules import Misfire, Schedule, ScheduleSkip
@@ -17,6 +28,9 @@ from .workers import Worker
 __all__ = [
     "CLAIMABLE",
     "FINAL",
+    "IS_FINAL",
+    "IS_RUNNING",
+    "IS_WAITING",
     "LIVE",
     "RUN_TIME_EDGES",
     "ApiToken",

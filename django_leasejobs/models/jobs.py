@@ -7,6 +7,7 @@ Every state change of a ``Job`` is made by :mod:`django_leasejobs.protocol`; not
 from __future__ import annotations
 
 from django.db import models
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 
 from ..validation import MAX_PRIORITY, MIN_PRIORITY
@@ -48,6 +49,16 @@ class Status(models.TextChoices):
 CLAIMABLE = (Status.PENDING, Status.FAILED)
 LIVE = (Status.PENDING, Status.RUNNING, Status.FAILED)
 FINAL = (Status.SUCCEEDED, Status.DEAD, Status.CANCELLED)
+
+# The waiting, running and final statuses as filters, written as the partial indexes'
+# conditions write them. SQLite uses a partial index only for a statement that repeats its
+# condition's terms with the same constants (a bound parameter never matches), so the ORM's
+# own ``status__in=...`` reads the whole table there. Constant SQL: no value from outside.
+IS_WAITING = RawSQL("status IN ('pending', 'failed')", (), output_field=models.BooleanField())
+IS_RUNNING = RawSQL("status = 'running'", (), output_field=models.BooleanField())
+IS_FINAL = RawSQL(
+    "status IN ('succeeded', 'dead', 'cancelled')", (), output_field=models.BooleanField()
+)
 
 
 class Job(models.Model):

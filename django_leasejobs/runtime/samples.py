@@ -26,7 +26,7 @@ from django.db import Error as DatabaseError
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Q
 
 from .. import dbtime
-from ..models import RUN_TIME_EDGES, Job, QueueSample, Status
+from ..models import IS_FINAL, RUN_TIME_EDGES, Job, QueueSample, Status
 from . import stats
 
 logger = logging.getLogger("django_leasejobs")
@@ -82,6 +82,7 @@ def _add_finished(row: Callable[[str], QueueSample], alias: str, minute: dt.date
     finished: Any = (
         Job.objects.using(alias)
         .filter(
+            IS_FINAL,  # leasejobs_finished's condition, for SQLite
             status__in=[Status.SUCCEEDED, Status.DEAD],
             finished_at__gte=minute,
             finished_at__lt=minute + MINUTE,

@@ -35,7 +35,16 @@ from django.db.models import Count, Q
 from .. import dbtime
 from ..conf import settings
 from ..dialects import counting
-from ..models import CLAIMABLE, DeadLetter, Job, Pause, PauseKind, Status, Worker
+from ..models import (
+    CLAIMABLE,
+    IS_RUNNING,
+    IS_WAITING,
+    DeadLetter,
+    Job,
+    Pause,
+    PauseKind,
+    Worker,
+)
 
 HOUR = dt.timedelta(hours=1)
 DAY = dt.timedelta(days=1)
@@ -196,7 +205,7 @@ def _add_waiting(
     oldest due job is the first entry of an index range (one per waiting status), so the cost
     does not grow with the backlog.
     """
-    waiting = Job.objects.using(alias).filter(status__in=CLAIMABLE)
+    waiting = Job.objects.using(alias).filter(IS_WAITING)
     for name in waiting_queues(alias):
         stats = queue(name)
         of_queue = waiting.filter(queue=name)
@@ -225,7 +234,7 @@ def waiting_queues(alias: str) -> list[str]:
     ``leasejobs_waiting``), where ``SELECT DISTINCT`` would read every waiting row.
     """
     names: list[str] = []
-    waiting = Job.objects.using(alias).filter(status__in=CLAIMABLE).order_by("queue")
+    waiting = Job.objects.using(alias).filter(IS_WAITING).order_by("queue")
     while True:
         after = waiting.filter(queue__gt=names[-1]) if names else waiting
         name = after.values_list("queue", flat=True).first()
@@ -237,7 +246,7 @@ def waiting_queues(alias: str) -> list[str]:
 def _add_running(queue: Callable[[str], QueueStats], alias: str, now: dt.datetime) -> None:
     running = (
         Job.objects.using(alias)
-        .filter(status=Status.RUNNING)
+        .filter(IS_RUNNING)
         .order_by()
         .values("queue")
         .annotate(count=Count("id"), expired=Count("id", filter=Q(lease_expires_at__lt=now)))

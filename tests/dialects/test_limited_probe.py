@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from django_leasejobs import dialects, protocol
 from django_leasejobs.models import Job, Status
 
 from ..conftest import shifted
+from ..plans import explain, statements
 
 pytestmark = pytest.mark.django_db
 
@@ -100,35 +100,11 @@ def scanned_tables(plan: dict[str, Any]) -> Iterator[str]:
         yield from scanned_tables(child)
 
 
-@contextmanager
-def statements() -> Iterator[list[tuple[str, Any]]]:
-    """The statements sent meanwhile, each with its parameters as the driver got them (the
-    captured text of Django's test utilities has the values written in, which changes the
-    plan SQLite chooses)."""
-    sent: list[tuple[str, Any]] = []
-
-    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        sent.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(record):
-        yield sent
-
-
 def the_probe(dialect: dialects.Dialect, queues: list[str] | None) -> tuple[str, Any]:
     with statements() as sent:
         assert due(dialect, queues) is True
     (probe,) = sent
     return probe
-
-
-def explain(sql: str, params: Any) -> list[dict[str, Any]]:
-    """The plan's rows, each by column name."""
-    prefix = {"postgresql": "EXPLAIN (FORMAT JSON) ", "sqlite": "EXPLAIN QUERY PLAN "}
-    with connection.cursor() as cursor:
-        cursor.execute(prefix.get(connection.vendor, "EXPLAIN ") + sql, params)
-        columns = [column[0] for column in cursor.description]
-        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
 
 @pytest.mark.parametrize("queues", [None, ["default"], ["default", "other"]])
@@ -160,19 +136,3 @@ def test_probe_reads_an_index_when_most_rows_have_limits(
         for step in steps:
             assert step["type"] != "ALL", step
             assert "filesort" not in (step["Extra"] or ""), step
-
-
-@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's partial-index rule")
-def test_sqlite_limited_claim_reads_its_jobs_through_the_claim_indexes() -> None:
-    # The ORM binds the statuses, and SQLite then never used leasejobs_limited or
-    # leasejobs_claimable for the candidates and heads: a table scan on every limited claim.
-    limited(300)
-    jobs.noop.enqueue_many([{"delay": 60} for _ in range(300)])
-    make_due("default")
-    with statements() as sent:
-        assert len(protocol.claim("w", queues=["default"], batch=BATCH)) == BATCH
-    reads = [(sql, params) for sql, params in sent if sql.lstrip().startswith("SELECT")]
-    details = [step["detail"] for sql, params in reads for step in explain(sql, params)]
-    assert f"SCAN {Job._meta.db_table}" not in details, details
-    assert any("leasejobs_limited" in detail for detail in details), details
-    assert any("leasejobs_claimable" in detail for detail in details), details
