@@ -43,12 +43,15 @@ def cancelled_fields() -> dict[str, object]:
     }
 
 
+@retry_deadlocks
 def request_cancel(job_id: int) -> Cancel:
     """Cancel a waiting job now, or ask a running job's worker to cancel it.
 
     Each statement is guarded by the states it is allowed from. A job can move between them
     (a claim, a failed attempt, a lease recovery), so the pair is tried again while the job is
-    still live; a repeated request for a running job keeps the first request's time.
+    still live; a repeated request for a running job keeps the first request's time. Racing a
+    lease recovery of the same job, InnoDB may pick the request as a deadlock victim: each
+    statement is its own transaction, so the request is simply made again.
     """
     using = job_database()
     jobs = Job.objects.using(using)
