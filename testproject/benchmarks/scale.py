@@ -108,6 +108,10 @@ def faces() -> dict[str, Callable[[], Any]]:
         "admin job list, pending": _page(client, f"{admin}/job/?status__exact=pending"),
         "admin job list, queue": _page(client, f"{admin}/job/?queue=emails"),
         "admin job list, search": _page(client, f"{admin}/job/?q=scale_3"),
+        # A registered name no row carries, and a word no job has: without an index on the
+        # name either reads the whole table.
+        "admin job list, rare name": _page(client, f"{admin}/job/?name=testapp.jobs.record"),
+        "admin job list, rare word": _page(client, f"{admin}/job/?q=nosuchword"),
         "admin job detail": _page(client, f"{admin}/job/{job.pk if job else 1}/change/"),
         "admin dashboard": _page(client, f"{admin}/job/dashboard/"),
         "admin dead letters": _page(client, f"{admin}/deadletter/"),
