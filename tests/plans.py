@@ -37,3 +37,11 @@ def sqlite_steps(sent: list[tuple[str, Any]]) -> list[str]:
     """SQLite: the steps of the plans of every read in ``sent``."""
     reads = [(sql, params) for sql, params in sent if sql.lstrip().upper().startswith("SELECT")]
     return [step["detail"] for sql, params in reads for step in explain(sql, params)]
+
+
+def scanned_tables(plan: dict[str, Any]) -> Iterator[str]:
+    """The relations a PostgreSQL plan reads with a sequential scan."""
+    if plan["Node Type"] == "Seq Scan":
+        yield plan["Relation Name"]
+    for child in plan.get("Plans", []):
+        yield from scanned_tables(child)

@@ -138,6 +138,30 @@ def test_0010_adds_the_cancel_request_column_and_removes_it_going_back() -> None
     _assert_lean()
 
 
+def _assert_search_indexes() -> None:
+    indexes = _indexes()
+    assert indexes["leasejobs_name"]["columns"] == ["name", "id"]
+    if connection.vendor == "mysql":  # leasejobs_running_key leads with the key, unconditioned
+        assert "leasejobs_concurrency_key" not in indexes
+    else:
+        assert indexes["leasejobs_concurrency_key"]["columns"] == ["concurrency_key"]
+        assert "concurrency_key IS NOT NULL" in _index_sql("leasejobs_concurrency_key").replace(
+            '"', ""
+        )
+
+
+def test_0015_adds_the_search_indexes_and_removes_them_going_back() -> None:
+    _assert_search_indexes()
+    _migrate("0014_job_waiting_index")
+    try:
+        assert "leasejobs_name" not in _indexes()
+        assert "leasejobs_concurrency_key" not in _indexes()
+    finally:
+        _migrate(LATEST)
+    _assert_search_indexes()
+    _assert_lean()
+
+
 def test_the_unique_keys_still_refuse_a_second_live_job() -> None:
     """Partial or not, the indexes refuse what the constraints refused, and nothing else."""
     from django.db import IntegrityError, transaction

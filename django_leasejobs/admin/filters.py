@@ -2,9 +2,10 @@
 
 Django's default filter on a char field lists ``SELECT DISTINCT`` over every row, a full scan of
 a table that may hold millions of finished jobs on each page load. The choices here come from the
-registry and from live rows: a skip scan of ``leasejobs_waiting`` (one probe per queue) and the
-running rows (as many as the workers hold); filtering by any other value
-still works through the URL (``?name=...``).
+registry and from index probes: the names of every row by a skip scan of ``leasejobs_name``
+(one probe per name), the queues of live rows by a skip scan of ``leasejobs_waiting`` (one
+probe per queue) and the running rows (as many as the workers hold). Filtering by any other
+queue still works through the URL (``?queue=...``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .. import registry
 from ..conf import settings
 from ..models import Job, Status
 from ..runtime import stats
+from . import job_search
 
 
 class JobNameFilter(admin.SimpleListFilter):
@@ -27,7 +29,9 @@ class JobNameFilter(admin.SimpleListFilter):
     parameter_name = "name"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(name, name) for name in sorted(registry.registered())]
+        alias = router.db_for_read(Job) or DEFAULT_DB_ALIAS
+        names = job_search.known_names(alias) or sorted(registry.registered())
+        return [(name, name) for name in names]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()

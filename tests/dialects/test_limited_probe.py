@@ -11,7 +11,6 @@ limits (docs/benchmarks.md). The plan tests fix the shape, not a duration.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from django_leasejobs import dialects, protocol
 from django_leasejobs.models import Job, Status
 
 from ..conftest import shifted
-from ..plans import explain, statements
+from ..plans import explain, scanned_tables, statements
 
 pytestmark = pytest.mark.django_db
 
@@ -90,14 +89,6 @@ def test_a_job_with_limits_behind_a_full_batch_changes_no_claim(
     taken = protocol.claim("w", queues=["default"], batch=BATCH)
     assert {job.pk for job in taken} == {job.pk for job in ahead}
     assert protocol.claim("w", queues=["default"], batch=BATCH)[0].pk == behind.pk
-
-
-def scanned_tables(plan: dict[str, Any]) -> Iterator[str]:
-    """The relations a PostgreSQL plan reads with a sequential scan."""
-    if plan["Node Type"] == "Seq Scan":
-        yield plan["Relation Name"]
-    for child in plan.get("Plans", []):
-        yield from scanned_tables(child)
 
 
 def the_probe(dialect: dialects.Dialect, queues: list[str] | None) -> tuple[str, Any]:
