@@ -180,6 +180,44 @@ def test_starts_count_in_the_window_they_happened_in(all_due: Callable[[], None]
     assert max(per_minute.values()) <= 5, per_minute
 
 
+def test_the_counts_that_decide_are_read_after_the_locks(all_due: Callable[[], None]) -> None:
+    """A claim may read its candidates (and on PostgreSQL their keys' state too) before it
+    holds their keys' locks: another claimer's starts that committed in between are not in
+    that read. Here they are made right after the locks are taken, in the claim's own
+    transaction (which its later statements see, as they would see them committed): two more
+    jobs of the key running, and the rate bucket filled. The claim must start none."""
+    from django_leasejobs.dbtime import db_now
+    from django_leasejobs.dialects import for_alias
+    from django_leasejobs.protocol.limited_claim import claim, window_start
+
+    real = for_alias(job_database())
+
+    class StartsCommittedMeanwhile(type(real)):
+        def hold_limited(self, alias: str, *args: Any) -> Any:
+            held = super().hold_limited(alias, *args)
+            last_two = keyed.order_by("-pk").values_list("pk", flat=True)[:2]
+            assert Job.objects.filter(pk__in=list(last_two)).update(status=Status.RUNNING) == 2
+            Limiter.objects.update_or_create(
+                key="r:testapp.jobs.throttled",
+                defaults={
+                    "name": "testapp.jobs.throttled",
+                    "window_start": window_start(db_now(), 60),
+                    "started": 5,
+                },
+            )
+            return held
+
+    jobs.per_customer.enqueue_many([((1,), {})] * 4)
+    keyed = Job.objects.filter(concurrency_key="customer:1")
+    throttled = [j.pk for j in jobs.throttled.enqueue_many([((n,), {}) for n in range(8)])]
+    all_due()
+    assert claim(StartsCommittedMeanwhile(), job_database(), "w1", None, 20, 60.0) == []
+    assert keyed.filter(status=Status.RUNNING).count() == 2
+    assert keyed.filter(status=Status.PENDING).count() == 2
+    assert Job.objects.filter(pk__in=throttled, status=Status.PENDING).count() == 8
+    assert Limiter.objects.get(key="r:testapp.jobs.throttled").started == 5
+
+
 def test_rate_limit_per_key(all_due: Callable[[], None]) -> None:
     for account in ("a", "b"):
         jobs.throttled_per_account.enqueue_many([((account,), {})] * 5)
