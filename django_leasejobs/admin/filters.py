@@ -30,7 +30,7 @@ class JobNameFilter(admin.SimpleListFilter):
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         alias = router.db_for_read(Job) or DEFAULT_DB_ALIAS
-        names = job_search.known_names(alias) or sorted(registry.registered())
+        names = job_search.known_names(request, alias) or sorted(registry.registered())
         return [(name, name) for name in names]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:

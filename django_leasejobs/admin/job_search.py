@@ -11,6 +11,7 @@ primary key, ``leasejobs_dedupe_key`` and ``leasejobs_concurrency_key``.
 from __future__ import annotations
 
 from django.db.models import Q, QuerySet
+from django.http import HttpRequest
 from django.utils.text import smart_split, unescape_string_literal
 
 from .. import registry
@@ -40,9 +41,18 @@ def names_present(alias: str, limit: int | None = None) -> list[str] | None:
     return None
 
 
-def known_names(alias: str) -> list[str] | None:
+def names_for(request: HttpRequest, alias: str) -> list[str] | None:
+    """``names_present``, read once per request: a list page's name filter and its search
+    both need them."""
+    read: dict[str, list[str] | None] = request.__dict__.setdefault("_leasejobs_job_names", {})
+    if alias not in read:
+        read[alias] = names_present(alias)
+    return read[alias]
+
+
+def known_names(request: HttpRequest, alias: str) -> list[str] | None:
     """The registered names and those present in the table, in order; None past the cap."""
-    present = names_present(alias)
+    present = names_for(request, alias)
     if present is None:
         return None
     return sorted(set(present) | set(registry.registered()))
@@ -61,7 +71,7 @@ def _term_matches(term: str, names: list[str] | None) -> Q:
     return found | Q(name__in=named) if named else found
 
 
-def search(queryset: QuerySet[Job], text: str) -> QuerySet[Job]:
+def search(request: HttpRequest, queryset: QuerySet[Job], text: str) -> QuerySet[Job]:
     """The jobs every word of ``text`` finds (quoted phrases are one word), as Django's admin
     search splits it."""
     words = [
@@ -73,7 +83,7 @@ def search(queryset: QuerySet[Job], text: str) -> QuerySet[Job]:
         return queryset
     # Only the names rows carry: a registered name no row has would cost the planner an
     # estimate (SQLite's is a name's average share of the table) and find nothing.
-    names = names_present(queryset.db)
+    names = names_for(request, queryset.db)
     for word in words:
         queryset = queryset.filter(_term_matches(word, names))
     return queryset

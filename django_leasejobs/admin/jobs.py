@@ -171,7 +171,7 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
     ) -> tuple[QuerySet[Job], bool]:
-        return job_search.search(queryset, search_term), False
+        return job_search.search(request, queryset, search_term), False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
         # The database's clock, as the workers see it, for the due/overdue marker.

@@ -101,6 +101,18 @@ class TestSearch:
         assert found(admin_client, name="testapp.jobs.record") == [wanted.pk]
 
 
+def test_a_search_page_lists_the_names_once(admin_client) -> None:
+    # The name filter's choices and the search both need the names present.
+    jobs.noop.enqueue()
+    jobs.add.enqueue(1, 2)
+    qn = connection.ops.quote_name
+    probe = f"SELECT {qn(TABLE)}.{qn('name')} AS {qn('name')} FROM {qn(TABLE)}"
+    with statements() as sent:
+        assert found(admin_client, q="noop")
+    probes = [sql for sql, _ in sent if sql.startswith(probe)]
+    assert len(probes) == 3  # the first name, the next, and none after it
+
+
 def test_names_present_are_distinct_and_ordered() -> None:
     jobs.noop.enqueue_many([((), {})] * 3)
     jobs.add.enqueue(1, 2)
