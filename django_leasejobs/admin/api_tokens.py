@@ -1,4 +1,11 @@
-"""API tokens in the admin: make one (its secret is shown on the next page, once), revoke."""
+"""API tokens in the admin: make one (its secret is shown on the next page, once), revoke.
+
+A token acts as its user with all of that user's permissions, so who a token may be made for
+is the whole security of this page: a staff user makes tokens for themselves only, and sees
+and revokes only their own; a superuser may make one for any user, and the admin log says
+who made it for whom. ``manage.py jobapitoken create`` is a command run by whoever already
+holds the server: it is trusted and may make a token for anyone.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,10 @@ from django.template.response import TemplateResponse
 
 from ..api import tokens
 from ..models import ApiToken
+
+
+def _may_choose_user(request: HttpRequest) -> bool:
+    return bool(request.user.is_superuser)
 
 
 @admin.register(ApiToken)
@@ -31,9 +42,21 @@ class ApiTokenAdmin(admin.ModelAdmin):
     raw_id_fields = ("user",)
     actions = ("revoke_selected",)
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiToken]:
+        """A staff user's own tokens; every token for a superuser."""
+        tokens_shown = super().get_queryset(request)
+        if _may_choose_user(request):
+            return tokens_shown
+        return tokens_shown.filter(user_id=request.user.pk)
+
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is None:
-            return ("user", "name", "expires_at")
+            # Only a superuser chooses whose token it is; anyone else makes their own.
+            return (
+                ("user", "name", "expires_at")
+                if _may_choose_user(request)
+                else ("name", "expires_at")
+            )
         return (
             "user",
             "name",
@@ -55,10 +78,21 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         if not change:
+            if not _may_choose_user(request):
+                obj.user = request.user  # the form has no user field; never trust the POST
             secret = tokens.new_secret()
             obj.digest, obj.prefix = tokens.digest(secret), tokens.prefix_of(secret)
             request._leasejobs_secret = secret  # type: ignore[attr-defined]
         super().save_model(request, obj, form, change)
+
+    def construct_change_message(
+        self, request: HttpRequest, form: Any, formsets: Any, add: bool = False
+    ) -> Any:
+        """The admin log's line for a new token says whose it is; the entry says who made it."""
+        if add:
+            token = form.instance
+            return f"Created API token #{token.pk} for user {token.user} (id {token.user_id})."
+        return super().construct_change_message(request, form, formsets, add)
 
     def response_add(
         self, request: HttpRequest, obj: ApiToken, post_url_continue: Any = None

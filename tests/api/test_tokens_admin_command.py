@@ -10,6 +10,7 @@ from django.contrib.admin.models import LogEntry
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+from django_leasejobs.api import tokens
 from django_leasejobs.models import ApiToken
 
 from .conftest import Caller, make_user
@@ -89,3 +90,66 @@ def test_admin_creates_a_token_and_shows_it_once(db):
     )
     assert ApiToken.objects.get(pk=token.pk).revoked_at is not None
     assert Caller(admin, secret).get("jobs/")[0] == 401
+
+
+def staff_client(username: str, codenames: list[str]) -> tuple[Client, object]:
+    user = make_user(username, codenames, is_staff=True)
+    client = Client()
+    client.force_login(user)
+    return client, user
+
+
+def test_staff_cannot_mint_a_token_for_a_superuser(db):
+    """Only ``add_apitoken``: a POST naming a superuser still makes the caller's own token."""
+    root = make_user("root", [], is_staff=True, is_superuser=True)
+    client, minter = staff_client("minter", ["add_apitoken", "view_apitoken"])
+    form = client.get("/admin/django_leasejobs/apitoken/add/").content.decode()
+    assert 'name="user"' not in form
+    response = client.post(
+        "/admin/django_leasejobs/apitoken/add/",
+        {"user": root.pk, "name": "mine", "expires_at_0": "", "expires_at_1": ""},
+    )
+    assert response.status_code == 200
+    secret = re.search(r'id="leasejobs-api-token">(ljt_[^<]+)<', response.content.decode()).group(1)
+    token = ApiToken.objects.get(name="mine")
+    assert token.user == minter
+    assert not ApiToken.objects.filter(user=root).exists()
+    status, _ = Caller(root, secret).get("jobs/")
+    assert status == 403  # acts as the minter, who may not view jobs
+    entry = LogEntry.objects.get(object_id=str(token.pk))
+    assert entry.user == minter
+    assert "for user minter" in entry.get_change_message()
+
+
+def test_staff_see_and_revoke_only_their_own_tokens(db):
+    other = make_user("other", [])
+    theirs, _ = tokens.issue(other, name="theirs")
+    client, me = staff_client("me", ["add_apitoken", "view_apitoken", "change_apitoken"])
+    mine, _ = tokens.issue(me, name="mine")
+    listing = client.get("/admin/django_leasejobs/apitoken/").content.decode()
+    assert "mine" in listing
+    assert "theirs" not in listing
+    assert client.get(f"/admin/django_leasejobs/apitoken/{theirs.pk}/change/").status_code == 302
+    client.post(
+        "/admin/django_leasejobs/apitoken/",
+        {"action": "revoke_selected", "_selected_action": [theirs.pk, mine.pk]},
+    )
+    assert ApiToken.objects.get(pk=theirs.pk).revoked_at is None
+    assert ApiToken.objects.get(pk=mine.pk).revoked_at is not None
+
+
+def test_a_superuser_makes_a_token_for_another_user_and_the_log_says_so(db):
+    root = make_user("root", [], is_staff=True, is_superuser=True)
+    bot = make_user("deploy-bot", ["view_job"])
+    client = Client()
+    client.force_login(root)
+    response = client.post(
+        "/admin/django_leasejobs/apitoken/add/",
+        {"user": bot.pk, "name": "bot", "expires_at_0": "", "expires_at_1": ""},
+    )
+    assert response.status_code == 200
+    token = ApiToken.objects.get(name="bot")
+    assert token.user == bot
+    entry = LogEntry.objects.get(object_id=str(token.pk))
+    assert entry.user == root
+    assert f"for user deploy-bot (id {bot.pk})" in entry.get_change_message()
