@@ -141,7 +141,9 @@ class KeyFunction:
                 values.update(values.pop(param.name, {}))
         try:
             return self.template.format(**values)
-        except (KeyError, IndexError, AttributeError) as exc:
+        except (KeyError, IndexError, AttributeError, ValueError, TypeError) as exc:
+            # Fields index, look up and format the caller's values: "{items[0]}" of an int is a
+            # TypeError, "{n:d}" of a string a ValueError. Each is bad input, as in dedupe keys.
             raise JobValidationError(
                 f"{self.option} {self.template!r} cannot be filled: {exc!r}."
             ) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -113,3 +114,34 @@ def test_a_callable_key_must_give_a_string() -> None:
     spec = decorate(concurrency_key=lambda customer_id, **_: customer_id, concurrency_limit=1)
     with pytest.raises(JobValidationError, match="non-empty string, not 5"):
         spec.limits.values((5,), {})
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("items", "n", "option", "template"),
+    [
+        ([], 0, "concurrency_key", "first:{items[0]}"),
+        ({"a": 1}, 0, "concurrency_key", "first:{items[0]}"),
+        (5, 0, "concurrency_key", "first:{items[0]}"),
+        (None, 0, "concurrency_key", "first:{items[0]}"),
+        ([1], "x", "rate_key", "n:{n:d}"),
+        ([1], 1.5, "rate_key", "n:{n:d}"),
+        ([1], None, "rate_key", "n:{n:d}"),
+        ([1], [2], "rate_key", "n:{n:d}"),
+    ],
+)
+def test_templates_the_arguments_cannot_fill_refuse_the_enqueue(
+    items: Any, n: Any, option: str, template: str
+) -> None:
+    expected = rf"^{option} '{re.escape(template)}' cannot be filled: "
+    with pytest.raises(JobValidationError, match=expected):
+        jobs.keyed_by_shape.enqueue(items, n=n)
+    with pytest.raises(JobValidationError, match=expected):
+        jobs.keyed_by_shape.enqueue_many([((items,), {"n": n})])
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_templates_the_arguments_fill_store_their_keys() -> None:
+    job_row = jobs.keyed_by_shape.enqueue([7, 8], n=3)
+    assert (job_row.concurrency_key, job_row.rate_key) == ("first:7", "n:3")

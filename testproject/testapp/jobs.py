@@ -315,6 +315,16 @@ def limited_both(customer_id: int) -> None:
     """One at once per customer, and four starts a minute for the job name."""
 
 
+@job(
+    concurrency_key="first:{items[0]}",
+    concurrency_limit=1,
+    rate_limit="100/m",
+    rate_key="n:{n:d}",
+)
+def keyed_by_shape(items: list[int], n: int = 0) -> None:
+    """Keys that only some argument types can fill (the refusal tests)."""
+
+
 @job(rate_limit="120/m")
 def rate_120(n: int = 0) -> None:
     """120 starts a minute over all workers (the rate accuracy test)."""

@@ -238,3 +238,25 @@ def test_enqueue_many_batch_limit(operator, settings):
     for bad in ({"jobs": []}, {"jobs": "x"}, {}, {"jobs": [1]}):
         assert operator.post("jobs/batch/", bad)[0] == 400
     assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "option", "template"),
+    [
+        ({"items": []}, "concurrency_key", "first:{items[0]}"),
+        ({"items": {"a": 1}}, "concurrency_key", "first:{items[0]}"),
+        ({"items": 5}, "concurrency_key", "first:{items[0]}"),
+        ({"items": [1], "n": "x"}, "rate_key", "n:{n:d}"),
+        ({"items": [1], "n": None}, "rate_key", "n:{n:d}"),
+    ],
+)
+def test_limit_keys_the_arguments_cannot_fill_are_400(operator, settings, kwargs, option, template):
+    settings.LEASEJOBS_API_JOBS = ["testapp.jobs.keyed_by_shape"]
+    item = {"name": "testapp.jobs.keyed_by_shape", "kwargs": kwargs}
+    status, body = operator.post("jobs/", item)
+    assert (status, body["code"]) == (400, "invalid")
+    assert body["message"].startswith(f"{option} {template!r} cannot be filled: ")
+    status, body = operator.post("jobs/batch/", {"jobs": [item]})
+    assert (status, body["code"]) == (400, "invalid")
+    assert body["message"].startswith(f"{option} {template!r} cannot be filled: ")
+    assert not Job.objects.exists()
