@@ -22,7 +22,8 @@ def _latest() -> str:
 
 
 LATEST = _latest()
-UNIQUE_KEYS = ("leasejobs_live_dedupe", "leasejobs_one_job_per_occurrence")
+UNIQUE_KEYS = ("leasejobs_live_dedupe_per_name", "leasejobs_one_job_per_occurrence")
+UNIQUE_KEYS_BEFORE_0016 = ("leasejobs_live_dedupe", "leasejobs_one_job_per_occurrence")
 
 
 def _indexes() -> dict[str, Any]:
@@ -58,7 +59,7 @@ def _assert_lean() -> None:
     for name in UNIQUE_KEYS:
         assert indexes[name]["unique"], name
     if connection.vendor == "postgresql":
-        assert "WHERE (live_dedupe_key IS NOT NULL)" in _index_sql("leasejobs_live_dedupe")
+        assert "WHERE (live_dedupe_key IS NOT NULL)" in _index_sql("leasejobs_live_dedupe_per_name")
         assert "WHERE (schedule_id IS NOT NULL)" in _index_sql("leasejobs_one_job_per_occurrence")
 
 
@@ -88,7 +89,7 @@ def test_0004_goes_back_to_the_old_indexes_and_forward_again() -> None:
 def test_0005_goes_back_to_full_unique_constraints_and_forward_again() -> None:
     _migrate("0004_lean_job_indexes")
     try:
-        for name in UNIQUE_KEYS:
+        for name in UNIQUE_KEYS_BEFORE_0016:
             assert _indexes()[name]["unique"], name
             if connection.vendor == "postgresql":  # elsewhere 0005 changes nothing
                 assert "WHERE" not in _index_sql(name).upper(), name
@@ -162,20 +163,74 @@ def test_0015_adds_the_search_indexes_and_removes_them_going_back() -> None:
     _assert_lean()
 
 
+def _job(name: str = "testapp.jobs.noop", **fields: Any) -> Any:
+    from django_leasejobs.models import Job
+
+    return Job(name=name, args=[], kwargs={}, **fields)
+
+
 def test_the_unique_keys_still_refuse_a_second_live_job() -> None:
-    """Partial or not, the indexes refuse what the constraints refused, and nothing else."""
+    """Partial or not, the indexes refuse what the constraints refused, and nothing else: a
+    key is unique within its job name, and another name may hold the same key."""
     from django.db import IntegrityError, transaction
 
     from django_leasejobs.models import Job
 
-    def row(**fields: Any) -> Job:
-        return Job(name="testapp.jobs.noop", args=[], kwargs={}, **fields)
-
-    Job.objects.bulk_create([row(), row(), row(live_dedupe_key=None)])  # NULLs never conflict
-    row(live_dedupe_key="k").save()
+    Job.objects.bulk_create([_job(), _job(), _job(live_dedupe_key=None)])  # NULLs never conflict
+    _job(live_dedupe_key="k").save()
     with pytest.raises(IntegrityError), transaction.atomic():
-        row(live_dedupe_key="k").save()
-    assert Job.objects.count() == 4
+        _job(live_dedupe_key="k").save()
+    _job("testapp.jobs.add", live_dedupe_key="k").save()
+    assert Job.objects.count() == 5
+
+
+def test_0016_scopes_the_live_key_by_name_and_goes_back() -> None:
+    """Forward over rows that were valid, back to the key alone, and forward again."""
+    from django.db import IntegrityError, transaction
+
+    from django_leasejobs.models import Job
+
+    _migrate("0015_job_name_and_key_indexes")
+    try:
+        assert "leasejobs_live_dedupe_per_name" not in _indexes()
+        assert _indexes()["leasejobs_live_dedupe"]["columns"] == ["live_dedupe_key"]
+        with connection.cursor() as cursor:  # the table as 0015 left it: one key, one row
+            cursor.execute(
+                "INSERT INTO django_leasejobs_job (name, args, kwargs, queue, priority, status, "
+                "run_at, attempt, released, max_attempts, lease_owner, dedupe_key, "
+                "live_dedupe_key, created_at, last_error, errors, finished_by, task_backend) "
+                "VALUES (%s, %s, %s, %s, 0, %s, %s, 0, 0, 5, '', %s, %s, %s, '', %s, '', '')",
+                [
+                    "testapp.jobs.noop",
+                    "[]",
+                    "{}",
+                    "default",
+                    "pending",
+                    "2026-01-01 00:00:00",
+                    "k",
+                    "k",
+                    "2026-01-01 00:00:00",
+                    "[]",
+                ],
+            )
+    finally:
+        _migrate(LATEST)
+    indexes = _indexes()
+    assert "leasejobs_live_dedupe" not in indexes
+    assert indexes["leasejobs_live_dedupe_per_name"]["columns"] == ["name", "live_dedupe_key"]
+    assert indexes["leasejobs_live_dedupe_per_name"]["unique"]
+    with pytest.raises(IntegrityError), transaction.atomic():
+        _job(live_dedupe_key="k").save()
+    _job("testapp.jobs.add", live_dedupe_key="k").save()
+    assert Job.objects.filter(live_dedupe_key="k").count() == 2
+    Job.objects.filter(name="testapp.jobs.add").delete()
+    _migrate("0015_job_name_and_key_indexes")
+    try:
+        assert _indexes()["leasejobs_live_dedupe"]["unique"]
+    finally:
+        Job.objects.all().delete()
+        _migrate(LATEST)
+    _assert_lean()
 
 
 def test_0006_fingerprints_the_dead_letters_already_there() -> None:

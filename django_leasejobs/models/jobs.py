@@ -85,6 +85,7 @@ class Job(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     dedupe_key = models.CharField(max_length=200, null=True, blank=True)
+    # Unique with the job's name (``leasejobs_live_dedupe_per_name``): a key belongs to a name.
     live_dedupe_key = models.CharField(
         max_length=200,
         null=True,
@@ -238,7 +239,10 @@ class Job(models.Model):
                 condition=models.Q(priority__gte=MIN_PRIORITY, priority__lte=MAX_PRIORITY),
                 name="leasejobs_job_priority_range",
             ),
-            models.UniqueConstraint(fields=["live_dedupe_key"], name="leasejobs_live_dedupe"),
+            # A dedupe key belongs to its job name: keys of two names never meet (0016).
+            models.UniqueConstraint(
+                fields=["name", "live_dedupe_key"], name="leasejobs_live_dedupe_per_name"
+            ),
             models.UniqueConstraint(
                 fields=["schedule", "occurrence_at"], name="leasejobs_one_job_per_occurrence"
             ),

@@ -1,10 +1,14 @@
 """Dedupe windows: which states hold a key, the key made of the arguments, ignore or replace.
 
+A key belongs to its job name: a holder is looked up by ``(name, key)``, and the unique
+``(name, live_dedupe_key)`` settles races, so an enqueue never meets, returns or rewrites a job
+of another name that happens to hold the same key.
+
 Guarantees, per state (racing producers included, no ``IntegrityError`` reaching them):
 
-* **Live states** (pending, running, failed): at most one job per key, always. The unique
-  ``live_dedupe_key`` settles a race: one INSERT wins, the others fail inside a savepoint and
-  return the winner.
+* **Live states** (pending, running, failed): at most one job per name and key, always. The
+  unique ``(name, live_dedupe_key)`` settles a race: one INSERT wins, the others fail inside a
+  savepoint and return the winner.
 * **Finished states** named in ``dedupe_states`` (succeeded, dead, cancelled): at most one job
   per key among the counted states. A finished job never becomes live again, so a producer
   that finds one returns it; one that inserts checks again after its INSERT, inside the same
@@ -97,9 +101,9 @@ class _Counted(Exception):
         self.holder = holder
 
 
-def holder(key: str, rule: Rule | None, using: str) -> Job | None:
-    """The job holding ``key`` now: the live one, else a counted finished one."""
-    jobs = Job.objects.using(using)
+def holder(name: str, key: str, rule: Rule | None, using: str) -> Job | None:
+    """The job of ``name`` holding ``key`` now: the live one, else a counted finished one."""
+    jobs = Job.objects.using(using).filter(name=name)
     live = jobs.filter(live_dedupe_key=key).first()
     if live is not None or rule is None or not rule.finished:
         return live
@@ -107,7 +111,7 @@ def holder(key: str, rule: Rule | None, using: str) -> Job | None:
 
 
 def insert_checked(
-    insert: Callable[[], Job], key: str, rule: Rule | None, using: str
+    insert: Callable[[], Job], name: str, key: str, rule: Rule | None, using: str
 ) -> tuple[Job, bool]:
     """INSERT in a savepoint and, when finished states count, check again under it.
 
@@ -119,7 +123,7 @@ def insert_checked(
             if rule is not None and rule.finished:
                 counted = (
                     Job.objects.using(using)
-                    .filter(dedupe_key=key, status__in=rule.finished)
+                    .filter(name=name, dedupe_key=key, status__in=rule.finished)
                     .exclude(pk=job.pk)
                     .order_by("-id")
                     .first()

@@ -1,8 +1,8 @@
 """Enqueue: validate everything, then one INSERT in the caller's transaction.
 
-A dedupe key is settled by the unique constraint on ``live_dedupe_key`` alone: racing producers
-both try to insert, one wins, the other gets IntegrityError inside a savepoint (so the caller's
-transaction survives) and returns the winner's row.
+A dedupe key is settled by the unique constraint on ``(name, live_dedupe_key)``: racing
+producers of one job name both try to insert, one wins, the other gets IntegrityError inside a
+savepoint (so the caller's transaction survives) and returns the winner's row.
 """
 
 from __future__ import annotations
@@ -176,12 +176,12 @@ def insert(values: dict[str, Any], using: str) -> Inserted:
     connection.ensure_connection()
     client_encoding.check_sendable(values.items(), connection)
     for _ in range(5):
-        holder = dedupe.holder(key, rule, using)
+        holder = dedupe.holder(values["name"], key, rule, using)
         if holder is not None:
             return Inserted(dedupe.met(holder, values, rule, using), False)
         try:
             job, created = dedupe.insert_checked(
-                lambda: dialect.insert(values, using), key, rule, using
+                lambda: dialect.insert(values, using), values["name"], key, rule, using
             )
         except IntegrityError:
             continue

@@ -114,7 +114,7 @@ def test_the_check_after_insert_rolls_back_when_a_counted_job_appeared() -> None
     def insert() -> Job:
         return Job.objects.create(**values, dedupe_key=key, live_dedupe_key=key)
 
-    found, created = dedupe.insert_checked(insert, key, rule, connection.alias)
+    found, created = dedupe.insert_checked(insert, values["name"], key, rule, connection.alias)
     assert (found.pk, created) == (done.pk, False)
     assert Job.objects.count() == 1
 
@@ -186,3 +186,44 @@ def test_bad_decorator_options_are_refused_at_registration(
 ) -> None:
     with pytest.raises(JobValidationError, match=message):
         job(name="tests.dedupe.bad", **options)(_noop)
+
+
+def test_a_key_belongs_to_its_job_name() -> None:
+    """Another name's live job holding the same key is never matched, returned or rewritten."""
+    other = jobs.permanent.enqueue(dedupe_key="k")
+    mine = jobs.add.enqueue(1, 2, dedupe_key="k")
+    assert mine.pk != other.pk
+    assert mine.name == "testapp.jobs.add"
+    assert jobs.add.enqueue(5, 6, dedupe_key="k").pk == mine.pk  # same name: the holder
+    assert jobs.permanent.enqueue(dedupe_key="k").pk == other.pk
+
+
+def test_replace_never_reaches_another_names_job() -> None:
+    """``on_conflict="replace"`` moves only a pending job of its own name."""
+    victim = jobs.permanent.enqueue(dedupe_key="user:7")
+    far = dt.datetime(9999, 1, 1, tzinfo=dt.timezone.utc)
+    jobs.add.enqueue(1, 2, dedupe_key="user:7", on_conflict="replace", run_at=far)
+    victim.refresh_from_db()
+    assert victim.args == []
+    assert victim.run_at < far
+    assert Job.objects.filter(dedupe_key="user:7").count() == 2
+
+
+def test_finished_states_count_for_their_own_name_only() -> None:
+    """A finished job of another name holding the key is neither returned nor counted."""
+    finished = jobs.permanent.enqueue(dedupe_key="report:1")
+    Job.objects.filter(pk=finished.pk).update(status=Status.SUCCEEDED, result={"secret": 1})
+    Job.objects.filter(pk=finished.pk).update(live_dedupe_key=None)
+    found = jobs.add.enqueue(1, 2, dedupe_key="report:1", dedupe_states=[*LIVE_NAMES, "succeeded"])
+    assert found.pk != finished.pk
+    assert found.result is None
+
+
+def test_a_key_squatted_by_another_name_does_not_stop_the_derived_job() -> None:
+    """``daily_report`` derives ``report:{day}``: another job enqueued with that literal key
+    first does not take the report's place."""
+    squatter = jobs.add.enqueue(1, 2, dedupe_key="report:2026-01-01")
+    report = jobs.daily_report.enqueue("2026-01-01")
+    assert report.pk != squatter.pk
+    assert report.name == "testapp.jobs.daily_report"
+    assert jobs.daily_report.enqueue("2026-01-01").pk == report.pk
