@@ -25,6 +25,7 @@ CODES: dict[str, tuple[int, str]] = {
     "method_not_allowed": (405, "the path does not take this HTTP method"),
     "invalid_state": (409, "the job's state does not allow the action (now)"),
     "already_replayed": (409, "the dead letter was replayed before"),
+    "duplicate": (409, "a dedupe hit for a caller who may not view jobs: nothing enqueued"),
     "body_too_large": (413, "a body larger than LEASEJOBS_API_MAX_BODY_BYTES"),
     "unsupported_media_type": (415, "a body that is not application/json"),
     "server_error": (500, "an unexpected error; the server log has the traceback"),

@@ -3,6 +3,12 @@
 Only names on the allow-list can be enqueued: ``LEASEJOBS_API_JOBS`` or ``@job(api=True)``.
 Any other name is "not found" (404) whatever the caller's rights, so the API never runs a
 job a project did not mean to expose, and does not say which other jobs exist.
+
+An enqueue takes exactly the fields the OpenAPI document lists: the dedupe window and
+conflict options (``dedupe_states``, ``dedupe_period``, ``on_conflict``) are the ``@job``'s to
+set, never a caller's, so no caller can rewrite a pending job or read a finished one through
+them. A dedupe hit answers with the job already holding the key only to a caller who may view
+jobs; anyone else gets 409 ``duplicate`` and no row.
 """
 
 from __future__ import annotations
@@ -22,8 +28,12 @@ from ..runtime import inprocess
 from . import inputs, serialize
 from .endpoint import audit
 from .errors import ApiError
+from .schema_components import ENQUEUE_FIELDS
 
-ITEM_FIELDS = ("name", "args", "kwargs", *protocol.ENQUEUE_OPTIONS)
+ITEM_FIELDS = tuple(ENQUEUE_FIELDS)
+"""What one enqueue takes: the document's ``EnqueueRequest``, field for field."""
+OPTION_FIELDS = tuple(field for field in ITEM_FIELDS if field not in ("name", "args", "kwargs"))
+VIEW_JOB = "django_leasejobs.view_job"
 DEDUPLICATED_HEADER = "LeaseJobs-Deduplicated"
 
 
@@ -62,7 +72,7 @@ def parse_item(
     except JobValidationError as exc:
         field = "kwargs" if str(exc).startswith("kwargs") else "args"
         raise ApiError("invalid", str(exc), prefix + field) from None
-    options = {key: item[key] for key in protocol.ENQUEUE_OPTIONS if item.get(key) is not None}
+    options = {key: item[key] for key in OPTION_FIELDS if item.get(key) is not None}
     for key, check in (
         ("priority", validation.check_priority),
         ("queue", validation.check_queue),
@@ -88,6 +98,8 @@ def enqueue(request: HttpRequest) -> JsonResponse:
     if created:
         inprocess.enqueued(job)
         audit(request, job, "Enqueued", ADDITION)
+    else:
+        _may_see_holder(request, job, "dedupe_key")
     response = JsonResponse(serialize.job(job), status=201 if created else 200)
     response[DEDUPLICATED_HEADER] = "false" if created else "true"
     return response
@@ -110,10 +122,9 @@ def enqueue_many(request: HttpRequest) -> JsonResponse:
     results: list[tuple[Job, bool]] = []
     try:
         with transaction.atomic(using=protocol.job_database()):
-            # Runs of one name without a dedupe key go in bulk, as enqueue_many does in Python.
-            for (name, bulk), run in groupby(
-                parsed, key=lambda p: (p[0], "dedupe_key" not in p[3])
-            ):
+            # Runs of one name without a dedupe key go in bulk, as enqueue_many does in Python;
+            # keyed ones (by the call or by the @job) one by one, to tell a hit from a new job.
+            for (name, bulk), run in groupby(parsed, key=lambda p: (p[0], not _keyed(p[0], p[3]))):
                 group = list(run)
                 if bulk:
                     rows = [{"args": a, "kwargs": k, **o} for _, a, k, o in group]
@@ -122,6 +133,9 @@ def enqueue_many(request: HttpRequest) -> JsonResponse:
                     for n, a, k, o in group:
                         job, new = protocol.enqueue_reporting(n, a, k, **o)
                         results.append((job, new))
+            for index, (job, new) in enumerate(results):
+                if not new:  # raised inside the transaction: nothing of the batch is kept
+                    _may_see_holder(request, job, f"jobs[{index}].dedupe_key")
     except JobValidationError as exc:
         raise ApiError("invalid", str(exc), "jobs") from None
     created = [job for job, new in results if new]
@@ -130,6 +144,22 @@ def enqueue_many(request: HttpRequest) -> JsonResponse:
         audit(request, job, "Enqueued", ADDITION)
     body = {"jobs": [{"job": serialize.job(job), "deduplicated": not new} for job, new in results]}
     return JsonResponse(body, status=201 if created else 200)
+
+
+def _keyed(name: str, options: dict[str, Any]) -> bool:
+    spec = registry.lookup(name)
+    return "dedupe_key" in options or (spec is not None and spec.dedupe_key is not None)
+
+
+def _may_see_holder(request: HttpRequest, holder: Job, field: str) -> None:
+    """A dedupe hit shows the job holding the key only to a caller who may view jobs."""
+    if not request.api_user.has_perm(VIEW_JOB):  # type: ignore[attr-defined]
+        raise ApiError(
+            "duplicate",
+            f"A job of this name already holds dedupe key {holder.dedupe_key!r}; nothing was "
+            "enqueued (seeing that job needs the view_job permission).",
+            field,
+        )
 
 
 def list_jobs(request: HttpRequest) -> JsonResponse:

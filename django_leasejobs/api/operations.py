@@ -17,7 +17,7 @@ from ..runtime.health import Thresholds, evaluate
 from . import inputs, serialize
 from .endpoint import audit
 from .errors import ApiError
-from .jobs import get_row, page
+from .jobs import allowed, get_row, page
 
 MAX_OCCURRENCE_RANGE = dt.timedelta(days=31)
 """As the admin's occurrence page: a wider range is refused, not computed."""
@@ -44,6 +44,14 @@ def replay(request: HttpRequest, dead_letter_id: int) -> JsonResponse:
     document = inputs.body(request, optional=True)
     edits = inputs.json_object({} if document is None else document, ("args", "kwargs"))
     letter = get_row(DeadLetter, dead_letter_id, "dead letter")
+    if edits and not allowed(letter.name):
+        # New arguments make a new call: only a job the API exposes may be called with them.
+        # As-is replays stay open to replay_deadletter, as in the admin.
+        raise ApiError(
+            "permission_denied",
+            f"{letter.name!r} is not on the API's allow-list (LEASEJOBS_API_JOBS or "
+            "@job(api=True)): it can be replayed with edited arguments in the admin only.",
+        )
     if letter.replayed_job_id is not None:
         raise ApiError(
             "already_replayed",

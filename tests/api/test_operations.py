@@ -69,9 +69,33 @@ def test_replay_with_edited_arguments(operator, dead):
     assert body["args"] == [5, 6]
 
 
+def test_replay_with_edited_arguments_keeps_to_the_allow_list(operator, db, make_due):
+    """A job the API does not expose is replayed as it was, never with new arguments."""
+    job = jobs.permanent.enqueue(max_attempts=1)
+    make_due(job)
+    claimed = protocol.claim("api-test", batch=1)
+    protocol.fail(job.pk, claimed[0].attempt, Failure("boom", "Traceback: boom"))
+    letter = DeadLetter.objects.get(job=job)
+    status, body = operator.post(f"dead-letters/{letter.pk}/replay/", {"args": [], "kwargs": {}})
+    assert (status, body["code"]) == (403, "permission_denied")
+    assert "allow-list" in body["message"]
+    letter.refresh_from_db()
+    assert letter.replayed_job_id is None
+    assert Job.objects.count() == 1
+    status, body = operator.post(f"dead-letters/{letter.pk}/replay/")
+    assert status == 201
+    assert body["name"] == "testapp.jobs.permanent"
+
+
 @pytest.mark.parametrize(
     ("edits", "field"),
-    [({"args": "x"}, "args"), ({"kwargs": [1]}, "kwargs"), ({"args": ["\u0000"]}, "args")],
+    [
+        ({"args": "x"}, "args"),
+        ({"kwargs": [1]}, "kwargs"),
+        ({"args": ["\u0000"]}, "args"),
+        ({"args": ["\ud800"]}, "args"),
+        ({"kwargs": {"\udfff": 1}}, "kwargs"),
+    ],
 )
 def test_replay_with_bad_arguments_writes_nothing(operator, dead, edits, field):
     letter = dead(1, 2)
