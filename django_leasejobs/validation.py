@@ -101,6 +101,13 @@ def _check_text(text: str, where: str) -> None:
         )
 
 
+def check_text(text: str, what: str) -> str:
+    """Refuse a name or label with a NUL or a lone surrogate: no database driver stores them,
+    so they would fail as a server error where they are written or looked up."""
+    _check_text(text, f"{what} contains")
+    return text
+
+
 def _plain_size(value: Any, depth: int) -> int:
     """At least the length of ``value``'s compact JSON if it is made of plain JSON types only
     (exactly ``str``, ``int``, ``float``, ``bool``, ``None``, ``list``, ``tuple``, ``dict``)

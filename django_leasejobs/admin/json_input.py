@@ -3,6 +3,7 @@
 ``json.loads`` raises more than ``JSONDecodeError``: ``ValueError`` for an integer longer than
 Python reads from text (4,300 digits) and ``RecursionError`` for brackets nested deeper than
 its stack. Django's ``forms.JSONField`` catches only the first, so both were server errors.
+A lone surrogate (``"\\ud800"``) reads fine but cannot be written back into a UTF-8 page.
 """
 
 from __future__ import annotations
@@ -44,6 +45,16 @@ class JSONInputField(forms.JSONField):
             raise forms.ValidationError(TOO_LONG, code="invalid") from None
         except RecursionError:
             raise forms.ValidationError(TOO_DEEP, code="invalid") from None
+
+    def prepare_value(self, value: Any) -> Any:
+        """The value as JSON text; escaped when it holds a lone surrogate (typed as ``\\ud800``),
+        which a UTF-8 page cannot carry: shown raw, the form's error page was a server error."""
+        text = super().prepare_value(value)
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            return json.dumps(value, cls=self.encoder)
+        return text
 
     def bound_data(self, data: Any, initial: Any) -> Any:
         """The typed text, shown again as typed when it cannot be read."""

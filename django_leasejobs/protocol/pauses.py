@@ -21,7 +21,7 @@ from django.db import IntegrityError, transaction
 from ..dbtime import DbNow, as_aware, db_now
 from ..errors import JobValidationError
 from ..models import Pause, PauseKind
-from ..validation import check_queue
+from ..validation import check_queue, check_text
 from .base import job_database, logger
 
 JOB_NAME = re.compile(r"^[^\s\x00]{1,200}$")
@@ -59,7 +59,7 @@ def target(queue: str | None = None, job: str | None = None) -> tuple[str, str]:
         raise JobValidationError(
             f"job must be a job name (1-200 characters, no spaces), not {job!r}."
         )
-    return PauseKind.JOB.value, job
+    return PauseKind.JOB.value, check_text(job, "job name")
 
 
 def _paused(row: Pause, now: dt.datetime) -> Paused:
@@ -73,6 +73,7 @@ def pause(queue: str | None = None, job: str | None = None, *, by: str = "") -> 
     kind, name = target(queue, job)
     if not isinstance(by, str) or len(by) > 200:
         raise JobValidationError(f"by must be a text of at most 200 characters, not {by!r}.")
+    check_text(by, "by")
     using = job_database()
     try:
         with transaction.atomic(using=using):

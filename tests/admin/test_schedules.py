@@ -360,6 +360,9 @@ class TestBadInputInTheForm:
             ({"kwargs": '{"a": ' + DEEP + "}"}, "nests deeper than 31 levels"),
             ({"args": "[1e16]"}, "args[0] contains 1e+16: a float of 1e16 or more"),
             ({"kwargs": '{"x": -0.0}'}, "kwargs[&#x27;x&#x27;] contains -0.0: PostgreSQL"),
+            ({"args": '["a\\ud800"]'}, "args[0] contains a lone surrogate"),
+            ({"kwargs": '{"x": "\\udfff"}'}, "kwargs[&#x27;x&#x27;] contains a lone surrogate"),
+            ({"kwargs": '{"\\ud800": 1}'}, "kwargs has a key with a lone surrogate"),
         ],
     )
     def test_bad_input_is_a_form_error_and_nothing_is_written(

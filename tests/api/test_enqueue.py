@@ -70,7 +70,14 @@ def test_job_marked_api_true_is_allowed(operator):
 
 
 @pytest.mark.parametrize(
-    "name", ["testapp.jobs.flaky", "no.such.job", "os.system", "django_leasejobs.protocol.cancel"]
+    "name",
+    [
+        "testapp.jobs.flaky",
+        "no.such.job",
+        "os.system",
+        "django_leasejobs.protocol.cancel",
+        "testapp.jobs.add\ud800",
+    ],
 )
 def test_names_off_the_allow_list_are_404_even_for_a_superuser(db, caller, name):
     admin = caller()
@@ -113,12 +120,14 @@ BAD = [
     ("queue", "", lambda: validation.check_queue("")),
     ("queue", "a b", lambda: validation.check_queue("a b")),
     ("queue", 7, lambda: validation.check_queue(7)),
+    ("queue", "a\ud800", lambda: validation.check_queue("a\ud800")),
     ("max_attempts", 0, lambda: validation.check_max_attempts(0)),
     ("max_attempts", 2**31, lambda: validation.check_max_attempts(2**31)),
     ("max_attempts", "3", lambda: validation.check_max_attempts("3")),
     ("dedupe_key", "", lambda: validation.check_dedupe_key("")),
     ("dedupe_key", "x" * 201, lambda: validation.check_dedupe_key("x" * 201)),
     ("dedupe_key", 5, lambda: validation.check_dedupe_key(5)),
+    ("dedupe_key", "k\ud800", lambda: validation.check_dedupe_key("k\ud800")),
     ("delay", -1, lambda: validation.check_run_at(None, -1)),
     ("delay", "soon", lambda: validation.check_run_at(None, "soon")),
     ("delay", True, lambda: validation.check_run_at(None, True)),

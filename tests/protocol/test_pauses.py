@@ -105,6 +105,9 @@ def test_the_age_is_measured_from_the_pause() -> None:
         ({"job": "has space"}, "job name"),
         ({"job": ""}, "job name"),
         ({"job": 3}, "job name"),
+        ({"job": "a\ud800"}, "lone surrogate"),
+        ({"queue": "\ud800"}, "queue"),
+        ({"queue": "a", "by": "\ud800"}, "lone surrogate"),
         ({"queue": "a", "by": 5}, "by must be"),
         ({"queue": "a", "by": "x" * 201}, "by must be"),
     ],
@@ -113,6 +116,14 @@ def test_bad_input_is_refused_clearly(kwargs: dict[str, object], message: str) -
     with pytest.raises(JobValidationError, match=message):
         protocol.pause(**kwargs)  # type: ignore[arg-type]
     assert not Pause.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "message"), [("a\ud800", "job name contains a lone surrogate"), ("a b", "job must")]
+)
+def test_resume_refuses_what_pause_refuses(name: str, message: str) -> None:
+    with pytest.raises(JobValidationError, match=message):
+        protocol.resume(job=name)
 
 
 @pytest.mark.django_db(transaction=True)
