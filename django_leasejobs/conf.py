@@ -26,6 +26,10 @@ MAX_ATTEMPTS_LIMIT = 2**31 - 1
 JITTER_MODES = ("full", "equal", "none")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
+QUEUE_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
+"""A queue name, matched whole (``fullmatch``: ``$`` would let a final newline through)."""
+QUEUE_NAME_RULE = "1-100 of letters, digits, _ . : -"
+
 TOKEN_PATTERN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 """RFC 6750's ``b64token``: what an ``Authorization: Bearer`` header can carry unquoted."""
 TOKEN_MIN_LENGTH = 32
@@ -103,9 +107,9 @@ class Settings:
     @cached_property
     def DEFAULT_QUEUE(self) -> str:
         value = _get("DEFAULT_QUEUE")
-        if not isinstance(value, str) or not value:
+        if not isinstance(value, str) or not QUEUE_NAME.fullmatch(value):
             raise ImproperlyConfigured(
-                f"{PREFIX}DEFAULT_QUEUE must be a non-empty string, not {value!r}."
+                f"{PREFIX}DEFAULT_QUEUE must be a queue name ({QUEUE_NAME_RULE}), not {value!r}."
             )
         return value
 
@@ -187,6 +191,12 @@ class Settings:
         ):
             raise ImproperlyConfigured(
                 f"{PREFIX}QUEUES must be None or a non-empty list of queue names, not {value!r}."
+            )
+        bad = next((name for name in value if not QUEUE_NAME.fullmatch(name)), None)
+        if bad is not None:
+            raise ImproperlyConfigured(
+                f"{PREFIX}QUEUES lists a name that is not a valid queue name: {bad!r} "
+                f"({QUEUE_NAME_RULE}); no job could be enqueued to it."
             )
         return list(value)
 

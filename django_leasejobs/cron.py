@@ -35,7 +35,7 @@ ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight",
 
 FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
 
-_RANDOM_OR_HASHED = re.compile(r"^[HR](\(\d+-\d+\))?(/\d+)?$", re.ASCII | re.IGNORECASE)
+_RANDOM_OR_HASHED = re.compile(r"[HR](\(\d+-\d+\))?(/\d+)?", re.ASCII | re.IGNORECASE)
 """croniter's ``R`` (random) and ``H`` (hashed) fields, in the forms it reads them in."""
 
 # How far before croniter's backward estimate to start iterating forward: more than any zone's
@@ -169,7 +169,7 @@ def _refuse_random_fields(fields: list[str]) -> None:
     expression (and ``H`` from a seed it is not given here), so no two schedulers, nor two
     ticks of one, would agree on the occurrences, and a schedule could fire twice an hour."""
     for name, field in zip(FIELDS, fields, strict=True):
-        if _RANDOM_OR_HASHED.match(field):
+        if _RANDOM_OR_HASHED.fullmatch(field):
             kind = "random value (R)" if field[0] in "Rr" else "hashed value (H)"
             raise CronError(
                 f"the {name} field {field!r} is a {kind}: Hashed (H) and random (R) fields are "

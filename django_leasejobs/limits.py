@@ -24,7 +24,7 @@ MAX_KEY_LENGTH = 200
 PERIODS = {"s": 1, "m": 60, "h": 3600}
 """Rate windows a ``rate_limit`` may name, in seconds."""
 
-_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smh])\s*$")
+_RATE = re.compile(r"\s*(\d+)\s*/\s*(\d*)\s*([smh])\s*")
 
 KeySource = str | Callable[..., Any] | None
 
@@ -41,7 +41,7 @@ def parse_rate(text: Any) -> Rate:
     """``"100/m"`` (also ``/s``, ``/h``, or ``"10/5m"``) as a ``Rate``; anything else refused."""
     if not isinstance(text, str):
         raise TypeError(f"rate_limit must be a string like '100/m', not {type(text).__name__}.")
-    match = _RATE.match(text)
+    match = _RATE.fullmatch(text)
     if match is None:
         raise JobValidationError(
             f"rate_limit {text!r} is not 'COUNT/PERIOD' with PERIOD one of s, m, h "

@@ -12,12 +12,11 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from .conf import MAX_ATTEMPTS_LIMIT, is_timeout, settings
+from .conf import MAX_ATTEMPTS_LIMIT, QUEUE_NAME, QUEUE_NAME_RULE, is_timeout, settings
 from .errors import JobValidationError
 
 MIN_PRIORITY = -100
 MAX_PRIORITY = 100
-QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 MAX_DEDUPE_KEY = 200
 
 COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
@@ -240,10 +239,8 @@ def check_priority(priority: Any) -> int:
 
 
 def check_queue(queue: Any) -> str:
-    if not isinstance(queue, str) or not QUEUE_NAME.match(queue):
-        raise JobValidationError(
-            f"queue {queue!r} is not a valid queue name (1-100 of letters, digits, _ . : -)."
-        )
+    if not isinstance(queue, str) or not QUEUE_NAME.fullmatch(queue):
+        raise JobValidationError(f"queue {queue!r} is not a valid queue name ({QUEUE_NAME_RULE}).")
     return queue
 
 

@@ -58,6 +58,15 @@ def test_e001_a_bad_timeout_setting_is_an_error() -> None:
     assert "LEASEJOBS_TIMEOUT_SECONDS must be None or a positive number" in message.msg
 
 
+@override_settings(LEASEJOBS_QUEUES=["default", "mail\n"], LEASEJOBS_DEFAULT_QUEUE="default\n")
+def test_e001_queue_names_with_a_trailing_newline_are_errors() -> None:
+    messages = checks.check_settings()
+    assert ids(messages) == ["leasejobs.E001", "leasejobs.E001"]
+    text = " ".join(m.msg for m in messages)
+    assert "LEASEJOBS_DEFAULT_QUEUE must be a queue name" in text
+    assert "LEASEJOBS_QUEUES lists a name that is not a valid queue name: 'mail\\n'" in text
+
+
 @override_settings(LEASEJOBS_MONITORING_TOKEN="hunter2")
 def test_e001_a_short_monitoring_token_is_refused_without_showing_it() -> None:
     (message,) = checks.check_settings()

@@ -24,7 +24,8 @@ from ..models import Pause, PauseKind
 from ..validation import check_queue, check_text
 from .base import job_database, logger
 
-JOB_NAME = re.compile(r"^[^\s\x00]{1,200}$")
+JOB_NAME = re.compile(r"[^\s\x00]{1,200}")
+"""Matched whole (``fullmatch``): with ``$``, a name ending in a newline would pass."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def target(queue: str | None = None, job: str | None = None) -> tuple[str, str]:
         raise JobValidationError("Name exactly one of queue= and job= to pause or resume.")
     if queue is not None:
         return PauseKind.QUEUE.value, check_queue(queue)
-    if not isinstance(job, str) or not JOB_NAME.match(job):
+    if not isinstance(job, str) or not JOB_NAME.fullmatch(job):
         raise JobValidationError(
             f"job must be a job name (1-200 characters, no spaces), not {job!r}."
         )

@@ -31,7 +31,8 @@ LEASE_EXPIRED_CLASS = "django_leasejobs.errors.LeaseExpiredError"
 TIMEOUT_CLASS = "builtins.TimeoutError"
 """An attempt the worker ended at its timeout: Python's own ``TimeoutError``."""
 OTHER_ERROR_CLASS = "django_leasejobs.errors.LeaseJobsError"
-_CLASS_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$")
+_CLASS_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+"""Matched whole (``fullmatch``): with ``$``, a path ending in a newline would pass."""
 
 
 def exception_path(exc: BaseException) -> str:
@@ -49,7 +50,7 @@ def refusal(path: str) -> str | None:
     refused even there: they are programs, not libraries.
     """
     module = path.rpartition(".")[0]
-    if not module or not _CLASS_PATH.match(path):
+    if not module or not _CLASS_PATH.fullmatch(path):
         return f"Task path {path!r} is not a dotted path to a task."
     packages = [config.name for config in apps.get_app_configs()]
     packages += settings.TASK_MODULES
@@ -117,7 +118,7 @@ def task_errors(job: Job, framework: tasks_framework.Framework) -> list[Any]:
             path = LEASE_EXPIRED_CLASS
         elif entry.get("kind") == "timeout":
             path = TIMEOUT_CLASS
-        elif _CLASS_PATH.match(head):
+        elif _CLASS_PATH.fullmatch(head):
             path = head
         else:
             path = OTHER_ERROR_CLASS

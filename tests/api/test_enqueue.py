@@ -121,6 +121,7 @@ BAD = [
     ("queue", "a b", lambda: validation.check_queue("a b")),
     ("queue", 7, lambda: validation.check_queue(7)),
     ("queue", "a\ud800", lambda: validation.check_queue("a\ud800")),
+    ("queue", "default\n", lambda: validation.check_queue("default\n")),
     ("max_attempts", 0, lambda: validation.check_max_attempts(0)),
     ("max_attempts", 2**31, lambda: validation.check_max_attempts(2**31)),
     ("max_attempts", "3", lambda: validation.check_max_attempts("3")),

@@ -115,6 +115,8 @@ def test_list_shows_each_pause_with_its_age_and_filters_by_kind(caller):
         ({"kind": "job", "name": "a\ud800"}, "invalid", "name"),
         ({"kind": "job", "name": "\udfff"}, "invalid", "name"),
         ({"kind": "queue", "name": "\ud800"}, "invalid", "name"),
+        ({"kind": "queue", "name": "default\n"}, "invalid", "name"),
+        ({"kind": "job", "name": "testapp.jobs.noop\n"}, "invalid", "name"),
         ({"kind": "queue", "name": 7}, "invalid", "name"),
         ({"kind": "queue"}, "invalid", "name"),
         ({"kind": "schedule", "name": "x"}, "invalid", "kind"),

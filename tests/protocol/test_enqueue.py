@@ -145,6 +145,7 @@ def test_payload_over_the_cap_is_refused() -> None:
         ({"max_attempts": 0}, "max_attempts"),
         ({"queue": ""}, "not a valid queue"),
         ({"queue": "has space"}, "not a valid queue"),
+        ({"queue": "default\n"}, r"queue 'default\\n' is not a valid queue"),
         ({"dedupe_key": ""}, "dedupe_key"),
         ({"dedupe_key": "x" * 201}, "dedupe_key"),
         ({"run_at": dt.datetime(2030, 1, 1)}, "naive datetime"),

@@ -106,6 +106,8 @@ def test_the_age_is_measured_from_the_pause() -> None:
         ({"job": ""}, "job name"),
         ({"job": 3}, "job name"),
         ({"job": "a\ud800"}, "lone surrogate"),
+        ({"queue": "default\n"}, r"queue 'default\\n' is not a valid queue"),
+        ({"job": NOOP + "\n"}, "job must be a job name"),
         ({"queue": "\ud800"}, "queue"),
         ({"queue": "a", "by": "\ud800"}, "lone surrogate"),
         ({"queue": "a", "by": 5}, "by must be"),

@@ -77,6 +77,14 @@ def test_a_dunder_module_of_an_installed_app_is_refused() -> None:
     assert "'__main__' is not allowed" in Job.objects.get(pk=job.pk).last_error
 
 
+def test_a_path_with_a_trailing_newline_is_not_a_dotted_path() -> None:
+    job = row("testapp.tasks.add\n")
+    assert run_one() == Outcome.DEAD
+    assert DeadLetter.objects.get(job=job).reason == "not a task"
+    last_error = Job.objects.get(pk=job.pk).last_error
+    assert "Task path 'testapp.tasks.add\\n' is not a dotted path to a task." in last_error
+
+
 def test_a_task_outside_installed_apps_is_refused_when_defined() -> None:
     sys.modules.pop(OUTSIDE, None)
     try:
