@@ -9,6 +9,7 @@ admin log entry per letter (and per new job, as a single replay does).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
@@ -39,6 +40,17 @@ _ACTIONS = {
 
 def _action_url(fingerprint: str, action: str) -> str:
     return reverse("admin:django_leasejobs_deadletter_group_action", args=[fingerprint, action])
+
+
+def _written_by_us(fingerprint: str) -> bool:
+    """Whether the app wrote this fingerprint (hex digits); a row edited by hand may hold
+    anything (``/``, spaces), for which no action URL is built: one bad row must not make
+    the page a server error for everyone."""
+    try:
+        protocol.check_fingerprint(fingerprint)
+    except ValueError:
+        return False
+    return True
 
 
 def _log(request: HttpRequest, entries: list[tuple[Model, int, str]]) -> None:
@@ -72,8 +84,10 @@ class DeadLetterGroupViews(_ModelAdmin):
         view = self.admin_site.admin_view
         return [
             path("groups/", view(self.groups_view), name="django_leasejobs_deadletter_groups"),
+            # ``path``: a fingerprint the app never wrote, ``/`` included, reaches the view
+            # and its 404, rather than the admin's catch-all redirect.
             path(
-                "groups/<str:fingerprint>/<str:action>/",
+                "groups/<path:fingerprint>/<str:action>/",
                 view(self.group_action_view),
                 name="django_leasejobs_deadletter_group_action",
             ),
@@ -96,6 +110,7 @@ class DeadLetterGroupViews(_ModelAdmin):
         for group in page.object_list:
             label, message = errors.get(group.fingerprint, ("", ""))
             key = group.fingerprint
+            actionable = _written_by_us(key)
             rows.append(
                 {
                     "group": group,
@@ -105,13 +120,15 @@ class DeadLetterGroupViews(_ModelAdmin):
                     "names": format_html_join(
                         mark_safe("<br>"), "{}&nbsp;({})", ((n, c) for n, c in group.names)
                     ),
-                    "letters_url": f"{changelist}?fingerprint={key}",
+                    "letters_url": f"{changelist}?{urlencode({'fingerprint': key})}",
                     "replay_url": (
                         _action_url(key, "replay")
-                        if may["replay"] and key and group.not_replayed > 0
+                        if may["replay"] and actionable and group.not_replayed > 0
                         else ""
                     ),
-                    "discard_url": _action_url(key, "discard") if may["discard"] and key else "",
+                    "discard_url": (
+                        _action_url(key, "discard") if may["discard"] and actionable else ""
+                    ),
                 }
             )
         context = {

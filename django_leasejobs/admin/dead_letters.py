@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin
@@ -105,9 +106,9 @@ class DeadLetterAdmin(DeadLetterGroupViews, PayloadDisplay, ReadOnlyAdmin):
             return "not computed yet (manage.py deadletters fingerprint)"
         letters = reverse("admin:django_leasejobs_deadletter_changelist")
         return format_html(
-            '<a href="{}?fingerprint={}">{}</a> ({}) &middot; <a href="{}">all groups</a>',
+            '<a href="{}?{}">{}</a> ({}) &middot; <a href="{}">all groups</a>',
             letters,
-            letter.fingerprint,
+            urlencode({"fingerprint": letter.fingerprint}),  # any text a row may hold, encoded
             letter.fingerprint,
             fingerprints.of_errors(letter.errors).label,
             reverse("admin:django_leasejobs_deadletter_groups"),

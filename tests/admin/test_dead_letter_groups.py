@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from testapp import jobs
@@ -99,6 +101,30 @@ class TestGroupedPage:
         assert (row["replay_url"], row["discard_url"]) == ("", "")
         assert "manage.py deadletters fingerprint" in response.content.decode()
 
+    def test_fingerprints_the_app_never_writes_are_listed_without_actions(
+        self, admin_client
+    ) -> None:
+        """A row edited by hand (or by a bug) must not break the page for everyone."""
+        odd = ["a/b&c", "../x", "has space", "ABCDEF0123456789", "0123456789abcdef\n", "é#?"]
+        good = buried("order 0")
+        for n, fingerprint in enumerate(odd):
+            letter = buried(f"order {n + 1}", cls=f"Error{n}")
+            DeadLetter.objects.filter(pk=letter.pk).update(fingerprint=fingerprint)
+        response = admin_client.get(url("deadletter_groups"))
+        assert response.status_code == 200
+        rows = {r["group"].fingerprint: r for r in response.context["rows"]}
+        assert set(rows) == {good.fingerprint, *odd}
+        for fingerprint in odd:
+            assert (rows[fingerprint]["replay_url"], rows[fingerprint]["discard_url"]) == ("", "")
+        assert rows[good.fingerprint]["replay_url"] == action_url(good, "replay")
+        assert rows[good.fingerprint]["discard_url"] == action_url(good, "discard")
+        letters = admin_client.get(rows["a/b&c"]["letters_url"])
+        assert [r.fingerprint for r in letters.context["cl"].result_list] == ["a/b&c"]
+        assert rows["a/b&c"]["letters_url"].endswith("?fingerprint=a%2Fb%26c")
+        odd_letter = DeadLetter.objects.get(fingerprint="a/b&c")
+        detail = admin_client.get(url("deadletter_change", odd_letter.pk)).content.decode()
+        assert f'href="{url("deadletter_changelist")}?fingerprint=a%2Fb%26c"' in detail
+
     def test_one_aggregate_query_and_one_read_of_the_newest_letters(
         self, admin_client, django_assert_max_num_queries
     ) -> None:
@@ -183,6 +209,23 @@ class TestConfirmation:
         letter = buried()
         address = url("deadletter_changelist") + path.format(fp=letter.fingerprint)
         assert group_operator.get(address).status_code == status
+
+    @pytest.mark.parametrize(
+        "fingerprint", ["a/b", "has space", "ABCDEF0123456789", "0123456789abcdef\n", "é"]
+    )
+    @pytest.mark.parametrize("action", ["replay", "discard"])
+    def test_a_fingerprint_the_app_never_writes_is_not_found(
+        self, admin_client, fingerprint, action
+    ) -> None:
+        letter = buried()
+        DeadLetter.objects.filter(pk=letter.pk).update(fingerprint=fingerprint)
+        address = url("deadletter_groups") + f"{quote(fingerprint, safe='/')}/{action}/"
+        assert admin_client.get(address).status_code == 404
+        response = admin_client.post(address, {"through_id": str(letter.pk)})
+        assert response.status_code == 404
+        assert DeadLetter.objects.get(pk=letter.pk).replayed_job_id is None
+        assert Job.objects.count() == 1
+        assert not LogEntry.objects.exists()
 
     @pytest.mark.parametrize("through", ["", "abc", "-1"])
     def test_a_post_without_a_letter_id_changes_nothing(self, group_operator, through) -> None:
