@@ -54,6 +54,7 @@ DEFAULTS: dict[str, Any] = {
     "HEALTH_MAX_EXPIRED_LEASES": None,
     "HEALTH_MAX_PAUSED_AGE": None,
     "HEALTH_MAX_STUCK": None,
+    "STATS_MAX_QUEUES": 200,
     "METRICS": False,
     "EAGER": False,
     "MONITORING_TOKEN": None,
@@ -290,6 +291,12 @@ class Settings:
         if not TOKEN_PATTERN.fullmatch(value):
             raise ImproperlyConfigured(f"{wanted}; it holds other characters.")
         return value
+
+    @cached_property
+    def STATS_MAX_QUEUES(self) -> int:
+        """The most queues whose depth the stats count (the dashboard, ``jobstats``, the
+        health view's numbers); the health verdict judges every queue whatever it says."""
+        return int(_number("STATS_MAX_QUEUES", minimum=1, integer=True))
 
     @cached_property
     def API_JOBS(self) -> frozenset[str]:

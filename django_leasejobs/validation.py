@@ -251,7 +251,8 @@ def undeclared_queues(names: Iterable[str]) -> list[str]:
 
 
 def check_declared_queues(names: Iterable[str]) -> None:
-    """Refuse queue names a monitor asks about that no worker is meant to serve (a typo)."""
+    """Refuse queue names no worker is meant to serve (a typo): in an enqueue, or asked
+    about by a monitor."""
     unknown = undeclared_queues(names)
     if unknown:
         raise JobValidationError(

@@ -46,6 +46,13 @@ ENQUEUE_FIELDS: dict[str, Schema] = {
     "max_attempts": nullable("integer", minimum=1, maximum=2**31 - 1),
 }
 
+QUEUES_OMITTED: Schema = {
+    "type": "integer",
+    "minimum": 0,
+    "description": "Queues past LEASEJOBS_STATS_MAX_QUEUES left out of queues (and of the "
+    "total's counts); the verdict still judges them.",
+}
+
 STATUSES = ["pending", "running", "succeeded", "failed", "dead", "cancelled"]
 
 WORKERS: dict[str, Schema] = {
@@ -224,6 +231,7 @@ SCHEMAS: dict[str, Schema] = {
             "now": TIME,
             "total": ref("QueueStats"),
             "queues": {"type": "object", "additionalProperties": ref("QueueStats")},
+            "queues_omitted": QUEUES_OMITTED,
             "paused_jobs": {
                 "type": "object",
                 "additionalProperties": {"type": "number", "minimum": 0},
@@ -240,6 +248,7 @@ SCHEMAS: dict[str, Schema] = {
             "now": TIME,
             "total": ref("QueueStats"),
             "queues": {"type": "object", "additionalProperties": ref("QueueStats")},
+            "queues_omitted": QUEUES_OMITTED,
             "paused_jobs": {
                 "type": "object",
                 "additionalProperties": {"type": "number", "minimum": 0},

@@ -112,7 +112,7 @@ def row_values(
         "name": name,
         "args": args_list,
         "kwargs": kwargs_dict,
-        "queue": validation.check_queue(queue if queue is not None else defaults.queue),
+        "queue": _declared(validation.check_queue(queue if queue is not None else defaults.queue)),
         "priority": validation.check_priority(
             priority if priority is not None else defaults.priority
         ),
@@ -139,6 +139,12 @@ def row_values(
     if rule is not None:
         values[dedupe.RULE] = rule
     return values
+
+
+def _declared(queue: str) -> str:
+    """With ``LEASEJOBS_QUEUES`` set, a queue it does not list would wait for ever: refused."""
+    validation.check_declared_queues([queue])
+    return queue
 
 
 def _due(run_at: dt.datetime | None, delay: Any, now: dt.datetime | None) -> dt.datetime | None:

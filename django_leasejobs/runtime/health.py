@@ -131,13 +131,14 @@ def evaluate(
     A paused queue is not unhealthy for waiting (its held-back jobs are not counted as due);
     only ``max_paused_age`` judges how long it has been paused.
     """
-    names = sorted(stats.queues) if queues is None else sorted(set(queues))
+    judged = stats.judged  # the queues left uncounted too: no threshold judges a count
+    names = sorted(judged) if queues is None else sorted(set(queues))
     problems = []
     stuck_limit = thresholds.max_stuck
     if stuck_limit is not None and stats.stuck > stuck_limit:
         problems.append(Problem("", STUCK, stats.stuck, stuck_limit))
     for name in names:
-        numbers = stats.queues.get(name, QueueStats())
+        numbers = judged.get(name, QueueStats())
         for metric in _LIMITS:
             if metric == STUCK:
                 continue

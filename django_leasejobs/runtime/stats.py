@@ -34,7 +34,7 @@ from django.db.models import Count, Q
 
 from .. import dbtime
 from ..conf import settings
-from ..dialects import counting
+from ..dialects import counting, waiting
 from ..models import (
     CLAIMABLE,
     IS_RUNNING,
@@ -135,18 +135,30 @@ class WorkerStats:
 @dataclass
 class Stats:
     """Per-queue numbers, their total, the database time they were taken at, the paused job
-    names with the seconds each has been paused, and the workers by id."""
+    names with the seconds each has been paused, and the workers by id.
+
+    ``queues`` holds at most ``LEASEJOBS_STATS_MAX_QUEUES`` queues, counted in full;
+    ``omitted`` the others, with every number but the counts (pending, failed, due), which
+    would cost queries per queue. The health verdict judges both: nothing a threshold checks
+    is ever left out.
+    """
 
     queues: dict[str, QueueStats] = field(default_factory=dict)
     total: QueueStats = field(default_factory=QueueStats)
     now: dt.datetime | None = None
     paused_jobs: dict[str, float] = field(default_factory=dict)
     workers: list[WorkerStats] = field(default_factory=list)
+    omitted: dict[str, QueueStats] = field(default_factory=dict)
 
     @property
     def stuck(self) -> int:
         """Stuck handlers over the workers not lost."""
         return sum(w.stuck for w in self.workers if not w.lost)
+
+    @property
+    def judged(self) -> dict[str, QueueStats]:
+        """Every queue, counted or not: what the health thresholds judge."""
+        return {**self.omitted, **self.queues}
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: plain numbers and strings only."""
@@ -154,22 +166,30 @@ class Stats:
             "now": self.now.isoformat() if self.now is not None else None,
             "total": self.total.as_dict(),
             "queues": {name: stats.as_dict() for name, stats in sorted(self.queues.items())},
+            "queues_omitted": len(self.omitted),
             "paused_jobs": dict(sorted(self.paused_jobs.items())),
             "workers": [w.as_dict() for w in self.workers],
             "stuck": self.stuck,
         }
 
 
-def collect(using: str | None = None) -> Stats:
+COUNTS = ("pending", "failed", "due")
+
+
+def collect(using: str | None = None, *, counts: bool = True) -> Stats:
     """Read every queue's numbers from the database, at the database's current time.
 
     Queues appear when they hold a pending, failed or running job or a dead letter of the last
     day, or are paused; the queues listed in ``LEASEJOBS_QUEUES`` (if set) always appear, with
-    zeros.
+    zeros. The first ``LEASEJOBS_STATS_MAX_QUEUES`` of them, declared ones first, then by
+    name, are counted (three capped counts each); the rest are ``omitted``. ``counts=False``
+    counts none: then the number of queries is the same whatever the number of queues (the
+    anonymous health verdict, which judges no count).
     """
     alias = using or router.db_for_read(Job) or DEFAULT_DB_ALIAS
     now = dbtime.db_now()
-    queues: dict[str, QueueStats] = {name: QueueStats() for name in settings.QUEUES or ()}
+    declared = list(settings.QUEUES or ())
+    queues: dict[str, QueueStats] = {name: QueueStats() for name in declared}
 
     def queue(name: str) -> QueueStats:
         return queues.setdefault(name, QueueStats())
@@ -177,70 +197,60 @@ def collect(using: str | None = None) -> Stats:
     paused_queues, paused_jobs = _pauses(alias, now)
     for name, age in paused_queues.items():
         queue(name).paused_age = age
-    _add_waiting(queue, alias, now, paused_queues, paused_jobs)
+    for name, oldest in waiting.oldest_due(alias, now, paused_jobs).items():
+        stats = queue(name)
+        if oldest is not None and name not in paused_queues:
+            stats.oldest_due_age = max(0.0, (now - oldest).total_seconds())
     _add_running(queue, alias, now)
     _add_dead(queue, alias, now)
+    names = [*declared, *sorted(set(queues) - set(declared))]
+    if counts:
+        for name in names[: settings.STATS_MAX_QUEUES]:
+            _count_waiting(queues[name], alias, name, now, name in paused_queues, paused_jobs)
+    kept = names[: settings.STATS_MAX_QUEUES] if counts else names
     total = QueueStats()
     for stats in queues.values():
         total.add(stats)
+    if len(kept) < len(names):
+        for name in COUNTS:
+            total.approximate.setdefault(name, counting.Kind.AT_LEAST.value)
     return Stats(
-        queues=dict(sorted(queues.items())),
+        queues={name: queues[name] for name in sorted(kept)},
         total=total,
         now=now,
         paused_jobs=paused_jobs,
         workers=_workers(alias, now),
+        omitted={name: queues[name] for name in names if name not in kept},
     )
 
 
-def _add_waiting(
-    queue: Callable[[str], QueueStats],
+def _count_waiting(
+    stats: QueueStats,
     alias: str,
+    name: str,
     now: dt.datetime,
-    paused_queues: dict[str, float],
+    paused: bool,
     paused_jobs: dict[str, float],
 ) -> None:
-    """Pending and failed rows only, a queue at a time, through ``leasejobs_waiting``.
+    """A queue's pending, failed and due rows, through ``leasejobs_waiting``.
 
-    Each count reads at most ``counting.CAP`` rows (beyond: an estimate, or "at least"), and the
-    oldest due job is the first entry of an index range (one per waiting status), so the cost
-    does not grow with the backlog.
+    Each count reads at most ``counting.CAP`` rows (beyond: an estimate, or "at least"), so
+    the cost does not grow with the backlog. What a pause holds back is not due.
     """
-    waiting = Job.objects.using(alias).filter(IS_WAITING)
-    for name in waiting_queues(alias):
-        stats = queue(name)
-        of_queue = waiting.filter(queue=name)
-        for status in CLAIMABLE:
-            stats.record(str(status), counting.count(of_queue.filter(status=status)))
-        if name in paused_queues:
-            continue  # what a pause holds back is neither due nor late
-        # What a worker could claim now: due, and held back by no pause.
-        due = of_queue.filter(run_at__lte=now)
-        if paused_jobs:
-            due = due.exclude(name__in=list(paused_jobs))
-        stats.record("due", counting.count(due))
-        oldest = [
-            due.filter(status=status).order_by("run_at").values_list("run_at", flat=True).first()
-            for status in CLAIMABLE
-        ]
-        found = [at for at in oldest if at is not None]
-        if found:
-            stats.oldest_due_age = max(0.0, (now - min(found)).total_seconds())
+    of_queue = Job.objects.using(alias).filter(IS_WAITING, queue=name)
+    for status in CLAIMABLE:
+        stats.record(str(status), counting.count(of_queue.filter(status=status)))
+    if paused:
+        return
+    due = of_queue.filter(run_at__lte=now)
+    if paused_jobs:
+        due = due.exclude(name__in=list(paused_jobs))
+    stats.record("due", counting.count(due))
 
 
 def waiting_queues(alias: str) -> list[str]:
-    """The queues holding a pending or failed job, in name order.
-
-    One index probe per queue (``queue > previous ... LIMIT 1``, a skip scan of
-    ``leasejobs_waiting``), where ``SELECT DISTINCT`` would read every waiting row.
-    """
-    names: list[str] = []
-    waiting = Job.objects.using(alias).filter(IS_WAITING).order_by("queue")
-    while True:
-        after = waiting.filter(queue__gt=names[-1]) if names else waiting
-        name = after.values_list("queue", flat=True).first()
-        if name is None:
-            return names
-        names.append(name)
+    """The queues holding a pending or failed job, in name order (one statement)."""
+    return list(waiting.oldest_due(alias, dbtime.db_now(alias)))
 
 
 def _add_running(queue: Callable[[str], QueueStats], alias: str, now: dt.datetime) -> None:

@@ -269,3 +269,68 @@ def test_a_paused_queue_is_ok_while_waiting_and_503_past_max_paused_age(
     (problem,) = response.json()["problems"]
     assert (problem["queue"], problem["metric"]) == ("mail", "paused_age")
     assert staff.get(URL, {"max_paused_age": "later"}).status_code == 400
+
+
+def _fill_queues(count: int, first: int = 0) -> None:
+    """A due job, a running job with an expired lease and a dead letter in each of ``count``
+    queues, as an API caller who may enqueue can make them."""
+    from django_leasejobs.models import DeadLetter, Job
+
+    names = [f"made-up-{n:04}" for n in range(first, first + count)]
+    Job.objects.bulk_create(
+        [Job(name="testapp.jobs.noop", queue=name, run_at=shifted(-30)) for name in names]
+        + [
+            Job(
+                name="testapp.jobs.noop",
+                queue=name,
+                status="running",
+                attempt=1,
+                lease_expires_at=shifted(-5),
+            )
+            for name in names
+        ]
+    )
+    running = Job.objects.filter(status="running", queue__in=names).order_by("pk")
+    DeadLetter.objects.bulk_create(
+        [DeadLetter(job=job, name=job.name, queue=job.queue, reason="r") for job in running]
+    )
+
+
+def _anonymous_queries() -> tuple[int, int]:
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        status = Client().get(URL).status_code
+    return status, len(queries.captured_queries)
+
+
+@override_settings(
+    LEASEJOBS_HEALTH_MAX_DUE_AGE=3600,
+    LEASEJOBS_HEALTH_MAX_DEAD_PER_HOUR=5,
+    LEASEJOBS_HEALTH_MAX_EXPIRED_LEASES=5,
+    LEASEJOBS_HEALTH_MAX_PAUSED_AGE=3600,
+    LEASEJOBS_HEALTH_MAX_STUCK=5,
+)
+def test_the_anonymous_verdict_costs_the_same_queries_for_1_or_1000_queues() -> None:
+    _fill_queues(1)
+    one = _anonymous_queries()
+    _fill_queues(999, first=1)
+    thousand = _anonymous_queries()
+    assert one == thousand == (200, one[1])
+    assert one[1] <= 8
+
+
+@override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=60, LEASEJOBS_STATS_MAX_QUEUES=3)
+def test_the_detailed_view_caps_the_queues_it_counts_and_still_judges_them_all(
+    staff: Client, make_due
+) -> None:
+    _fill_queues(10)
+    make_due(jobs.noop.enqueue(queue="zz-stalled"), seconds_ago=3600)
+    body = staff.get(URL).json()
+    assert sorted(body["queues"]) == ["made-up-0000", "made-up-0001", "made-up-0002"]
+    assert body["queues_omitted"] == 8
+    assert body["total"]["approximate"]["pending"] == "at least"
+    assert body["status"] == "unhealthy"
+    assert [p["queue"] for p in body["problems"]] == ["zz-stalled"]
+    anonymous = Client().get(URL)
+    assert (anonymous.status_code, anonymous.json()) == (503, {"status": "unhealthy"})

@@ -125,7 +125,15 @@ def test_finished_jobs_are_not_counted(make_due) -> None:
 def test_as_dict_is_json_ready_and_names_every_field(make_due) -> None:
     make_due(jobs.noop.enqueue(), seconds_ago=10)
     data = json.loads(json.dumps(stats.collect().as_dict()))
-    assert set(data) == {"now", "total", "queues", "paused_jobs", "workers", "stuck"}
+    assert set(data) == {
+        "now",
+        "total",
+        "queues",
+        "queues_omitted",
+        "paused_jobs",
+        "workers",
+        "stuck",
+    }
     assert (data["workers"], data["stuck"]) == ([], 0)
     assert set(data["total"]) == FIELDS
     assert set(data["queues"]["default"]) == FIELDS
