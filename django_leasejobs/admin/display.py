@@ -16,6 +16,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from ..error_history import DROPPED, FIRST, LAST, is_dropped
+
 LIST_PREVIEW_CHARS = 80
 """Arguments longer than this are cut in change lists (the detail page shows them in full)."""
 
@@ -78,33 +80,38 @@ def admin_link(obj: Any, text: str | None = None) -> SafeString | str:
 
 
 def error_history(errors: Any) -> SafeString:
-    """The attempt history (``Job.errors``/``DeadLetter.errors``) as a table, tracebacks folded."""
+    """The attempt history (``Job.errors``/``DeadLetter.errors``) as a table, tracebacks folded;
+    the attempts a long history dropped (``django_leasejobs.error_history``) are one row that
+    counts them."""
     if not isinstance(errors, list) or not errors:
         return format_html("<p>{}</p>", "No failed attempt recorded.")
-    rows = []
-    for entry in errors:
-        item = entry if isinstance(entry, dict) else {"error": entry}
-        rows.append(
-            (
-                str(item.get("attempt", "")),
-                str(item.get("worker", "")),
-                str(item.get("at", "")),
-                str(item.get("kind", "")),
-                str(item.get("error", "")),
-                str(item.get("traceback", "")) or "\u2014",
-            )
-        )
-    body = format_html_join(
-        "",
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-        '<td><pre class="leasejobs-text">{}</pre></td>'
-        '<td><details><summary>traceback</summary><pre class="leasejobs-text">{}</pre>'
-        "</details></td></tr>",
-        rows,
-    )
+    body = format_html_join("", "{}", ((_history_row(entry),) for entry in errors))
     return format_html(
         '<table class="leasejobs-history"><thead><tr><th>attempt</th><th>worker</th>'
         "<th>at</th><th>kind</th><th>error</th><th>traceback</th></tr></thead>"
         "<tbody>{}</tbody></table>",
         body,
+    )
+
+
+def _history_row(entry: Any) -> SafeString:
+    if is_dropped(entry):
+        count = entry[DROPPED]
+        return format_html(
+            '<tr class="leasejobs-dropped"><td colspan="6"><em>{}</em></td></tr>',
+            f"\u2026 {count} attempt{'' if count == 1 else 's'} between these not kept: the "
+            f"history keeps the first {FIRST} and the last {LAST}.",
+        )
+    item = entry if isinstance(entry, dict) else {"error": entry}
+    return format_html(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        '<td><pre class="leasejobs-text">{}</pre></td>'
+        '<td><details><summary>traceback</summary><pre class="leasejobs-text">{}</pre>'
+        "</details></td></tr>",
+        str(item.get("attempt", "")),
+        str(item.get("worker", "")),
+        str(item.get("at", "")),
+        str(item.get("kind", "")),
+        str(item.get("error", "")),
+        str(item.get("traceback", "")) or "\u2014",
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import error_history
 from .errors import CODES
 
 Schema = dict[str, Any]
@@ -55,6 +56,22 @@ QUEUES_OMITTED: Schema = {
 
 STATUSES = ["pending", "running", "succeeded", "failed", "dead", "cancelled"]
 
+_CUT = "a longer one is cut in its middle, where a marker says how many bytes went"
+ERROR_TEXT = {
+    "type": "string",
+    "maxLength": error_history.ERROR_BYTES,
+    "description": f"At most {error_history.ERROR_BYTES // 1024} KiB of UTF-8; {_CUT}.",
+}
+ERROR_HISTORY: Schema = {
+    "type": "array",
+    "items": {"oneOf": [ref("AttemptError"), ref("DroppedAttempts")]},
+    "description": (
+        "One entry per failed attempt, oldest first. A long history keeps the first "
+        f"{error_history.FIRST} and the last {error_history.LAST}, with one DroppedAttempts "
+        "entry between them counting the others."
+    ),
+}
+
 WORKERS: dict[str, Schema] = {
     "workers": {
         "type": "array",
@@ -98,8 +115,8 @@ SCHEMAS: dict[str, Schema] = {
             "created_at": {"type": "string", "format": "date-time"},
             "started_at": TIME,
             "finished_at": TIME,
-            "last_error": nullable("string"),
-            "errors": {"type": "array", "description": "Attempt history, one per failure."},
+            "last_error": {**ERROR_TEXT, "type": ["string", "null"]},
+            "errors": ERROR_HISTORY,
             "result": ANY_JSON,
         }
     ),
@@ -112,7 +129,7 @@ SCHEMAS: dict[str, Schema] = {
             "args": ARGS,
             "kwargs": KWARGS,
             "reason": {"type": "string"},
-            "errors": {"type": "array"},
+            "errors": ERROR_HISTORY,
             "created_at": {"type": "string", "format": "date-time"},
             "replayed_job_id": nullable("integer"),
             "replayed_at": TIME,
@@ -145,6 +162,29 @@ SCHEMAS: dict[str, Schema] = {
             "job_id": nullable("integer"),
             "job_status": {"type": ["string", "null"], "enum": [*STATUSES, None]},
             "skip_reason": nullable("string"),
+        }
+    ),
+    "AttemptError": obj(
+        {
+            "attempt": {"type": "integer", "description": "The claim (fencing token) that failed."},
+            "worker": {"type": "string"},
+            "at": {"type": "string", "format": "date-time"},
+            "kind": {"type": "string", "description": "error, timeout, lease expired, ..."},
+            "error": ERROR_TEXT,
+            "traceback": {
+                "type": "string",
+                "maxLength": error_history.TRACEBACK_BYTES,
+                "description": f"At most {error_history.TRACEBACK_BYTES // 1024} KiB; {_CUT}.",
+            },
+        }
+    ),
+    "DroppedAttempts": obj(
+        {
+            error_history.DROPPED: {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Failed attempts between the entries around it, not kept.",
+            }
         }
     ),
     "EnqueueRequest": obj(ENQUEUE_FIELDS, required=("name",)),

@@ -20,7 +20,7 @@ group, backfill fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron
 workers' rows, written by their heartbeat).
 """
 
-from .base import MAX_ERROR_CHARS, Failure, Outcome, job_database
+from .base import Failure, Outcome, job_database
 from .cancels import Cancel, cancel, cancel_attempt, request_cancel
 from .completions import complete, complete_in_transaction, complete_many
 from .dead_letter_groups import (
@@ -68,7 +68,6 @@ from .workers import (
 
 __all__ = [
     "ENQUEUE_OPTIONS",
-    "MAX_ERROR_CHARS",
     "PRUNABLE",
     "PRUNE_AFTER_LEASES",
     "Beat",

@@ -15,8 +15,6 @@ from ..models import Job
 
 logger = logging.getLogger("django_leasejobs")
 
-MAX_ERROR_CHARS = 20_000
-
 
 class Outcome(enum.Enum):
     """What a guarded write did."""
@@ -46,8 +44,10 @@ class Failure:
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> Failure:
+        """The exception's class, message and traceback, whole: ``fail`` bounds what it stores
+        (``error_history``), with a marker where it cut."""
         text = "".join(traceback_module.format_exception(type(exc), exc, exc.__traceback__))
-        return cls(f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS], text[-MAX_ERROR_CHARS:])
+        return cls(f"{type(exc).__name__}: {exc}", text)
 
 
 def job_database() -> str:

@@ -8,13 +8,13 @@ time still reaches ``dead``. Every write is guarded by (id, attempt, running).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import transaction
 from django.db.models import F, Q, QuerySet
 
-from .. import fingerprints, registry, signals
+from .. import error_history, fingerprints, registry, signals
 from ..backoff import Backoff
 from ..dbtime import DbNow, as_aware
 from ..deadlocks import retry_deadlocks
@@ -79,8 +79,15 @@ def _fail(
         row = guarded.annotate(db_now=DbNow()).values(*_READ, "db_now").first()
         if row is None:
             return report(0, "failed", job_id, attempt, Outcome.STALE)
-        errors = [
-            *row["errors"],
+        # Bounded here, the one place a history entry is made: every write below (retry, dead,
+        # cancel) and the dead letter store these texts and this list, never the raw ones.
+        failure = replace(
+            failure,
+            error=error_history.clip(failure.error, error_history.ERROR_BYTES),
+            traceback=error_history.clip(failure.traceback, error_history.TRACEBACK_BYTES),
+        )
+        errors = error_history.appended(
+            row["errors"],
             {
                 "attempt": attempt,
                 "worker": row["lease_owner"],
@@ -89,7 +96,7 @@ def _fail(
                 "error": failure.error,
                 "traceback": failure.traceback,
             },
-        ]
+        )
         failed = _FailedAttempt(guarded, job_id, attempt, row, errors, failure)
         if row["cancel_requested_at"] is not None:
             return _cancel(failed)

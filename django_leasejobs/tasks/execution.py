@@ -20,7 +20,7 @@ from ..backoff import Backoff
 from ..conf import settings
 from ..errors import PermanentError, TaskRefusedError
 from ..models import Job
-from ..protocol import MAX_ERROR_CHARS, Failure, Outcome
+from ..protocol import Failure, Outcome
 from . import framework as tasks_framework
 from . import results as task_results
 
@@ -61,7 +61,7 @@ async def _asend(signal: Any, sender: Any, task_result: Any) -> None:
 def _failure(exc: BaseException, kind: str = "error") -> Failure:
     """The attempt's error, named by the exception's full class path (as ``TaskError`` wants)."""
     plain = Failure.from_exception(exc)
-    error = f"{task_results.exception_path(exc)}: {exc}"[:MAX_ERROR_CHARS]
+    error = f"{task_results.exception_path(exc)}: {exc}"  # bounded where it is stored
     return Failure(error, plain.traceback, kind=kind)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from django.apps import apps
 from django.utils.module_loading import import_string
 
+from .. import error_history
 from ..conf import settings
 from ..errors import TaskRefusedError
 from ..models import Job, Status
@@ -96,9 +97,12 @@ def worker_ids(job: Job) -> list[str]:
 
     Failed attempts name their worker in the error history; the running attempt is the lease
     owner, the successful one ``finished_by``. An attempt released unspent at a worker's
-    shutdown has no record: "".
+    shutdown, or one of those a long history dropped (``error_history``), has no record: "".
     """
-    by_attempt = {entry.get("attempt"): entry.get("worker", "") for entry in job.errors}
+    by_attempt = {
+        entry.get("attempt"): entry.get("worker", "")
+        for entry in error_history.attempts(job.errors)
+    }
     ids = []
     for attempt in range(1, job.attempt + 1):
         worker = by_attempt.get(attempt)
@@ -109,9 +113,10 @@ def worker_ids(job: Job) -> list[str]:
 
 
 def task_errors(job: Job, framework: tasks_framework.Framework) -> list[Any]:
-    """The job's error history as ``TaskError`` objects, oldest first."""
+    """The job's error history as ``TaskError`` objects, oldest first: the attempts it kept
+    (the first and the last), not the count of those it dropped between them."""
     errors = []
-    for entry in job.errors:
+    for entry in error_history.attempts(job.errors):
         text = entry.get("error", "")
         head = text.partition(":")[0].strip()
         if entry.get("kind") == "lease expired":

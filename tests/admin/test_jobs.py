@@ -10,8 +10,8 @@ from testapp import jobs
 
 from django_leasejobs import protocol
 from django_leasejobs.dialects import counting
-from django_leasejobs.models import Job, Status
-from django_leasejobs.protocol import Outcome
+from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs.protocol import Failure, Outcome
 
 from .conftest import SCRIPT, claim, url
 
@@ -160,6 +160,20 @@ class TestDetail:
         assert "RuntimeError: first" in page
         assert "Traceback (most recent call)" in page
         assert "admin-test-worker" in page
+
+    def test_a_long_history_says_how_many_attempts_it_dropped(self, admin_client, make_due):
+        """On the job's page and its dead letter's: the kept attempts, and the count between."""
+        job = jobs.noop.enqueue(max_attempts=30)
+        for _ in range(30):
+            make_due(job)
+            running = claim(job)
+            protocol.fail(job.pk, running.attempt, Failure(f"E: attempt {running.attempt}"))
+        letter = DeadLetter.objects.get(job=job)
+        for page_url in (url("job_change", job.pk), url("deadletter_change", letter.pk)):
+            page = admin_client.get(page_url).content.decode()
+            assert "7 attempts between these not kept" in page, page_url
+            shown = [n for n in range(1, 31) if f">E: attempt {n}</pre>" in page]
+            assert shown == [1, 2, 3, *range(11, 31)], page_url
 
     def test_arguments_are_pretty_json(self, admin_client) -> None:
         job = jobs.record.enqueue(label="hello")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
+import jsonschema_rs  # schemathesis brings it: the fuzz test validates with it too
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from testapp import jobs
 
 from django_leasejobs import protocol
+from django_leasejobs.api import schema
 from django_leasejobs.dbtime import DbNow
 from django_leasejobs.models import Job
 from django_leasejobs.protocol import Failure
@@ -30,6 +34,31 @@ def test_get_job_has_its_attempt_history(operator, make_due):
     assert body["errors"] == job.errors
     assert body["errors"][0]["error"] == "boom"
     assert body["last_error"] == job.last_error
+
+
+def test_a_long_history_is_served_bounded_as_documented(operator, make_due):
+    """The kept attempts and the count between them: the Job schema describes both."""
+    job = jobs.add.enqueue(1, 2, max_attempts=30)
+    for _ in range(30):
+        make_due(job)
+        claimed = protocol.claim("api-test", batch=1)
+        protocol.fail(job.pk, claimed[0].attempt, Failure("E: " + "e" * 20_000, "t" * 50_000))
+    status, body = operator.get(f"jobs/{job.pk}/")
+    assert status == 200
+    assert [e.get("attempt", e) for e in body["errors"]] == [
+        1, 2, 3, {"dropped": 7}, *range(11, 31)
+    ]  # fmt: skip
+    assert all(len(e["error"].encode()) <= 8 * 1024 for e in body["errors"] if "error" in e)
+    assert len(body["last_error"].encode()) <= 8 * 1024
+    document = json.loads(schema.rendered())
+    for component, path in (("Job", f"jobs/{job.pk}/"), ("DeadLetter", "dead-letters/")):
+        status, body = operator.get(path)
+        assert status == 200
+        shown = body if component == "Job" else body["results"][0]
+        checker = {**document, "$ref": f"#/components/schemas/{component}"}
+        jsonschema_rs.Draft202012Validator(checker, validate_formats=True).validate(shown)
+        wrong = {**shown, "errors": [*shown["errors"], {"dropped": 0}]}
+        assert not jsonschema_rs.Draft202012Validator(checker).is_valid(wrong)
 
 
 @pytest.mark.parametrize("path", ["jobs/999999/", "jobs/99999999999999999999999/", "jobs/x/"])

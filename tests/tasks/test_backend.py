@@ -403,6 +403,20 @@ class TestResults:
         assert replayed.status == TaskResultStatus.READY
         assert replayed.attempts == 0
 
+    def test_a_long_history_gives_the_errors_it_kept_and_no_count(self, make_due) -> None:
+        """30 failures keep the first 3 and the last 20; the count between is no ``TaskError``."""
+        result = tasks.always_fails.using(max_attempts=30).enqueue()
+        for _ in range(30):
+            make_due(int(result.id))
+            run_one()
+        result.refresh()
+        assert result.status == TaskResultStatus.FAILED
+        kept = [1, 2, 3, *range(11, 31)]
+        assert [e.exception_class for e in result.errors] == [ValueError] * len(kept)
+        for attempt, error in zip(kept, result.errors, strict=True):
+            assert f"boom on attempt {attempt}" in error.traceback
+        assert result.worker_ids == ["w1"] * 3 + [""] * 7 + ["w1"] * 20
+
 
 class TestRetries:
     def test_the_tasks_own_backoff_sets_the_retry(self) -> None:
