@@ -6,13 +6,14 @@ text comes from the handler. Unbounded, every failure made the row larger, and e
 first ``FIRST`` attempts (how it started) and of the last ``LAST`` (how it is going), with one
 ``{"dropped": N}`` entry between them counting the others; and each error text and traceback
 is cut in its middle, where a marker says how many bytes went. Every write that appends to
-the history (``protocol.failures``) calls :func:`appended` and :func:`clip`; the readers (the
+the history (``protocol.failures``) calls :func:`appended` and :func:`stored`; the readers (the
 admin, the API's document, ``django.tasks`` results) tell the count from an attempt with
 :func:`is_dropped`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,14 +28,18 @@ TRACEBACK_BYTES = 32 * 1024
 DROPPED = "dropped"
 """The key of the entry that counts the attempts left out between the first and the last."""
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+"""NUL (PostgreSQL's text and jsonb refuse it) and lone surrogates (what ``os.fsdecode`` makes
+of badly encoded bytes; no driver encodes them)."""
+
 
 def _size(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
+    return len(text.encode())
 
 
 def _cut_line(line: str, limit: int) -> str:
     """A line over ``limit`` bytes as its head and tail around `` [... N bytes cut ...] ``."""
-    data = line.encode("utf-8", "surrogatepass")
+    data = line.encode()
     if len(data) <= limit:
         return line
     room = (limit - len(f" [... {len(data)} bytes cut ...] ")) // 2
@@ -70,16 +75,19 @@ def _cut_middle(lines: list[tuple[str, int]], limit: int) -> str:
     return f"{head}\n  [... {cut} bytes cut ...]\n{tail}"
 
 
-def clip(text: str, limit: int) -> str:
-    """``text`` if it fits in ``limit`` UTF-8 bytes, else its ends around markers that say how
-    many bytes each replaced.
+def stored(text: str, limit: int) -> str:
+    """``text`` as the history stores it: storable on every database, at most ``limit`` UTF-8
+    bytes.
 
-    Lines longer than a quarter of the room are cut first, in their middle (one line alone may
-    take the whole room): a traceback's last line is its final exception, and a huge message
-    must not push the exception's class out. Then, if the text is still too long, whole lines
-    go from its middle: a traceback's first lines say where the chain of errors began, its last
-    the final exception and the innermost frames.
+    A character no database can store becomes U+FFFD: the write that records the failure must
+    not fail itself (the worker would retry it for ever, or lose the error). Then lines longer
+    than a quarter of the room are cut in their middle (one line alone may take the whole
+    room): a traceback's last line is its final exception, and a huge message must not push the
+    exception's class out. Then, if the text is still too long, whole lines go from its middle:
+    a traceback's first lines say where the chain of errors began, its last the final exception
+    and the innermost frames. Each cut leaves a marker that says how many bytes it replaced.
     """
+    text = _UNSTORABLE.sub("\ufffd", text)
     if _size(text) <= limit:
         return text
     if "\n" not in text:

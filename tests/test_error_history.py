@@ -11,7 +11,7 @@ from testapp import jobs
 
 from django_leasejobs import error_history, fingerprints, job, protocol, registry
 from django_leasejobs.backoff import Backoff
-from django_leasejobs.error_history import ERROR_BYTES, TRACEBACK_BYTES, clip
+from django_leasejobs.error_history import ERROR_BYTES, TRACEBACK_BYTES, stored
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Failure, Outcome
 from django_leasejobs.runtime import execution
@@ -40,11 +40,11 @@ def assert_cut_from(original: str, clipped: str, limit: int) -> list[str]:
     return kept
 
 
-class TestClip:
+class TestStored:
     def test_a_text_within_the_bound_is_kept_whole(self) -> None:
         text = "é" * (ERROR_BYTES // 2)
         assert size(text) == ERROR_BYTES
-        assert clip(text, ERROR_BYTES) is text
+        assert stored(text, ERROR_BYTES) is text
 
     @pytest.mark.parametrize(
         "text",
@@ -56,11 +56,11 @@ class TestClip:
         ids=["one-line", "multibyte", "many-lines"],
     )
     def test_a_longer_text_keeps_its_ends_around_a_marker(self, text: str) -> None:
-        assert_cut_from(text, clip(text, ERROR_BYTES), ERROR_BYTES)
+        assert_cut_from(text, stored(text, ERROR_BYTES), ERROR_BYTES)
 
     def test_whole_lines_are_cut_from_the_middle_of_many(self) -> None:
         text = "\n".join(f"  line {n} " + "y" * 50 for n in range(3000))
-        kept = assert_cut_from(text, clip(text, TRACEBACK_BYTES), TRACEBACK_BYTES)
+        kept = assert_cut_from(text, stored(text, TRACEBACK_BYTES), TRACEBACK_BYTES)
         assert len(kept) == 2
         lines = set(text.split("\n"))
         assert set(kept[0].split("\n")) <= lines
@@ -69,7 +69,7 @@ class TestClip:
     def test_a_huge_line_is_cut_alone_and_the_lines_above_are_kept(self) -> None:
         above = "Traceback (most recent call last):\n  frame\n"
         text = above + "ValueError: " + "v" * 100 * 1024
-        clipped = clip(text, TRACEBACK_BYTES)
+        clipped = stored(text, TRACEBACK_BYTES)
         assert clipped.startswith(above + "ValueError: vvv")
         (marker,) = MARKER.finditer(clipped)
         assert marker.group(1) is not None  # inside the line
@@ -215,6 +215,23 @@ class TestTextBounds:
         # frames survive the cut.
         assert letter.fingerprint == fingerprints.of_errors(letter.errors).digest
         assert fingerprints.of_errors(letter.errors).label == "ValueError in shop.jobs.step_999"
+
+    @pytest.mark.parametrize(
+        ("raw", "kept"),
+        [
+            ("E: a\x00b", "E: a\ufffdb"),  # PostgreSQL refuses NUL in text and jsonb
+            ("E: a\udcffb", "E: a\ufffdb"),  # a lone surrogate: no driver encodes it
+        ],
+        ids=["nul", "surrogate"],
+    )
+    def test_characters_no_database_stores_are_replaced(self, raw: str, kept: str) -> None:
+        """Else the write that records the failure fails: the worker retries it for ever (a
+        database error) or loses the attempt's error (an encoding error)."""
+        job_id = jobs.noop.enqueue(max_attempts=2).pk
+        assert fail_times(job_id, 1, lambda n: Failure(raw, f"tb {raw}")) == [Outcome.RETRIED]
+        row = Job.objects.get(pk=job_id)
+        assert row.last_error == kept
+        assert [(e["error"], e["traceback"]) for e in row.errors] == [(kept, f"tb {kept}")]
 
     def test_a_handlers_huge_exception_is_cut_where_it_is_stored(self, monkeypatch) -> None:
         monkeypatch.setattr(registry, "_registry", dict(registry._registry))

@@ -83,8 +83,8 @@ def _fail(
         # cancel) and the dead letter store these texts and this list, never the raw ones.
         failure = replace(
             failure,
-            error=error_history.clip(failure.error, error_history.ERROR_BYTES),
-            traceback=error_history.clip(failure.traceback, error_history.TRACEBACK_BYTES),
+            error=error_history.stored(failure.error, error_history.ERROR_BYTES),
+            traceback=error_history.stored(failure.traceback, error_history.TRACEBACK_BYTES),
         )
         errors = error_history.appended(
             row["errors"],
