@@ -65,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "API_PAGE_SIZE": 50,
     "API_MAX_PAGE_SIZE": 500,
     "API_MAX_BATCH": 100,
+    "API_MAX_ATTEMPTS": 100,
 }
 
 
@@ -331,6 +332,18 @@ class Settings:
     def API_MAX_BATCH(self) -> int:
         """The most jobs one enqueue-many request may carry."""
         return int(_number("API_MAX_BATCH", minimum=1, integer=True))
+
+    @cached_property
+    def API_MAX_ATTEMPTS(self) -> int:
+        """The largest ``max_attempts`` an API caller may give a job: a failing job with a
+        budget of millions of attempts is retried practically for ever. Python callers are
+        trusted code and are not capped."""
+        value = int(_number("API_MAX_ATTEMPTS", minimum=1, integer=True))
+        if value > MAX_ATTEMPTS_LIMIT:  # the column's limit, as validation.check_max_attempts
+            raise ImproperlyConfigured(
+                f"{PREFIX}API_MAX_ATTEMPTS must be at most {MAX_ATTEMPTS_LIMIT}, not {value!r}."
+            )
+        return value
 
     def forget(self) -> None:
         """Drop every value read so far: the next read takes the current setting."""

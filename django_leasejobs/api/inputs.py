@@ -18,6 +18,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, QueryDict
 
 from ..conf import settings
+from ..errors import JobValidationError
 from .errors import ApiError
 
 MAX_ID = 2**63 - 1
@@ -90,6 +91,17 @@ def datetime_value(value: Any, field: str) -> dt.datetime:
         f"{field} must be an ISO 8601 date and time such as 2025-01-31T12:00:00Z, not {value!r}.",
         field,
     )
+
+
+def max_attempts(value: int) -> int:
+    """An API caller's ``max_attempts`` (already a valid one) within the API's own cap."""
+    most = settings.API_MAX_ATTEMPTS
+    if value > most:
+        raise JobValidationError(
+            f"max_attempts must be at most {most} through the API "
+            f"(LEASEJOBS_API_MAX_ATTEMPTS), not {value}."
+        )
+    return value
 
 
 def query(request: HttpRequest, allowed: Iterable[str]) -> QueryDict:

@@ -77,6 +77,7 @@ def parse_item(
         ("priority", validation.check_priority),
         ("queue", validation.check_queue),
         ("max_attempts", validation.check_max_attempts),
+        ("max_attempts", inputs.max_attempts),  # then the API's own cap
         ("dedupe_key", validation.check_dedupe_key),
     ):
         if key in options:

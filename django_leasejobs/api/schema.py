@@ -9,12 +9,15 @@ schema framework as a dependency, and the description is read by people as much 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 
+from django.conf import ENVIRONMENT_VARIABLE
+from django.conf import settings as django_settings
 from django.http import HttpRequest, JsonResponse
 
-from .schema_components import SCHEMAS, STATUSES, Schema, ref
+from .schema_components import STATUSES, Schema, ref, schemas
 from .schema_links import linked
 
 
@@ -287,7 +290,7 @@ def document() -> Schema:
         "security": [{"token": []}, {"session": []}],
         "paths": linked(PATHS),
         "components": {
-            "schemas": SCHEMAS,
+            "schemas": schemas(),
             "securitySchemes": {
                 "token": {
                     "type": "http",
@@ -319,10 +322,16 @@ def updated(markdown: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m django_leasejobs.api.schema docs/api.md``: rewrite the checked-in copy."""
+    """``python -m django_leasejobs.api.schema docs/api.md``: rewrite the checked-in copy.
+
+    The document reads settings (``LEASEJOBS_API_MAX_ATTEMPTS``): without
+    ``DJANGO_SETTINGS_MODULE`` this process uses the defaults, as the checked-in copy does.
+    """
     if len(argv) != 1:
         print("usage: python -m django_leasejobs.api.schema PATH/TO/api.md", file=sys.stderr)
         return 2
+    if not django_settings.configured and not os.environ.get(ENVIRONMENT_VARIABLE):
+        django_settings.configure()
     with open(argv[0], encoding="utf-8") as handle:
         text = handle.read()
     with open(argv[0], "w", encoding="utf-8") as handle:

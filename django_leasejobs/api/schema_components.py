@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import error_history
+from ..conf import settings
 from .errors import CODES
 
 Schema = dict[str, Any]
@@ -44,7 +45,7 @@ ENQUEUE_FIELDS: dict[str, Schema] = {
     "priority": nullable("integer", minimum=-100, maximum=100),
     "queue": nullable("string", pattern=r"^[A-Za-z0-9_.:-]{1,100}$"),
     "dedupe_key": nullable("string", minLength=1, maxLength=200),
-    "max_attempts": nullable("integer", minimum=1, maximum=2**31 - 1),
+    "max_attempts": nullable("integer", minimum=1),  # its maximum is a setting: schemas()
 }
 
 QUEUES_OMITTED: Schema = {
@@ -314,3 +315,19 @@ SCHEMAS["OccurrencePage"] = obj(
         "next_start": TIME,
     }
 )
+
+
+def schemas() -> dict[str, Schema]:
+    """``SCHEMAS`` as the settings make them when the document is built: an enqueue's
+    ``max_attempts`` is at most ``LEASEJOBS_API_MAX_ATTEMPTS``."""
+    most = settings.API_MAX_ATTEMPTS
+    fields = {
+        **ENQUEUE_FIELDS,
+        "max_attempts": nullable(
+            "integer",
+            minimum=1,
+            maximum=most,
+            description=f"At most LEASEJOBS_API_MAX_ATTEMPTS ({most} here).",
+        ),
+    }
+    return {**SCHEMAS, "EnqueueRequest": obj(fields, required=("name",))}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.admin.models import ADDITION, LogEntry
+from testapp import jobs
 
 from django_leasejobs import validation
 from django_leasejobs.errors import JobValidationError
@@ -239,6 +240,33 @@ def test_enqueue_many_is_all_or_nothing(operator):
     status, body = operator.post("jobs/batch/", {"jobs": items})
     assert (status, body["code"], body["field"]) == (404, "unknown_job", "jobs[3].name")
     assert not Job.objects.exists()
+
+
+def test_max_attempts_is_capped_by_the_api_setting(operator, settings):
+    """A caller's job may not retry practically for ever: 400 naming the setting."""
+    too_many = {"name": "testapp.jobs.add", "args": [1, 2], "max_attempts": 101}
+    status, body = operator.post("jobs/", too_many)
+    assert status == 400
+    assert body == {
+        "code": "invalid",
+        "message": "max_attempts must be at most 100 through the API "
+        "(LEASEJOBS_API_MAX_ATTEMPTS), not 101.",
+        "field": "max_attempts",
+    }
+    status, body = operator.post("jobs/batch/", {"jobs": [{"name": "testapp.jobs.noop"}, too_many]})
+    assert (status, body["code"], body["field"]) == (400, "invalid", "jobs[1].max_attempts")
+    assert "LEASEJOBS_API_MAX_ATTEMPTS" in body["message"]
+    assert not Job.objects.exists()
+    status, body = operator.post("jobs/", {**too_many, "max_attempts": 100})
+    assert (status, body["max_attempts"]) == (201, 100)
+    settings.LEASEJOBS_API_MAX_ATTEMPTS = 5
+    assert operator.post("jobs/", {**too_many, "max_attempts": 6})[1]["field"] == "max_attempts"
+    assert operator.post("jobs/", {**too_many, "max_attempts": 5})[0] == 201
+
+
+def test_python_callers_are_not_capped_by_the_api_setting(db):
+    """Trusted code: only the column's own limit applies."""
+    assert jobs.add.enqueue(1, 2, max_attempts=2**31 - 1).max_attempts == 2**31 - 1
 
 
 def test_enqueue_many_batch_limit(operator, settings):

@@ -29,6 +29,19 @@ def test_served_at_the_root_without_credentials(client, db):
     assert response.json()["openapi"] == "3.1.0"
 
 
+def test_the_enqueue_max_attempts_maximum_is_the_api_setting(client, db, settings):
+    """Read when the document is built: the served document follows the setting."""
+
+    def maximum() -> int:
+        document = client.get("/jobs/api/").json()
+        enqueue = document["components"]["schemas"]["EnqueueRequest"]
+        return enqueue["properties"]["max_attempts"]["maximum"]
+
+    assert maximum() == 100
+    settings.LEASEJOBS_API_MAX_ATTEMPTS = 7
+    assert maximum() == 7
+
+
 def test_every_route_is_documented_and_every_path_routed():
     routed = set()
     for pattern in urls.urlpatterns:

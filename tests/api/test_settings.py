@@ -23,6 +23,9 @@ def test_api_jobs_setting_must_be_a_list_of_names(settings, value):
         ("API_PAGE_SIZE", 0),
         ("API_MAX_PAGE_SIZE", "5"),
         ("API_MAX_BATCH", 1.5),
+        ("API_MAX_ATTEMPTS", 0),
+        ("API_MAX_ATTEMPTS", 2**31),
+        ("API_MAX_ATTEMPTS", "100"),
     ],
 )
 def test_api_limits_must_be_sane(settings, name, value):
