@@ -19,7 +19,8 @@ class LeaseJobsConfig(AppConfig):
 
         connection_created.connect(use_utc_on_mysql, dispatch_uid="leasejobs_mysql_utc")
         autodiscover_modules("jobs")
-        from . import checks, metrics
+        from . import checks, metrics, migration_state
 
         checks.register()
+        migration_state.register()
         metrics.install_if_enabled()

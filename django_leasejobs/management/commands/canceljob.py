@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from django_leasejobs import protocol
+from django_leasejobs.management.base import LeaseJobsCommand
 
 SAID = {
     protocol.Cancel.CANCELLED: "cancelled",
@@ -30,7 +31,7 @@ def job_id(text: str) -> int:
 job_id.__name__ = "job id"  # argparse says "invalid job id value: 'x'"
 
 
-class Command(BaseCommand):
+class Command(LeaseJobsCommand):
     help = (
         "Cancel jobs by id: a pending or failed job at once; a running job by asking its worker, "
         "which ends the attempt at its next heartbeat (at once on PostgreSQL)."

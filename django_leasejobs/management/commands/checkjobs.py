@@ -12,13 +12,14 @@ import argparse
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import DatabaseError
 
 from django_leasejobs import validation
 from django_leasejobs.durations import format_age
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.management import arguments
+from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.runtime import health, stats
 
 UNHEALTHY = 1
@@ -42,7 +43,7 @@ def queue_names(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-class Command(BaseCommand):
+class Command(LeaseJobsCommand):
     help = (
         "Exit 1, naming the queue and the number, when the oldest due job is older than "
         "--max-due-age, more jobs went dead in the last hour than --max-dead-per-hour, or more "

@@ -12,10 +12,11 @@ import argparse
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from django_leasejobs import protocol
 from django_leasejobs.management import arguments
+from django_leasejobs.management.base import LeaseJobsCommand
 
 MAX_BATCH = 10_000
 _LABELS_PER_READ = 500
@@ -48,7 +49,7 @@ def _group(fingerprint: str) -> protocol.Group:
     return found[0]
 
 
-class Command(BaseCommand):
+class Command(LeaseJobsCommand):
     help = (
         "Dead letters grouped by error (exception class and innermost frames): list the groups, "
         "replay or discard one, or compute missing fingerprints."

@@ -11,11 +11,12 @@ from typing import Any
 
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from django_leasejobs.api import tokens
 from django_leasejobs.api.serialize import iso
 from django_leasejobs.management.arguments import whole_number
+from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.models import ApiToken
 
 MAX_DAYS = 36500
@@ -25,7 +26,7 @@ def days(text: str) -> int:
     return whole_number(text, 1, MAX_DAYS)
 
 
-class Command(BaseCommand):
+class Command(LeaseJobsCommand):
     help = "Create, revoke or list API tokens of the HTTP API (django_leasejobs.api)."
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:

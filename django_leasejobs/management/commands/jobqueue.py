@@ -11,16 +11,17 @@ import getpass
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from django_leasejobs import protocol
 from django_leasejobs.durations import format_age
 from django_leasejobs.errors import JobValidationError
+from django_leasejobs.management.base import LeaseJobsCommand
 
 ACTIONS = ("pause", "resume", "list")
 
 
-class Command(BaseCommand):
+class Command(LeaseJobsCommand):
     help = (
         "Pause or resume a queue (or, with --job, a job name): workers claim none of its due "
         "jobs while it is paused; running jobs finish. 'list' shows every pause and its age."

@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from django_leasejobs.durations import format_age
 from django_leasejobs.management import arguments, leases
+from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.runtime import advisor, stats
 from django_leasejobs.runtime.execution import close_old_connections
 
@@ -78,7 +79,7 @@ def workers_table(result: stats.Stats) -> list[str]:
     return lines
 
 
-class Command(BaseCommand):
+class Command(LeaseJobsCommand):
     help = (
         "Show each queue's pending, due, running, failed and expired-lease counts, dead letters "
         "of the last hour and day, the age of the oldest due job (database time), and how long "

@@ -18,11 +18,12 @@ import argparse
 import datetime as dt
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from django_leasejobs import protocol
 from django_leasejobs.durations import format_age, parse_duration
 from django_leasejobs.management import arguments
+from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.models import Status
 from django_leasejobs.runtime.advisor import WINDOW
 
@@ -43,7 +44,7 @@ OPTIONS: tuple[tuple[str, str], ...] = (
 )
 
 
-class Command(BaseCommand):
+class Command(LeaseJobsCommand):
     help = (
         "Delete succeeded, dead (with their dead letters) and cancelled jobs that finished "
         "longer ago than the given ages, in batches in primary-key order."

@@ -7,11 +7,12 @@ import contextlib
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from django_leasejobs import metrics, validation
 from django_leasejobs.conf import settings
 from django_leasejobs.errors import ScheduleError
+from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.runtime.worker import Worker, parse_queues
 
 DEFAULT_METRICS_ADDR = "0.0.0.0"
@@ -21,7 +22,7 @@ STUCK_EXIT_CODE = 3
 usage error)."""
 
 
-class Command(BaseCommand):
+class Command(LeaseJobsCommand):
     help = (
         "Run a job worker: claim due jobs, run them on a pool of threads, keep their leases "
         "alive. SIGTERM/SIGINT stops gracefully (a second signal exits at once)."

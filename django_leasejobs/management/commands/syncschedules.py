@@ -8,13 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from django_leasejobs.errors import ScheduleError
+from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.runtime import schedule_settings
 
 
-class Command(BaseCommand):
+class Command(LeaseJobsCommand):
     help = (
         "Create, update and disable schedules to match LEASEJOBS_SCHEDULES. Schedules made in "
         "the admin are left alone; removed ones are disabled, never deleted."

@@ -1,0 +1,28 @@
+"""The base of every management command of the app: it refuses an unmigrated database.
+
+Without the app's tables a command failed with ``no such table`` deep in its work, and the
+worker retried that for ever as if the database were down. Every command now checks first and
+exits at once naming ``manage.py migrate``; a database that cannot be reached is left to the
+command (the worker waits for it with backoff).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from django_leasejobs import migration_state
+from django_leasejobs.protocol import job_database
+
+
+class LeaseJobsCommand(BaseCommand):
+    def execute(self, *args: Any, **options: Any) -> Any:
+        alias = job_database()
+        try:
+            missing = migration_state.unapplied(alias)
+        except migration_state.Unreachable:
+            missing = []  # down is not unmigrated: the command meets (or waits for) it
+        if missing:
+            raise CommandError(migration_state.advice(alias, missing))
+        return super().execute(*args, **options)

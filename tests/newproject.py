@@ -1,0 +1,74 @@
+"""A project made as a new user makes one: ``django-admin startproject``, outside the repo.
+
+Its settings are Django's own (``CONN_MAX_AGE = 0``, no LOGGING), with ``django_leasejobs``
+added to ``INSTALLED_APPS`` and ``DATABASES`` pointed where a test says. Commands run in a
+subprocess, as ``python manage.py ...`` from the project's folder.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.db import connection
+
+
+@dataclass
+class NewProject:
+    root: Path
+
+    def manage(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """``python manage.py *args``; raises ``TimeoutExpired`` if it runs past ``timeout``."""
+        env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=self.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+def start_project(directory: Path, database: dict[str, Any], name: str = "shop") -> NewProject:
+    """``django-admin startproject name`` in ``directory``, using ``database`` as default."""
+    subprocess.run(
+        [sys.executable, "-m", "django", "startproject", name, str(directory)],
+        check=True,
+        capture_output=True,
+    )
+    settings = directory / name / "settings.py"
+    settings.write_text(
+        settings.read_text()
+        + "\nINSTALLED_APPS += ['django_leasejobs']\n"
+        + f"DATABASES = {{'default': {database!r}}}\n"
+    )
+    return NewProject(directory)
+
+
+def database_like_the_tests(name: str) -> dict[str, Any]:
+    """The test run's database server with another database ``name`` (SQLite: a file path)."""
+    s = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return {"ENGINE": s["ENGINE"], "NAME": name}
+    keys = ("ENGINE", "USER", "PASSWORD", "HOST", "PORT")
+    return {**{k: s[k] for k in keys}, "NAME": name}
+
+
+def create_empty_database(name: str) -> None:
+    """A new, empty database on the test run's server (not SQLite: a new file is empty)."""
+    quoted = connection.ops.quote_name(name)
+    with connection._nodb_cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {quoted}")
+        cursor.execute(f"CREATE DATABASE {quoted}")
+
+
+def drop_database(name: str) -> None:
+    quoted = connection.ops.quote_name(name)
+    with connection._nodb_cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {quoted}")
