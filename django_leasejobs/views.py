@@ -13,6 +13,7 @@ import hmac
 import logging
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.views.decorators.cache import never_cache
@@ -165,7 +166,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus text format: the queue gauges and this process's state-change counters.
 
     For monitors only (see :func:`is_monitor`): 401 for a wrong token, 403 for anyone else.
-    Needs the ``metrics`` extra (prometheus-client); without it, ImproperlyConfigured says so.
+    Needs the ``metrics`` extra (prometheus-client); without it, 501 with JSON naming it.
     """
     from . import metrics as exporter
 
@@ -175,5 +176,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
     except WrongToken:
         return _wrong_token()
 
-    body, content_type = exporter.render()
+    try:
+        body, content_type = exporter.render()
+    except ImproperlyConfigured as exc:  # no prometheus-client: the metrics extra is missing
+        return _refused(str(exc), 501)
     return HttpResponse(body, content_type=content_type)

@@ -238,8 +238,14 @@ def without_prometheus(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_missing_prometheus_client_is_a_clear_error(without_prometheus, client: Client) -> None:
     with pytest.raises(ImproperlyConfigured, match=r"pip install 'django-leasejobs\[metrics\]'"):
         metrics.install()
-    with pytest.raises(ImproperlyConfigured, match="need prometheus-client"):
-        client.get(METRICS, **bearer(TOKEN))
+    response = client.get(METRICS, **bearer(TOKEN))
+    assert response.status_code == 501
+    assert response.json() == {
+        "status": "error",
+        "error": "django-leasejobs metrics need prometheus-client: "
+        "pip install 'django-leasejobs[metrics]'.",
+    }
+    assert client.get(METRICS).status_code == 403  # a stranger learns nothing either way
 
 
 @override_settings(LEASEJOBS_METRICS=True)
