@@ -17,6 +17,7 @@
 | ``leasejobs.W003`` | an unknown ``LEASEJOBS_*`` setting (a typo is otherwise silently ignored) |
 | ``leasejobs.W004`` | a registered job's queue is not in ``LEASEJOBS_QUEUES`` |
 | ``leasejobs.W005``, ``W006`` | the lease advisor's, in :mod:`django_leasejobs.lease_checks` |
+| ``leasejobs.W007`` | ``LEASEJOBS_EAGER`` with ``DEBUG = False`` (a test setting in production) |
 
 The database checks (E007, W001) carry Django's ``database`` tag: they run with
 ``manage.py check --database default`` and before ``migrate``, never on a plain ``check``.
@@ -104,6 +105,18 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
             )
         )
     messages += _time_zone(django_settings.USE_TZ, django_settings.TIME_ZONE)
+    if values.get("EAGER") and not django_settings.DEBUG:
+        # A test setting: in production every enqueue would run its job inside the web
+        # request that made it, with no worker, lease, retry or timeout.
+        messages.append(
+            checks.Warning(
+                f"{PREFIX}EAGER is True with DEBUG = False: each enqueue runs its job in the "
+                "process that made it (a web request waits for it), with no worker, retry, "
+                "lease or timeout.",
+                hint=f"{PREFIX}EAGER is for tests; leave it unset in production settings.",
+                id="leasejobs.W007",
+            )
+        )
     if values.get("METRICS") and importlib.util.find_spec("prometheus_client") is None:
         messages.append(
             checks.Error(

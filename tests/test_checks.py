@@ -116,6 +116,23 @@ def test_e009_local_naive_times_outside_utc(use_tz: bool, time_zone: str, refuse
     assert ("leasejobs.E009" in ids) is refused
 
 
+@pytest.mark.parametrize(
+    ("eager", "debug", "warned"),
+    [(True, False, True), (True, True, False), (False, False, False)],
+)
+def test_w007_eager_mode_outside_debug(eager: bool, debug: bool, warned: bool) -> None:
+    """Eager mode runs every job inside the request that enqueued it: a test setting that
+    reached production makes web requests run the jobs (and wait for them)."""
+    with override_settings(LEASEJOBS_EAGER=eager, DEBUG=debug):
+        messages = [m for m in checks.check_settings() if m.id == "leasejobs.W007"]
+    assert bool(messages) is warned
+    if warned:
+        (message,) = messages
+        assert isinstance(message, django_checks.Warning)
+        assert "LEASEJOBS_EAGER" in message.msg
+        assert "DEBUG" in message.msg
+
+
 @override_settings(LEASEJOBS_METRICS=True)
 def test_e008_metrics_on_without_prometheus_client(monkeypatch: pytest.MonkeyPatch) -> None:
     assert checks.check_settings() == []

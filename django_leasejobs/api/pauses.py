@@ -70,7 +70,10 @@ def pause(request: HttpRequest) -> JsonResponse:
     # Twice at most: a resume racing between the refused insert and the read leaves nothing
     # to show, and the second insert then succeeds (or a racing pause's row is read).
     for _ in range(2):
-        created = protocol.pause(**{kind: name}, by=by)
+        try:
+            created = protocol.pause(**{kind: name}, by=by)
+        except JobValidationError as exc:  # a job name that names no job
+            raise ApiError("invalid", str(exc), "name") from None
         if created is not None:
             _audit(request, created, "Paused")
             return JsonResponse(shape(created), status=201)

@@ -13,14 +13,16 @@ when nothing did).
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import re
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
+from .. import registry
 from ..dbtime import DbNow, as_aware, db_now
 from ..errors import JobValidationError
-from ..models import Pause, PauseKind
+from ..models import Job, Pause, PauseKind
 from ..validation import check_queue, check_text
 from .base import job_database, logger
 
@@ -76,6 +78,8 @@ def pause(queue: str | None = None, job: str | None = None, *, by: str = "") -> 
         raise JobValidationError(f"by must be a text of at most 200 characters, not {by!r}.")
     check_text(by, "by")
     using = job_database()
+    if kind == PauseKind.JOB.value:
+        _check_known_job(name, using)
     try:
         with transaction.atomic(using=using):
             row = Pause.objects.using(using).create(
@@ -86,6 +90,19 @@ def pause(queue: str | None = None, job: str | None = None, *, by: str = "") -> 
     row.refresh_from_db(using=using, fields=["paused_at"])
     logger.info("pause.paused kind=%s name=%s by=%s", kind, name, by)
     return _paused(row, db_now(using))
+
+
+def _check_known_job(name: str, using: str) -> None:
+    """A job-name pause must name a job: registered here, or held by a row of the jobs table
+    (one probe of ``leasejobs_name``), so that a typo is refused instead of pausing nothing."""
+    if registry.lookup(name) is not None or Job.objects.using(using).filter(name=name).exists():
+        return
+    close = difflib.get_close_matches(name, list(registry.registered()), n=3, cutoff=0.6)
+    hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+    raise JobValidationError(
+        f"No job named {name!r} is registered or waiting in the jobs table: nothing to pause."
+        + hint
+    )
 
 
 def resume(queue: str | None = None, job: str | None = None, *, by: str = "") -> Paused | None:

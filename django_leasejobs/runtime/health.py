@@ -58,6 +58,8 @@ class Problem:
     metric: str
     value: float
     limit: float
+    job: str = ""
+    """A paused job name (``paused_age`` of a job-name pause; ``queue`` is then "")."""
 
     def __str__(self) -> str:
         if self.metric == "oldest_due_age":
@@ -67,8 +69,9 @@ class Problem:
                 "no worker is taking jobs from this queue, or workers are too few"
             )
         if self.metric == "paused_age":
+            what = f"job {self.job!r}" if self.job else f"queue {self.queue!r}"
             return (
-                f"queue {self.queue!r}: paused for {int(self.value)} s "
+                f"{what}: paused for {int(self.value)} s "
                 f"({format_age(self.value)}), more than {self.limit_text}: "
                 "resume it (manage.py jobqueue resume) or raise the limit"
             )
@@ -137,6 +140,11 @@ def evaluate(
     stuck_limit = thresholds.max_stuck
     if stuck_limit is not None and stats.stuck > stuck_limit:
         problems.append(Problem("", STUCK, stats.stuck, stuck_limit))
+    paused_limit = thresholds.max_paused_age
+    if paused_limit is not None and queues is None:  # a job name's pause spans every queue
+        for job, age in sorted(stats.paused_jobs.items()):
+            if age > paused_limit:
+                problems.append(Problem("", "paused_age", age, paused_limit, job=job))
     for name in names:
         numbers = judged.get(name, QueueStats())
         for metric in _LIMITS:

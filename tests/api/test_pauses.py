@@ -167,3 +167,10 @@ def test_a_session_callers_pause_needs_the_csrf_token(db):
     )
     assert (response.status_code, response.json()["code"]) == (403, "csrf_failed")
     assert not Pause.objects.exists()
+
+
+def test_pausing_a_job_name_that_names_no_job_is_400(caller):
+    status, answer = caller(*PAUSE).post("pauses/", {"kind": "job", "name": "testapp.jobs.nop"})
+    assert (status, answer["code"], answer["field"]) == (400, "invalid", "name")
+    assert "Did you mean 'testapp.jobs.noop'" in answer["message"]
+    assert not Pause.objects.exists()

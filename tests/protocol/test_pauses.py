@@ -166,3 +166,17 @@ def test_jobs_with_limits_are_held_back_by_a_pause_too(
     assert _claimed_ids(queues) == {j.pk for j in limited} | (
         {plain.pk} if paused == "queue" else set()
     )
+
+
+def test_a_job_name_that_names_no_job_is_refused_with_the_close_ones() -> None:
+    with pytest.raises(JobValidationError, match=r"Did you mean 'testapp\.jobs\.noop'"):
+        protocol.pause(job="testapp.jobs.nop")
+    with pytest.raises(JobValidationError, match="is registered or waiting in the jobs table"):
+        protocol.pause(job="nothing.like.it")
+    assert not Pause.objects.exists()
+
+
+def test_a_name_only_the_jobs_table_knows_may_be_paused() -> None:
+    """An unregistered name with rows (an old release's job) is a job to pause."""
+    Job.objects.create(name="old.release.jobs.gone")
+    assert protocol.pause(job="old.release.jobs.gone") is not None

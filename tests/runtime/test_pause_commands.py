@@ -132,6 +132,16 @@ def test_a_queue_paused_too_long_pages() -> None:
     assert check("--paused-max", "1h", "--queue", "other")[0] == 0
 
 
+def test_a_job_name_paused_too_long_pages_too() -> None:
+    protocol.pause(job=jobs.noop.name)
+    assert check("--paused-max", "30m")[0] == 0
+    age_pause(jobs.noop.name, 3601)
+    code, out = check("--paused-max", "1h")
+    assert code == 1
+    assert f"UNHEALTHY job '{jobs.noop.name}': paused for 36" in out
+    assert check("--paused-max", "2h")[0] == 0
+
+
 @pytest.mark.parametrize("bad", ["soon", "-5m", "1x"])
 def test_paused_max_refuses_bad_durations(bad: str) -> None:
     with pytest.raises(CommandError, match="paused-max"):
@@ -150,3 +160,9 @@ def test_the_setting_is_a_threshold_of_the_probes() -> None:
     problems = health.evaluate(stats.collect(), health.Thresholds.from_settings())
     assert [(p.queue, p.metric) for p in problems] == [("mail", "paused_age")]
     assert "jobqueue resume" in str(problems[0])
+
+
+def test_pausing_a_job_name_that_names_no_job_is_refused() -> None:
+    with pytest.raises(CommandError, match=r"Did you mean 'testapp\.jobs\.noop'"):
+        run("jobqueue", "pause", "testapp.jobs.nop", "--job")
+    assert not Pause.objects.exists()
