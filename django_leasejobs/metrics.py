@@ -266,8 +266,9 @@ class Exporter:
         self.close()
 
 
-def serve(port: int, addr: str = "0.0.0.0") -> Exporter:
-    """Export this process's counters on ``http://addr:port/metrics`` (for worker processes).
+def serve(port: int, addr: str = "127.0.0.1") -> Exporter:
+    """Export this process's counters on ``http://addr:port/metrics`` (for worker processes);
+    on this machine only unless ``addr`` says otherwise (``"0.0.0.0"``: every interface).
 
     The gauges are left to the web process's ``metrics`` view, so that N workers do not run
     the stats queries N times per scrape. The server answers from a daemon thread until the

@@ -22,6 +22,26 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def listening(port: int) -> set[str]:
+    """The local addresses a socket listens on at ``port``, read from the kernel's table of this
+    network namespace (Linux's ``/proc/net/tcp``): what a scraper from elsewhere could reach."""
+    found = set()
+    for path, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
+        try:
+            with open(path) as table:
+                rows = [row.split() for row in table.read().splitlines()[1:]]
+        except FileNotFoundError:
+            continue
+        for _, local, _, state, *_ in rows:
+            host, hex_port = local.split(":")
+            if state != "0A" or int(hex_port, 16) != port:  # 0A: LISTEN
+                continue
+            # The address is written as 32-bit words, each in the host's (little-endian) order.
+            words = (bytes.fromhex(host[i : i + 8])[::-1] for i in range(0, len(host), 8))
+            found.add(socket.inet_ntop(family, b"".join(words)))
+    return found
+
+
 def scrape(port: int) -> dict[tuple[str, str], float]:
     """GET /metrics over HTTP and parse it: {(sample name, queue label): value}."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:

@@ -102,6 +102,16 @@ def test_install_is_idempotent_and_uninstall_removes_everything() -> None:
     assert not {name for name in names if name.startswith("leasejobs_")}
 
 
+def test_serve_listens_on_this_machine_only_unless_told() -> None:
+    port = free_port()
+    with metrics.serve(port) as exporter:
+        assert exporter.server.server_address[0] == "127.0.0.1"
+        assert scrape(port)  # answers on the loopback address
+    with metrics.serve(port, "0.0.0.0") as exporter:
+        assert exporter.server.server_address[0] == "0.0.0.0"
+    assert leftovers() == NOTHING
+
+
 def test_serve_counts_until_the_last_exporter_closes(django_capture_on_commit_callbacks) -> None:
     first_port, second_port = free_port(), free_port()
     first = metrics.serve(first_port, "127.0.0.1")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import signal
 import socket
 import sys
@@ -20,7 +21,7 @@ from django_leasejobs import metrics, protocol
 from django_leasejobs.models import Job, Status
 from django_leasejobs.runtime.worker import Worker
 
-from ..exporter import NOTHING, free_port, leftovers, scrape
+from ..exporter import NOTHING, free_port, leftovers, listening, scrape
 from ..invariants import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -269,6 +270,41 @@ def test_a_metrics_port_in_use_is_a_command_error_and_nothing_starts(counters) -
             run("--burst", "--metrics-port", str(port), *LOCAL)
     assert Job.objects.get(pk=job.pk).status == Status.PENDING
     assert leftovers() == NOTHING
+
+
+def listening_during_a_run(port: int, *options: str) -> set[str]:
+    """Where a --burst worker with --metrics-port listens, seen in the kernel while it runs."""
+    if not os.path.exists("/proc/net/tcp"):
+        pytest.skip("reads the listening sockets from Linux's /proc/net/tcp")
+    gate = jobs.other_queue.enqueue()  # keeps the worker running until it is final
+    jobs.wait_until_final.enqueue([gate.pk])
+
+    def work() -> None:
+        try:
+            run("--burst", "--metrics-port", str(port), *options, *FAST)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    try:
+        return wait_for(lambda: listening(port), timeout=30, what="the metrics server")
+    finally:
+        protocol.cancel(gate.pk)
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "the worker did not finish"
+
+
+@pytest.mark.parametrize(
+    ("options", "addresses"),
+    [
+        pytest.param((), {"127.0.0.1"}, id="default-this-machine-only"),
+        pytest.param(("--metrics-addr", "0.0.0.0"), {"0.0.0.0"}, id="every-interface-when-told"),
+    ],
+)
+def test_metrics_listen_on_this_machine_only_unless_told(counters, options, addresses) -> None:
+    """The counters are no one else's business unless asked: a pod's scraper needs 0.0.0.0."""
+    assert listening_during_a_run(free_port(), *options) == addresses
 
 
 def test_a_metrics_addr_not_on_this_host_is_a_command_error() -> None:
