@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 FRAMES = 3
@@ -60,6 +60,9 @@ class Signature:
     """(module, function), outermost first."""
     kind: str = ""
     """Only for a failure without a traceback."""
+    where: tuple[str, str] | None = field(default=None, compare=False)
+    """The innermost frame outside this library, which the label names: the user's code that
+    was running, even when the raise itself was inside the library (not part of the key)."""
 
     @property
     def digest(self) -> str:
@@ -72,7 +75,9 @@ class Signature:
         name = self.exception or self.kind or "unknown error"
         if not self.frames:
             return f"{name} ({self.kind})" if self.exception and self.kind else name
-        module, function = self.frames[-1]
+        if self.where is None:
+            return f"{name} in the worker ({_LIBRARY})"
+        module, function = self.where
         return f"{name} in {module}.{function}"
 
 
@@ -132,7 +137,12 @@ def _parse(traceback: str) -> Signature | None:
             break
     if not frames and not exception:
         return None
-    return Signature(exception=exception, frames=_handler_frames(frames))
+    theirs = [(module, function) for module, function, ours in frames if not ours]
+    return Signature(
+        exception=exception,
+        frames=_handler_frames(frames),
+        where=theirs[-1] if theirs else None,
+    )
 
 
 def _handler_frames(frames: list[tuple[str, str, bool]]) -> tuple[tuple[str, str], ...]:

@@ -215,3 +215,33 @@ def test_the_history_is_keyed_by_its_last_attempt(releases) -> None:
     history = [{"error": "OSError: first", "traceback": "", "kind": "error"}]
     history.append({"error": error, "traceback": text, "kind": "error"})
     assert fingerprints.of_errors(history).digest == fingerprints.of_error(error, text).digest
+
+
+LIBRARY_RAISED = """Traceback (most recent call last):
+  File "/srv/venv/lib/python3.12/site-packages/django_leasejobs/runtime/execution.py", line 90, in run
+    result = handler(ctx, *args)
+  File "/srv/app/shop/jobs.py", line 7, in charge
+    if ctx.first_time("charge"):
+  File "/srv/venv/lib/python3.12/site-packages/django_leasejobs/runtime/context.py", line 61, in first_time
+    raise RuntimeError("ctx.first_time() must be called inside transaction.atomic()")
+RuntimeError: ctx.first_time() must be called inside transaction.atomic()
+"""
+
+
+def test_the_label_names_the_users_frame_when_the_library_raised() -> None:
+    error = "RuntimeError: ctx.first_time() must be called inside transaction.atomic()"
+    signature = fingerprints.of_error(error, LIBRARY_RAISED)
+    assert signature.label == "RuntimeError in shop.jobs.charge"
+    assert "django_leasejobs" not in signature.label
+
+
+def test_a_failure_inside_the_worker_alone_names_no_library_frame() -> None:
+    traceback_text = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/venv/lib/python3.12/site-packages/django_leasejobs/runtime/execution.py",'
+        " line 120, in encode\n"
+        "    return json.dumps(result)\n"
+        "TypeError: Object of type object is not JSON serializable\n"
+    )
+    signature = fingerprints.of_error("TypeError: Object of type object", traceback_text)
+    assert signature.label == "TypeError in the worker (django_leasejobs)"
