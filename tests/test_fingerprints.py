@@ -218,11 +218,11 @@ def test_the_history_is_keyed_by_its_last_attempt(releases) -> None:
 
 
 LIBRARY_RAISED = """Traceback (most recent call last):
-  File "/srv/venv/lib/python3.12/site-packages/django_leasejobs/runtime/execution.py", line 90, in run
+  File "/v/lib/python3.12/site-packages/django_leasejobs/runtime/execution.py", line 9, in run
     result = handler(ctx, *args)
   File "/srv/app/shop/jobs.py", line 7, in charge
     if ctx.first_time("charge"):
-  File "/srv/venv/lib/python3.12/site-packages/django_leasejobs/runtime/context.py", line 61, in first_time
+  File "/v/lib/python3.12/site-packages/django_leasejobs/runtime/context.py", line 6, in first_time
     raise RuntimeError("ctx.first_time() must be called inside transaction.atomic()")
 RuntimeError: ctx.first_time() must be called inside transaction.atomic()
 """
