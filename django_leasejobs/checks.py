@@ -13,9 +13,11 @@
 | ``leasejobs.E008`` | ``LEASEJOBS_METRICS`` is on but prometheus-client is not installed |
 | ``leasejobs.E010`` | ``LEASEJOBS_API_JOBS`` names a job that is not registered |
 | ``leasejobs.E011`` | ``LEASEJOBS_API_PAGE_SIZE`` is larger than ``LEASEJOBS_API_MAX_PAGE_SIZE`` |
+| ``leasejobs.E012`` | a job's own queue (``@job(queue=...)``) is not in ``LEASEJOBS_QUEUES`` |
+| ``leasejobs.E013`` | ``LEASEJOBS_DEFAULT_QUEUE`` is not in ``LEASEJOBS_QUEUES`` |
 | ``leasejobs.W001`` | SQLite without WAL: workers and web requests block each other |
 | ``leasejobs.W003`` | an unknown ``LEASEJOBS_*`` setting (a typo is otherwise silently ignored) |
-| ``leasejobs.W004`` | a registered job's queue is not in ``LEASEJOBS_QUEUES`` |
+| ``leasejobs.W004`` | retired: a job's undeclared queue is now the error ``E012`` |
 | ``leasejobs.W005``, ``W006`` | the lease advisor's, in :mod:`django_leasejobs.lease_checks` |
 | ``leasejobs.W007`` | ``LEASEJOBS_EAGER`` with ``DEBUG = False`` (a test setting in production) |
 
@@ -196,20 +198,44 @@ def check_schedules_and_jobs(app_configs: Any = None, **kwargs: Any) -> Messages
     for name, spec in schedules.items():
         messages += _schedule(name, spec, queues)
     if queues is not None:
-        for job_name, job_function in sorted(registry.registered().items()):
-            try:
-                queue = job_function.get_queue()
-            except ImproperlyConfigured:
-                continue
-            if queue not in queues:
-                messages.append(
-                    checks.Warning(
-                        f"Job {job_name!r} goes to queue {queue!r}, which is not in "
-                        f"{PREFIX}QUEUES; no worker may be listening to it.",
-                        hint=f"Add {queue!r} to {PREFIX}QUEUES or change the job's queue.",
-                        id="leasejobs.W004",
-                    )
+        messages += _undeclared_queues(queues)
+    return messages
+
+
+def _undeclared_queues(queues: list[str]) -> Messages:
+    """With ``LEASEJOBS_QUEUES`` set, every queue a job can be sent to must be declared.
+
+    Errors, so that ``runjobworker``, ``runserver`` and ``migrate`` refuse to start: an enqueue
+    to an undeclared queue raises ``JobValidationError``, which would otherwise surface only at
+    the first enqueue, in production. A job with no queue of its own goes to the default queue
+    and is covered by E013 alone (one message, not one per job).
+    """
+    messages: Messages = []
+    try:
+        default = settings.DEFAULT_QUEUE
+    except ImproperlyConfigured:
+        default = None  # reported as leasejobs.E001
+    if default is not None and default not in queues:
+        messages.append(
+            checks.Error(
+                f"{PREFIX}DEFAULT_QUEUE is {default!r}, which is not in {PREFIX}QUEUES: every "
+                "job that names no queue would be refused at enqueue.",
+                hint=f"Add {default!r} to {PREFIX}QUEUES or set {PREFIX}DEFAULT_QUEUE to one of "
+                f"{', '.join(queues)}.",
+                id="leasejobs.E013",
+            )
+        )
+    for job_name, job_function in sorted(registry.registered().items()):
+        queue = job_function.queue
+        if queue is not None and queue not in queues:
+            messages.append(
+                checks.Error(
+                    f"Job {job_name!r} goes to queue {queue!r}, which is not in "
+                    f"{PREFIX}QUEUES: its enqueues would be refused.",
+                    hint=f"Add {queue!r} to {PREFIX}QUEUES or change the job's queue.",
+                    id="leasejobs.E012",
                 )
+            )
     return messages
 
 

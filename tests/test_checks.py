@@ -211,12 +211,24 @@ def test_e006_a_job_registered_twice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "'tests.twice'" in message.msg
 
 
-def test_w004_a_job_queue_not_declared() -> None:
+def test_e012_a_job_queue_not_declared_is_an_error() -> None:
     with override_settings(LEASEJOBS_QUEUES=["default"]):
         (message,) = checks.check_schedules_and_jobs()
-    assert message.id == "leasejobs.W004"
+    assert message.id == "leasejobs.E012"
+    assert message.level == django_checks.ERROR
     assert "Job 'testapp.jobs.other_queue' goes to queue 'other'" in message.msg
     with override_settings(LEASEJOBS_QUEUES=["default", "other"]):
+        assert checks.check_schedules_and_jobs() == []
+
+
+def test_e013_the_default_queue_not_declared_is_one_error() -> None:
+    """Jobs that name no queue use the default one: one message for them all."""
+    with override_settings(LEASEJOBS_QUEUES=["other"]):
+        (message,) = checks.check_schedules_and_jobs()
+    assert message.id == "leasejobs.E013"
+    assert message.level == django_checks.ERROR
+    assert "LEASEJOBS_DEFAULT_QUEUE is 'default', which is not in LEASEJOBS_QUEUES" in message.msg
+    with override_settings(LEASEJOBS_QUEUES=["other"], LEASEJOBS_DEFAULT_QUEUE="other"):
         assert checks.check_schedules_and_jobs() == []
 
 
