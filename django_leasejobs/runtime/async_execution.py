@@ -7,8 +7,8 @@ completions. What differs is what must never happen on an event loop:
 * No database access here. Django refuses sync ORM calls in a thread that runs an event loop
   (``SynchronousOnlyOperation``); a handler uses the async ORM (``aget``, ``acreate``, ...),
   which Django runs through ``sync_to_async`` on asgiref's one shared thread, one call at a
-  time, on that thread's own connection. :func:`tidy_connections` applies
-  ``close_old_connections`` in that thread (the worker calls it between jobs, see
+  time, on that thread's own connection. :func:`tidy_connections` applies the worker's
+  connection rules in that thread (the worker calls it between jobs, see
   :mod:`.async_runner`); the loop thread itself never holds a connection.
 * Nothing a handler raises escapes: asyncio re-raises ``KeyboardInterrupt`` and ``SystemExit``
   out of the loop itself, which would end the loop thread with every job on it still running.
@@ -30,6 +30,7 @@ from ..models import Job
 from ..protocol import Failure
 from ..tasks import execution as task_execution
 from . import execution
+from .connection_keeper import ConnectionKeeper
 from .context import Cancellation
 from .execution import Execution
 
@@ -121,13 +122,13 @@ def uncancel() -> None:
         task.uncancel()
 
 
-async def tidy_connections() -> None:
-    """``close_old_connections`` in the thread that runs the async ORM's calls.
+async def tidy_connections(keeper: ConnectionKeeper) -> None:
+    """The worker's tidy (:mod:`.connection_keeper`) in the thread that runs the async ORM's calls.
 
     That thread (asgiref's shared one for ``thread_sensitive`` calls) owns the connection async
-    handlers use; a broken or expired one is dropped there, as between requests.
+    handlers use; a broken one is dropped there, a sound one kept whatever ``CONN_MAX_AGE`` says.
     """
-    await sync_to_async(execution.close_old_connections, thread_sensitive=True)()
+    await sync_to_async(keeper.tidy, thread_sensitive=True)()
 
 
 async def close_connections() -> None:

@@ -38,8 +38,8 @@ REPORTER_THREADS = 2
 """Threads writing async results; most results are plain successes, grouped by the claim loop."""
 
 TIDY_EVERY = 1.0
-"""Seconds between ``close_old_connections`` runs in the async ORM's thread (and after every
-failed attempt), rather than a thread hop around each job."""
+"""Seconds between tidies of the async ORM thread's connection (and after every failed
+attempt), rather than a thread hop around each job."""
 
 STOP_WAIT = 1.0
 """Seconds the loop gives cancelled handlers to return when the worker stops."""
@@ -154,15 +154,16 @@ class AsyncRunner(PoolThreads):
             return
         self._last_tidy = now
         try:
-            await async_execution.tidy_connections()
+            await async_execution.tidy_connections(self.connection_keeper)
         except Exception:  # a closing error must not cost the job its result
             logger.exception("worker.async_tidy_error id=%s", self.worker_id)
 
     def _reporter(self) -> None:
         """A reporter thread: take finished async slots in batches and report them."""
+        self.connection_keeper.adopt()
         try:
             while True:
-                item = self._async_results.get()
+                item = self.connection_keeper.get(self._async_results)  # closes an idle one
                 if item is None:
                     return
                 batch = [item]

@@ -22,6 +22,7 @@ from ..errors import PermanentError
 from ..models import Job
 from ..protocol import Failure, Outcome
 from ..tasks import execution as task_execution
+from . import connection_keeper
 from .context import CANCELLED, Cancellation, JobContext
 
 logger = logging.getLogger("django_leasejobs")
@@ -61,9 +62,14 @@ class Execution:
 def close_old_connections() -> None:
     """Drop broken or expired connections between jobs, as Django does between requests.
 
-    Connections inside an atomic block (an enclosing test transaction, a caller's transaction)
-    are left alone: closing them would break the caller.
+    In the worker's threads its :mod:`.connection_keeper` does it, keeping the connections
+    whatever ``CONN_MAX_AGE`` says. Connections inside an atomic block (an enclosing test
+    transaction, a caller's transaction) are left alone: closing them would break the caller.
     """
+    keeper = connection_keeper.current()
+    if keeper is not None:
+        keeper.tidy()
+        return
     for connection in connections.all(initialized_only=True):
         if not connection.in_atomic_block:
             connection.close_if_unusable_or_obsolete()

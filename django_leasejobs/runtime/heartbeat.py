@@ -52,6 +52,7 @@ class HeartbeatThread(RuntimeFlush):
         self._heartbeat_thread.start()
 
     def _heartbeat_loop(self) -> None:
+        self.connection_keeper.adopt()
         errors = 0
         try:
             while not self._heartbeat_stop.wait(self.heartbeat):

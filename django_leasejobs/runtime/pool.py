@@ -34,9 +34,10 @@ class PoolThreads(GroupedCompletions, Watchdog):
     def _pool_thread(self) -> None:
         # Daemon threads: after a grace period a handler that will not return must not keep
         # the process alive (its job has been released).
+        self.connection_keeper.adopt()
         try:
             while True:
-                slot = self._work_queue.get()
+                slot = self.connection_keeper.get(self._work_queue)  # closes an idle connection
                 if slot is None:
                     return
                 deferred = False

@@ -62,6 +62,7 @@ class Watchdog(WorkerState):
         return functools.partial(self._handler_started, slot)
 
     def _watch_loop(self) -> None:
+        self.connection_keeper.adopt()
         errors = 0
         wait = TICK
         try:
@@ -69,6 +70,7 @@ class Watchdog(WorkerState):
                 self._watch_next = time.monotonic() + wait
                 self._watch_wake.wait(wait)
                 self._watch_wake.clear()
+                self.connection_keeper.close_if_idle()
                 wait = TICK
                 try:
                     wait = self._watch_once()

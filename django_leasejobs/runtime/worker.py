@@ -154,6 +154,10 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
 
     def run(self, burst: bool = False) -> Summary:
         """Run until stopped (or, with ``burst``, until nothing is due and nothing runs)."""
+        with self.connection_keeper.adopted():  # the claim loop runs on the caller's thread
+            return self._run(burst)
+
+    def _run(self, burst: bool) -> Summary:
         started = time.monotonic()
         logger.info(
             "worker.started id=%s queues=%s concurrency=%s async_concurrency=%s batch=%s "

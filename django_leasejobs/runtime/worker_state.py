@@ -20,6 +20,7 @@ from ..models import Job
 from ..protocol import Outcome
 from . import execution, listener, samples
 from .claim_sizing import ClaimSizer
+from .connection_keeper import ConnectionKeeper
 from .context import Cancellation
 from .execution import Execution
 from .runtime_tally import Tally
@@ -173,6 +174,8 @@ class WorkerState:
         """Job ids whose handler is stuck now (the thread still runs); under _summary_lock."""
         self.stuck_limit_reached = False
         """``max_stuck`` stuck threads were reached and the worker stopped for it."""
+        self.connection_keeper = ConnectionKeeper()
+        """Keeps the threads' connections between jobs, whatever ``CONN_MAX_AGE`` says."""
 
     @property
     def in_flight(self) -> int:
