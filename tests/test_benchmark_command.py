@@ -133,3 +133,68 @@ def test_scale_smoke_run_fills_times_every_face_and_prunes(tmp_path: Path, capsy
         assert "reusing" in capsys.readouterr().err
     finally:
         database.drop(target)
+
+
+@pytest.mark.parametrize(("extra", "max_age"), [({}, 0), ({"BENCHMARK_CONN_MAX_AGE": "60"}, 60)])
+def test_benchmark_processes_get_djangos_default_connection_settings(
+    extra: dict[str, str], max_age: int
+) -> None:
+    """As ``startproject`` leaves them, so the figures are a user's; the test project's own
+    settings (persistent, checked connections) are left as they are."""
+    import os
+    import subprocess
+    import sys
+
+    from benchmarks.database import MANAGE
+
+    code = (
+        "import benchmarks.settings as b, testproject.settings as t; "
+        "d = b.DATABASES['default']; "
+        "print(d['CONN_MAX_AGE'], d['CONN_HEALTH_CHECKS'], t.DATABASES['default']['CONN_MAX_AGE'])"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "BENCHMARK_CONN_MAX_AGE"} | extra
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=MANAGE.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == [str(max_age), "False", "60"]
+
+
+def test_the_worker_section_compares_default_settings_with_conn_max_age_60() -> None:
+    from benchmarks import report
+
+    runs = [
+        {"worker_p2_defaults_per_s": 10_000.0, "worker_p2_defaults_age60_per_s": 10_300.0},
+        {"worker_p2_defaults_per_s": 9_000.0, "worker_p2_defaults_age60_per_s": 9_900.0},
+        {"worker_p2_defaults_per_s": 11_000.0, "worker_p2_defaults_age60_per_s": 11_000.0},
+    ]
+    figures = report.medians(runs)
+    assert figures["worker_p2_stock_vs_age60"] == pytest.approx(10_300 / 10_000)
+    goal = next(g for g in report.goals(figures) if g["key"] == "worker_p2_stock_vs_age60")
+    assert (goal["wanted"], goal["met"]) == ("<= 1.05x", True)
+    assert "CONN_MAX_AGE = 60" in report.summary(figures, len(runs))
+
+
+def test_smoke_run_of_the_worker_section(tmp_path: Path) -> None:
+    """Every drain of the worker section, the one with CONN_MAX_AGE = 60 included."""
+    if connection.vendor != "postgresql":
+        pytest.skip("benchmarks run on PostgreSQL only (refusal tested above)")
+    out = tmp_path / "bench.json"
+    call_command(
+        "benchmark",
+        "--jobs=40",
+        "--runs=1",
+        "--only=worker",
+        "--procs=1",
+        "--batches=10",
+        "--threads=2",
+        f"--json={out}",
+    )
+    median = json.loads(out.read_text())["median"]
+    for key in ("defaults", "defaults_age60", "c32", "b10_t2", "defaults_result"):
+        assert median[f"worker_p1_{key}_per_s"] > 0, key
+    assert median["worker_p1_stock_vs_age60"] > 0

@@ -29,9 +29,15 @@ SMALL_RESULT = "testapp.jobs.small_result"
 
 
 def _drain(
-    target: Target, argvs: Sequence[Sequence[str]], *, expected: int, table: str, timeout: float
+    target: Target,
+    argvs: Sequence[Sequence[str]],
+    *,
+    expected: int,
+    table: str,
+    timeout: float,
+    env: dict[str, str] | None = None,
 ) -> dict[str, float]:
-    group = Group.start(argvs, database.environment(target))
+    group = Group.start(argvs, env or database.environment(target))
     wall = group.wait(timeout)
     with target.connect() as raw:
         count, span = database.drain_span(raw, table)
@@ -174,7 +180,13 @@ def worker(
     timeout: float,
 ) -> dict[str, Any]:
     """``runjobworker --burst`` as a user starts it, with ``--concurrency 32`` alone, and over
-    the grid of batch sizes and thread counts; the defaults again on jobs returning a value."""
+    the grid of batch sizes and thread counts; the defaults again on jobs returning a value.
+
+    Every drain has Django's default connection settings (``benchmarks.settings``). The
+    defaults are also drained with ``CONN_MAX_AGE = 60`` (``defaults_age60``), just before the
+    same drain with the defaults, so the two alternate run after run: the worker keeps its
+    connections whatever ``CONN_MAX_AGE`` says, and the ratio shows what that leaves.
+    """
     defaults = database.manage("runjobworker", "--burst", "--no-scheduler")
     c32 = database.manage("runjobworker", "--burst", "--no-scheduler", "--concurrency", "32")
 
@@ -187,8 +199,18 @@ def worker(
         ("c32", lambda p: [c32] * p),
         *((f"b{b}_t{t}", workers(b, t)) for b in batches for t in threads),
     ]
-    out = _best_of_grid(
-        target, "worker", jobs_count=jobs_count, procs=procs, variants=variants, timeout=timeout
+    out: dict[str, Any] = {}
+    for p in procs:  # not among the variants: the best figure is one with the user's settings
+        _prepare(target, jobs_count)
+        age60 = database.environment(target, BENCHMARK_CONN_MAX_AGE="60")
+        figures = _drain(
+            target, [defaults] * p, expected=jobs_count, table=JOB_TABLE, timeout=timeout, env=age60
+        )
+        _record(out, f"worker_p{p}_defaults_age60", figures)
+    out.update(
+        _best_of_grid(
+            target, "worker", jobs_count=jobs_count, procs=procs, variants=variants, timeout=timeout
+        )
     )
     for p in procs:
         _prepare(target, jobs_count, name=SMALL_RESULT)

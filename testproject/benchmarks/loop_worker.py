@@ -9,10 +9,16 @@ from __future__ import annotations
 
 from django_leasejobs import protocol
 from django_leasejobs.runtime import execution
+from django_leasejobs.runtime.connection_keeper import ConnectionKeeper
 
 
 def run_loop(batch: int, *, worker_id: str, queues: list[str] | None = None) -> int:
-    """Drain what is due; return how many jobs this process ran."""
+    """Drain what is due; return how many jobs this process ran.
+
+    Its connection follows the worker's rules (kept between jobs whatever ``CONN_MAX_AGE``
+    says), as the worker's own threads do.
+    """
+    ConnectionKeeper().adopt()
     done = 0
     queues = queues or ["default"]
     while True:

@@ -27,7 +27,8 @@ def _ratios(m: dict[str, Any]) -> None:
     """Every drain figure also as a ratio to the raw ceiling and to the peer, same processes."""
     for key in list(m):
         found = re.fullmatch(
-            r"(worker|loop)_p(\d+)(_b\d+_t\d+|_b\d+|_defaults|_defaults_result|_c32)?_per_s", key
+            r"(worker|loop)_p(\d+)(_b\d+_t\d+|_b\d+|_defaults(?:_result|_age60)?|_c32)?_per_s",
+            key,
         )
         if not found:
             continue
@@ -57,6 +58,9 @@ def _ratios(m: dict[str, Any]) -> None:
         )
         if plain and valued:
             m[f"worker_p{procs}_result_vs_noop"] = valued / plain
+        kept = m.get(f"worker_p{procs}_defaults_age60_per_s")
+        if plain and kept:  # time with Django's defaults / time with CONN_MAX_AGE = 60
+            m[f"worker_p{procs}_stock_vs_age60"] = kept / plain
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,12 @@ GOALS = [
         "worker_p2_result_vs_noop",
         lambda v: v >= 0.9,
         ">= 0.90",
+    ),
+    Goal(
+        "drain time with Django's default connection settings vs CONN_MAX_AGE = 60, 2 processes",
+        "worker_p2_stock_vs_age60",
+        lambda v: v <= 1.05,
+        "<= 1.05x",
     ),
     Goal("NOTIFY latency p99, idle", "latency_notify_p99_ms", lambda v: v < 50, "< 50 ms"),
     Goal(
@@ -227,6 +237,16 @@ SUMMARY_ROWS: list[tuple[str, str, str]] = [
         "worker_p2_c32_vs_pgqueuer_best",
     ),
     ("  the same vs the raw-SQL ceiling", "worker_p2_c32_vs_ceiling", ""),
+    (
+        "runjobworker, 2 processes, no tuning flags, CONN_MAX_AGE = 60 (jobs/s)",
+        "worker_p2_defaults_age60_per_s",
+        "",
+    ),
+    (
+        "  drain time, Django's default connection settings / CONN_MAX_AGE = 60",
+        "worker_p2_stock_vs_age60",
+        "",
+    ),
     (
         "runjobworker, 2 processes, defaults, jobs returning a value",
         "worker_p2_defaults_result_per_s",

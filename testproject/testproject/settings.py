@@ -61,9 +61,9 @@ STATIC_URL = "static/"
 DATABASE_URL = env.str("DATABASE_URL", default="") or f"sqlite:///{BASE_DIR / 'leasejobs.sqlite3'}"
 DATABASES = {"default": env.db_url_config(DATABASE_URL)}
 _db = DATABASES["default"]
-# A worker keeps its connections between jobs (close_old_connections() around each job still
-# drops broken and expired ones; the health check catches a restarted server). With the default
-# CONN_MAX_AGE = 0 every job would open a new connection.
+# Persistent, checked connections for the web side (admin, API, health view). The worker keeps
+# its own between jobs whatever these say (docs/worker.md, "Connections"); benchmarks/settings.py
+# puts Django's defaults back, as a user's project has them.
 _db.setdefault("CONN_MAX_AGE", 60)
 _db.setdefault("CONN_HEALTH_CHECKS", True)
 if _db["ENGINE"] == "django.db.backends.sqlite3":
