@@ -12,7 +12,16 @@ class JobValidationError(LeaseJobsError, ValueError):
 
 
 class UnknownJobError(JobValidationError):
-    """A job name that is not registered with ``@job``."""
+    """A job name that is not registered with ``@job``.
+
+    The message says what to do; ``problem`` says why a worker could not find the job (empty
+    when nothing was tried) and ``advice`` what to do, for callers that word their own line.
+    """
+
+    def __init__(self, message: str, *, problem: str = "", advice: str = "") -> None:
+        super().__init__(message)
+        self.problem = problem
+        self.advice = advice
 
 
 class PermanentError(LeaseJobsError):
@@ -46,4 +55,11 @@ class LeaseExpiredError(LeaseJobsError):
 
 
 class TaskRefusedError(LeaseJobsError):
-    """A row marked as a ``django.tasks`` task whose path does not resolve to a ``Task``."""
+    """A row marked as a ``django.tasks`` task whose path does not resolve to a ``Task``.
+
+    ``advice`` (also at the end of the message) says what to do.
+    """
+
+    def __init__(self, message: str, *, advice: str = "") -> None:
+        super().__init__(message)
+        self.advice = advice

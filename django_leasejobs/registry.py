@@ -1,7 +1,8 @@
 """The table of registered jobs: name to job spec, and nothing else.
 
-Only functions registered here ever run: a worker looks a row's ``name`` up in this table and
-never imports a name read from the database. ``@job`` (in ``jobs``) adds to it.
+Only functions registered here ever run. ``@job`` (in ``jobs``) adds to it; a worker looks a
+row's ``name`` up here, and for a name not found imports that name's module only where
+:mod:`.job_modules` allows (``find``), then looks again.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import dedupe_keys, limits, validation
+from django.apps import apps
+
+from . import dedupe_keys, job_modules, limits, validation
 from .backoff import Backoff
 from .conf import settings
 from .errors import JobValidationError, UnknownJobError
@@ -127,25 +130,60 @@ class JobSpec:
 
 
 def add(spec: JobSpec) -> None:
-    """Register ``spec`` under its name (a second function under one name is reported)."""
+    """Register ``spec`` under its name (a second function under one name is reported).
+
+    A job registered once the app registry is ready (by the URLconf, a view, a test) is noted:
+    a worker has only what its own start registered, and a system check names the late ones a
+    worker could not import.
+    """
     with _lock:
         existing = _registry.get(spec.name)
         if existing is not None and existing.func is not spec.func:
             _duplicates.add(spec.name)
         _registry[spec.name] = spec
+        if apps.ready:
+            _late.add(spec.name)
+        else:
+            _late.discard(spec.name)
 
 
 _duplicates: set[str] = set()
+_late: set[str] = set()
+
+
+def unknown(name: str, problem: str = "") -> UnknownJobError:
+    """The error for a name no job is registered under, with why (if known) and what to do."""
+    detail = f" ({problem})" if problem else ""
+    return UnknownJobError(
+        f"No job is registered as {name!r}{detail}. {job_modules.JOB_ADVICE}",
+        problem=problem,
+        advice=job_modules.JOB_ADVICE,
+    )
 
 
 def get(name: str) -> JobSpec:
+    """The job registered as ``name``; ``UnknownJobError`` if none (nothing is imported)."""
     try:
         return _registry[name]
     except KeyError:
-        raise UnknownJobError(
-            f"No job is registered as {name!r}. Decorate the function with @job and make sure "
-            "its module is imported (jobs.py modules of installed apps are imported at start)."
-        ) from None
+        raise unknown(name) from None
+
+
+def find(name: str) -> JobSpec:
+    """``get``, as a worker looks a row's name up: a name not registered yet makes it import
+    the name's module, only where :mod:`.job_modules` allows, and look again.
+
+    ``UnknownJobError`` (its ``problem`` says why) when the name is still not registered.
+    """
+    spec = _registry.get(name)
+    if spec is not None:
+        return spec
+    problem = job_modules.load(name)
+    spec = _registry.get(name)
+    if spec is not None:
+        return spec
+    module = name.rpartition(".")[0]
+    raise unknown(name, problem or f"importing {module!r} registered no job of that name")
 
 
 def lookup(name: str) -> JobSpec | None:
@@ -164,3 +202,9 @@ def any_async() -> bool:
 def duplicate_names() -> set[str]:
     """Names registered twice by different functions (a system check reports them)."""
     return set(_duplicates)
+
+
+def registered_late() -> dict[str, JobSpec]:
+    """Jobs registered after app loading (not by ``django.setup()``): a system check reports
+    those a worker could not find."""
+    return {name: spec for name, spec in list(_registry.items()) if name in _late}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -142,3 +143,32 @@ def worker_row(worker_id: str, *, seconds_ago: float = 0, **changes: Any) -> Non
         Worker.objects.filter(worker_id=worker_id).update(
             started_at=shifted(-seconds_ago), last_seen_at=shifted(-seconds_ago)
         )
+
+LATE_JOBS = "tests.late_jobs"
+"""A module of jobs outside every installed app that nothing imports at start."""
+
+
+@pytest.fixture
+def late_jobs(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """``tests.late_jobs`` not imported yet, the registry restored after the test.
+
+    The module's jobs register when something imports it (a worker, for a row, once
+    ``LEASEJOBS_TASK_MODULES`` lists it); afterwards it is forgotten again, so every test that
+    uses this meets it unimported.
+    """
+    from django_leasejobs import registry
+
+    monkeypatch.setattr(registry, "_registry", dict(registry._registry))
+    monkeypatch.setattr(registry, "_late", set(registry._late))
+    forget_module(LATE_JOBS)
+    yield LATE_JOBS
+    forget_module(LATE_JOBS)
+
+
+def forget_module(name: str) -> None:
+    """As if ``name`` had never been imported: the next import runs its top level again."""
+    sys.modules.pop(name, None)
+    parent, _, child = name.rpartition(".")
+    if parent in sys.modules:
+        # ``from . import child`` would find the old module here without importing it.
+        vars(sys.modules[parent]).pop(child, None)

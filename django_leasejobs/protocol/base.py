@@ -29,6 +29,10 @@ class Outcome(enum.Enum):
     """Zero rows changed: the token no longer owns the job (lease lost, job reclaimed)."""
 
 
+HEADLINE = 200
+"""Characters of an error a log line shows (its advice, if any, comes whole after them)."""
+
+
 @dataclass(frozen=True)
 class Failure:
     """An attempt's error, as recorded in the job's history and its dead letter."""
@@ -36,11 +40,16 @@ class Failure:
     error: str
     traceback: str = ""
     kind: str = "error"
+    advice: str = ""
+    """What to do, when the error ends with it (an unknown job): kept whole in log lines."""
 
     @property
     def headline(self) -> str:
-        """The error's first line, short enough for a log line."""
-        return self.error.splitlines()[0][:200] if self.error else ""
+        """The error's first line, short enough for a log line; its advice is never cut."""
+        line = self.error.splitlines()[0] if self.error else ""
+        if self.advice and line.endswith(self.advice):
+            return f"{line[: -len(self.advice)].rstrip()[:HEADLINE]} {self.advice}"
+        return line[:HEADLINE]
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> Failure:

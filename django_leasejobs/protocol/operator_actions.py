@@ -54,12 +54,13 @@ class _ReplayRace(Exception):
 def _check_replayable(name: str, task_backend: str) -> None:
     """A replay is an enqueue: refuse, before anything is written, a name that would not run.
 
-    A registered job's name is checked by ``_Defaults.resolve``; a ``django.tasks`` row's path
-    is resolved here, once, as a worker would, since an enqueue through the backend never
-    stored a path that was not a ``Task`` but the code may have changed since.
+    A job's name is found as a worker finds it (its module imported if the allow-list has it:
+    this process may not have imported it yet); a ``django.tasks`` row's path is resolved
+    here, once, as a worker would, since an enqueue through the backend never stored a path
+    that was not a ``Task`` but the code may have changed since.
     """
     if not task_backend:
-        registry.get(name)
+        registry.find(name)
         return
     try:
         task_results.resolve(name)

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from asgiref.sync import sync_to_async
 
 from .. import registry
+from ..errors import UnknownJobError
 from ..models import Job
 from ..protocol import Failure
 from ..tasks import execution as task_execution
@@ -43,10 +44,10 @@ def is_async(job: Job) -> bool:
 
     A row that names nothing runnable is not async: the sync path records why it did not run.
     """
-    job_function = registry.lookup(job.name)
-    if job_function is not None:
-        return job_function.is_async
-    return bool(job.task_backend) and task_execution.is_async(job)
+    if job.task_backend and registry.lookup(job.name) is None:
+        return task_execution.is_async(job)
+    job_function = execution.find(job)  # on the claim loop: imports the module if allowed
+    return not isinstance(job_function, UnknownJobError) and job_function.is_async
 
 
 def possible() -> bool:
@@ -72,8 +73,8 @@ async def execute(
         if job_function is None and job.task_backend:
             await task_execution.aexecute(result)
             return result
-        if job_function is None:
-            execution.unregistered(result)
+        if job_function is None:  # ``is_async`` found it; it can only have gone since
+            execution.unregistered(result, registry.unknown(job.name))
             return result
         result.begin(job_function.get_timeout())
         call = job_function.func(*execution.arguments(result, job_function), **job.kwargs)

@@ -1,8 +1,8 @@
 """Run one claimed job and report its result through the protocol.
 
 Kept apart from the worker loop so tests, the worker and the tasks backend run a job the same
-way: look the name up in the registry (never import it), call it outside any transaction,
-and turn what happened into one guarded write.
+way: look the name up in the registry (importing its module only where ``registry.find``
+allows), call it outside any transaction, and turn what happened into one guarded write.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.db import connections
 
 from .. import protocol, registry
 from ..backoff import Backoff
-from ..errors import PermanentError
+from ..errors import PermanentError, UnknownJobError
 from ..models import Job
 from ..protocol import Failure, Outcome
 from ..tasks import execution as task_execution
@@ -113,10 +113,24 @@ def arguments(execution: Execution, job_function: registry.JobSpec) -> list[Any]
     return [execution.context, *job.args] if job_function.takes_context else list(job.args)
 
 
-def unregistered(execution: Execution) -> None:
-    """No ``@job`` of the row's name here: the attempt fails, not retried, nothing is called."""
+def find(job: Job) -> registry.JobSpec | UnknownJobError:
+    """The row's ``@job``, its module imported if a worker may (``registry.find``); or why not."""
+    try:
+        return registry.find(job.name)
+    except UnknownJobError as exc:
+        return exc
+
+
+def unregistered(execution: Execution, unknown: UnknownJobError) -> None:
+    """No ``@job`` of the row's name here: the attempt fails, not retried, nothing is called.
+
+    The error says why the name was not found and ends with what to do (kept whole in logs).
+    """
+    detail = f": {unknown.problem}" if unknown.problem else ""
     execution.failure = Failure(
-        f"No job is registered as {execution.job.name!r}; it was not run.", kind="unregistered job"
+        f"No job is registered as {execution.job.name!r}; it was not run{detail}. {unknown.advice}",
+        kind="unregistered job",
+        advice=unknown.advice,
     )
     execution.retryable = False
 
@@ -151,16 +165,16 @@ def execute(
     (:mod:`.async_execution`).
     """
     execution = start(job, worker_id, lease_lost, cancellation=cancellation, on_start=on_start)
-    job_function = registry.lookup(job.name)
-    if job_function is None and job.task_backend:
+    if job.task_backend and registry.lookup(job.name) is None:
         close_old_connections()
         try:
             task_execution.execute(execution)
         finally:
             close_old_connections()
         return execution
-    if job_function is None:
-        unregistered(execution)
+    job_function = find(job)
+    if isinstance(job_function, UnknownJobError):
+        unregistered(execution, job_function)
         return execution
     close_old_connections()
     func = async_to_sync(job_function.func) if job_function.is_async else job_function.func

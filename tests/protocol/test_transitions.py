@@ -9,7 +9,7 @@ from django.db import transaction
 from testapp import jobs
 from testapp.models import Hit
 
-from django_leasejobs import protocol
+from django_leasejobs import job_modules, protocol
 from django_leasejobs.errors import JobValidationError, StaleAttemptError
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Failure, Outcome
@@ -248,7 +248,30 @@ class TestFailRetryDead:
         assert execution.run(job, "w1") is Outcome.DEAD
         letter = DeadLetter.objects.get(job=job)
         assert letter.reason == "unregistered job"
-        assert "No job is registered as 'os.system'" in letter.errors[0]["error"]
+        assert letter.errors[0]["error"] == (
+            "No job is registered as 'os.system'; it was not run: its module 'os' is outside "
+            "the installed apps' packages and LEASEJOBS_TASK_MODULES; nothing was imported. "
+            f"{job_modules.JOB_ADVICE}"
+        )
+
+    def test_a_job_in_an_allowed_module_not_yet_imported_is_imported_and_run(
+        self, settings, late_jobs: str
+    ) -> None:
+        settings.LEASEJOBS_TASK_MODULES = [late_jobs]
+        job = Job.objects.create(name=f"{late_jobs}.late_report", args=["monday"])
+        assert execution.run(claim_one(), "w1") is Outcome.SUCCEEDED
+        assert fields(job.pk, "result") == {"result": "report for monday"}
+
+    def test_the_log_line_of_an_unknown_job_keeps_what_to_do(self, caplog) -> None:
+        name = "gone." + "x" * 190  # the error's text is longer than a log line shows
+        Job.objects.create(name=name)
+        with caplog.at_level("WARNING", logger="django_leasejobs"):
+            assert execution.run(claim_one(), "w1") is Outcome.DEAD
+        (line,) = [r.getMessage() for r in caplog.records if "job.dead" in r.getMessage()]
+        error = Job.objects.get(name=name).last_error
+        assert error.endswith(job_modules.JOB_ADVICE)
+        assert error not in line  # shortened, but not by what to do
+        assert line.endswith(f" {job_modules.JOB_ADVICE}")
 
     def test_fail_with_a_stale_token_changes_nothing(self) -> None:
         jobs.noop.enqueue()
@@ -341,6 +364,15 @@ class TestReplay:
         assert letter.replayed_job_id is None
         new = protocol.replay(letter.pk, kwargs={})
         assert new.kwargs == {}
+
+    def test_replay_finds_the_job_as_a_worker_does(self, settings, late_jobs: str) -> None:
+        """This process never imported the job's module: the replay imports it, as the worker
+        that runs the new job will, once the allow-list has it."""
+        Job.objects.create(name=f"{late_jobs}.late_report", args=["monday"])
+        assert execution.run(claim_one(), "w1") is Outcome.DEAD  # not allowed yet
+        settings.LEASEJOBS_TASK_MODULES = [late_jobs]  # the fix, deployed
+        protocol.replay(DeadLetter.objects.get().pk)
+        assert execution.run(claim_one(), "w1") is Outcome.SUCCEEDED
 
     def test_stale_worker_of_the_dead_job_cannot_touch_it_after_replay(self, make_due) -> None:
         letter = self.dead_job(make_due)

@@ -112,6 +112,17 @@ class TestRun:
         where.refresh()
         assert (added.return_value, where.return_value) == (7, "leasejobs-async")
 
+    def test_an_async_job_of_a_module_not_imported_yet_runs_on_the_loop(
+        self, settings, late_jobs: str
+    ) -> None:
+        """Its module, allowed by the setting, is imported when the worker meets the row, in
+        time to tell that the handler is async."""
+        settings.LEASEJOBS_TASK_MODULES = [late_jobs]
+        job = Job.objects.create(name=f"{late_jobs}.late_async")
+        summary = Worker(concurrency=1, **FAST, scheduler=False).run(burst=True)
+        assert summary.succeeded == 1
+        assert fields(job.pk, "result")["result"] == "leasejobs-async"
+
 
 class TestLease:
     def test_the_heartbeat_renews_a_long_async_job(self) -> None:

@@ -17,7 +17,7 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from django_leasejobs import protocol
+from django_leasejobs import job_modules, protocol
 from django_leasejobs.dbtime import db_now
 from django_leasejobs.models import Job, Schedule, ScheduleSkip
 from django_leasejobs.runtime import schedules
@@ -101,6 +101,14 @@ class TestEmission:
         assert schedules.tick() == 1
         job = Job.objects.get()
         assert (job.queue, job.priority, job.max_attempts) == ("other", 5, 5)
+
+    def test_a_job_of_a_module_not_imported_yet_is_found_as_a_worker_finds_it(
+        self, settings, late_jobs: str
+    ) -> None:
+        settings.LEASEJOBS_TASK_MODULES = [late_jobs]
+        make(cursor_ago=8 * MINUTE, job=f"{late_jobs}.late_report", args=["monday"])
+        assert schedules.tick() == 1
+        assert Job.objects.get().name == f"{late_jobs}.late_report"
 
     def test_an_idle_tick_emits_nothing(self) -> None:
         make(cursor_ago=8 * MINUTE)
@@ -345,6 +353,7 @@ class TestBrokenSchedules:
         for fragment in ("out of range", "unknown timezone 'Mars/Olympus'", "nowhere.jobs.missing"):
             assert fragment in joined
         assert "args must be a list" in joined
+        assert job_modules.JOB_ADVICE in joined  # what to do about the unknown job
         assert "unknown misfire policy 'often'" in joined
 
     def test_a_fixed_schedule_resumes(self, caplog) -> None:
