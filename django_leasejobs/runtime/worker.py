@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from ..conf import settings
 from . import async_execution
 from .async_runner import AsyncRunner
+from .console import Console
 from .heartbeat import HeartbeatThread
 from .loop import ClaimLoop
 from .shutdown import Shutdown
@@ -100,6 +101,7 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
     ``heartbeat`` and ``poll`` default to their ``LEASEJOBS_*`` settings. ``maintenance`` is a list
     of callables the scheduler step runs (see :meth:`_run_scheduler`). ``max_stuck=N`` stops the
     worker gracefully once N handlers are stuck (``stuck_limit_reached`` then says so).
+    ``console`` gets one line per finished attempt (``runjobworker`` passes its own).
     """
 
     def __init__(
@@ -118,6 +120,7 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
         grace: float = 30.0,
         maintenance: Sequence[Callable[[], object]] = (),
         max_stuck: int | None = None,
+        console: Console | None = None,
     ) -> None:
         self.queues = _checked_queues(queues)
         _positive("concurrency", concurrency, integer=True)
@@ -150,6 +153,7 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
         self.scheduler = scheduler
         self.grace = float(grace)
         self.maintenance = list(maintenance)
+        self.console = console
         self._init_state()
 
     def run(self, burst: bool = False) -> Summary:

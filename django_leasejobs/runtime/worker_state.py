@@ -21,7 +21,8 @@ from ..protocol import Outcome
 from . import execution, listener, samples
 from .claim_sizing import ClaimSizer
 from .connection_keeper import ConnectionKeeper
-from .context import Cancellation
+from .console import Console
+from .context import TIMEOUT, Cancellation
 from .execution import Execution
 from .runtime_tally import Tally
 from .summary import Summary
@@ -98,6 +99,15 @@ class Slot:
         return self.execution.result if self.execution is not None else None
 
 
+def _error_of(slot: Slot) -> str:
+    """Why the attempt failed, in one line, when the worker knows it (for the console)."""
+    if slot.end_reason == TIMEOUT:
+        return f"timed out after {slot.timeout or 0:g} s"
+    handled = slot.handled or slot.execution
+    failure = handled.failure if handled is not None else None
+    return failure.headline if failure is not None else ""
+
+
 class WorkerState:
     """The options every part reads and the state the threads share (see the module docstring)."""
 
@@ -115,6 +125,8 @@ class WorkerState:
     async_concurrency: int
     _async_enabled: bool
     """Whether this process can meet async handlers (see ``async_execution.possible``)."""
+    console: Console | None
+    """Where people read one line per finished attempt (``runjobworker``'s stdout)."""
 
     def _init_state(self) -> None:
         """Create the shared state; ``Worker.__init__`` calls it once the options are set."""
@@ -249,6 +261,8 @@ class WorkerState:
             slot.duration,
             self.worker_id,
         )
+        if self.console is not None:
+            self.console.finished(job, outcome, slot.duration, _error_of(slot))
         with self._summary_lock:
             self.summary.count(outcome)
         lease = job.lease_seconds or self.lease

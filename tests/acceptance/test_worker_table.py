@@ -50,7 +50,7 @@ def test_a_stuck_sync_handler_shows_in_the_row_jobstats_checkjobs_and_health(
         lambda: (r := worker_row(worker.worker_id)) is not None and r.stuck == 1 and r,
         what="the row to show the stuck handler",
     )
-    assert (row.pid, row.concurrency, row.queues) == (worker.pid, 1, "default")
+    assert (row.pid, row.concurrency, row.queues) == (worker.pid, 1, "*")  # every queue
 
     data = json.loads(run("jobstats", "--json"))
     (mine,) = [w for w in data["workers"] if w["worker_id"] == worker.worker_id]

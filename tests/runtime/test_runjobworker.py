@@ -35,21 +35,53 @@ def run(*argv: str) -> str:
     return out.getvalue()
 
 
-def test_burst_runs_the_default_queue_and_prints_a_summary() -> None:
+def outcomes(output: str) -> dict[str, str]:
+    """The summary table's first rows (outcome -> jobs), wherever the banner leaves it."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split() == ["outcome", "jobs"])
+    return dict(line.split() for line in lines[start + 1 : start + 6])
+
+
+def test_burst_without_queues_runs_every_queue_and_prints_a_summary() -> None:
     default = jobs.noop.enqueue_many([((), {})] * 3)
     other = jobs.other_queue.enqueue()
     output = run("--burst", *FAST)
     assert Job.objects.filter(pk__in=[j.pk for j in default], status=Status.SUCCEEDED).count() == 3
-    assert Job.objects.get(pk=other.pk).status == Status.PENDING
-    lines = dict(line.split() for line in output.splitlines()[1:6])
-    assert lines == {"succeeded": "3", "retried": "0", "dead": "0", "stale": "0", "released": "0"}
-
-
-def test_default_queue_comes_from_the_setting(settings) -> None:
-    settings.LEASEJOBS_DEFAULT_QUEUE = "other"
-    other = jobs.other_queue.enqueue()
-    run("--burst", *FAST)
     assert Job.objects.get(pk=other.pk).status == Status.SUCCEEDED
+    assert outcomes(output) == {
+        "succeeded": "4",
+        "retried": "0",
+        "dead": "0",
+        "stale": "0",
+        "released": "0",
+    }
+    assert "queues:    every queue\n" in output
+    assert "not serve" not in output
+
+
+def test_queues_restricts_and_the_summary_names_the_due_jobs_left_behind(make_due) -> None:
+    jobs.noop.enqueue()
+    others = jobs.other_queue.enqueue_many([((), {})] * 3)
+    later = jobs.other_queue.enqueue(queue="reports", delay=3600)  # not due: not named
+    make_due(*others)
+    output = run("--burst", "--queues", "default", *FAST)
+    assert outcomes(output)["succeeded"] == "1"
+    assert set(Job.objects.exclude(queue="default").values_list("status", flat=True)) == {
+        Status.PENDING
+    }
+    assert "queues:    default\n" in output
+    assert output.endswith("3 jobs due in queues this worker does not serve: other (3)\n")
+    assert later.queue not in output.split("not serve")[-1]
+
+
+def test_the_declared_queues_are_the_default(settings) -> None:
+    default, other = jobs.noop.enqueue(), jobs.other_queue.enqueue()
+    settings.LEASEJOBS_QUEUES = ["default"]
+    output = run("--burst", *FAST)
+    assert Job.objects.get(pk=default.pk).status == Status.SUCCEEDED
+    assert Job.objects.get(pk=other.pk).status == Status.PENDING
+    assert "queues:    default\n" in output
+    assert output.endswith("1 job due in queues this worker does not serve: other (1)\n")
 
 
 def test_star_takes_every_queue_and_options_reach_the_worker() -> None:
@@ -169,7 +201,9 @@ def run_and_scrape_mid_run(port: int) -> tuple[dict[tuple[str, str], float], str
 
     def work() -> None:
         try:
-            output.append(run("--burst", "--metrics-port", str(port), *LOCAL))
+            output.append(
+                run("--burst", "--queues", "default", "--metrics-port", str(port), *LOCAL)
+            )
         finally:
             connection.close()
 
@@ -211,8 +245,7 @@ def test_metrics_port_serves_each_runs_own_counters_and_leaves_nothing_behind(co
         # Counters only: the gauges (the pending gate would show in leasejobs_jobs_pending) are
         # the metrics view's job, so a worker's scrape runs no query.
         assert not any(name == "leasejobs_jobs_pending" for name, _ in samples)
-        lines = dict(line.split() for line in output.splitlines()[1:6])
-        assert lines["succeeded"] == "3"
+        assert outcomes(output)["succeeded"] == "3"
         # The command took its server and its counters down on the way out: the port is free
         # for the next run, and the process's later state changes are counted by nobody.
         with pytest.raises(urllib.error.URLError):
@@ -281,7 +314,7 @@ def listening_during_a_run(port: int, *options: str) -> set[str]:
 
     def work() -> None:
         try:
-            run("--burst", "--metrics-port", str(port), *options, *FAST)
+            run("--burst", "--queues", "default", "--metrics-port", str(port), *options, *FAST)
         finally:
             connection.close()
 

@@ -7,12 +7,16 @@ import contextlib
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser, OutputWrapper
+from django.db import DatabaseError
 
 from django_leasejobs import metrics, validation
 from django_leasejobs.conf import settings
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.management.base import LeaseJobsCommand
+from django_leasejobs.runtime import unserved
+from django_leasejobs.runtime.console import Console
+from django_leasejobs.runtime.heartbeat import VERSION
 from django_leasejobs.runtime.worker import Worker, parse_queues
 
 DEFAULT_METRICS_ADDR = "127.0.0.1"
@@ -35,7 +39,7 @@ class Command(LeaseJobsCommand):
             "--queues",
             default=None,
             help="Comma-separated queues to take jobs from; '*' for every queue "
-            "(default: LEASEJOBS_DEFAULT_QUEUE).",
+            "(default: every queue, or those of LEASEJOBS_QUEUES when it is set).",
         )
         parser.add_argument(
             "--concurrency", type=int, default=4, help="Threads running sync handlers (4)."
@@ -119,9 +123,14 @@ class Command(LeaseJobsCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        console = Console(self.stdout, options["verbosity"])
         try:
-            queues = parse_queues(
-                options["queues"] if options["queues"] is not None else settings.DEFAULT_QUEUE
+            # No --queues: every queue (a job in a queue no worker serves waits for ever,
+            # silently), or the declared ones when the project lists them.
+            queues = (
+                parse_queues(options["queues"])
+                if options["queues"] is not None
+                else settings.QUEUES
             )
             unknown = validation.undeclared_queues(queues or ())
             if unknown:
@@ -145,9 +154,11 @@ class Command(LeaseJobsCommand):
                 scheduler=options["scheduler"],
                 grace=options["grace"],
                 max_stuck=options["max_stuck"],
+                console=console,
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
+        console.banner(worker, burst=options["burst"], version=VERSION)
         # Undone however the run ends, for a process that lives on after it (call_command).
         with contextlib.ExitStack() as started:
             if metrics_port is not None:
@@ -159,12 +170,28 @@ class Command(LeaseJobsCommand):
                 raise CommandError(f"LEASEJOBS_SCHEDULES: {exc}") from exc
         if options["burst"] or options["verbosity"] > 1 or worker.stuck_limit_reached:
             self.stdout.write(summary.as_table())
+        if options["burst"]:
+            _left_behind(console, worker.queues, self.stderr)
         if worker.stuck_limit_reached:
             raise CommandError(
                 f"{summary.stuck} handler(s) stuck (--max-stuck {options['max_stuck']}): "
                 "stopped so that a fresh process takes over.",
                 returncode=STUCK_EXIT_CODE,
             )
+
+
+def _left_behind(console: Console, queues: list[str] | None, stderr: OutputWrapper) -> None:
+    """Name the due jobs a ``--burst`` worker left because it does not serve their queue.
+
+    After the run, whose outcome it must not change: a database error here is a line on
+    stderr, not a failed burst.
+    """
+    try:
+        left, more = unserved.left_behind(queues)
+    except DatabaseError as exc:
+        stderr.write(f"Could not look for due jobs in other queues: {exc}".strip())
+        return
+    console.left_behind(left, more)
 
 
 def _metrics_options(port: int | None, addr: str | None) -> tuple[int | None, str]:

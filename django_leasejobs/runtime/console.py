@@ -1,0 +1,177 @@
+"""What ``runjobworker`` writes for people on its stdout: a banner, then one line per attempt.
+
+As ``runserver`` and Celery do, the banner is written whatever the project's ``LOGGING`` says:
+a worker that shows nothing at start cannot be told from one that is stuck, or serving the
+wrong queues or database. The per-attempt lines follow at verbosity 1 and up, but only when
+the project sends the ``django_leasejobs`` logger's records nowhere (:func:`logging_configured`):
+a project that configured logging for it gets the structured ``job.*`` log lines instead,
+never both. The library configures no logging itself (no ``basicConfig``, no handler added to a
+logger the project owns); writing to the command's own stdout is all it does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from django.db import connections
+
+from .. import registry
+from ..dialects import counting
+from ..models import Job
+from ..protocol import Outcome, job_database
+
+LOGGER = "django_leasejobs"
+
+
+class Output(Protocol):
+    """A management command's ``self.stdout`` (``OutputWrapper``): it adds the newline."""
+
+    def write(self, msg: str = ...) -> object:
+        """Write ``msg`` and a newline."""
+
+
+class WorkerOptions(Protocol):
+    """What the banner shows of a worker (``Worker`` has these attributes)."""
+
+    worker_id: str
+    queues: list[str] | None
+    concurrency: int
+    async_concurrency: int
+    _async_enabled: bool
+    lease: float
+    heartbeat: float
+    poll: float
+    scheduler: bool
+    max_jobs: int | None
+
+
+def logging_configured(name: str = LOGGER) -> bool:
+    """Whether a handler will receive the logger's records: one of its own or an ancestor's
+    (the root logger's included), as ``LOGGING`` or any other setup put there.
+
+    Django's default logging configures only the ``django`` loggers, so a project that never
+    mentions ours has none: then the command's own lines are all that anyone sees.
+    """
+    return logging.getLogger(name).hasHandlers()
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def database_line(alias: str) -> str:
+    """``default (postgresql, jobs on db.internal:5432)``: where the jobs are, never who logs
+    in (no user, no password). Read from the settings: the database may be down at start."""
+    settings = connections[alias].settings_dict
+    where = str(settings.get("NAME") or "")
+    host = str(settings.get("HOST") or "")
+    if host:
+        port = settings.get("PORT")
+        where += f" on {host}:{port}" if port else f" on {host}"
+    return f"{alias} ({connections[alias].vendor}{', ' + where if where else ''})"
+
+
+class Console:
+    """The command's lines for people; thread-safe (every pool thread reports through it).
+
+    ``attempts`` says whether to write one line per finished attempt; by default, at
+    verbosity 1 and up when the project configured no logging for the app's logger.
+    """
+
+    def __init__(self, out: Output, verbosity: int = 1, *, attempts: bool | None = None) -> None:
+        self.out = out
+        self.verbosity = verbosity
+        if attempts is None:
+            attempts = verbosity >= 1 and not logging_configured()
+        self.attempts = attempts
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        with self._lock:
+            self.out.write(text)
+
+    def banner(self, worker: WorkerOptions, *, burst: bool, version: str) -> None:
+        """Who this worker is and what it serves; job names too at verbosity 2."""
+        if self.verbosity < 1:
+            return
+        names = sorted(registry.registered())
+        async_slots = (
+            f"{worker.async_concurrency} async slots"
+            if worker._async_enabled
+            else "no async slots (no async handler)"
+        )
+        mode = "burst: runs what is due, then exits" if burst else "until stopped"
+        if worker.max_jobs is not None:
+            mode += f", at most {worker.max_jobs} jobs"
+        lines = [
+            f"django-leasejobs {version or '(version unknown)'}, worker {worker.worker_id}",
+            f"  database:  {database_line(job_database())}",
+            f"  queues:    {describe_queues(worker.queues)}",
+            f"  jobs:      {len(names)} registered",
+        ]
+        if self.verbosity >= 2:
+            lines += [f"    {name}" for name in names]
+        lines += [
+            f"  capacity:  {worker.concurrency} threads, {async_slots}",
+            f"  lease:     {_seconds(worker.lease)}, heartbeat every "
+            f"{_seconds(worker.heartbeat)}, polling every {_seconds(worker.poll)}",
+            f"  scheduler: {'on' if worker.scheduler else 'off'}",
+            f"  mode:      {mode}",
+            "SIGTERM or Ctrl-C stops it gracefully; a second one exits at once.",
+        ]
+        self.write("\n".join(lines))
+
+    def finished(self, job: Job, outcome: Outcome, duration: float, error: str = "") -> None:
+        """One attempt's end: ``12:00:01 failed #43 shop.jobs.charge in 0.002 s, attempt 1
+        of 3, retried later: ConnectionError: gateway timeout``."""
+        if not self.attempts:
+            return
+        word = WORDS[outcome]
+        text = f"{time.strftime('%H:%M:%S')} {word:<9} #{job.pk} {job.name} in {duration:.3f} s"
+        if outcome in (Outcome.RETRIED, Outcome.DEAD):
+            text += f", attempt {job.attempt} of {job.max_attempts}"
+            if outcome is Outcome.RETRIED:
+                text += ", retried later"
+            if error:
+                text += f": {error}"
+        self.write(text)
+
+    def left_behind(self, left: Sequence[tuple[str, counting.Count]], more: int) -> None:
+        """After ``--burst``: the due jobs left in queues this worker does not serve."""
+        if left:
+            self.write(left_behind_line(left, more))
+
+
+WORDS = {
+    Outcome.SUCCEEDED: "succeeded",
+    Outcome.RETRIED: "failed",
+    Outcome.DEAD: "dead",
+    Outcome.RELEASED: "released",
+    Outcome.CANCELLED: "cancelled",
+    Outcome.STALE: "stale",
+}
+"""An attempt's end as the job's status says it (a retried attempt leaves the job ``failed``);
+``stale``: the lease was lost and the result refused."""
+
+
+def describe_queues(queues: Sequence[str] | None) -> str:
+    return "every queue" if queues is None else ", ".join(queues)
+
+
+def left_behind_line(left: Sequence[tuple[str, counting.Count]], more: int) -> str:
+    """``3 jobs due in queues this worker does not serve: emails (3)``; a count past the cap,
+    or queues left out, make the total a lower bound."""
+    total = sum(count.value for _, count in left)
+    inexact = more > 0 or not all(count.exact for _, count in left)
+    listed = ", ".join(f"{queue} ({count.text()})" for queue, count in left)
+    if more:
+        listed += f", and {more} more queue{'s' if more > 1 else ''}"
+    jobs = f"{total:,}{'+' if inexact else ''} job{'s' if total != 1 or inexact else ''}"
+    return f"{jobs} due in queues this worker does not serve: {listed}"
+
+
+__all__ = ["Console", "describe_queues", "left_behind_line", "logging_configured"]

@@ -1,0 +1,88 @@
+"""The worker's lines for people: the banner, one line per attempt, and when each is written.
+
+The project's own ``LOGGING`` decides only the per-attempt lines: a project that sends the
+app's logger somewhere gets the structured log lines instead, never both. What a new project
+sees through real processes is in ``acceptance/test_new_project.py``.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import OutputWrapper
+from testapp import jobs
+
+from django_leasejobs.dialects.counting import Count, Kind
+from django_leasejobs.runtime.console import Console, left_behind_line, logging_configured
+from django_leasejobs.runtime.worker import Worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FAST = {"poll": 0.05, "scheduler": False, "lease": 5, "heartbeat": 0.1}
+
+
+def test_logging_configured_when_the_project_sends_the_app_logger_somewhere() -> None:
+    """This suite's project sends django_leasejobs to a console handler in its LOGGING; a new
+    project's logger reaches none (``acceptance/test_new_project.py``: pytest adds its own
+    capture handlers to every logger here, so the unconfigured case is only seen there)."""
+    assert logging_configured()
+
+
+def test_one_line_per_finished_attempt() -> None:
+    out = io.StringIO()
+    done = jobs.add.enqueue(1, 2)
+    dead = jobs.permanent.enqueue()
+    Worker(console=Console(OutputWrapper(out), attempts=True), **FAST).run(burst=True)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    took = r"in \d+\.\d{3} s"
+    assert any(
+        re.fullmatch(rf"\d\d:\d\d:\d\d succeeded #{done.pk} testapp\.jobs\.add {took}", line)
+        for line in lines
+    ), lines
+    assert any(
+        re.fullmatch(
+            rf"\d\d:\d\d:\d\d dead      #{dead.pk} testapp\.jobs\.permanent {took}, attempt 1 "
+            r"of \d+: PermanentError: .+",
+            line,
+        )
+        for line in lines
+    ), lines
+
+
+def test_the_command_writes_no_attempt_line_when_logging_is_configured(caplog) -> None:
+    """Never both: this project's LOGGING takes the app's records, so only they say it."""
+    job = jobs.noop.enqueue()
+    out = io.StringIO()
+    with caplog.at_level(logging.INFO, logger="django_leasejobs"):
+        call_command("runjobworker", "--burst", "--no-scheduler", stdout=out)
+    assert f"job.succeeded id={job.pk} " in caplog.text
+    assert "succeeded #" not in out.getvalue()
+    assert "\n  queues:    every queue\n" in out.getvalue()  # the banner is written anyway
+
+
+def test_the_banner_lists_the_jobs_at_verbosity_2_and_is_silent_at_0() -> None:
+    out = io.StringIO()
+    call_command("runjobworker", "--burst", "--no-scheduler", "-v", "2", stdout=out)
+    assert "\n    testapp.jobs.noop\n" in out.getvalue()
+    assert re.search(r"^  database:  default \(\w+, ", out.getvalue(), re.M)
+    quiet = io.StringIO()
+    call_command("runjobworker", "--burst", "--no-scheduler", "-v", "0", stdout=quiet)
+    assert "django-leasejobs" not in quiet.getvalue()
+
+
+def test_the_left_behind_line() -> None:
+    assert left_behind_line([("emails", Count(3))], 0) == (
+        "3 jobs due in queues this worker does not serve: emails (3)"
+    )
+    assert left_behind_line([("a", Count(1))], 0) == (
+        "1 job due in queues this worker does not serve: a (1)"
+    )
+    assert left_behind_line([("a", Count(10_000, Kind.AT_LEAST)), ("b", Count(2))], 4) == (
+        "10,002+ jobs due in queues this worker does not serve: a (10,000+), b (2), "
+        "and 4 more queues"
+    )
