@@ -76,9 +76,13 @@ class Cron:
         while True:
             try:
                 local = iterator.get_next(dt.datetime)
+                instant = local.astimezone(UTC)
             except CroniterBadDateError:
                 return  # no further match (croniter searches a bounded number of years)
-            instant = local.astimezone(UTC)
+            except (OverflowError, ValueError):
+                # Past 31 December 9999, where Python's calendar ends: croniter (or the
+                # conversion to UTC) raises instead of yielding. Nothing comes after that.
+                return
             if instant <= last:
                 # Several skipped wall-clock times collapse into the instant the clock jumps.
                 continue
@@ -108,9 +112,12 @@ class Cron:
             return []
         lower = ceiling
         while True:
-            lower = max(floor, self._back(lower, count))
+            back = self._back(lower, count)
+            lower = max(floor, back)
             found = self.between(lower, ceiling)
-            if len(found) >= count or lower == floor:
+            # At _EARLIEST nothing earlier can be counted: a floor before it (an instant of
+            # year 1 with a positive offset) would step back to the same place for ever.
+            if len(found) >= count or lower == floor or back == _EARLIEST:
                 return found[-count:]
 
     def _back(self, instant: dt.datetime, steps: int) -> dt.datetime:
@@ -122,7 +129,23 @@ class Cron:
             return local.astimezone(UTC) - _BACK_MARGIN
         except (CroniterError, ValueError, OverflowError):
             # Nothing earlier within croniter's reach, or before year 1: the caller's floor.
-            return dt.datetime.min.replace(tzinfo=UTC)
+            return _EARLIEST
+
+
+_EARLIEST = dt.datetime.min.replace(tzinfo=UTC)
+"""The first instant Python can count (year 1, UTC): where stepping back ends."""
+
+
+def representable(instant: dt.datetime, tz: dt.tzinfo) -> bool:
+    """Can ``instant`` (aware) be read in UTC and in ``tz``? Python's calendar ends at years
+    1 and 9999, and an offset carries ``0001-01-01T00:00+14:00`` or ``9999-12-31T23:59-12:00``
+    past either end: any conversion of such an instant raises ``OverflowError``."""
+    try:
+        instant.astimezone(UTC)
+        instant.astimezone(tz)
+    except OverflowError:
+        return False
+    return True
 
 
 def _is_repeat(instant: dt.datetime, tz: zoneinfo.ZoneInfo) -> bool:

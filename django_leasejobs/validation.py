@@ -317,6 +317,20 @@ def _storable(run_at: dt.datetime) -> dt.datetime:
 
 MAX_DELAY_SECONDS = 100 * 366 * 86400
 """A longer delay is a mistake (and a much longer one overflows the date arithmetic)."""
+
+
+def _seconds(delay: int | float) -> float:
+    """``delay`` as a float; an integer past a float's range (``10**400``, which a JSON body
+    may carry) raises ``OverflowError`` there, and is refused like any delay too long."""
+    try:
+        return float(delay)
+    except OverflowError:
+        raise JobValidationError(
+            "delay must be a finite, non-negative duration of at most 100 years, "
+            "not an integer that large."
+        ) from None
+
+
 LIVE_STATES = ("pending", "running", "failed")
 ALL_STATES = (*LIVE_STATES, "succeeded", "dead", "cancelled")
 ON_CONFLICT = ("ignore", "replace")
@@ -388,7 +402,7 @@ def check_run_at(run_at: Any, delay: Any) -> tuple[dt.datetime | None, float | N
         if isinstance(delay, dt.timedelta):
             seconds = delay.total_seconds()
         elif isinstance(delay, int | float) and not isinstance(delay, bool):
-            seconds = float(delay)
+            seconds = _seconds(delay)
         else:
             raise JobValidationError(f"delay must be seconds or a timedelta, not {delay!r}.")
         if not math.isfinite(seconds) or not 0 <= seconds <= MAX_DELAY_SECONDS:

@@ -15,7 +15,14 @@ from croniter import croniter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from django_leasejobs.cron import UTC, Cron, CronError, check_expression, check_timezone
+from django_leasejobs.cron import (
+    UTC,
+    Cron,
+    CronError,
+    check_expression,
+    check_timezone,
+    representable,
+)
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.models import Schedule
 from django_leasejobs.runtime import schedules
@@ -388,3 +395,34 @@ def test_last_is_the_tail_of_between_across_dst(expression: str, zone: str, coun
         every = schedule_cron.between(floor, ceiling)
         assert schedule_cron.last(floor, ceiling, count) == every[-count:]
     assert schedule_cron.last(floor, ceiling, 0) == []
+
+
+class TestTheEndsOfTheCalendar:
+    """Python counts years 1 to 9999: an occurrence past either end cannot be computed."""
+
+    def test_after_ends_where_the_calendar_ends(self) -> None:
+        # croniter raised OverflowError (or ValueError) for the occurrence after the last one.
+        last_hours = [utc(9999, 12, 31, 22), utc(9999, 12, 31, 23)]
+        assert list(Cron("0 * * * *", "UTC").after(utc(9999, 12, 31, 21))) == last_hours
+        assert list(Cron("0 0 29 2 *", "UTC").after(utc(9999, 1, 1))) == []  # no leap day left
+        # Tokyo's wall clock reaches year 10000 nine hours before UTC does.
+        tokyo = Cron("0 * * * *", "Asia/Tokyo")
+        assert list(tokyo.after(utc(9999, 12, 31, 13))) == [utc(9999, 12, 31, 14)]
+
+    def test_last_stops_stepping_back_at_year_1(self) -> None:
+        # A floor before 0001-01-01T00:00Z (year 1 at +14:00): last() stepped back for ever.
+        floor = dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=14)))
+        assert Cron("0 * * * *", "UTC").last(floor, utc(1, 1, 1, 3), 10) == [
+            utc(1, 1, 1, 1),
+            utc(1, 1, 1, 2),
+            utc(1, 1, 1, 3),
+        ]
+
+    def test_representable_means_readable_in_utc_and_in_the_zone(self) -> None:
+        tokyo = zoneinfo.ZoneInfo("Asia/Tokyo")
+        assert representable(utc(9999, 12, 31, 14), tokyo)
+        assert not representable(utc(9999, 12, 31, 15), tokyo)  # 10000-01-01 00:00 in Tokyo
+        assert not representable(
+            dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=14))), UTC
+        )
+        assert representable(utc(1, 1, 1), UTC)

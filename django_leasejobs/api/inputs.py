@@ -25,6 +25,17 @@ MAX_ID = 2**63 - 1
 """The largest id any database's key column holds; a larger one in a path is simply not found."""
 
 
+def whole_number(text: str, most: int) -> int | None:
+    """``text`` as a whole number from 0 to ``most``, or None.
+
+    ASCII digits only (``str.isdigit`` also takes a superscript two), and the length is checked
+    before ``int()``, which refuses more than 4,300 digits with a ``ValueError``."""
+    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > len(str(most)):
+        return None
+    value = int(text)
+    return value if value <= most else None
+
+
 def body(request: HttpRequest, *, optional: bool = False) -> Any:
     """The request's JSON document; ``None`` for an empty body when ``optional``."""
     limit = settings.API_MAX_BODY_BYTES
@@ -126,14 +137,15 @@ def limit(params: QueryDict) -> int:
     if "limit" not in params:
         return min(settings.API_PAGE_SIZE, most)
     text = str(params["limit"])
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= most:
+    size = whole_number(text, most)
+    if not size:
         raise ApiError(
             "invalid_parameter",
             f"limit must be a whole number from 1 to {most} (LEASEJOBS_API_MAX_PAGE_SIZE), "
             f"not {text!r}.",
             "limit",
         )
-    return int(text)
+    return size
 
 
 CURSOR_PREFIX = "before:"
@@ -153,14 +165,23 @@ def cursor(params: QueryDict) -> int | None:
         decoded = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode("ascii")
     except (binascii.Error, ValueError):
         decoded = ""
-    number = decoded.removeprefix(CURSOR_PREFIX)
-    if not decoded.startswith(CURSOR_PREFIX) or not number.isdigit() or int(number) > MAX_ID:
+    number = whole_number(decoded.removeprefix(CURSOR_PREFIX), MAX_ID)
+    if not decoded.startswith(CURSOR_PREFIX) or number is None:
         raise ApiError(
             "invalid_parameter",
             "cursor is not a cursor this API gave (pass next_cursor back as it is).",
             "cursor",
         )
-    return int(number)
+    return number
+
+
+def name_filter(params: QueryDict, name: str) -> str | None:
+    """A free-text filter (a queue or job name): refused with a NUL character, which no
+    stored name holds and PostgreSQL cannot even compare (its driver raises a server error)."""
+    value = params.get(name)
+    if value is not None and "\x00" in value:
+        raise ApiError("invalid_parameter", f"{name} must not contain a NUL character.", name)
+    return value
 
 
 def choice(params: QueryDict, name: str, choices: Iterable[str]) -> str | None:

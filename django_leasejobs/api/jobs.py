@@ -170,8 +170,9 @@ def list_jobs(request: HttpRequest) -> JsonResponse:
     if status is not None:
         rows = rows.filter(status=status)
     for name in ("queue", "name"):
-        if name in params:
-            rows = rows.filter(**{name: params[name]})
+        value = inputs.name_filter(params, name)
+        if value is not None:
+            rows = rows.filter(**{name: value})
     return page(params, rows, serialize.job)
 
 

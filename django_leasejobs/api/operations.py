@@ -9,7 +9,7 @@ from itertools import islice, takewhile
 from django.contrib.admin.models import ADDITION
 from django.http import HttpRequest, JsonResponse
 
-from .. import protocol
+from .. import cron, protocol
 from ..errors import InvalidTransitionError, JobValidationError, ScheduleError
 from ..models import DeadLetter, Schedule
 from ..runtime import inprocess, schedules, stats
@@ -27,8 +27,9 @@ def list_dead_letters(request: HttpRequest) -> JsonResponse:
     params = inputs.query(request, ("name", "queue", "replayed", "limit", "cursor"))
     rows = DeadLetter.objects.using(protocol.job_database()).order_by("-id")
     for name in ("queue", "name"):
-        if name in params:
-            rows = rows.filter(**{name: params[name]})
+        value = inputs.name_filter(params, name)
+        if value is not None:
+            rows = rows.filter(**{name: value})
     replayed = inputs.choice(params, "replayed", ("true", "false"))
     if replayed is not None:
         rows = rows.filter(replayed_job__isnull=replayed == "false")
@@ -89,7 +90,8 @@ def occurrences(request: HttpRequest, schedule_id: int) -> JsonResponse:
             raise ApiError("invalid_parameter", f"{name} needs a UTC offset (Z or +hh:mm).", name)
         bounds[name] = value
     start, end = bounds["start"], bounds["end"]
-    if not start < end <= start + MAX_OCCURRENCE_RANGE:
+    # end - start, not start + 31 days: that sum overflows in December 9999.
+    if not (start < end and end - start <= MAX_OCCURRENCE_RANGE):
         raise ApiError(
             "invalid_parameter",
             f"end must be after start, by at most {MAX_OCCURRENCE_RANGE.days} days.",
@@ -97,9 +99,18 @@ def occurrences(request: HttpRequest, schedule_id: int) -> JsonResponse:
         )
     size = inputs.limit(params)
     try:
-        upcoming = schedules.cron_of(schedule).after(start)
+        expression = schedules.cron_of(schedule)
     except ScheduleError as exc:
         raise ApiError("invalid_state", f"The schedule cannot be read: {exc}") from None
+    for name, value in bounds.items():
+        if not cron.representable(value, expression.tz):
+            raise ApiError(
+                "invalid_parameter",
+                f"{name} {params[name]} falls outside the years 1 to 9999 in UTC or in the "
+                f"schedule's timezone ({expression.timezone}).",
+                name,
+            )
+    upcoming = expression.after(start)
     expected = list(islice(takewhile(lambda t: t <= end, upcoming), size + 1))
     more = len(expected) > size
     expected = expected[:size]

@@ -133,6 +133,9 @@ BAD = [
     ("delay", -1, lambda: validation.check_run_at(None, -1)),
     ("delay", "soon", lambda: validation.check_run_at(None, "soon")),
     ("delay", True, lambda: validation.check_run_at(None, True)),
+    # A JSON number past a float's range: float() raised OverflowError (a 500).
+    ("delay", 10**400, lambda: validation.check_run_at(None, 10**400)),
+    ("delay", -(10**400), lambda: validation.check_run_at(None, -(10**400))),
 ]
 
 
@@ -194,6 +197,20 @@ def test_malformed_documents(operator, body, code, field):
 def test_invalid_json_is_400(operator, raw):
     status, body = operator.post("jobs/", raw=raw)
     assert (status, body["code"]) == (400, "invalid_json")
+
+
+@pytest.mark.parametrize(
+    ("number", "code"),
+    [
+        ("1e400", "invalid"),  # read as infinity
+        ("1" + "0" * 400, "invalid"),  # an int no float holds
+        ("9" * 4301, "invalid_json"),  # more digits than Python reads
+    ],
+)
+def test_a_delay_past_any_range_is_400(operator, number, code):
+    status, body = operator.post("jobs/", raw=f'{{"name": "testapp.jobs.add", "delay": {number}}}')
+    assert (status, body["code"]) == (400, code)
+    assert not Job.objects.exists()
 
 
 def test_body_must_be_json(operator):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import jsonschema_rs  # schemathesis brings it: the fuzz test validates with it too
@@ -14,6 +15,11 @@ from django_leasejobs.api import schema
 from django_leasejobs.dbtime import DbNow
 from django_leasejobs.models import Job
 from django_leasejobs.protocol import Failure
+
+
+def cursor_of(number: str) -> str:
+    """A cursor as the API writes them, around any text."""
+    return base64.urlsafe_b64encode(f"before:{number}".encode()).decode().rstrip("=")
 
 
 def failed(make_due) -> Job:
@@ -61,7 +67,15 @@ def test_a_long_history_is_served_bounded_as_documented(operator, make_due):
         assert not jsonschema_rs.Draft202012Validator(checker).is_valid(wrong)
 
 
-@pytest.mark.parametrize("path", ["jobs/999999/", "jobs/99999999999999999999999/", "jobs/x/"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "jobs/999999/",
+        "jobs/99999999999999999999999/",
+        f"jobs/{'9' * 4301}/",  # more digits than int() reads
+        "jobs/x/",
+    ],
+)
 def test_missing_job_is_json_404(operator, path):
     status, body = operator.get(path)
     assert (status, body["code"]) == (404, "not_found")
@@ -105,9 +119,18 @@ def test_list_filters(operator, make_due):
         ({"limit": "501"}, "limit"),
         ({"limit": "ten"}, "limit"),
         ({"limit": "-1"}, "limit"),
+        ({"limit": "9" * 4301}, "limit"),  # int() refuses more than 4,300 digits
+        ({"limit": "1e400"}, "limit"),
+        ({"limit": "\u00b2"}, "limit"),  # a digit to str.isdigit(), not to int()
         ({"cursor": "garbage"}, "cursor"),
         ({"cursor": "YmVmb3JlOi0x"}, "cursor"),
+        ({"cursor": cursor_of("9" * 4301)}, "cursor"),
+        ({"cursor": cursor_of(str(2**63))}, "cursor"),
         ({"color": "red"}, "color"),
+        # No name holds a NUL, and PostgreSQL's driver cannot even send one (a 500 before).
+        ({"name": "\x00q"}, "name"),
+        ({"queue": "\x00"}, "queue"),
+        ({"status": "\x00"}, "status"),
     ],
 )
 def test_list_refuses_bad_parameters(operator, params, field):

@@ -43,6 +43,36 @@ def test_dead_letters_list_and_get(operator, dead):
     assert operator.get("dead-letters/424242/")[0] == 404
 
 
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        # No name holds a NUL, and PostgreSQL's driver cannot even send one (a 500 before).
+        ({"name": "\x00q"}, "name"),
+        ({"queue": "\x00"}, "queue"),
+        ({"replayed": "\x00"}, "replayed"),
+        ({"limit": "9" * 4301}, "limit"),  # int() refuses more than 4,300 digits
+    ],
+)
+def test_dead_letter_list_refuses_bad_parameters(operator, dead, params, field):
+    dead(1, 1)
+    status, body = operator.get("dead-letters/", **params)
+    assert (status, body["code"], body["field"]) == (400, "invalid_parameter", field)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "dead-letters/99999999999999999999999/",
+        f"dead-letters/{'9' * 4301}/",
+        "schedules/99999999999999999999999/occurrences/",
+        f"schedules/{'9' * 4301}/occurrences/",
+    ],
+)
+def test_ids_past_any_key_are_not_found(operator, path):
+    status, body = operator.get(path, start="2030-01-01T00:00:00Z", end="2030-01-02T00:00:00Z")
+    assert (status, body["code"]) == (404, "not_found")
+
+
 def test_replay_as_is_then_refused_twice(operator, dead):
     letter = dead(1, 2)
     status, body = operator.post(f"dead-letters/{letter.pk}/replay/")
@@ -142,12 +172,49 @@ def test_schedules_and_occurrences(operator):
         ({"start": "2030-01-01T00:00:00", "end": "2030-01-02T00:00:00Z"}, "start"),
         ({"start": "2030-01-02T00:00:00Z", "end": "2030-01-01T00:00:00Z"}, "end"),
         ({"start": "2030-01-01T00:00:00Z", "end": "2030-03-01T00:00:00Z"}, "end"),
+        # Instants that Python's calendar cannot carry into UTC (year 0, year 10000).
+        ({"start": "0001-01-01T00:00:00+14:00", "end": "0001-01-02T00:00:00Z"}, "start"),
+        ({"start": "9999-12-31T00:00:00Z", "end": "9999-12-31T23:59:59-12:00"}, "end"),
+        ({"start": "0001-01-01T00:00:00+14:00", "end": "9999-12-31T23:59:59-12:00"}, "end"),
+        (
+            {"start": "9999-12-31T00:00:00Z", "end": "9999-12-31T23:59:59Z", "limit": "9" * 4301},
+            "limit",
+        ),
     ],
 )
 def test_occurrence_range_is_checked(operator, params, field):
     schedule = Schedule.objects.create(name="hourly", cron="0 * * * *", job="testapp.jobs.noop")
     status, body = operator.get(f"schedules/{schedule.pk}/occurrences/", **params)
     assert (status, body["field"]) == (400, field)
+
+
+def test_occurrences_at_the_ends_of_the_calendar(operator):
+    hourly = Schedule.objects.create(name="hourly", cron="0 * * * *", job="testapp.jobs.noop")
+    path = f"schedules/{hourly.pk}/occurrences/"
+    # The last days Python counts: start + 31 days and the occurrence after the end overflow.
+    status, body = operator.get(path, start="9999-12-30T00:00:00Z", end="9999-12-31T23:59:59Z")
+    assert status == 200
+    assert len(body["results"]) == 47
+    assert body["results"][-1]["at"] == "9999-12-31T23:00:00Z"
+    assert body["next_start"] is None
+    status, body = operator.get(path, start="0001-01-01T00:00:00Z", end="0001-01-01T03:00:00Z")
+    assert status == 200
+    assert [r["at"] for r in body["results"]] == [
+        "0001-01-01T01:00:00Z",
+        "0001-01-01T02:00:00Z",
+        "0001-01-01T03:00:00Z",
+    ]
+    # An end Python reads in UTC but not in the schedule's timezone (Tokyo: year 10000).
+    tokyo = Schedule.objects.create(
+        name="tokyo", cron="0 * * * *", timezone="Asia/Tokyo", job="testapp.jobs.noop"
+    )
+    status, body = operator.get(
+        f"schedules/{tokyo.pk}/occurrences/",
+        start="9999-12-31T00:00:00Z",
+        end="9999-12-31T20:00:00Z",
+    )
+    assert (status, body["code"], body["field"]) == (400, "invalid_parameter", "end")
+    assert "Asia/Tokyo" in body["message"]
 
 
 def test_queue_stats(operator, make_due):
