@@ -19,7 +19,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
-from .. import protocol, validation
+from .. import job_modules, protocol, validation
 from ..backoff import Backoff
 from ..conf import settings
 from ..errors import JobValidationError, TaskRefusedError
@@ -166,7 +166,13 @@ class LeaseJobsBackend(_framework.BaseTaskBackend):  # type: ignore[name-defined
                 raise ImproperlyConfigured(f"TASKS[{alias!r}]['QUEUES']: {exc}") from None
 
     def validate_task(self, task: Any) -> None:
-        """Django's checks (module-level function, priority, queue, run_after) plus ours."""
+        """Django's checks (module-level function, priority, queue, run_after) plus ours.
+
+        Where the task's module lives is not checked here, where the task is defined: a
+        library's tasks (imported by its app's ``ready()``) live outside the app packages, and
+        refusing them stopped the project from starting. A task defined while the project
+        loads is trusted (``task_results.defined``); any other is checked at enqueue.
+        """
         super().validate_task(task)
         try:
             validation.check_queue(task.queue_name)
@@ -175,12 +181,6 @@ class LeaseJobsBackend(_framework.BaseTaskBackend):  # type: ignore[name-defined
                     f"The task path {task.module_path!r} is too long to store "
                     f"(over {Job._meta.get_field('name').max_length} characters)."
                 )
-            refused = task_results.refusal(task.module_path)
-            if refused:  # a worker would refuse it: say so now, not at run time
-                raise JobValidationError(
-                    f"{refused} A worker would refuse it: move the task into an installed app "
-                    "or list its package in LEASEJOBS_TASK_MODULES."
-                )
             if getattr(task, "max_attempts", None) is not None:
                 validation.check_max_attempts(task.max_attempts)
             _backoff(getattr(task, "backoff", None), "backoff")
@@ -188,10 +188,20 @@ class LeaseJobsBackend(_framework.BaseTaskBackend):  # type: ignore[name-defined
             validation.check_timeout(getattr(task, "timeout", None))
         except ValueError as exc:
             raise InvalidTask(str(exc)) from None
+        task_results.defined(task)
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
-        """Write the job in the caller's transaction and return its ``TaskResult``."""
+        """Write the job in the caller's transaction and return its ``TaskResult``.
+
+        A task a worker would refuse (defined after the project loaded, outside the installed
+        apps and ``LEASEJOBS_TASK_MODULES``) is refused here, before anything is written.
+        """
         self.validate_task(task)
+        refused = task_results.refusal(task.module_path)
+        if refused:
+            raise InvalidTask(
+                f"A worker would not run this task. {refused} {job_modules.TASK_ADVICE}"
+            )
         args, kwargs = _normalized(args, kwargs)
         max_attempts = getattr(task, "max_attempts", None) or self.default_max_attempts
         try:

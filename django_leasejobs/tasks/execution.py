@@ -1,8 +1,10 @@
 """Running a ``django.tasks`` task from a job row that the tasks backend marked.
 
 Called by the worker's ``execution`` module for rows with a ``task_backend`` and no registered
-``@job`` of that name. The path is resolved with ``import_string`` only here (``results``), and
-anything but a ``Task`` instance is refused (dead-lettered, never called). Signals follow
+``@job`` of that name. The path is resolved with ``import_string`` only in ``results`` (a task
+defined while the project loaded, or one inside the installed apps or
+``LEASEJOBS_TASK_MODULES``), and anything but a ``Task`` instance is refused (dead-lettered,
+never called). Signals follow
 Django's meaning: ``task_started`` on every attempt, ``task_finished`` once, when the job is final.
 """
 
@@ -87,7 +89,7 @@ def _prepare(execution: Execution) -> tuple[Any, tasks_framework.Framework, Any]
     try:
         task = task_results.task_for(job)
     except TaskRefusedError as exc:
-        execution.failure = Failure(str(exc), kind="not a task")
+        execution.failure = Failure(str(exc), kind="not a task", advice=exc.advice)
         execution.retryable = False
         return None
     except Exception as exc:

@@ -12,8 +12,7 @@ from typing import Any
 from django.apps import apps
 from django.utils.module_loading import import_string
 
-from .. import error_history
-from ..conf import settings
+from .. import error_history, job_modules
 from ..errors import TaskRefusedError
 from ..models import Job, Status
 from . import framework as tasks_framework
@@ -42,45 +41,58 @@ def exception_path(exc: BaseException) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
-def refusal(path: str) -> str | None:
-    """Why the worker may not import ``path``'s module; ``None`` when it may.
+def defined(task: Any) -> None:
+    """Note a task the backend validated while the project loaded (apps not ready yet).
 
-    Importing a module runs its top level (``this`` prints, ``unittest.__main__`` runs a test
-    program), so a path read from a row must name a module inside an installed app's package
-    or ``LEASEJOBS_TASK_MODULES`` before anything is imported. ``__main__``-style modules are
-    refused even there: they are programs, not libraries.
+    A task defined by ``django.setup()`` (its app's ``ready()`` imported it: Wagtail's search
+    app imports ``modelsearch.tasks``) is trusted wherever its module lives: the worker's own
+    start defines it too, and resolving it imports nothing new.
     """
-    module = path.rpartition(".")[0]
-    if not module or not _CLASS_PATH.fullmatch(path):
-        return f"Task path {path!r} is not a dotted path to a task."
-    packages = [config.name for config in apps.get_app_configs()]
-    packages += settings.TASK_MODULES
-    if not any(module == package or module.startswith(package + ".") for package in packages):
-        return f"Task path {path!r} is outside the installed apps and LEASEJOBS_TASK_MODULES."
-    dunder = next((p for p in module.split(".") if p.startswith("__") and p.endswith("__")), None)
-    if dunder:
-        return f"Task path {path!r}: a module named {dunder!r} is not allowed."
-    return None
+    if not apps.ready:
+        _defined_at_start.add(task.module_path)
+
+
+_defined_at_start: set[str] = set()
+
+
+def refusal(path: str) -> str | None:
+    """Why a worker may not resolve ``path``; ``None`` when it may.
+
+    A task defined while the project loaded may; any other path only inside an installed
+    app's package or ``LEASEJOBS_TASK_MODULES`` (:mod:`..job_modules`), before anything is
+    imported. Callers add what to do (``job_modules.TASK_ADVICE``).
+    """
+    if path in _defined_at_start:
+        return None
+    refused = job_modules.refusal(path)
+    if refused is None:
+        return None
+    return f"Task path {path!r}: {refused}, and the task was not defined while the project loaded."
 
 
 def resolve(path: str) -> Any:
     """The ``Task`` instance at ``path``; ``TaskRefusedError`` for anything else.
 
     This is the one place a name read from a row is imported, and only for rows the tasks
-    backend marked whose module ``refusal`` allows: whatever the path names, nothing but a
-    ``Task`` instance is accepted.
+    backend marked that ``refusal`` allows: whatever the path names, nothing but a ``Task``
+    instance is accepted.
     """
     tasks_framework.get()
+    advice = job_modules.TASK_ADVICE
     refused = refusal(path)
     if refused:
-        raise TaskRefusedError(f"{refused} It was not imported.")
+        raise TaskRefusedError(f"{refused} It was not imported. {advice}", advice=advice)
     try:
         found = import_string(path)
     except ImportError as exc:
-        raise TaskRefusedError(f"Task path {path!r} cannot be imported: {exc}") from None
+        raise TaskRefusedError(
+            f"Task path {path!r} cannot be imported: {exc}. {advice}", advice=advice
+        ) from None
     if tasks_framework.of(found) is None:
         raise TaskRefusedError(
-            f"{path!r} is a {type(found).__name__}, not a django.tasks Task; it was not run."
+            f"{path!r} is a {type(found).__name__}, not a django.tasks Task; it was not run. "
+            f"{advice}",
+            advice=advice,
         )
     return found
 

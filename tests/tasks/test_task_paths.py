@@ -1,8 +1,9 @@
 """A row cannot make the worker import an arbitrary module (issue 15, item 3).
 
-A ``django.tasks`` row names its task by dotted path. The worker resolves it only inside the
-packages of installed apps or ``LEASEJOBS_TASK_MODULES``; anything else is dead-lettered as
-``not a task`` without importing it.
+A ``django.tasks`` row names its task by dotted path. The worker resolves a task defined while
+the project loaded wherever it lives (tests/acceptance/test_project_modules.py starts such a
+project), any other only inside the packages of installed apps or ``LEASEJOBS_TASK_MODULES``;
+anything else is dead-lettered as ``not a task`` without importing it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from django.core.checks import Error
 
-from django_leasejobs import protocol
+from django_leasejobs import job_modules, protocol
 from django_leasejobs.checks import check_settings
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome
@@ -82,16 +83,27 @@ def test_a_path_with_a_trailing_newline_is_not_a_dotted_path() -> None:
     assert run_one() == Outcome.DEAD
     assert DeadLetter.objects.get(job=job).reason == "not a task"
     last_error = Job.objects.get(pk=job.pk).last_error
-    assert "Task path 'testapp.tasks.add\\n' is not a dotted path to a task." in last_error
+    assert "Task path 'testapp.tasks.add\\n': it is not a dotted path" in last_error
 
 
-def test_a_task_outside_installed_apps_is_refused_when_defined() -> None:
+def test_a_task_outside_installed_apps_is_defined_then_refused_at_enqueue() -> None:
+    """Defining it raises nothing: a module that defines tasks imports (a library's tasks,
+    loaded by its app at start, live outside the app packages). One defined after the project
+    loaded, which a worker would not import, is refused at enqueue, saying what to do."""
     sys.modules.pop(OUTSIDE, None)
     try:
-        with pytest.raises(InvalidTask, match="LEASEJOBS_TASK_MODULES"):
-            outside()
+        module = outside()
+        with pytest.raises(InvalidTask) as refused:
+            module.double.enqueue(1)
     finally:
         sys.modules.pop(OUTSIDE, None)
+    assert str(refused.value) == (
+        "A worker would not run this task. Task path 'tests.outside_tasks.double': its module "
+        "'tests.outside_tasks' is outside the installed apps' packages and "
+        "LEASEJOBS_TASK_MODULES, and the task was not defined while the project loaded. "
+        f"{job_modules.TASK_ADVICE}"
+    )
+    assert not Job.objects.exists()
 
 
 def test_a_task_outside_the_allowed_modules_is_refused_at_enqueue(settings) -> None:
