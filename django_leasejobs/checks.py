@@ -19,6 +19,7 @@
 | ``leasejobs.W003`` | an unknown ``LEASEJOBS_*`` setting (a typo is otherwise silently ignored) |
 | ``leasejobs.W004`` | retired: a job's undeclared queue is now the error ``E012`` |
 | ``leasejobs.W005``, ``W006`` | the lease advisor's, in :mod:`django_leasejobs.lease_checks` |
+| ``leasejobs.W099``, ``E099`` | jobs a worker could not find (:mod:`django_leasejobs.job_checks`) |
 | ``leasejobs.W007`` | ``LEASEJOBS_EAGER`` with ``DEBUG = False`` (a test setting in production) |
 
 The database checks (E007, W001) carry Django's ``database`` tag: they run with
@@ -41,8 +42,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import cron, lease_checks, registry
+from . import cron, job_checks, job_modules, lease_checks, registry
 from .conf import PREFIX, Settings, settings
+from .errors import UnknownJobError
 
 MINIMUM_VERSIONS = {
     "postgresql": ((13,), "PostgreSQL 13"),
@@ -60,6 +62,7 @@ def register() -> None:
     checks.register(check_schedules_and_jobs, "leasejobs")
     checks.register(check_databases, checks.Tags.database)
     lease_checks.register()
+    job_checks.register()
 
 
 def setting_names() -> list[str]:
@@ -248,7 +251,9 @@ def _api_jobs() -> Messages:
     return [
         checks.Error(
             f"{PREFIX}API_JOBS lists {name!r}, which is not a registered job.",
-            hint="Use the job's registered name (its dotted path, or @job(name=...)).",
+            hint="Use the job's registered name (its dotted path, or @job(name=...)), and "
+            "define it with @job in a module the web process imports at start (an installed "
+            "app's jobs.py).",
             id="leasejobs.E010",
         )
         for name in sorted(names)
@@ -273,14 +278,14 @@ def _schedule(name: str, spec: Any, queues: Iterable[str] | None) -> Messages:
     timezone = spec.get("timezone", "UTC")
     if not _is_timezone(timezone):
         messages.append(_malformed(f"{where} has an unknown timezone {timezone!r}."))
-    job_function = registry.lookup(spec["job"]) if isinstance(spec["job"], str) else None
-    if job_function is None:
+    problem = _unknown_job(spec["job"])
+    if problem is not None:
         messages.append(
             checks.Error(
-                f"{where} names the job {spec['job']!r}, which is not registered: its "
-                "occurrences would be dead-lettered.",
-                hint="Use the dotted path of a function decorated with @job, in an installed "
-                "app's jobs.py.",
+                f"{where} names the job {spec['job']!r}, which is not registered{problem}: "
+                "the scheduler would emit nothing.",
+                hint=f"Use the dotted path of a function decorated with @job. "
+                f"{job_modules.JOB_ADVICE}",
                 id="leasejobs.E004",
             )
         )
@@ -294,6 +299,18 @@ def _schedule(name: str, spec: Any, queues: Iterable[str] | None) -> Messages:
             )
         )
     return messages
+
+
+def _unknown_job(name: Any) -> str | None:
+    """``None`` when a worker's scheduler finds the job (importing its module as a worker
+    would, ``registry.find``); else why not, as `` (...)`` or an empty string."""
+    if not isinstance(name, str):
+        return ""
+    try:
+        registry.find(name)
+    except UnknownJobError as exc:
+        return f" ({exc.problem})" if exc.problem else ""
+    return None
 
 
 def _malformed(message: str) -> checks.Error:

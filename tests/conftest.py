@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -13,8 +14,57 @@ from django.db import connection, connections
 from django.db.models import ExpressionWrapper, F, Value
 from django.db.models.fields import DateTimeField
 from django.db.models.functions import Now
+from hypothesis import HealthCheck, settings
 
 from django_leasejobs.models import Job
+
+# Hypothesis profiles, chosen by LEASEJOBS_HYPOTHESIS_PROFILE. Loaded here, before any test
+# module is imported: a test's own settings(...) inherits what it does not set from the profile
+# loaded when it is created, and schemathesis' tests inherit it the same way.
+# - ci (the default, and what .ci/run's passes set): the same examples on every run and machine
+#   (derandomize: seeded from each test's source; no example database to replay). A plain
+#   `.venv/bin/pytest` is derandomized too, so a contributor's run and CI's agree and a red run
+#   is red again when re-run; searching for new failures is the fuzz pass's job.
+# - fuzz (`bash .ci/run fuzz`): randomized, FUZZ_SCALE times the examples; a failure is kept in
+#   .hypothesis/ and tried first on the next fuzz run. Pin what it finds with @example (or, for
+#   the API fuzz, a plain test of the request) so every later ci run checks it.
+# Both: no deadline and no too_slow health check, which time the test on a shared machine
+# rather than check it; print_blob, so a failure prints the @reproduce_failure that replays it.
+FUZZ_SCALE = 10
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "fuzz",
+    derandomize=False,
+    max_examples=100 * FUZZ_SCALE,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+HYPOTHESIS_PROFILE = os.environ.get("LEASEJOBS_HYPOTHESIS_PROFILE", "ci")
+settings.load_profile(HYPOTHESIS_PROFILE)
+
+
+def examples(count: int) -> int:
+    """A test's own ``max_examples``: ``count`` (what ci runs), FUZZ_SCALE times that in fuzz."""
+    return count * FUZZ_SCALE if HYPOTHESIS_PROFILE == "fuzz" else count
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every Hypothesis test must carry the ``fuzz`` mark, which the fuzz pass selects by:
+    an unmarked one would never be searched with the fuzz profile."""
+    for item in items:
+        function = getattr(item, "function", None)
+        if getattr(function, "is_hypothesis_test", False) and not item.get_closest_marker("fuzz"):
+            raise pytest.UsageError(
+                f"{item.nodeid} is a Hypothesis test without @pytest.mark.fuzz: mark it, so "
+                "that `bash .ci/run fuzz` runs it"
+            )
 
 
 def shifted(seconds: float) -> ExpressionWrapper:
@@ -143,6 +193,7 @@ def worker_row(worker_id: str, *, seconds_ago: float = 0, **changes: Any) -> Non
         Worker.objects.filter(worker_id=worker_id).update(
             started_at=shifted(-seconds_ago), last_seen_at=shifted(-seconds_ago)
         )
+
 
 LATE_JOBS = "tests.late_jobs"
 """A module of jobs outside every installed app that nothing imports at start."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -10,8 +11,10 @@ from django.core import checks as django_checks
 from django.db.utils import ConnectionHandler
 from django.test import override_settings
 
-from django_leasejobs import checks, registry
+from django_leasejobs import checks, job_checks, job_modules, registry
 from django_leasejobs.jobs import job
+
+from .conftest import forget_module
 
 GOOD_SCHEDULE = {"job": "testapp.jobs.noop", "cron": "0 3 * * *"}
 
@@ -26,14 +29,21 @@ def leasejobs_messages(**kwargs: object) -> list[django_checks.CheckMessage]:
 
 
 @pytest.mark.django_db
-def test_silent_on_the_default_settings_including_the_database_checks() -> None:
+def test_silent_on_the_default_settings_including_the_database_checks(monkeypatch) -> None:
+    # The suite's test modules register jobs after app loading, outside every app (W099 names
+    # them: tested below); the project's own jobs are what this is about.
+    monkeypatch.setattr(registry, "_late", set())
     assert leasejobs_messages() == []
     assert leasejobs_messages(databases=["default"], tags=[django_checks.Tags.database]) == []
 
 
 def test_registered_with_django() -> None:
     registered = django_checks.registry.registry.get_checks(include_deployment_checks=False)
-    assert {checks.check_settings, checks.check_schedules_and_jobs} <= set(registered)
+    assert {
+        checks.check_settings,
+        checks.check_schedules_and_jobs,
+        job_checks.check_job_modules,
+    } <= set(registered)
     database_checks = django_checks.registry.registry.get_checks()
     assert checks.check_databases in database_checks
     assert list(checks.check_databases.tags) == [django_checks.Tags.database]  # type: ignore[attr-defined]
@@ -230,6 +240,56 @@ def test_e013_the_default_queue_not_declared_is_one_error() -> None:
     assert "LEASEJOBS_DEFAULT_QUEUE is 'default', which is not in LEASEJOBS_QUEUES" in message.msg
     with override_settings(LEASEJOBS_QUEUES=["other"], LEASEJOBS_DEFAULT_QUEUE="other"):
         assert checks.check_schedules_and_jobs() == []
+
+
+# --------------------------------------------------------------------------- job modules
+
+
+def by_job(messages: list[django_checks.CheckMessage]) -> dict[str, str]:
+    """Each message's id by the job it names (the first quoted word)."""
+    return {m.msg.split("'")[1]: m.id or "" for m in messages}
+
+
+def test_w099_e099_jobs_registered_after_app_loading_that_a_worker_cannot_find(
+    late_jobs: str, settings, monkeypatch
+) -> None:
+    monkeypatch.setattr(registry, "_late", set())  # not the other test modules' late jobs
+    assert job_checks.check_job_modules() == []
+    importlib.import_module(late_jobs)  # as a view's module would, not at start
+    messages = job_checks.check_job_modules()
+    assert by_job(messages) == {
+        "tests.late_jobs.Reports.weekly": "leasejobs.W099",
+        "tests.late_jobs.late_async": "leasejobs.W099",
+        "tests.late_jobs.late_report": "leasejobs.W099",
+        "tests.renamed_report": "leasejobs.E099",
+    }
+    warning = next(m for m in messages if "'tests.late_jobs.late_report'" in m.msg)
+    assert "its module 'tests.late_jobs' is outside the installed apps' packages" in warning.msg
+    assert "add 'tests.late_jobs' to LEASEJOBS_TASK_MODULES" in warning.hint
+    error = next(m for m in messages if m.id == "leasejobs.E099")
+    assert "(tests.late_jobs.renamed)" in error.msg
+    assert "not a dotted path into its module 'tests.late_jobs'" in error.msg
+    settings.LEASEJOBS_TASK_MODULES = [late_jobs]  # a worker now imports the module
+    assert by_job(job_checks.check_job_modules()) == {"tests.renamed_report": "leasejobs.E099"}
+
+
+def test_w099_sees_the_jobs_the_urlconf_registers(late_jobs: str) -> None:
+    forget_module("tests.late_urls")
+    with override_settings(ROOT_URLCONF="tests.late_urls"):
+        found = by_job(job_checks.check_job_modules())
+    assert found["tests.late_jobs.late_report"] == "leasejobs.W099"
+
+
+@override_settings(LEASEJOBS_SCHEDULES={"nightly": {"job": "x.y", "cron": "@daily"}})
+def test_e004_says_what_to_do_and_finds_jobs_as_a_worker_does(late_jobs: str, settings) -> None:
+    (message,) = checks.check_schedules_and_jobs()
+    assert "'x.y', which is not registered (its module 'x' is outside" in message.msg
+    assert job_modules.JOB_ADVICE in message.hint
+    settings.LEASEJOBS_SCHEDULES = {
+        "nightly": {"job": f"{late_jobs}.late_report", "cron": "@daily"}
+    }
+    settings.LEASEJOBS_TASK_MODULES = [late_jobs]
+    assert checks.check_schedules_and_jobs() == []
 
 
 # --------------------------------------------------------------------------- databases

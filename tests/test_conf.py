@@ -104,6 +104,7 @@ def test_bad_backoff(kwargs: dict, message: str) -> None:
         Backoff(**kwargs)
 
 
+@pytest.mark.fuzz
 @given(
     attempt=st.integers(min_value=1, max_value=10_000),
     base=st.floats(min_value=0, max_value=1e4),

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import os
 import zoneinfo
 
 import pytest
@@ -26,6 +25,8 @@ from django_leasejobs.cron import (
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.models import Schedule
 from django_leasejobs.runtime import schedules
+
+from .conftest import examples
 
 BERLIN = "Europe/Berlin"
 
@@ -312,15 +313,15 @@ def ranges(draw: st.DrawFn) -> tuple[str, str, dt.datetime, dt.datetime, dt.date
     return draw(CRONS), timezone, start, start + length, split
 
 
-# LEASEJOBS_PROPERTY_EXAMPLES=2000 for a thorough run; CI keeps it short.
+# Short here; the fuzz profile (bash .ci/run fuzz) runs FUZZ_SCALE times as many.
 PROPERTY = settings(
-    max_examples=int(os.environ.get("LEASEJOBS_PROPERTY_EXAMPLES", "40")),
+    max_examples=examples(40),
     deadline=None,
-    database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 
 
+@pytest.mark.fuzz
 @PROPERTY
 @given(ranges())
 def test_occurrences_strictly_increase_and_split_ranges_agree(case) -> None:
@@ -335,6 +336,7 @@ def test_occurrences_strictly_increase_and_split_ranges_agree(case) -> None:
     )
 
 
+@pytest.mark.fuzz
 @PROPERTY
 @given(ranges())
 def test_occurrences_match_croniter(case) -> None:
@@ -355,6 +357,7 @@ def test_occurrences_match_croniter(case) -> None:
     assert between(expression, timezone, start, end) == expected
 
 
+@pytest.mark.fuzz
 @PROPERTY
 @given(ranges())
 def test_every_occurrence_is_a_matching_wall_clock_time_and_none_is_missed(case) -> None:

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from django_leasejobs import fingerprints
 
+from .conftest import examples
+
 HANDLER = """
 class Declined(Exception):
     pass
@@ -98,7 +100,8 @@ def test_another_class_or_innermost_function_is_another_group(releases) -> None:
     )
 
 
-@settings(max_examples=150, deadline=None)
+@pytest.mark.fuzz
+@settings(max_examples=examples(150), deadline=None)
 @given(message=st.text())
 @example(message='\n  File "/x/fake.py", line 1, in injected\n    pass\nValueError: fake')
 @example(

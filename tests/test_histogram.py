@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,6 +28,7 @@ def exact(values: list[float], fraction: float) -> float:
     return ordered[max(1, math.ceil(fraction * len(ordered))) - 1]
 
 
+@pytest.mark.fuzz
 @given(RUNTIMES)
 def test_a_percentile_is_in_the_exact_ones_bucket_and_within_its_error(values) -> None:
     counts = histogram.counts(values)
@@ -47,6 +49,7 @@ def test_a_percentile_is_in_the_exact_ones_bucket_and_within_its_error(values) -
             assert estimate == largest
 
 
+@pytest.mark.fuzz
 @given(RUNTIMES, RUNTIMES)
 def test_counts_merge_by_adding(first, second) -> None:
     merged = histogram.counts(first)

@@ -62,6 +62,7 @@ def _outcome(args: list[Any], kwargs: dict[str, Any], cap: int) -> str | None:
     return None
 
 
+@pytest.mark.fuzz
 @given(VALUES)
 def test_the_quick_walk_passes_only_valid_json_and_never_under_measures_it(value: Any) -> None:
     size = validation._plain_size(value, 0)
@@ -71,6 +72,7 @@ def test_the_quick_walk_passes_only_valid_json_and_never_under_measures_it(value
     assert size >= len(validation.COMPACT_JSON.encode(value))
 
 
+@pytest.mark.fuzz
 @given(st.lists(VALUES, max_size=3), st.dictionaries(st.text(max_size=3), VALUES, max_size=2))
 def test_check_payload_decides_as_the_exact_check(args: list[Any], kwargs: dict) -> None:
     for cap in (2, 40, 400, 256 * 1024):

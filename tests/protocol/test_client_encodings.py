@@ -24,6 +24,8 @@ from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import DeadLetter, Job
 from django_leasejobs.protocol import Failure
 
+from ..conftest import examples
+
 pytestmark = [
     pytest.mark.skipif(
         connection.vendor != "postgresql", reason="client_encoding is a PostgreSQL session's"
@@ -104,12 +106,13 @@ CONFIGURATIONS = pytest.mark.parametrize(
     ("encoding", "conforming"), [(e, c) for e in ENCODINGS for c in ("on", "off")]
 )
 EXAMPLES = settings(
-    max_examples=15,
+    max_examples=examples(15),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
 
+@pytest.mark.fuzz
 @CONFIGURATIONS
 @EXAMPLES
 @given(text=TEXT)
@@ -126,6 +129,7 @@ def test_enqueue(encoding: str, conforming: str, text: str) -> None:
     )
 
 
+@pytest.mark.fuzz
 @CONFIGURATIONS
 @EXAMPLES
 @given(text=TEXT)
@@ -141,6 +145,7 @@ def test_enqueue_many(encoding: str, conforming: str, text: str) -> None:
     )
 
 
+@pytest.mark.fuzz
 @CONFIGURATIONS
 @EXAMPLES
 @given(text=TEXT)
@@ -161,6 +166,7 @@ def test_tasks_backend(encoding: str, conforming: str, text: str) -> None:
     exactly_or_refused(encoding, conforming, send, [([], {"label": text}, None)])
 
 
+@pytest.mark.fuzz
 @CONFIGURATIONS
 @EXAMPLES
 @given(text=TEXT)

@@ -31,7 +31,7 @@ from django_leasejobs import job, registry
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job, Status
 
-from ..conftest import race
+from ..conftest import examples, race
 
 postgresql_only = pytest.mark.skipif(
     connection.vendor != "postgresql",
@@ -217,8 +217,9 @@ ARGUMENTS = st.recursive(
 )
 
 
+@pytest.mark.fuzz
 @pytest.mark.django_db
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ARGUMENTS, ARGUMENTS)
 def test_arguments_are_stored_as_the_orm_stores_them(first: Any, second: Any) -> None:
     """enqueue() encodes JSON arguments itself on PostgreSQL: the row must hold what Django's
@@ -317,10 +318,11 @@ TRICKY = st.lists(
 ).map("".join)
 
 
+@pytest.mark.fuzz
 @postgresql_only
 @pytest.mark.django_db
 @settings(
-    max_examples=80,
+    max_examples=examples(80),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )

@@ -243,6 +243,7 @@ JSON_VALUES = st.recursive(
 )
 
 
+@pytest.mark.fuzz
 @given(JSON_VALUES, JSON_VALUES)
 def test_bulk_rows_share_a_value_only_when_its_json_is_the_same(a: object, b: object) -> None:
     """Rows whose field is "the same" send the first row's value for all: it must be the same
@@ -252,6 +253,7 @@ def test_bulk_rows_share_a_value_only_when_its_json_is_the_same(a: object, b: ob
     assert pg_insert._same_json(a, copy.deepcopy(a))
 
 
+@pytest.mark.fuzz
 @given(st.lists(JSON_VALUES, min_size=1, max_size=4))
 def test_a_bulk_column_varies_when_its_json_does(column: list[object]) -> None:
     rows = [{"v": value} for value in column]

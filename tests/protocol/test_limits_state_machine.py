@@ -37,7 +37,7 @@ from django_leasejobs.dialects.limited import Bucket
 from django_leasejobs.models import CLAIMABLE, Job, Limiter, Pause, Status
 from django_leasejobs.protocol.limited_claim import room
 
-from ..conftest import shifted
+from ..conftest import examples, shifted
 
 KINDS = ("per_customer", "per_tenant", "throttled_per_account", "limited_both", "noop", "other")
 
@@ -210,12 +210,13 @@ class LimitsMachine(RuleBasedStateMachine):
         return room(bucket, job.rate_limit or 0, job.rate_period or 1) > 0
 
 
+@pytest.mark.fuzz
 @pytest.mark.django_db(transaction=True)
 def test_limits_state_machine() -> None:
     run_state_machine_as_test(
         LimitsMachine,
         settings=settings(
-            max_examples=40,
+            max_examples=examples(40),
             stateful_step_count=25,
             phases=(Phase.explicit, Phase.reuse, Phase.generate),
             deadline=None,

@@ -37,7 +37,7 @@ from django_leasejobs.errors import InvalidTransitionError
 from django_leasejobs.models import CLAIMABLE, FINAL, DeadLetter, Job, Status
 from django_leasejobs.protocol import Failure, Outcome
 
-from ..conftest import shifted
+from ..conftest import examples, shifted
 
 WORKERS = ("w1", "w2")
 Token = tuple[int, int, str]  # job id, attempt, worker
@@ -293,12 +293,13 @@ class LifecycleMachine(RuleBasedStateMachine):
         assert not live_keys.exists()
 
 
+@pytest.mark.fuzz
 @pytest.mark.django_db(transaction=True)
 def test_lifecycle_state_machine() -> None:
     run_state_machine_as_test(
         LifecycleMachine,
         settings=settings(
-            max_examples=60,
+            max_examples=examples(60),
             stateful_step_count=25,
             # No shrinking: on a real database it takes minutes; the failing steps are printed.
             phases=(Phase.explicit, Phase.reuse, Phase.generate),
