@@ -18,6 +18,7 @@ from django.template.response import TemplateResponse
 
 from ..api import tokens
 from ..models import ApiToken
+from .base import NulRefusingLists
 
 
 def _may_choose_user(request: HttpRequest) -> bool:
@@ -25,7 +26,7 @@ def _may_choose_user(request: HttpRequest) -> bool:
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(NulRefusingLists, admin.ModelAdmin):
     list_display = (
         "id",
         "shown_prefix",

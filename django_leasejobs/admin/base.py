@@ -11,6 +11,8 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -31,12 +33,45 @@ PERMISSIONS = {
 """Operator permission name (as used by ``allowed_permissions``) -> model permission codename."""
 
 
+MAX_ID = 2**63 - 1
+"""The largest id any database's key column holds."""
+
+
+def row_id(text: str) -> int | None:
+    """``text`` as a row id, or None: ASCII digits only (``str.isdigit`` also takes a
+    superscript two, which ``int()`` refuses), and no longer than the largest id, as ``int()``
+    refuses more than 4,300 digits with a ``ValueError``."""
+    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > len(str(MAX_ID)):
+        return None
+    value = int(text)
+    return value if value <= MAX_ID else None
+
+
+class NulRefusingChangeList(ChangeList):
+    """Django's change list, taking a filter value that holds a NUL character (``?queue=%00``)
+    as an invalid lookup: Django then shows the list unfiltered, flagged ``?e=1``. No stored
+    name holds one, and PostgreSQL's driver refuses to send one: a server error before."""
+
+    def get_filters(self, request: HttpRequest) -> Any:
+        for values in self.get_filters_params().values():
+            if any("\x00" in value for value in (values if isinstance(values, list) else [values])):
+                raise IncorrectLookupParameters("A filter value holds a NUL character.")
+        return super().get_filters(request)
+
+
+class NulRefusingLists:
+    """For every leasejobs ModelAdmin: its change list is a :class:`NulRefusingChangeList`."""
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return NulRefusingChangeList
+
+
 def has_operator_permission(request: HttpRequest, name: str) -> bool:
     """Does the user hold the specific permission for operator action ``name``?"""
     return request.user.has_perm(f"django_leasejobs.{PERMISSIONS[name]}")
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(NulRefusingLists, admin.ModelAdmin):
     """Rows change only through the protocol, never through an admin form."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:

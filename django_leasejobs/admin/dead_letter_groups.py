@@ -26,7 +26,7 @@ from django.utils.safestring import mark_safe
 from .. import protocol
 from ..models import DeadLetter, Job
 from . import display
-from .base import has_operator_permission
+from .base import has_operator_permission, row_id
 
 GROUPS_PER_PAGE = 100
 REFUSALS_SHOWN = 10
@@ -159,13 +159,13 @@ class DeadLetterGroupViews(_ModelAdmin):
             raise Http404("No dead letter has this fingerprint (any more).")
         group = found[0]
         if request.method == "POST":
-            through = request.POST.get("through_id", "")
-            if not through.isdigit():
+            through = row_id(request.POST.get("through_id", ""))
+            if through is None:
                 return HttpResponse("through_id must be a dead letter id.", status=400)
             if action == "replay":
-                self._replay_group(request, fingerprint, int(through))
+                self._replay_group(request, fingerprint, through)
             else:
-                self._discard_group(request, fingerprint, int(through))
+                self._discard_group(request, fingerprint, through)
             return HttpResponseRedirect(reverse("admin:django_leasejobs_deadletter_groups"))
         label, message = protocol.latest_errors([group]).get(fingerprint, ("", ""))
         context = {

@@ -20,7 +20,7 @@ from .. import fingerprints, protocol
 from ..errors import InvalidTransitionError, JobValidationError
 from ..models import DeadLetter
 from . import display, json_input
-from .base import PayloadDisplay, ReadOnlyAdmin
+from .base import PayloadDisplay, ReadOnlyAdmin, row_id
 from .dead_letter_groups import DeadLetterGroupViews
 from .filters import JobNameFilter
 from .paginator import CountingPaginator
@@ -173,9 +173,10 @@ class DeadLetterAdmin(DeadLetterGroupViews, PayloadDisplay, ReadOnlyAdmin):
         """GET: the edit-and-replay form. POST: replay as is (``as_is``) or with the form's
         arguments; invalid arguments re-show the form with the error and write nothing."""
         self.require(request, "replay")
-        if not object_id.isdigit():
+        pk = row_id(object_id)
+        if pk is None:
             return HttpResponse("Not a dead letter id.", status=404)
-        letter = get_object_or_404(DeadLetter, pk=object_id)
+        letter = get_object_or_404(DeadLetter, pk=pk)
         if request.method == "POST" and "as_is" in request.POST:
             self._replay(request, letter)
             return self.back_to(letter)

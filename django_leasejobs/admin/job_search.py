@@ -16,12 +16,11 @@ from django.utils.text import smart_split, unescape_string_literal
 
 from .. import registry
 from ..models import Job
+from .base import row_id
 
 MAX_NAMES = 1000
 """Past this many distinct names the skip scan costs more than it saves: the search then
 matches the name with ``icontains`` (a read of the table, correct at any size)."""
-
-MAX_ID = 2**63 - 1
 
 
 def names_present(alias: str, limit: int | None = None) -> list[str] | None:
@@ -62,8 +61,9 @@ def _term_matches(term: str, names: list[str] | None) -> Q:
     """Jobs one search word finds: by exact id, dedupe key or concurrency key, or part of
     the name, ignoring case."""
     found = Q(dedupe_key=term) | Q(concurrency_key=term)
-    if term.isascii() and term.isdigit() and int(term) <= MAX_ID:
-        found |= Q(pk=int(term))
+    pk = row_id(term)
+    if pk is not None:
+        found |= Q(pk=pk)
     if names is None:
         return found | Q(name__icontains=term)
     folded = term.casefold()

@@ -18,7 +18,7 @@ from .. import protocol
 from ..dbtime import DbNow
 from ..models import CLAIMABLE, Job, Status
 from . import dashboard, display, job_search, leases, pauses
-from .base import PayloadDisplay, ReadOnlyAdmin, fieldset_fields
+from .base import PayloadDisplay, ReadOnlyAdmin, fieldset_fields, row_id
 from .filters import JobNameFilter, QueueFilter
 from .paginator import CountingPaginator
 
@@ -328,7 +328,8 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
         """POST target of the buttons on a job's page; refuses without permission or state."""
         action = JOB_ACTIONS[slug]
         self.require(request, action.permission)
-        job = get_object_or_404(Job, pk=object_id) if object_id.isdigit() else None
+        pk = row_id(object_id)
+        job = get_object_or_404(Job, pk=pk) if pk is not None else None
         if job is None:
             return HttpResponse("Not a job id.", status=404)
         done = action.apply(job.pk)

@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .. import dbtime
+from ..cron import representable
 from ..models import Job, Schedule
 from ..runtime import schedules
 from . import display
@@ -109,15 +110,28 @@ def parse_range(
             raise RangeError(
                 f"{name} {value!r} is not a date and time (use YYYY-MM-DDTHH:MM)."
             ) from None
-        return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=zone)
+        parsed = parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=zone)
+        return readable(parsed, name, value, zone)
 
     end_at = parse(end, "end", now)
-    start_at = parse(start, "start", end_at - DEFAULT_RANGE)
+    try:
+        default_start = end_at - DEFAULT_RANGE
+    except OverflowError:  # an end on 1 January of year 1
+        default_start = end_at
+    start_at = parse(start, "start", default_start)
     if end_at <= start_at:
         raise RangeError("The end of the range must be after its start.")
     if end_at - start_at > MAX_RANGE:
         raise RangeError(f"Ranges are limited to {MAX_RANGE.days} days; narrow the range.")
     return start_at, end_at
+
+
+def readable(instant: dt.datetime, name: str, value: str, zone: dt.tzinfo) -> dt.datetime:
+    """``instant``, if it can be read in UTC and in the schedule's timezone: at the ends of
+    years 1 and 9999 an offset carries it out of Python's calendar (an ``OverflowError``)."""
+    if not representable(instant, zone):
+        raise RangeError(f"{name} {value!r} falls outside the years 1 to 9999 in UTC or in {zone}.")
+    return instant
 
 
 NOTES = {
@@ -179,13 +193,15 @@ def page_bounds(
     up to ``until`` (default ``end``). One more is computed to know where the next page starts.
     """
     cron = schedules.cron_of(schedule)
+    # A cursor is held within the range, whose ends parse_range made sure can be computed: a
+    # link edited to year 9999 in another offset would overflow the cron arithmetic.
     if after is not None:
-        lower = max(start, after)
+        lower = min(max(start, after), end)
         found = list(islice(takewhile(lambda t: t <= end, cron.after(lower)), PAGE_SIZE + 1))
         if len(found) > PAGE_SIZE:
             return found[:PAGE_SIZE], lower, found[PAGE_SIZE - 1]
         return found, lower, end
-    upper = end if until is None else min(end, until)
+    upper = end if until is None else max(start, min(end, until))
     found = cron.last(start, upper, PAGE_SIZE + 1)
     if len(found) > PAGE_SIZE:
         return found[1:], found[0], upper

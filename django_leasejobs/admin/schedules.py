@@ -17,10 +17,11 @@ from django.utils.safestring import SafeString
 from ..models import Schedule
 from ..runtime import schedules
 from . import json_input, occurrences
+from .base import NulRefusingLists, row_id
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(NulRefusingLists, admin.ModelAdmin):
     """Editable: ``Schedule.clean()`` refuses what the scheduler could not run (bad cron,
     timezone, job name, arguments), the same checks as the settings sync. An edit of a schedule
     from settings stays until its entry in settings changes (see ``syncschedules``)."""
@@ -115,9 +116,10 @@ class ScheduleAdmin(admin.ModelAdmin):
         """Read-only: each occurrence in the chosen range beside its job, gaps marked."""
         if not self.has_view_permission(request):
             return HttpResponse("You may not view schedules.", status=403)
-        if not object_id.isdigit():
+        pk = row_id(object_id)
+        if pk is None:
             return HttpResponse("Not a schedule id.", status=404)
-        schedule = get_object_or_404(Schedule, pk=object_id)
+        schedule = get_object_or_404(Schedule, pk=pk)
         now = occurrences.database_now()
         zone = occurrences.schedule_zone(schedule)
         base = reverse("admin:django_leasejobs_schedule_occurrences", args=[schedule.pk])

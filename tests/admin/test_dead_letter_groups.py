@@ -227,7 +227,7 @@ class TestConfirmation:
         assert Job.objects.count() == 1
         assert not LogEntry.objects.exists()
 
-    @pytest.mark.parametrize("through", ["", "abc", "-1"])
+    @pytest.mark.parametrize("through", ["", "abc", "-1", str(2**63), "9" * 4301, "\u00b2"])
     def test_a_post_without_a_letter_id_changes_nothing(self, group_operator, through) -> None:
         letter = buried()
         response = group_operator.post(action_url(letter, "discard"), {"through_id": through})

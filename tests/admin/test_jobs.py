@@ -93,6 +93,25 @@ class TestList:
             if hidden is not None:
                 assert hidden.pk not in ids, query
 
+    @pytest.mark.parametrize(
+        "query",
+        [
+            "queue=%00",
+            "name=%00",
+            "status__exact=%00",
+            "status=%00",
+            "dedupe_key=%00",
+            "name=testapp.jobs.add&queue=de%00fault",
+        ],
+    )
+    def test_a_nul_in_a_filter_is_an_invalid_lookup(self, admin_client, query) -> None:
+        # No name holds one, and PostgreSQL's driver cannot send one (a 500 there): Django's
+        # answer to a lookup it cannot make, the list unfiltered, flagged ?e=1.
+        jobs.noop.enqueue()
+        response = admin_client.get(f"{url('job_changelist')}?{query}")
+        assert response.status_code == 302
+        assert response["Location"] == f"{url('job_changelist')}?e=1"
+
     def test_filter_choices_come_from_the_registry_and_the_indexes(self, admin_client) -> None:
         live = jobs.noop.enqueue(queue="live-only")
         done = jobs.noop.enqueue(queue="finished-only")
@@ -289,6 +308,9 @@ class TestButtons:
     def test_unknown_job(self, operator) -> None:
         assert operator.post(url("job_cancel", 999999)).status_code == 404
         assert operator.post("/admin/django_leasejobs/job/abc/cancel/").status_code == 404
+        # Past the largest key, more digits than int() reads, a digit int() refuses.
+        for job_id in (str(2**63), "9" * 4301, "\u00b2"):
+            assert operator.post(f"/admin/django_leasejobs/job/{job_id}/cancel/").status_code == 404
 
 
 class TestBulkActions:

@@ -141,6 +141,16 @@ class TestOccurrenceView:
             ({"start": "yesterday"}, "start &#x27;yesterday&#x27; is not a date and time"),
             ({"start": "2026-01-02T00:00", "end": "2026-01-01T00:00"}, "must be after its start"),
             ({"start": "2026-01-01T00:00", "end": "2026-03-01T00:00"}, "limited to 31 days"),
+            # Instants Python's calendar cannot carry into UTC (year 0, year 10000).
+            (
+                {"start": "0001-01-01T00:00:00+14:00", "end": "0001-01-02T00:00"},
+                "start &#x27;0001-01-01T00:00:00+14:00&#x27; falls outside the years 1 to 9999",
+            ),
+            (
+                {"start": "9999-12-31T00:00", "end": "9999-12-31T23:59:59-12:00"},
+                "end &#x27;9999-12-31T23:59:59-12:00&#x27; falls outside the years 1 to 9999",
+            ),
+            ({"end": "0001-01-01T05:00"}, "must be after its start"),  # no day before it
         ],
     )
     def test_bad_ranges_are_refused_with_a_message(self, viewer, hourly, query, error) -> None:
@@ -215,6 +225,29 @@ class TestOccurrenceView:
                 "not an occurrence of the current cron"
             ]
 
+    def test_the_ends_of_the_calendar(self, viewer, hourly) -> None:
+        # The occurrence after the end (year 10000) overflowed in croniter.
+        last_days = {"start": "9999-12-30T00:00", "end": "9999-12-31T23:59"}
+        response = viewer.get(url("schedule_occurrences", hourly.pk), last_days)
+        assert response.status_code == 200
+        assert response.context["total"] == 47
+        assert response.context["rows"][-1].label == "9999-12-31 23:00 UTC"
+        # A page link edited past the end: the page is the range's own end, empty.
+        edited = {**last_days, "after": "9999-12-31T23:59:59-12:00"}
+        response = viewer.get(url("schedule_occurrences", hourly.pk), edited)
+        assert response.status_code == 200
+        assert response.context["rows"] == []
+        # Midnight of year 1 in Tokyo is in year 0 in UTC: stepping back to it never ended.
+        tokyo = Schedule.objects.create(
+            name="tokyo", cron="0 * * * *", timezone="Asia/Tokyo", job="testapp.jobs.noop"
+        )
+        first_day = {"start": "0001-01-01T00:00", "end": "0001-01-02T00:00"}
+        response = viewer.get(url("schedule_occurrences", tokyo.pk), first_day)
+        assert response.status_code == 400
+        assert "falls outside the years 1 to 9999 in UTC or in Asia/Tokyo" in (
+            response.content.decode()
+        )
+
     def test_a_page_link_that_was_tampered_with_is_refused(self, viewer, hourly) -> None:
         for cursor in ({"after": "soon"}, {"until": "2026-01-01T00:00"}):
             response = viewer.get(url("schedule_occurrences", hourly.pk), cursor)
@@ -230,6 +263,16 @@ class TestOccurrenceView:
 
     def test_unknown_schedule(self, viewer) -> None:
         assert viewer.get(url("schedule_occurrences", 99999)).status_code == 404
+        # Past the largest key, more digits than int() reads, a digit int() refuses.
+        for schedule_id in (str(2**63), "9" * 4301, "\u00b2"):
+            path = f"{url('schedule_changelist')}{schedule_id}/occurrences/"
+            assert viewer.get(path).status_code == 404
+
+    def test_a_nul_in_a_filter_is_an_invalid_lookup(self, viewer, hourly) -> None:
+        # PostgreSQL's driver cannot send a NUL (a 500 there); Django's answer: ?e=1.
+        response = viewer.get(f"{url('schedule_changelist')}?name=%00")
+        assert response.status_code == 302
+        assert response["Location"] == f"{url('schedule_changelist')}?e=1"
 
     def test_names_are_escaped(self, viewer) -> None:
         odd = Schedule.objects.create(

@@ -121,6 +121,14 @@ def test_staff_cannot_mint_a_token_for_a_superuser(db):
     assert "for user minter" in entry.get_change_message()
 
 
+def test_a_nul_in_a_token_list_filter_is_an_invalid_lookup(db):
+    # PostgreSQL's driver cannot send a NUL (a 500 there); Django's answer: ?e=1.
+    client, _ = staff_client("me", ["view_apitoken"])
+    response = client.get("/admin/django_leasejobs/apitoken/?name=%00")
+    assert response.status_code == 302
+    assert response["Location"] == "/admin/django_leasejobs/apitoken/?e=1"
+
+
 def test_staff_see_and_revoke_only_their_own_tokens(db):
     other = make_user("other", [])
     theirs, _ = tokens.issue(other, name="theirs")
