@@ -106,7 +106,8 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
     # What the search box says it finds; job_search.search reads each through an index.
     search_fields = ("=id", "name", "=dedupe_key", "=concurrency_key")
     search_help_text = (
-        "Finds a job by its id, dedupe key or concurrency key, or by part of its name."
+        "Finds a job by its id, dedupe key or concurrency key, or by part of its name. Every "
+        f"word must match; the first {job_search.MAX_WORDS} words are used."
     )
     list_per_page = 50
     # Neither the full count nor the filtered one reads millions of rows: exact up to 10,000,
