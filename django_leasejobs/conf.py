@@ -54,6 +54,7 @@ DEFAULTS: dict[str, Any] = {
     "HEALTH_MAX_EXPIRED_LEASES": None,
     "HEALTH_MAX_PAUSED_AGE": None,
     "HEALTH_MAX_STUCK": None,
+    "HEALTH_MAX_UNSERVED_AGE": 60.0,
     "STATS_MAX_QUEUES": 200,
     "METRICS": False,
     "EAGER": False,
@@ -254,6 +255,14 @@ class Settings:
         """Stuck handlers, over every live worker, before ``checkjobs`` and the view report it."""
         value = _optional_number("HEALTH_MAX_STUCK", integer=True)
         return None if value is None else int(value)
+
+    @cached_property
+    def HEALTH_MAX_UNSERVED_AGE(self) -> float | None:
+        """Seconds a due job may wait in a queue no live worker serves before ``checkjobs`` and
+        the health view report it. On by default, unlike the others: a queue nobody serves
+        is a mistake, never a load to tune for; the 60 s cover a new worker's first heartbeat,
+        which is when it appears in the table of live workers."""
+        return _optional_number("HEALTH_MAX_UNSERVED_AGE")
 
     @cached_property
     def METRICS(self) -> bool:

@@ -34,6 +34,7 @@ PARAMETERS = (
     "max_expired_leases",
     "max_paused_age",
     "max_stuck",
+    "max_unserved_age",
     "queue",
 )
 PERMISSION = "django_leasejobs.view_job"
@@ -86,10 +87,12 @@ def health(request: HttpRequest) -> JsonResponse:
 
     Thresholds come from the ``LEASEJOBS_HEALTH_*`` settings; query parameters override them
     (``?max_due_age=5m&max_dead_per_hour=10&max_expired_leases=0&max_paused_age=1h&max_stuck=0``
-    ``&queue=mail``); the numbers include the live workers and their stuck handlers.
-    With no threshold at all the view reports the numbers and answers 200. Anyone but a monitor gets
-    ``{"status": ...}`` alone and may pass no parameter: thresholds chosen by a stranger would
-    read the numbers out one probe at a time.
+    ``&max_unserved_age=2m&queue=mail``); the numbers include the live workers and their stuck
+    handlers. A queue whose due jobs wait while no live worker serves it is judged by default
+    (``LEASEJOBS_HEALTH_MAX_UNSERVED_AGE``, 60 s): its verdict costs no query more.
+    With no threshold at all (every setting None) the view reports the numbers and answers
+    200. Anyone but a monitor gets ``{"status": ...}`` alone and may pass no parameter:
+    thresholds chosen by a stranger would read the numbers out one probe at a time.
     """
     try:
         monitor = is_monitor(request)
@@ -133,7 +136,7 @@ def _thresholds(query: QueryDict) -> dict[str, Any]:
             f"Unknown query parameter(s) {', '.join(unknown)}; use {', '.join(PARAMETERS)}."
         )
     values: dict[str, Any] = {}
-    for name in ("max_due_age", "max_paused_age"):
+    for name in ("max_due_age", "max_paused_age", "max_unserved_age"):
         if name in query:
             try:
                 values[name] = parse_duration(str(query[name]), bare_seconds=True).total_seconds()

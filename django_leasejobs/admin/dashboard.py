@@ -5,7 +5,8 @@ charts (:mod:`.charts`) over the last hour, day or week.
 Numbers come from :func:`django_leasejobs.stats.collect`, the same query module as ``jobstats``,
 ``checkjobs`` and the health view, so every face agrees on what "due" and "expired" mean. A cell
 is red when :func:`django_leasejobs.health.evaluate` reports it, so the page turns red exactly
-when ``checkjobs`` fails and the health view answers 503.
+when ``checkjobs`` fails and the health view answers 503 (a queue no live worker serves has no
+column of its own: its oldest due age is red, the tooltip saying why).
 """
 
 from __future__ import annotations
@@ -55,9 +56,14 @@ def _alerts(numbers: stats.Stats) -> dict[str, Reasons]:
 
 def _reason(problem: health.Problem, configured: health.Thresholds) -> str:
     """Names the setting, so an operator knows where the limit comes from and how to change it."""
+    why = (
+        "no live worker serves this queue, due jobs waiting "
+        if problem.metric == health.UNSERVED
+        else ""
+    )
     if configured.limit(problem.metric) is None:
-        return f"over {problem.limit_text} (dashboard default: {problem.setting} is not set)"
-    return f"over {problem.setting} ({problem.limit_text})"
+        return f"{why}over {problem.limit_text} (dashboard default: {problem.setting} is not set)"
+    return f"{why}over {problem.setting} ({problem.limit_text})"
 
 
 def _cells(numbers: stats.QueueStats, reasons: Reasons) -> list[dict[str, Any]]:
@@ -65,6 +71,9 @@ def _cells(numbers: stats.QueueStats, reasons: Reasons) -> list[dict[str, Any]]:
     for field, _ in COLUMNS:
         value = getattr(numbers, field)
         reason = reasons.get(field, "")
+        if field == "oldest_due_age" and health.UNSERVED in reasons:
+            # No column of its own: a queue no live worker serves shows on its due age.
+            reason = "; ".join(r for r in (reason, reasons[health.UNSERVED]) if r)
         if field == "oldest_due_age":
             text, why = (display.human_duration(value) if value else "0"), ""
         else:

@@ -4,7 +4,8 @@ A threshold is "passed" when a queue's number is strictly greater than it, so ``
 allowed". Each queue is judged on its own numbers, so a report names the queue at fault; an
 unset threshold (``None``) is not checked. ``max_stuck`` is the exception: stuck handlers belong
 to workers, not queues, so it judges their total over the live workers (its problem names no
-queue: ``queue`` is ``""``).
+queue: ``queue`` is ``""``). ``max_unserved_age`` judges a queue's oldest due age only while no
+live worker serves that queue (:mod:`.unserved`), and unlike the others it is on by default.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from ..conf import PREFIX, settings
 from ..durations import format_age
 from .stats import QueueStats, Stats
+from .unserved import unserved_queues
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class Thresholds:
     max_expired_leases: int | None = None
     max_paused_age: float | None = None
     max_stuck: int | None = None
+    max_unserved_age: float | None = None
 
     @classmethod
     def from_settings(cls) -> Thresholds:
@@ -81,6 +84,13 @@ class Problem:
                 "their threads still run handlers whose attempt was ended (timeout or cancel); "
                 "restart those workers (runjobworker --max-stuck does it)"
             )
+        if self.metric == UNSERVED:
+            return (
+                f"queue {self.queue!r}: due jobs have waited {int(self.value)} s "
+                f"({format_age(self.value)}), more than {self.limit_text}, and no live worker "
+                "serves this queue: start one without --queues (it serves every queue) or "
+                f"with --queues {self.queue}"
+            )
         if self.metric == "dead_last_hour":
             return (
                 f"queue {self.queue!r}: {int(self.value)} job(s) went dead in the last hour, "
@@ -94,7 +104,7 @@ class Problem:
     @property
     def limit_text(self) -> str:
         """The limit as people read it (``300 s``, ``10``), for messages and the dashboard."""
-        unit = " s" if self.metric in ("oldest_due_age", "paused_age") else ""
+        unit = " s" if self.metric in ("oldest_due_age", "paused_age", UNSERVED) else ""
         return _number(self.limit) + unit
 
     @property
@@ -117,9 +127,12 @@ _CHECKS = (
     ("expired_leases", "max_expired_leases", "HEALTH_MAX_EXPIRED_LEASES"),
     ("paused_age", "max_paused_age", "HEALTH_MAX_PAUSED_AGE"),
     ("stuck", "max_stuck", "HEALTH_MAX_STUCK"),
+    ("unserved", "max_unserved_age", "HEALTH_MAX_UNSERVED_AGE"),
 )
 STUCK = "stuck"
 """The one metric of the workers, not of a queue: ``Stats.stuck``."""
+UNSERVED = "unserved"
+"""A queue's oldest due age while no live worker serves it (:mod:`.unserved`)."""
 _LIMITS = {metric: limit for metric, limit, _ in _CHECKS}
 _SETTINGS = {metric: name for metric, _, name in _CHECKS}
 
@@ -135,6 +148,7 @@ def evaluate(
     only ``max_paused_age`` judges how long it has been paused.
     """
     judged = stats.judged  # the queues left uncounted too: no threshold judges a count
+    unserved = unserved_queues(judged, stats.workers)
     names = sorted(judged) if queues is None else sorted(set(queues))
     problems = []
     stuck_limit = thresholds.max_stuck
@@ -151,7 +165,7 @@ def evaluate(
             if metric == STUCK:
                 continue
             limit = thresholds.limit(metric)
-            value = getattr(numbers, metric)
+            value = unserved.get(name) if metric == UNSERVED else getattr(numbers, metric)
             if limit is not None and value is not None and value > limit:
                 problems.append(Problem(name, metric, value, limit))
     return problems

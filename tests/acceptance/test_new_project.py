@@ -178,3 +178,16 @@ def test_declared_queues_are_the_default_and_are_checked_at_start(project: NewPr
     out = ok(project.manage(*BURST))
     assert "\n  queues:    default, reports\n" in out
     assert (status(greeted), status(reported)) == (Status.SUCCEEDED, Status.SUCCEEDED)
+
+
+def test_checkjobs_fails_by_default_for_a_queue_no_worker_serves(
+    project: NewProject, make_due
+) -> None:
+    (reported,) = enqueue(project, "report.enqueue()")
+    make_due(reported, seconds_ago=120)
+    done = project.manage("checkjobs")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith("UNHEALTHY queue 'reports': due jobs have waited 12")
+    assert "no live worker serves this queue" in done.stdout
+    ok(project.manage(*BURST, "--queues", "reports"))
+    assert ok(project.manage("checkjobs")).startswith("OK: every queue within limits")

@@ -101,7 +101,7 @@ def test_counts_past_the_cap_say_they_are_estimates_or_bounds(viewer, monkeypatc
     assert cells(response, "default")["due"] == "0"  # exact below the cap
 
 
-@override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=300)
+@override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=300, LEASEJOBS_HEALTH_MAX_UNSERVED_AGE=None)
 def test_oldest_due_age_is_red_over_the_setting(viewer, make_due, dead_letter) -> None:
     dead_letter()  # first: it claims whichever job is due
     stalled("under", 280, make_due)
@@ -140,7 +140,10 @@ def test_without_settings_a_minute_and_any_count_are_red(
     expired("lost", 1, expire_lease)
     assert red(viewer.get(url("dashboard"))) == {
         ("over", "oldest_due_age"): (
-            "over 60 s (dashboard default: LEASEJOBS_HEALTH_MAX_DUE_AGE is not set)"
+            "over 60 s (dashboard default: LEASEJOBS_HEALTH_MAX_DUE_AGE is not set); "
+            # on by default: no worker runs in this test
+            "no live worker serves this queue, due jobs waiting over "
+            "LEASEJOBS_HEALTH_MAX_UNSERVED_AGE (60 s)"
         ),
         ("lost", "expired_leases"): (
             "over 0 (dashboard default: LEASEJOBS_HEALTH_MAX_EXPIRED_LEASES is not set)"
@@ -155,6 +158,7 @@ CHECKJOBS_METRICS = {
     "the oldest due job": "oldest_due_age",
     "went dead": "dead_last_hour",
     "expired lease": "expired_leases",
+    "no live worker serves": "unserved",
 }
 
 
@@ -188,10 +192,20 @@ def test_red_exactly_where_checkjobs_and_the_health_view_report(
     reported = {(p["queue"], p["metric"]) for p in health.json()["problems"]}
     assert reported == {
         ("stalled", "oldest_due_age"),
+        # No worker runs here: due jobs waiting past LEASEJOBS_HEALTH_MAX_UNSERVED_AGE's 60 s.
+        ("stalled", "unserved"),
+        ("fresh", "unserved"),
         ("lost", "expired_leases"),
         ("default", "dead_last_hour"),
     }
-    assert set(red(viewer.get(url("dashboard")))) == reported
+    # An unserved queue has no column of its own: its oldest due age is red, saying why.
+    shown = {(queue, "oldest_due_age" if m == "unserved" else m) for queue, m in reported}
+    highlighted = red(viewer.get(url("dashboard")))
+    assert set(highlighted) == shown
+    assert highlighted[("fresh", "oldest_due_age")] == (
+        "no live worker serves this queue, due jobs waiting over "
+        "LEASEJOBS_HEALTH_MAX_UNSERVED_AGE (60 s)"
+    )
     assert checkjobs_problems() == reported
 
 

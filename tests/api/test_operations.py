@@ -236,6 +236,17 @@ def test_health_verdict(operator, make_due, settings):
     assert body["problems"][0]["metric"] == "oldest_due_age"
 
 
+def test_health_names_a_queue_with_due_jobs_no_live_worker_serves(operator, make_due):
+    make_due(jobs.add.enqueue(1, 2, queue="reports"), seconds_ago=120)
+    worker_row("live-a")  # serves default and mail
+    status, body = operator.get("health/")
+    assert (status, body["status"]) == (503, "unhealthy")
+    assert [(p["queue"], p["metric"]) for p in body["problems"]] == [("reports", "unserved")]
+    assert body["thresholds"]["max_unserved_age"] == 60
+    worker_row("live-b", queues="reports")
+    assert operator.get("health/")[0] == 200
+
+
 @pytest.mark.parametrize(("path", "component"), [("queues/", "Stats"), ("health/", "Health")])
 def test_stats_and_health_list_the_workers_as_documented(operator, path, component):
     worker_row("live-a", stuck=1, running=2)

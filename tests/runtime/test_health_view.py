@@ -53,7 +53,7 @@ def test_the_url_is_namespaced() -> None:
     assert reverse("leasejobs:metrics") == "/jobs/metrics/"
 
 
-@override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=60)
+@override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=60, LEASEJOBS_HEALTH_MAX_UNSERVED_AGE=None)
 def test_503_while_a_queue_is_stalled_then_200_once_drained(staff: Client, make_due) -> None:
     make_due(jobs.noop.enqueue(queue="mail"), jobs.noop.enqueue(queue="mail"), seconds_ago=3600)
 
@@ -67,6 +67,7 @@ def test_503_while_a_queue_is_stalled_then_200_once_drained(staff: Client, make_
         "max_expired_leases": None,
         "max_paused_age": None,
         "max_stuck": None,
+        "max_unserved_age": None,
     }
     (problem,) = body["problems"]
     assert problem["queue"] == "mail"
@@ -85,6 +86,7 @@ def test_503_while_a_queue_is_stalled_then_200_once_drained(staff: Client, make_
     assert response.json()["problems"] == []
 
 
+@override_settings(LEASEJOBS_HEALTH_MAX_UNSERVED_AGE=None)
 def test_without_thresholds_it_reports_the_numbers_and_answers_200(staff: Client, make_due) -> None:
     make_due(jobs.noop.enqueue(), seconds_ago=3600)
     response = staff.get(URL)
@@ -92,7 +94,7 @@ def test_without_thresholds_it_reports_the_numbers_and_answers_200(staff: Client
     assert response.json()["queues"]["default"]["oldest_due_age"] >= 3600
 
 
-@override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=60)
+@override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=60, LEASEJOBS_HEALTH_MAX_UNSERVED_AGE=None)
 def test_query_parameters_override_the_settings(staff: Client, make_due) -> None:
     make_due(jobs.noop.enqueue(queue="mail"), seconds_ago=600)
     assert staff.get(URL).status_code == 503
@@ -225,7 +227,7 @@ def test_a_wrong_token_is_refused_not_downgraded(
             assert "due" not in response.json()
 
 
-@override_settings(LEASEJOBS_MONITORING_TOKEN=TOKEN)
+@override_settings(LEASEJOBS_MONITORING_TOKEN=TOKEN, LEASEJOBS_HEALTH_MAX_UNSERVED_AGE=None)
 def test_another_authorization_scheme_is_left_to_whoever_set_it(client: Client, stalled) -> None:
     # An HTTP Basic login of a proxy in front of the site reaches Django too: it is not ours.
     response = client.get(URL, HTTP_AUTHORIZATION="Basic dXNlcjpwYXNz")
@@ -233,6 +235,7 @@ def test_another_authorization_scheme_is_left_to_whoever_set_it(client: Client, 
     assert response.json() == {"status": "ok"}
 
 
+@override_settings(LEASEJOBS_HEALTH_MAX_UNSERVED_AGE=None)
 def test_staff_who_may_view_jobs_get_the_numbers(stalled) -> None:
     looker = user_client("looker", is_staff=True, may_view_jobs=True)
     assert looker.get(URL).json()["queues"]["payroll"]["due"] == 1
@@ -320,7 +323,11 @@ def test_the_anonymous_verdict_costs_the_same_queries_for_1_or_1000_queues() -> 
     assert one[1] <= 8
 
 
-@override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=60, LEASEJOBS_STATS_MAX_QUEUES=3)
+@override_settings(
+    LEASEJOBS_HEALTH_MAX_DUE_AGE=60,
+    LEASEJOBS_STATS_MAX_QUEUES=3,
+    LEASEJOBS_HEALTH_MAX_UNSERVED_AGE=None,
+)
 def test_the_detailed_view_caps_the_queues_it_counts_and_still_judges_them_all(
     staff: Client, make_due
 ) -> None:

@@ -122,6 +122,7 @@ class TestJobStats:
 
 
 class TestCheckJobs:
+    @override_settings(LEASEJOBS_HEALTH_MAX_UNSERVED_AGE=None)
     def test_a_stalled_queue_fails_naming_the_queue_and_the_age_then_passes_once_drained(
         self, make_due
     ) -> None:
@@ -143,6 +144,7 @@ class TestCheckJobs:
             "OK: queue(s) mail within limits"
         )
 
+    @override_settings(LEASEJOBS_HEALTH_MAX_UNSERVED_AGE=None)
     def test_durations_are_accepted_for_the_age(self, make_due) -> None:
         make_due(jobs.noop.enqueue(), seconds_ago=600)
         assert check("--max-due-age", "15m")[0] == 0
@@ -175,7 +177,7 @@ class TestCheckJobs:
         assert check("--max-due-age", "60", "--queue", "default,mail")[0] == 1
         assert check("--max-due-age", "60", "--queue", "default", "--queue", "mail")[0] == 1
 
-    @override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=60)
+    @override_settings(LEASEJOBS_HEALTH_MAX_DUE_AGE=60, LEASEJOBS_HEALTH_MAX_UNSERVED_AGE=None)
     def test_thresholds_default_to_the_settings_and_options_override_them(self, make_due) -> None:
         make_due(jobs.noop.enqueue(), seconds_ago=120)
         assert check()[0] == 1
@@ -184,6 +186,9 @@ class TestCheckJobs:
     def test_quiet_when_healthy_at_verbosity_0(self) -> None:
         assert check("--max-due-age", "60", "-v", "0") == (0, "")
 
+    @override_settings(
+        LEASEJOBS_HEALTH_MAX_UNSERVED_AGE=None
+    )  # on by default: a plain checkjobs checks that
     def test_nothing_to_check_is_a_usage_error(self) -> None:
         with pytest.raises(CommandError, match="Nothing to check") as info:
             run("checkjobs")

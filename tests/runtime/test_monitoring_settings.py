@@ -9,8 +9,9 @@ from django.test import override_settings
 from django_leasejobs.conf import settings
 
 
-def test_defaults_check_nothing_and_declare_no_queues() -> None:
+def test_defaults_check_only_unserved_queues_and_declare_no_queues() -> None:
     assert settings.QUEUES is None
+    assert settings.HEALTH_MAX_UNSERVED_AGE == 60.0
     assert settings.HEALTH_MAX_DUE_AGE is None
     assert settings.HEALTH_MAX_DEAD_PER_HOUR is None
     assert settings.HEALTH_MAX_EXPIRED_LEASES is None
@@ -40,6 +41,8 @@ def test_values_are_typed() -> None:
         ("LEASEJOBS_HEALTH_MAX_DUE_AGE", "60s", "must be a number"),
         ("LEASEJOBS_HEALTH_MAX_DEAD_PER_HOUR", 1.5, "must be an integer"),
         ("LEASEJOBS_HEALTH_MAX_EXPIRED_LEASES", -2, "at least 0"),
+        ("LEASEJOBS_HEALTH_MAX_UNSERVED_AGE", -1, "at least 0"),
+        ("LEASEJOBS_HEALTH_MAX_UNSERVED_AGE", "1m", "must be a number"),
         ("LEASEJOBS_METRICS", "yes", "True or False"),
     ],
 )

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from django.core.management.base import CommandError
 from django.test import Client, override_settings
+from testapp import jobs
 
+from django_leasejobs import protocol
 from django_leasejobs.models import Worker
 from django_leasejobs.runtime import health, stats
 
@@ -52,6 +54,74 @@ def test_evaluate_judges_the_stuck_total_whatever_the_queues(three_workers) -> N
     assert (problem.queue, problem.metric, problem.value, problem.limit) == ("", "stuck", 2, 1)
     assert str(problem).startswith("workers: 2 stuck handler(s), more than 1")
     assert problem.setting == "LEASEJOBS_HEALTH_MAX_STUCK"
+
+
+@pytest.fixture
+def unserved(make_due) -> dict[str, int]:
+    """Due jobs in queues a worker serves or not: mail and reports waited 2 minutes, recent 30 s,
+    held is paused. Workers: live-a serves default and mail; lost-c served every queue."""
+    due = {
+        "mail": jobs.noop.enqueue(queue="mail"),
+        "reports": jobs.noop.enqueue(queue="reports"),
+        "held": jobs.noop.enqueue(queue="held"),
+    }
+    make_due(*due.values(), seconds_ago=120)
+    make_due(jobs.noop.enqueue(queue="recent"), seconds_ago=30)
+    protocol.pause(queue="held")
+    worker_row("live-a", seconds_ago=5)  # serves default,mail
+    worker_row("lost-c", seconds_ago=600, queues="*")
+    return {name: job.pk for name, job in due.items()}
+
+
+def test_evaluate_names_a_queue_with_due_jobs_no_live_worker_serves(unserved) -> None:
+    (problem,) = health.evaluate(stats.collect(), health.Thresholds(max_unserved_age=60))
+    assert (problem.queue, problem.metric, problem.limit) == ("reports", "unserved", 60)
+    assert 120 <= problem.value < 180
+    assert str(problem).startswith("queue 'reports': due jobs have waited 12")
+    assert "no live worker serves this queue: start one without --queues" in str(problem)
+    assert problem.setting == "LEASEJOBS_HEALTH_MAX_UNSERVED_AGE"
+    assert health.evaluate(stats.collect(), health.Thresholds(max_unserved_age=150)) == []
+    worker_row("live-b", queues="*")  # a worker of every queue serves it
+    assert health.evaluate(stats.collect(), health.Thresholds(max_unserved_age=60)) == []
+
+
+def test_a_worker_row_cut_to_its_column_is_taken_to_serve_every_queue(unserved) -> None:
+    worker_row("live-d", queues="mail,rep\u2026")
+    assert health.evaluate(stats.collect(), health.Thresholds(max_unserved_age=60)) == []
+
+
+class TestUnserved:
+    """On by default (LEASEJOBS_HEALTH_MAX_UNSERVED_AGE = 60): a plain checkjobs checks it."""
+
+    def test_checkjobs_fails_by_default_naming_the_queue(self, unserved) -> None:
+        status, output = check()
+        assert status == 1
+        assert output.startswith("UNHEALTHY queue 'reports': due jobs have waited 12")
+        assert output.count("UNHEALTHY") == 1
+        assert check("--max-unserved-age", "5m")[0] == 0
+        assert check("--queue", "mail")[0] == 0
+        worker_row("live-b", queues="reports")
+        assert check()[0] == 0
+
+    @override_settings(LEASEJOBS_HEALTH_MAX_UNSERVED_AGE=None)
+    def test_the_setting_turns_it_off(self, unserved) -> None:
+        with pytest.raises(CommandError, match="Nothing to check"):
+            run("checkjobs")
+        assert check("--max-unserved-age", "60")[0] == 1
+
+    def test_the_health_view_answers_503_and_names_it_to_monitors(self, unserved) -> None:
+        assert Client().get("/jobs/health/").json() == {"status": "unhealthy"}
+        with override_settings(LEASEJOBS_MONITORING_TOKEN=TOKEN):
+            response = as_monitor("/jobs/health/")
+            assert response.status_code == 503
+            (problem,) = response.json()["problems"]
+            assert (problem["queue"], problem["metric"]) == ("reports", "unserved")
+            assert response.json()["thresholds"]["max_unserved_age"] == 60
+            assert as_monitor("/jobs/health/?max_unserved_age=5m").status_code == 200
+
+
+def as_monitor(path: str) -> Any:
+    return Client().get(path, HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
 
 
 class TestCheckJobs:

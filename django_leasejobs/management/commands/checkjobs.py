@@ -48,8 +48,9 @@ class Command(LeaseJobsCommand):
         "Exit 1, naming the queue and the number, when the oldest due job is older than "
         "--max-due-age, more jobs went dead in the last hour than --max-dead-per-hour, or more "
         "leases expired than --max-expired-leases, a queue has been paused longer than "
-        "--paused-max, or the live workers have more stuck handlers than --stuck-max; exit 0 "
-        "when healthy. A paused queue is never unhealthy for waiting."
+        "--paused-max, the live workers have more stuck handlers than --stuck-max, or a queue "
+        "holds jobs due for longer than --max-unserved-age (60 s by default) while no live "
+        "worker serves it; exit 0 when healthy. A paused queue is never unhealthy for waiting."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -87,6 +88,13 @@ class Command(LeaseJobsCommand):
             "workers may have in all.",
         )
         parser.add_argument(
+            "--max-unserved-age",
+            type=age_seconds,
+            metavar="S",
+            help="Seconds (or a duration: 5m) a due job may wait in a queue no live worker "
+            "serves (LEASEJOBS_HEALTH_MAX_UNSERVED_AGE, 60 s; set it to None to stop checking).",
+        )
+        parser.add_argument(
             "--queue",
             type=queue_names,
             action="append",
@@ -103,12 +111,15 @@ class Command(LeaseJobsCommand):
             ),
             max_paused_age=_convert(options["max_paused_age"], age_seconds, "--paused-max"),
             max_stuck=_convert(options["max_stuck"], count, "--stuck-max"),
+            max_unserved_age=_convert(
+                options["max_unserved_age"], age_seconds, "--max-unserved-age"
+            ),
         )
         if thresholds.empty:
             raise CommandError(
                 "Nothing to check: give --max-due-age, --max-dead-per-hour, "
-                "--max-expired-leases, --paused-max or --stuck-max (or set the "
-                "LEASEJOBS_HEALTH_MAX_* settings).",
+                "--max-expired-leases, --paused-max, --stuck-max or --max-unserved-age (or set "
+                "the LEASEJOBS_HEALTH_MAX_* settings).",
                 returncode=USAGE,
             )
         queues = _queues(options["queue"])
