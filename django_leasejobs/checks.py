@@ -1,26 +1,40 @@
 """System checks: misconfiguration reported by ``manage.py check`` with stable ids.
 
-| id | what |
-|---|---|
-| ``leasejobs.E001`` | a ``LEASEJOBS_*`` setting has a bad value |
-| ``leasejobs.E002`` | the heartbeat is not shorter than the lease (leases expire between beats) |
-| ``leasejobs.W002`` | the heartbeat is more than a third of the lease (one late beat loses it) |
-| ``leasejobs.E003`` | a schedule in ``LEASEJOBS_SCHEDULES`` is malformed (keys, cron, timezone) |
-| ``leasejobs.E004`` | a schedule names a job that is not registered |
-| ``leasejobs.E005`` | a schedule's queue is not in ``LEASEJOBS_QUEUES`` |
-| ``leasejobs.E006`` | two different functions are registered under one job name |
-| ``leasejobs.E007`` | the database version is not supported |
-| ``leasejobs.E008`` | ``LEASEJOBS_METRICS`` is on but prometheus-client is not installed |
-| ``leasejobs.E010`` | ``LEASEJOBS_API_JOBS`` names a job that is not registered |
-| ``leasejobs.E011`` | ``LEASEJOBS_API_PAGE_SIZE`` is larger than ``LEASEJOBS_API_MAX_PAGE_SIZE`` |
-| ``leasejobs.E012`` | a job's own queue (``@job(queue=...)``) is not in ``LEASEJOBS_QUEUES`` |
-| ``leasejobs.E013`` | ``LEASEJOBS_DEFAULT_QUEUE`` is not in ``LEASEJOBS_QUEUES`` |
-| ``leasejobs.W001`` | SQLite without WAL: workers and web requests block each other |
-| ``leasejobs.W003`` | an unknown ``LEASEJOBS_*`` setting (a typo is otherwise silently ignored) |
-| ``leasejobs.W004`` | retired: a job's undeclared queue is now the error ``E012`` |
-| ``leasejobs.W005``, ``W006`` | the lease advisor's, in :mod:`django_leasejobs.lease_checks` |
-| ``leasejobs.W099``, ``E099`` | jobs a worker could not find (:mod:`django_leasejobs.job_checks`) |
-| ``leasejobs.W007`` | ``LEASEJOBS_EAGER`` with ``DEBUG = False`` (a test setting in production) |
+- ``leasejobs.E001``: a ``LEASEJOBS_*`` setting has a bad value (wrong type, out of range; a
+  ``LEASEJOBS_MONITORING_TOKEN`` too short or with characters a bearer token cannot carry,
+  reported without its value)
+- ``leasejobs.E002``: ``LEASEJOBS_HEARTBEAT_SECONDS`` is not shorter than
+  ``LEASEJOBS_LEASE_SECONDS`` (leases expire between beats)
+- ``leasejobs.W002``: the heartbeat is more than a third of the lease (one late beat loses it)
+- ``leasejobs.E003``: a schedule in ``LEASEJOBS_SCHEDULES`` is malformed: not a dict, no ``job``
+  or ``cron``, an invalid cron expression or timezone
+- ``leasejobs.E004``: a schedule names a job that is not registered
+- ``leasejobs.E005``: a schedule's queue is not in ``LEASEJOBS_QUEUES`` (when that list is set)
+- ``leasejobs.E006``: two different functions are registered under one job name
+- ``leasejobs.E007``: the database version is not supported: PostgreSQL < 13, SQLite < 3.35,
+  MariaDB < 10.6, MySQL < 8 (database check)
+- ``leasejobs.E008``: ``LEASEJOBS_METRICS`` is on but prometheus-client is not installed
+- ``leasejobs.E009``: ``USE_TZ = False`` with a ``TIME_ZONE`` other than UTC: delays, leases and
+  backoff would be off by the zone's offset
+- ``leasejobs.E010``: ``LEASEJOBS_API_JOBS`` names a job that is not registered
+- ``leasejobs.E011``: ``LEASEJOBS_API_PAGE_SIZE`` is larger than ``LEASEJOBS_API_MAX_PAGE_SIZE``
+- ``leasejobs.E012``: a job's own queue (``@job(queue=...)``) is not in ``LEASEJOBS_QUEUES``
+  (when that list is set): its enqueues would be refused
+- ``leasejobs.E013``: ``LEASEJOBS_DEFAULT_QUEUE`` is not in ``LEASEJOBS_QUEUES`` (when that list
+  is set): every job that names no queue would be refused
+- ``leasejobs.W001``: SQLite not in WAL mode: the workers' writes and web requests block each
+  other (database check)
+- ``leasejobs.W003``: an unknown ``LEASEJOBS_*`` setting, probably a typo (with a suggestion)
+- ``leasejobs.W004``: retired: a job's undeclared queue is now the error ``E012``
+- ``leasejobs.W005``, ``W006``: the lease advisor's, in :mod:`django_leasejobs.lease_checks`
+- ``leasejobs.W007``: ``LEASEJOBS_EAGER`` with ``DEBUG = False``: a test setting that reached
+  production, where each enqueue would run its job inside the request, with no worker, retry,
+  lease or timeout
+- ``leasejobs.W010``: the app's migrations are not all applied on the database (database check,
+  in :mod:`django_leasejobs.migration_state`; a warning, so that ``migrate`` itself is not
+  stopped): the app's commands refuse to start until ``migrate`` has run
+- ``leasejobs.W099``, ``E099``: jobs a worker could not find
+  (:mod:`django_leasejobs.job_checks`)
 
 The database checks (E007, W001) carry Django's ``database`` tag: they run with
 ``manage.py check --database default`` and before ``migrate``, never on a plain ``check``.

@@ -109,6 +109,8 @@ class Settings:
 
     @cached_property
     def DEFAULT_QUEUE(self) -> str:
+        """The queue of jobs that name none (a queue name: 1-100 of letters, digits,
+        ``_ . : -``)."""
         value = _get("DEFAULT_QUEUE")
         if not isinstance(value, str) or not QUEUE_NAME.fullmatch(value):
             raise ImproperlyConfigured(
@@ -118,6 +120,7 @@ class Settings:
 
     @cached_property
     def MAX_ATTEMPTS(self) -> int:
+        """Attempts before a job is dead-lettered, for jobs that set none (1 to 2,147,483,647)."""
         value = int(_number("MAX_ATTEMPTS", minimum=1, integer=True))
         if value > MAX_ATTEMPTS_LIMIT:  # the column's limit, as validation.check_max_attempts
             raise ImproperlyConfigured(
@@ -127,14 +130,17 @@ class Settings:
 
     @cached_property
     def BACKOFF_BASE(self) -> float:
+        """Seconds before the first retry; the delay doubles with each attempt."""
         return float(_number("BACKOFF_BASE", minimum=0))
 
     @cached_property
     def BACKOFF_CAP(self) -> float:
+        """The longest delay between two retries, in seconds."""
         return float(_number("BACKOFF_CAP", minimum=0))
 
     @cached_property
     def BACKOFF_JITTER(self) -> str:
+        """How retry delays are spread: ``"full"``, ``"equal"`` or ``"none"``."""
         value = _get("BACKOFF_JITTER")
         if value not in JITTER_MODES:
             raise ImproperlyConfigured(
@@ -144,18 +150,25 @@ class Settings:
 
     @cached_property
     def LEASE_SECONDS(self) -> float:
+        """The lease a worker takes on a job: a job whose worker stops renewing it is taken
+        again this long after the last renewal."""
         return float(_number("LEASE_SECONDS", minimum=1))
 
     @cached_property
     def HEARTBEAT_SECONDS(self) -> float:
+        """How often a worker renews the leases of its running jobs: well inside the lease
+        (``leasejobs.E002``, ``leasejobs.W002``)."""
         return float(_number("HEARTBEAT_SECONDS", minimum=0.1))
 
     @cached_property
     def POLL_SECONDS(self) -> float:
+        """How often an idle worker looks for due jobs, and runs its maintenance (lease
+        recovery, the scheduler)."""
         return float(_number("POLL_SECONDS", minimum=0.01))
 
     @cached_property
     def MAX_PAYLOAD_BYTES(self) -> int:
+        """The largest JSON payload (args and kwargs together) an enqueue accepts."""
         return int(_number("MAX_PAYLOAD_BYTES", minimum=2, integer=True))
 
     @cached_property
@@ -169,6 +182,7 @@ class Settings:
 
     @cached_property
     def SCHEDULES(self) -> dict[str, dict[str, Any]]:
+        """Cron schedules, by name: ``{"name": {"job": ..., "cron": ...}}`` (docs/recurrence.md)."""
         value = _get("SCHEDULES")
         if not isinstance(value, dict):
             raise ImproperlyConfigured(
@@ -183,7 +197,9 @@ class Settings:
 
     @cached_property
     def QUEUES(self) -> list[str] | None:
-        """The queues this project uses, if it declares them (checks and stats use the list)."""
+        """The queues this project uses, if it declares them: an enqueue to any other queue is
+        refused (``JobValidationError``), the system checks hold jobs and schedules to it, and
+        ``jobstats`` lists every one even when idle; ``None``: any queue name."""
         value = _get("QUEUES")
         if value is None:
             return None
@@ -222,7 +238,7 @@ class Settings:
     @cached_property
     def TIMEOUT_SECONDS(self) -> float | None:
         """Seconds a handler may run before its attempt fails with a ``timeout`` error, for
-        jobs and tasks that set none of their own; ``None``: no limit."""
+        jobs and tasks that set none of their own; ``None``: no limit (docs/worker.md#timeouts)."""
         value = _get("TIMEOUT_SECONDS")
         if not is_timeout(value):
             raise ImproperlyConfigured(
@@ -233,15 +249,21 @@ class Settings:
 
     @cached_property
     def HEALTH_MAX_DUE_AGE(self) -> float | None:
+        """Seconds the oldest due job may wait before ``checkjobs`` and the health view report
+        it and the dashboard highlights it; ``None``: not checked (the dashboard then uses 60 s)."""
         return _optional_number("HEALTH_MAX_DUE_AGE")
 
     @cached_property
     def HEALTH_MAX_DEAD_PER_HOUR(self) -> int | None:
+        """Dead letters per queue in the last hour before they are reported and highlighted;
+        ``None``: not checked (the dashboard highlights any)."""
         value = _optional_number("HEALTH_MAX_DEAD_PER_HOUR", integer=True)
         return None if value is None else int(value)
 
     @cached_property
     def HEALTH_MAX_EXPIRED_LEASES(self) -> int | None:
+        """Running jobs with an expired lease, per queue, before they are reported and
+        highlighted; ``None``: not checked (the dashboard highlights any)."""
         value = _optional_number("HEALTH_MAX_EXPIRED_LEASES", integer=True)
         return None if value is None else int(value)
 
@@ -310,7 +332,8 @@ class Settings:
 
     @cached_property
     def API_JOBS(self) -> frozenset[str]:
-        """Job names the HTTP API may enqueue (besides ``@job(api=True)``); none by default."""
+        """Job names the HTTP API may enqueue (besides ``@job(api=True)``); none by default. Every
+        name must be registered (``leasejobs.E010``; docs/api.md#the-allow-list)."""
         value = _get("API_JOBS")
         if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
             raise ImproperlyConfigured(

@@ -94,9 +94,34 @@ def job(
 def job(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Register a function as a job: ``@job`` or ``@job(queue=..., max_attempts=...)``.
 
-    ``timeout=S``: a worker ends the attempt as failed (kind ``timeout``, retried by the
-    backoff rules) when the handler runs longer than ``S`` seconds, and sets ``ctx.cancelled``;
-    see docs/worker.md.
+    Options (the site's reference lists them from here, one per line):
+
+    ``name``: the registered name; default ``module.function``. Rows keep it: rename with care.
+    ``queue``: the queue its jobs go to; default ``LEASEJOBS_DEFAULT_QUEUE``.
+    ``priority``: higher runs first, -100 to 100.
+    ``max_attempts``: attempts before the job is dead-lettered; default
+    ``LEASEJOBS_MAX_ATTEMPTS``.
+    ``backoff``: a ``Backoff(base=, cap=, jitter=)`` for its retries; default the
+    ``LEASEJOBS_BACKOFF_*`` settings.
+    ``lease``: lease seconds for its attempts; default the worker's ``--lease``.
+    ``takes_context``: pass the running attempt's ``JobContext`` as the first argument.
+    ``permanent``: exception classes that dead-letter the job at once, without a retry.
+    ``timeout``: a worker ends the attempt as failed (kind ``timeout``, retried by the
+    backoff rules) when the handler runs longer than this many seconds, and sets
+    ``ctx.cancelled`` (docs/worker.md#timeouts).
+    ``api``: may be enqueued over the HTTP API, as if listed in ``LEASEJOBS_API_JOBS``.
+    ``dedupe_key``: ``True`` (a hash of the call's arguments) or a template over argument
+    names (``"user:{user_id}"``): a live job with the same key is returned, not duplicated.
+    ``dedupe_states``: finished states whose jobs still hold the key (docs/flow-control.md).
+    ``dedupe_period``: seconds a key stays held after its job was created.
+    ``on_conflict``: ``"ignore"`` (return the existing job) or ``"replace"`` (debounce: the
+    waiting job takes the new arguments and ``run_at``).
+    ``concurrency_key``: a template or function of the arguments; at most
+    ``concurrency_limit`` jobs with the same key run at once, over every worker.
+    ``concurrency_limit``: the most running jobs per ``concurrency_key``.
+    ``rate_limit``: starts per period, ``"100/m"`` (``s``, ``m`` or ``h``), per
+    ``rate_key`` (or per job name without one).
+    ``rate_key``: a template or function of the arguments that the rate limit counts by.
     """
 
     def register(f: Callable[..., Any]) -> JobFunction[Any, Any]:
