@@ -38,13 +38,17 @@ def unapplied(alias: str) -> list[str]:
     return sorted(known - applied)
 
 
+def state(alias: str, missing: list[str]) -> str:
+    """What is missing on ``alias``, in words."""
+    if "0001_initial" in missing:
+        return f"The database {alias!r} has no django_leasejobs tables"
+    listed = ", ".join(missing)
+    return f"The database {alias!r} lacks {len(missing)} django_leasejobs migration(s) ({listed})"
+
+
 def advice(alias: str, missing: list[str]) -> str:
     """What to tell a person about ``missing`` migrations on ``alias``."""
-    if "0001_initial" in missing:
-        what = "has no django_leasejobs tables"
-    else:
-        what = f"lacks {len(missing)} django_leasejobs migration(s) ({', '.join(missing)})"
-    return f"The database {alias!r} {what}: run `python manage.py migrate` first."
+    return f"{state(alias, missing)}: run `python manage.py migrate` first."
 
 
 def check_applied(
@@ -64,8 +68,10 @@ def check_applied(
         if missing:
             messages.append(
                 checks.Warning(
-                    advice(alias, missing),
-                    hint="Workers and the app's commands refuse to start until it is done.",
+                    # Also shown by migrate itself, before it applies them: no "run migrate".
+                    f"{state(alias, missing)}.",
+                    hint="Workers and the app's commands refuse to start until "
+                    "`python manage.py migrate` has applied them.",
                     id="leasejobs.W010",
                 )
             )
