@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -70,9 +71,15 @@ def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
         "raw_single_prepared_per_s",
         "bulk_per_s",
         "bulk_args_per_s",
+        "django_cursor_single_per_s",
+        "raw_bulk_select_per_s",
+        "bulk_1000_per_s",
         "ceiling_p1_per_s",
     ):
         assert median[key] > 0, key
+    if importlib.util.find_spec("pgqueuer") is not None:  # the benchmark extra
+        assert median["pgqueuer_single_per_s"] > 0
+        assert median["bulk_vs_pgqueuer_1000"] > 0
     assert median["loop_p1_b10_per_s"] > 0
     # 30 one-second sleeps, 10 at a time: three waves at least.
     assert median["async_floor_s"] == 3

@@ -84,11 +84,19 @@ GOALS = [
     Goal("bulk enqueue", "bulk_per_s", lambda v: v >= 50_000, ">= 50,000 jobs/s"),
     # Django's default connection prepares nothing and binds on the client (connection
     # poolers need that): the enqueue is judged against the raw INSERT sent the same way.
+    # 0.70 since the enqueue issue of 2026-12-03 (0.85 before); the same INSERT through a
+    # Django cursor (django_cursor_vs_raw) is printed beside it as its ceiling.
     Goal(
         "single enqueue vs raw INSERT sent as Django sends it",
         "single_vs_raw",
-        lambda v: v >= 0.85,
-        ">= 0.85",
+        lambda v: v >= 0.70,
+        ">= 0.70",
+    ),
+    Goal(
+        "bulk enqueue vs PgQueuer's enqueue of lists of 1,000",
+        "bulk_vs_pgqueuer_1000",
+        lambda v: v >= 1.2,
+        ">= 1.2",
     ),
     Goal(
         "runjobworker defaults vs PgQueuer defaults, 2 processes",
@@ -204,8 +212,22 @@ SUMMARY_ROWS: list[tuple[str, str, str]] = [
     ),
     ("raw INSERT, psycopg's default (prepared after 5 runs)", "raw_single_prepared_per_s", ""),
     ("enqueue, Django's default, vs the raw INSERT prepared", "single_vs_raw_prepared", ""),
+    (
+        "raw INSERT through a Django cursor, one at a time (rows/s)",
+        "django_cursor_single_per_s",
+        "django_cursor_vs_raw",
+    ),
+    ("  enqueue vs the same", "single_vs_django_cursor", ""),
+    ("PgQueuer enqueue, one at a time (jobs/s)", "pgqueuer_single_per_s", ""),
+    ("  enqueue vs PgQueuer, one at a time", "single_vs_pgqueuer", ""),
     ("enqueue_many (jobs/s)", "bulk_per_s", "bulk_vs_raw"),
     ("raw multi-row INSERT (rows/s)", "raw_bulk_per_s", ""),
+    ("raw INSERT ... SELECT from an array (rows/s)", "raw_bulk_select_per_s", ""),
+    ("  enqueue_many vs the same", "bulk_vs_raw_select", ""),
+    ("PgQueuer enqueue, lists of 1,000 (jobs/s)", "pgqueuer_bulk_1000_per_s", ""),
+    ("  enqueue_many vs PgQueuer's lists of 1,000", "bulk_vs_pgqueuer_1000", ""),
+    ("  raw INSERT ... SELECT vs PgQueuer's lists", "raw_bulk_select_vs_pgqueuer_1000", ""),
+    ("enqueue_many in calls of 1,000 (jobs/s)", "bulk_1000_per_s", "bulk_1000_vs_pgqueuer_1000"),
     ("enqueue_many, two int arguments each (jobs/s)", "bulk_args_per_s", ""),
     ("claim 100, one queue, 10k pending (ms)", "claim_one_queue_10k_ms", ""),
     ("claim 100, one queue, 100k pending (ms)", "claim_one_queue_100k_ms", ""),
