@@ -135,6 +135,7 @@ def run(target: Target, *, backlogs: list[int], batch: int, reps: int) -> dict[s
                     out[f"{prefix}_{key}"] = plan[key]
                 out[f"{prefix}_plan"] = plan["plan"]
         out.update(_limited(raw, backlogs[-1], batch, reps))
+        out.update(_spread(raw, backlogs[-1], batch, reps))
         database.reset(raw)
     first, last = _label(backlogs[0]), _label(backlogs[-1])
     for form in FORMS:
@@ -199,6 +200,38 @@ def _limited(raw: Any, backlog: int, batch: int, reps: int) -> dict[str, Any]:
     raw.execute(
         "UPDATE django_leasejobs_job SET concurrency_key = NULL, concurrency_limit = NULL, "
         "rate_key = NULL, rate_limit = NULL, rate_period = NULL"
+    )
+    return out
+
+
+SPREAD = 20
+"""Queues the backlog is spread over for the every-queue claim's own measurement."""
+
+
+def _spread(raw: Any, backlog: int, batch: int, reps: int) -> dict[str, Any]:
+    """``backlog`` due jobs spread evenly over ``SPREAD`` queues: the claim of one of them
+    (``--queues q00``) against the claim of every queue (a worker with no ``--queues``),
+    timed as above, and their ratio (``claim_spread_all_vs_one``)."""
+    database.reset(raw)
+    for n in range(SPREAD):
+        database.seed(raw, backlog // SPREAD, queue=f"q{n:02}")
+    database.vacuum_analyze(raw)
+    out: dict[str, Any] = {}
+    label = _label(backlog)
+    for form, queues in {"one_queue": ["q00"], "all_queues": None}.items():
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            claimed = protocol.claim("benchmark", queues=queues, batch=batch)
+            times.append(time.perf_counter() - start)
+            assert len(claimed) == batch, (len(claimed), batch)
+        raw.execute(
+            "UPDATE django_leasejobs_job SET status = 'pending', lease_owner = '' "
+            "WHERE status = 'running'"
+        )
+        out[f"claim_spread_{form}_{label}_ms"] = statistics.median(times) * 1000
+    out["claim_spread_all_vs_one"] = (
+        out[f"claim_spread_all_queues_{label}_ms"] / out[f"claim_spread_one_queue_{label}_ms"]
     )
     return out
 

@@ -128,6 +128,12 @@ GOALS = [
         lambda v: v <= 1.05,
         "<= 1.05x",
     ),
+    Goal(
+        "claim of every queue vs one queue, due rows spread over 20 queues",
+        "claim_spread_all_vs_one",
+        lambda v: v <= 1.2,
+        "<= 1.2x",
+    ),
     Goal("NOTIFY latency p99, idle", "latency_notify_p99_ms", lambda v: v < 50, "< 50 ms"),
     Goal(
         "drain with a concurrency limit per key (1,000 keys) vs none, 2 processes",
@@ -234,6 +240,12 @@ SUMMARY_ROWS: list[tuple[str, str, str]] = [
     ("claim 100, one queue, 1M pending (ms)", "claim_one_queue_1M_ms", "claim_one_queue_growth"),
     ("claim 100, all queues, 10k pending (ms)", "claim_all_queues_10k_ms", ""),
     ("claim 100, all queues, 1M pending (ms)", "claim_all_queues_1M_ms", "claim_all_queues_growth"),
+    ("claim 100, 1M due over 20 queues, one queue (ms)", "claim_spread_one_queue_1M_ms", ""),
+    (
+        "claim 100, 1M due over 20 queues, every queue (ms)",
+        "claim_spread_all_queues_1M_ms",
+        "claim_spread_all_vs_one",
+    ),
     ("raw-SQL ceiling, 1 process (jobs/s)", "ceiling_p1_per_s", ""),
     ("raw-SQL ceiling, 2 processes (jobs/s)", "ceiling_p2_per_s", ""),
     ("django-tasks db_worker, 1 process (jobs/s)", "peer_p1_per_s", ""),
