@@ -1,0 +1,148 @@
+"""Every fenced block of README.md and docs/*.md is run (conftest.py, tests/docsamples/) or
+says, visibly, why not; and the runners fail when a sample and its page disagree."""
+
+from __future__ import annotations
+
+import io
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.docsamples import blocks, runners
+from tests.docsamples.project import DocProject
+
+PAGE = Path(blocks.ROOT / "docs" / "example.md")
+
+
+def page(text: str) -> list[blocks.Block]:
+    return blocks.blocks(PAGE, textwrap.dedent(text))
+
+
+@pytest.mark.parametrize("path", blocks.pages(), ids=lambda p: str(p.relative_to(blocks.ROOT)))
+def test_every_block_is_run_or_marked(path: Path) -> None:
+    left = [
+        f"{block.where} ({block.language or 'no language'})" for block in blocks.unaccounted(path)
+    ]
+    assert not left, (
+        "blocks that are neither run nor marked: run them (python, console, sh) or put "
+        "`<!-- not run: REASON -->` on the line before the fence:\n" + "\n".join(left)
+    )
+    unexplained = [b.where for b in blocks.blocks(path) if b.marker and not b.reason]
+    assert not unexplained, f"markers without a reason: {unexplained}"
+
+
+def test_the_pages_are_collected() -> None:
+    names = {str(p.relative_to(blocks.ROOT)) for p in blocks.pages()}
+    assert {"README.md", "docs/worker.md", "docs/testing.md"} <= names
+
+
+def test_an_unmarked_block_of_another_language_is_reported() -> None:
+    found = page(
+        """\
+        ```yaml
+        a: 1
+        ```
+
+        <!-- not run: a Kubernetes manifest -->
+        ```yaml
+        b: 2
+        ```
+
+        ```{toctree}
+        worker
+        ```
+        """
+    )
+    unmarked = [b for b in found if not b.is_directive and not b.runs and b.marker != "not run"]
+    assert [b.line for b in unmarked] == [1]
+    assert (found[1].marker, found[1].reason) == ("not run", "a Kubernetes manifest")
+    assert found[2].is_directive
+
+
+def test_markers_and_indented_fences() -> None:
+    found = page(
+        """\
+        - a list item:
+
+          <!-- run on: postgresql, mysql -->
+          ```python
+          x = 1
+          ```
+        """
+    )
+    assert len(found) == 1
+    assert (found[0].marker, found[0].reason, found[0].source) == (
+        "run on",
+        "postgresql, mysql",
+        "x = 1\n",
+    )
+
+
+def test_console_sessions_split_into_commands_and_output() -> None:
+    session = "$ python manage.py jobstats \\\n    --json\n{}\n$ ./manage.py check\nok\n"
+    assert runners.commands(session) == [
+        ("python manage.py jobstats  --json", ["{}"]),
+        ("./manage.py check", ["ok"]),
+    ]
+
+
+def test_only_manage_commands_run() -> None:
+    assert runners.parse_manage("python manage.py jobqueue pause mail  # a comment") == (
+        "jobqueue",
+        ["pause", "mail"],
+    )
+    with pytest.raises(AssertionError, match="mark the block"):
+        runners.parse_manage("curl http://127.0.0.1:8000/")
+
+
+@pytest.mark.django_db
+def test_a_console_sample_whose_output_differs_fails() -> None:
+    [good, bad] = page(
+        """\
+        ```console
+        $ python manage.py jobqueue list
+        Nothing is paused.
+        ```
+
+        ```console
+        $ python manage.py jobqueue list
+        Nothing is paused, ever.
+        ```
+        """
+    )
+    project = DocProject()
+    runners.run_console(good, project)
+    with pytest.raises(AssertionError, match="printed"):
+        runners.run_console(bad, project)
+
+
+def test_a_settings_sample_is_checked_by_the_app() -> None:
+    [bad] = page(
+        """\
+        ```python
+        LEASEJOBS_MAX_ATTEMPTS = "five"
+        ```
+        """
+    )
+    project = DocProject()
+    try:
+        with pytest.raises(Exception, match="MAX_ATTEMPTS"):
+            runners.run_python(bad, {}, project)
+    finally:
+        for override in project._overrides:
+            override.disable()
+
+
+def test_a_doctest_sample_whose_output_differs_fails() -> None:
+    [sample] = page(
+        """\
+        ```python
+        >>> 1 + 1
+        3
+        ```
+        """
+    )
+    out = io.StringIO()
+    with pytest.raises(AssertionError, match="Expected"):
+        runners.run_doctest(sample, {"out": out})
