@@ -117,17 +117,7 @@ def run(target: Target, *, backlogs: list[int], batch: int, reps: int) -> dict[s
                     database.seed(raw, missing)
                 database.vacuum_analyze(raw)
                 plan = explain(queues, batch)
-                times = []
-                for _ in range(reps):
-                    start = time.perf_counter()
-                    claimed = protocol.claim("benchmark", queues=queues, batch=batch)
-                    times.append(time.perf_counter() - start)
-                    assert len(claimed) == batch, (len(claimed), batch)
-                # Claimed rows go back to pending (and out of the next measurement's way).
-                raw.execute(
-                    "UPDATE django_leasejobs_job SET status = 'pending', lease_owner = '' "
-                    "WHERE status = 'running'"
-                )
+                times = _timed_claims(raw, queues, batch, reps)
                 prefix = f"claim_{form}_{label}"
                 out[f"{prefix}_ms"] = statistics.median(times) * 1000
                 out[f"{prefix}_p95_ms"] = _quantile(times, 0.95) * 1000
@@ -149,6 +139,22 @@ def run(target: Target, *, backlogs: list[int], batch: int, reps: int) -> dict[s
                     / out[f"claim_{form}_{last}_ms"]
                 )
     return out
+
+
+def _timed_claims(raw: Any, queues: list[str] | None, batch: int, reps: int) -> list[float]:
+    """Seconds of ``reps`` claims of ``batch`` in a row; then the claimed rows go back to
+    pending (and out of the next measurement's way)."""
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        claimed = protocol.claim("benchmark", queues=queues, batch=batch)
+        times.append(time.perf_counter() - start)
+        assert len(claimed) == batch, (len(claimed), batch)
+    raw.execute(
+        "UPDATE django_leasejobs_job SET status = 'pending', lease_owner = '' "
+        "WHERE status = 'running'"
+    )
+    return times
 
 
 LIMITS: dict[str, str] = {
@@ -213,22 +219,14 @@ def _spread(raw: Any, backlog: int, batch: int, reps: int) -> dict[str, Any]:
     (``--queues q00``) against the claim of every queue (a worker with no ``--queues``),
     timed as above, and their ratio (``claim_spread_all_vs_one``)."""
     database.reset(raw)
+    per_queue = max(backlog // SPREAD, batch * reps)  # enough for every claim of one queue
     for n in range(SPREAD):
-        database.seed(raw, backlog // SPREAD, queue=f"q{n:02}")
+        database.seed(raw, per_queue, queue=f"q{n:02}")
     database.vacuum_analyze(raw)
     out: dict[str, Any] = {}
     label = _label(backlog)
     for form, queues in {"one_queue": ["q00"], "all_queues": None}.items():
-        times = []
-        for _ in range(reps):
-            start = time.perf_counter()
-            claimed = protocol.claim("benchmark", queues=queues, batch=batch)
-            times.append(time.perf_counter() - start)
-            assert len(claimed) == batch, (len(claimed), batch)
-        raw.execute(
-            "UPDATE django_leasejobs_job SET status = 'pending', lease_owner = '' "
-            "WHERE status = 'running'"
-        )
+        times = _timed_claims(raw, queues, batch, reps)
         out[f"claim_spread_{form}_{label}_ms"] = statistics.median(times) * 1000
     out["claim_spread_all_vs_one"] = (
         out[f"claim_spread_all_queues_{label}_ms"] / out[f"claim_spread_one_queue_{label}_ms"]
