@@ -42,7 +42,7 @@ def check_json(value: Any, path: str = "args", *, exact_floats: bool = False) ->
     back changed (``_float_changes``); a handler's result keeps them, as failing a job whose
     work is done, for the type its number comes back as, would be worse.
     """
-    if _plain_size(value, 0) >= 0:
+    if _json_size_bound(value, 0) >= 0:
         return
     try:
         _check_json(value, path, 0, exact_floats)
@@ -107,9 +107,9 @@ def check_text(text: str, what: str) -> str:
     return text
 
 
-def _plain_size(value: Any, depth: int) -> int:
-    """At least the length of ``value``'s compact JSON if it is made of plain JSON types only
-    (exactly ``str``, ``int``, ``float``, ``bool``, ``None``, ``list``, ``tuple``, ``dict``)
+def _json_size_bound(value: Any, depth: int) -> int:
+    """At least the length of ``value``'s compact JSON if it is made of the builtin JSON types
+    only (exactly ``str``, ``int``, ``float``, ``bool``, ``None``, ``list``, ``tuple``, ``dict``)
     and valid (``_check_json`` would pass it); -1 for anything else, which ``_check_json``
     then judges and explains. The common case, checked in one walk that builds no path for
     an error message and no JSON: those are needed only when a value is refused.
@@ -134,7 +134,7 @@ def _plain_size(value: Any, depth: int) -> int:
             return -1
         size = 2 + len(value)  # brackets and commas
         for item in value:
-            item_size = _plain_size(item, depth + 1)
+            item_size = _json_size_bound(item, depth + 1)
             if item_size < 0:
                 return -1
             size += item_size
@@ -146,7 +146,7 @@ def _plain_size(value: Any, depth: int) -> int:
         for key, item in value.items():
             if type(key) is not str or _bad_text(key):
                 return -1
-            item_size = _plain_size(item, depth + 1)
+            item_size = _json_size_bound(item, depth + 1)
             if item_size < 0:
                 return -1
             size += 12 * len(key) + 2 + item_size
@@ -213,7 +213,7 @@ def check_payload(
         raise JobValidationError(f"kwargs must be a dict, not {type(kwargs).__name__}.")
     args_list, kwargs_dict = list(args), dict(kwargs)
     cap = settings.MAX_PAYLOAD_BYTES if max_bytes is None else max_bytes
-    args_size, kwargs_size = _plain_size(args_list, 0), _plain_size(kwargs_dict, 0)
+    args_size, kwargs_size = _json_size_bound(args_list, 0), _json_size_bound(kwargs_dict, 0)
     if args_size >= 0 and kwargs_size >= 0 and args_size + kwargs_size + 3 <= cap:
         return args_list, kwargs_dict  # valid, and its JSON cannot be over the cap
     check_json(args_list, "args", exact_floats=True)

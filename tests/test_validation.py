@@ -65,7 +65,7 @@ def _outcome(args: list[Any], kwargs: dict[str, Any], cap: int) -> str | None:
 @pytest.mark.fuzz
 @given(VALUES)
 def test_the_quick_walk_passes_only_valid_json_and_never_under_measures_it(value: Any) -> None:
-    size = validation._plain_size(value, 0)
+    size = validation._json_size_bound(value, 0)
     if size < 0:
         return  # left to the exact check, which judges and explains it
     validation._check_json(value, "args", 0)  # would raise for anything invalid
@@ -94,7 +94,7 @@ def test_deep_and_self_containing_values_still_get_their_message() -> None:
     loop: list[Any] = []
     loop.append(loop)
     for value in (deep, loop):
-        assert validation._plain_size(value, 0) == -1
+        assert validation._json_size_bound(value, 0) == -1
         with pytest.raises(JobValidationError, match="nests deeper than 31 levels"):
             validation.check_json(value)
 
@@ -165,7 +165,7 @@ def _exactly(value: Any) -> str:
 @pytest.mark.parametrize("value", REFUSED_FLOATS)
 def test_floats_that_would_not_come_back_as_sent_are_refused(value: float) -> None:
     for args, kwargs in (([value], {}), ([], {"x": {"y": [1, value]}}), ([(value, 1)], {})):
-        assert validation._plain_size([args, kwargs], 0) == -1
+        assert validation._json_size_bound([args, kwargs], 0) == -1
         with pytest.raises(JobValidationError, match=re.escape(repr(value))):
             validation.check_payload(args, kwargs)
 

@@ -157,6 +157,7 @@ def insert_one(values: dict[str, Any], alias: str) -> Job:
     if announce:
         params += [notify.CHANNEL, given["queue"]]
     with connection.cursor() as cursor:
+        timestamps_in_c(cursor.cursor)
         cursor.execute(_one_sql(alias, names, announce), params)
         returned = cursor.fetchone()
     return row.instance(alias, given, returned[: len(row.returned)])

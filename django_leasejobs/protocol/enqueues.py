@@ -7,17 +7,14 @@ savepoint (so the caller's transaction survives) and returns the winner's row.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from django.core.signals import setting_changed
 from django.db import IntegrityError, connections, transaction
 
-from .. import client_encoding, dialects, limits, registry, validation
-from ..conf import PREFIX as conf_settings_prefix
+from .. import client_encoding, dialects, limits, registry, signals, validation
 from ..conf import settings as conf_settings
 from ..dbtime import db_now
 from ..errors import JobValidationError
@@ -49,6 +46,8 @@ class Defaults:
     max_payload_bytes: int
     limits: limits.Limits = NO_LIMITS
     """The job's concurrency and rate limits: their keys are computed per enqueue."""
+    keyed: bool = False
+    """``@job(dedupe_key=...)``: every enqueue makes a dedupe key of its arguments."""
 
     @classmethod
     def resolve(cls, name: str, task_backend: str = "") -> Defaults:
@@ -69,11 +68,12 @@ class Defaults:
             job_function.lease,
             conf_settings.MAX_PAYLOAD_BYTES,
             job_function.limits,
+            job_function.dedupe_key is not None,
         )
 
 
 def check_options(options: dict[str, Any]) -> None:
-    unknown = set(options) - set(ENQUEUE_OPTIONS)
+    unknown = options.keys() - ENQUEUE_OPTIONS
     if unknown:
         raise JobValidationError(f"Unknown enqueue options: {', '.join(sorted(unknown))}.")
 
@@ -107,28 +107,24 @@ def row_values(
     args_list, kwargs_dict = validation.check_payload(
         args, kwargs, max_bytes=defaults.max_payload_bytes
     )
-    due = _due(run_at, delay, now)
-    values: dict[str, Any] = {
-        "name": name,
-        "args": args_list,
-        "kwargs": kwargs_dict,
-        "queue": _declared(validation.check_queue(queue if queue is not None else defaults.queue)),
-        "priority": validation.check_priority(
-            priority if priority is not None else defaults.priority
-        ),
-        "max_attempts": validation.check_max_attempts(
-            max_attempts if max_attempts is not None else defaults.max_attempts
-        ),
-        "lease_seconds": defaults.lease,
-        "task_backend": task_backend,
-        **defaults.limits.values(args_list, kwargs_dict),
-    }
-    if due is not None:
-        values["run_at"] = due
+    values = _call_values(
+        name,
+        defaults,
+        run_at=run_at,
+        delay=delay,
+        priority=priority,
+        queue=queue,
+        max_attempts=max_attempts,
+        now=now,
+        task_backend=task_backend,
+    )
+    values.update(
+        args=args_list, kwargs=kwargs_dict, **defaults.limits.values(args_list, kwargs_dict)
+    )
     key, rule = dedupe.resolve(
         name,
-        args_list,
-        kwargs_dict,
+        values["args"],
+        values["kwargs"],
         lambda: values.get("run_at") or db_now(job_database()),
         dedupe_key=dedupe_key,
         dedupe_states=dedupe_states,
@@ -141,10 +137,37 @@ def row_values(
     return values
 
 
-def _declared(queue: str) -> str:
-    """With ``LEASEJOBS_QUEUES`` set, a queue it does not list would wait for ever: refused."""
-    validation.check_declared_queues([queue])
-    return queue
+def _call_values(
+    name: str,
+    defaults: Defaults,
+    *,
+    run_at: dt.datetime | None = None,
+    delay: Any = None,
+    priority: int | None = None,
+    queue: str | None = None,
+    max_attempts: int | None = None,
+    now: dt.datetime | None = None,
+    task_backend: str = "",
+) -> dict[str, Any]:
+    """The fields that do not depend on the job's arguments, validated."""
+    due = _due(run_at, delay, now)
+    queue = validation.check_queue(queue if queue is not None else defaults.queue)
+    validation.check_declared_queues([queue])  # a queue no worker serves would wait for ever
+    values: dict[str, Any] = {
+        "name": name,
+        "queue": queue,
+        "priority": validation.check_priority(
+            priority if priority is not None else defaults.priority
+        ),
+        "max_attempts": validation.check_max_attempts(
+            max_attempts if max_attempts is not None else defaults.max_attempts
+        ),
+        "lease_seconds": defaults.lease,
+        "task_backend": task_backend,
+    }
+    if due is not None:
+        values["run_at"] = due
+    return values
 
 
 def _due(run_at: dt.datetime | None, delay: Any, now: dt.datetime | None) -> dt.datetime | None:
@@ -170,14 +193,14 @@ def insert(values: dict[str, Any], using: str) -> Inserted:
     before the lookup that sends it.
     """
     dialect = dialects.for_alias(using)
-    values = dict(values)
-    rule = values.pop(dedupe.RULE, None)
     key = values["dedupe_key"]
     if key is None:
         job = dialect.insert(values, using)
         logger.info("job.enqueued id=%s name=%s queue=%s", job.pk, job.name, job.queue)
         announce_enqueued(job, using)
         return Inserted(job, True)
+    values = dict(values)
+    rule = values.pop(dedupe.RULE, None)
     connection = connections[using]
     connection.ensure_connection()
     client_encoding.check_sendable(values.items(), connection)
@@ -205,18 +228,7 @@ def enqueue(
     name: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, **options: Any
 ) -> Job:
     """Persist one job in the caller's transaction (one INSERT) and return it."""
-    if not options and not _keyed(name):  # the usual call: only the arguments are new
-        plain = _plain_row(name)
-        args_list, kwargs_dict = validation.check_payload(
-            args, kwargs or {}, max_bytes=plain.max_bytes
-        )
-        values = {**plain.values, "args": args_list, "kwargs": kwargs_dict}
-        if plain.limits:
-            values.update(plain.limits.values(args_list, kwargs_dict))
-    else:
-        check_options(options)
-        values = row_values(name, args, kwargs or {}, **options)
-    return insert(values, job_database()).job
+    return enqueue_reporting(name, args, kwargs, **options).job
 
 
 def enqueue_reporting(
@@ -252,66 +264,20 @@ def enqueue_task(
     return insert(values, job_database()).job
 
 
-class _PlainRow(NamedTuple):
-    """A registered job's validated row for an enqueue without options (all but its
-    arguments), and the payload cap."""
-
-    values: dict[str, Any]
-    max_bytes: int
-    limits: limits.Limits
-
-
-_plain_rows: dict[tuple[Any, ...], _PlainRow] = {}
-
-
-def _plain_row(name: str) -> _PlainRow:
-    """``name``'s ``_PlainRow``: worked out on its first enqueue, again after a change of
-    a ``LEASEJOBS_*`` setting. Keyed by the registered function and its defaults as they are
-    now, so a job registered again, or one whose ``queue`` a test patches, gets its own."""
-    job_function = registry.get(name)
-    key = (
-        job_function,
-        job_function.queue,
-        job_function.priority,
-        job_function.max_attempts,
-        job_function.lease,
-        job_function.limits,
-    )
-    found = _plain_rows.get(key)
-    if found is None:
-        defaults = Defaults.resolve(name)
-        found = _PlainRow(
-            row_values(name, (), {}, defaults=_without_limits(defaults)),
-            defaults.max_payload_bytes,
-            defaults.limits,
-        )
-        _plain_rows[key] = found
-    return found
-
-
-def _keyed(name: str) -> bool:
-    """Does ``name``'s ``@job`` make a dedupe key of each call's arguments?"""
-    spec = registry.lookup(name)
-    return spec is not None and spec.dedupe_key is not None
-
-
-def _forget_plain_rows(*, setting: str, **kwargs: Any) -> None:
-    if setting.startswith(conf_settings_prefix):
-        _plain_rows.clear()
-
-
-setting_changed.connect(_forget_plain_rows, dispatch_uid="django_leasejobs.protocol.enqueue")
+_ITEM_KEYS = frozenset({"args", "kwargs", *ENQUEUE_OPTIONS})
+_NO_OPTIONS: dict[str, Any] = {}
 
 
 def _item(item: Any) -> tuple[Sequence[Any], dict[str, Any], dict[str, Any]]:
+    """An ``enqueue_many`` item as (args, kwargs, options)."""
+    if isinstance(item, tuple | list) and len(item) == 2:
+        return item[0], item[1], _NO_OPTIONS
     if isinstance(item, dict):
-        extra = set(item) - {"args", "kwargs", *ENQUEUE_OPTIONS}
+        extra = item.keys() - _ITEM_KEYS
         if extra:
             raise JobValidationError(f"Unknown keys in enqueue_many item: {sorted(extra)}.")
         options = {k: item[k] for k in ENQUEUE_OPTIONS if k in item}
         return item.get("args", ()), item.get("kwargs", {}), options
-    if isinstance(item, list | tuple) and len(item) == 2:
-        return item[0], item[1], {}
     raise JobValidationError(
         f"enqueue_many items are (args, kwargs) pairs or dicts, not {type(item).__name__}."
     )
@@ -321,62 +287,53 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     """Validate every item and insert them in bulk in one transaction; jobs in the order given.
 
     Items with a dedupe key go one by one (they may return an existing job); the rest are
-    inserted in bulk. On PostgreSQL the items are validated chunk by chunk while the database
-    inserts the previous chunk; an invalid item raises inside the transaction, which is rolled
-    back whole: nothing is written either way.
+    inserted in bulk. The items are validated as the dialect takes them, so on PostgreSQL
+    the database inserts one chunk while the next is validated; an invalid item raises inside
+    the transaction, which is rolled back whole: nothing is written either way.
     """
-    using = job_database()
-    parsed = [_item(item) for item in items]
-    if not parsed:
+    items = list(items)
+    if not items:
         return []
+    using = job_database()
     now = db_now(using)
     defaults = Defaults.resolve(name)
-    # Items without options (the usual bulk) share one validated row; only their arguments
-    # differ and are checked one by one.
-    plain_row = row_values(name, (), {}, now=now, defaults=_without_limits(defaults))
-    keyed = _keyed(name)
-    checked = (
-        row_values(name, args, kwargs, now=now, defaults=defaults, **options)
-        if options or keyed
-        else _with_payload(plain_row, args, kwargs, defaults)
-        for args, kwargs, options in parsed
-    )
-    rows: list[dict[str, Any]] = []
+    # What items without options share (all but their arguments), validated once.
+    shared = _call_values(name, defaults, now=now)
+    shared["dedupe_key"] = shared["live_dedupe_key"] = None
+    # In item order: None for a row of the bulk insert, the row itself for one with a dedupe
+    # key (inserted alone). The bulk rows are the dialect's alone, so it may let them go.
+    order: list[dict[str, Any] | None] = []
+    due_queues: set[str] = set()
 
-    def without_dedupe_key() -> Iterable[dict[str, Any]]:
-        # Lazy, so a dialect may validate a chunk while the previous one is inserted.
-        for row in checked:
-            rows.append(row)
+    def bulk_rows() -> Iterable[dict[str, Any]]:
+        # Lazy, so a dialect may insert a chunk while the next one is validated.
+        for item in items:
+            args, kwargs, options = _item(item)
+            if options or defaults.keyed:
+                row = row_values(name, args, kwargs, now=now, defaults=defaults, **options)
+            else:
+                args_list, kwargs_dict = validation.check_payload(
+                    args, kwargs, max_bytes=defaults.max_payload_bytes
+                )
+                row = {**shared, "args": args_list, "kwargs": kwargs_dict}
+                if defaults.limits:
+                    row.update(defaults.limits.values(args_list, kwargs_dict))
+            if row["run_at"] <= now:
+                due_queues.add(row["queue"])
             if row["dedupe_key"] is None:
+                order.append(None)
                 yield row
+            else:
+                order.append(row)
 
     dialect = dialects.for_alias(using)
     with transaction.atomic(using=using):
-        inserted = iter(dialect.insert_many(without_dedupe_key(), using))
-        result = [
-            next(inserted) if row["dedupe_key"] is None else insert(row, using).job for row in rows
-        ]
-        dialect.announce(using, sorted({r["queue"] for r in rows if r["run_at"] <= now}))
-    for row, job in zip(rows, result, strict=True):
-        if row["dedupe_key"] is None:  # insert() announced the others
-            announce_enqueued(job, using)
+        inserted = iter(dialect.insert_many(bulk_rows(), using))
+        result = [next(inserted) if row is None else insert(row, using).job for row in order]
+        dialect.announce(using, sorted(due_queues))
+    if signals.wanted(signals.job_enqueued):
+        for row, job in zip(order, result, strict=True):
+            if row is None:  # insert() announced the others
+                announce_enqueued(job, using)
     logger.info("job.enqueued_many name=%s count=%s", name, len(result))
     return result
-
-
-def _with_payload(
-    row: dict[str, Any], args: Sequence[Any], kwargs: dict[str, Any], defaults: Defaults
-) -> dict[str, Any]:
-    args_list, kwargs_dict = validation.check_payload(
-        args, kwargs, max_bytes=defaults.max_payload_bytes
-    )
-    values = {**row, "args": args_list, "kwargs": kwargs_dict}
-    if defaults.limits:
-        values.update(defaults.limits.values(args_list, kwargs_dict))
-    return values
-
-
-def _without_limits(defaults: Defaults) -> Defaults:
-    """``defaults`` for the shared row of a job's plain enqueues: its limit keys depend on
-    each enqueue's arguments, so they are computed per row (``_with_payload``)."""
-    return dataclasses.replace(defaults, limits=NO_LIMITS)

@@ -235,7 +235,7 @@ def test_arguments_are_stored_as_the_orm_stores_them(first: Any, second: Any) ->
 
 @pytest.mark.django_db
 def test_an_enqueue_takes_the_defaults_the_settings_give_now() -> None:
-    """enqueue() keeps a job's resolved defaults between calls, until a setting changes."""
+    """Each enqueue reads the job's defaults from the settings as they are at that call."""
     before = jobs.noop.enqueue()
     with override_settings(LEASEJOBS_DEFAULT_QUEUE="elsewhere", LEASEJOBS_MAX_ATTEMPTS=9):
         during = jobs.noop.enqueue()
