@@ -7,6 +7,7 @@ namespace and on one database (the test database, in autocommit, flushed afterwa
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from sybil import Sybil
@@ -16,10 +17,27 @@ from tests.docsamples.blocks import PAGES
 from tests.docsamples.project import DocProject
 
 
+@pytest.fixture(scope="session")
+def doc_database(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """The test database, for the pages: pytest-django creates it only for tests that ask
+    for it (a mark or its db fixtures), which a run of the pages alone does not contain."""
+    from django.db import connection
+    from django.test.utils import setup_databases, teardown_databases
+
+    with django_db_blocker.unblock():
+        created = None
+        if connection.settings_dict["NAME"] != connection.creation._get_test_db_name():
+            created = setup_databases(verbosity=0, interactive=False, aliases={"default"})
+        assert connection.settings_dict["NAME"] == connection.creation._get_test_db_name()
+        yield
+        if created is not None:
+            teardown_databases(created, verbosity=0)
+
+
 @pytest.fixture(scope="module")
-def doc_project(django_db_setup: None, django_db_blocker: object) -> Iterator[DocProject]:
+def doc_project(doc_database: None, django_db_blocker: Any) -> Iterator[DocProject]:
     """A page's project: the test database unblocked for the page, restored afterwards."""
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+    with django_db_blocker.unblock():
         project = DocProject()
         project.begin()
         try:

@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import logging.config
+import sys
 import tempfile
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -74,6 +76,7 @@ class DocProject:
         self._page_handlers: list[logging.Handler] = []
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self.cache: dict[str, Any] = {}
+        self._modules: list[str] = []
         from django_leasejobs import registry
 
         self._registry = (
@@ -101,7 +104,25 @@ class DocProject:
         registry._duplicates.update(self._registry[2])
         if self._scratch is not None:
             self._scratch.cleanup()
+        for name in self._modules:
+            sys.modules.pop(name, None)
         call_command("flush", interactive=False, verbosity=0)
+
+    def module(self, name: str) -> types.ModuleType:
+        """The module a sample labelled ``# shop/jobs.py`` defines, importable by the next
+        samples (``from shop.jobs import charge``) until the page ends."""
+        parts = name.split(".")
+        for depth in range(1, len(parts) + 1):
+            dotted = ".".join(parts[:depth])
+            if dotted not in sys.modules:
+                module = types.ModuleType(dotted)
+                if depth < len(parts):
+                    module.__path__ = []  # a package
+                sys.modules[dotted] = module
+                self._modules.append(dotted)
+                if depth > 1:
+                    setattr(sys.modules[".".join(parts[: depth - 1])], parts[depth - 1], module)
+        return sys.modules[name]
 
     @property
     def scratch(self) -> Path:
@@ -127,7 +148,14 @@ class DocProject:
     @contextlib.contextmanager
     def terminal(self, stream: TextIO) -> Iterator[None]:
         """What a terminal shows while a command runs: its stdout, its stderr and the stream
-        handlers the page's own LOGGING configured, all in ``stream``."""
+        handlers the page's own LOGGING configured, all in ``stream``.
+
+        The app's logger has only the handlers the page configured meanwhile (pytest adds
+        its capture handlers to loggers for each test: the reader's project has none).
+        """
+        logger = logging.getLogger(APP_LOGGER)
+        kept = list(logger.handlers)
+        logger.handlers[:] = [h for h in kept if h in self._page_handlers]
         previous = []
         for handler in self._page_handlers:
             if isinstance(handler, logging.StreamHandler):
@@ -139,3 +167,4 @@ class DocProject:
         finally:
             for handler, old in previous:
                 handler.setStream(old)
+            logger.handlers[:] = kept

@@ -101,10 +101,14 @@ def run_python(block: Block, namespace: dict[str, Any], project: DocProject) -> 
     elif block.source.lstrip().startswith(">>>"):
         run_doctest(block, namespace)
     else:
-        namespace["__name__"] = module_name(block) or "__main__"
         code = compile("\n" * block.line + block.source, str(block.path), "exec")
-        exec(code, namespace)
-        namespace.pop("__builtins__", None)
+        name = module_name(block)
+        if name is None:
+            namespace["__name__"] = "__main__"
+            exec(code, namespace)
+            namespace.pop("__builtins__", None)
+        else:
+            exec(code, vars(project.module(name)))
 
 
 def run_settings(block: Block, project: DocProject) -> None:
