@@ -99,17 +99,25 @@ class InsertShape:
             *self.constant_params,
         ]
 
-    def instance(self, alias: str, given: dict[str, Any], returned: Sequence[Any]) -> Job:
+    def instance(
+        self, alias: str, given: dict[str, Any], returned: Sequence[Any] | None = None
+    ) -> Job:
         """The inserted row as the ``Job`` a query would load: ``given`` (every key of the
-        shape), the ``returned`` columns, and the defaults."""
+        shape), the ``returned`` columns (or later, by ``fill``), and the defaults."""
         values = list(self._constants)
         for i, key in self._given_slots:
             values[i] = given[key]
-        for i, column in self._returned_slots:
-            values[i] = returned[column]
+        if returned is not None:
+            for i, column in self._returned_slots:
+                values[i] = returned[column]
         for i, default in self._fresh_slots:
             values[i] = default()
         return Job.from_db(alias, _ATTNAMES, values)
+
+    def fill(self, job: Job, returned: Sequence[Any]) -> None:
+        """Set the ``returned`` columns on a job built before the database sent them."""
+        for i, column in self._returned_slots:
+            setattr(job, _ATTNAMES[i], returned[column])
 
 
 _NULL_BY_DEFAULT = frozenset(
@@ -195,28 +203,27 @@ def insert_many(rows: Iterable[dict[str, Any]], alias: str) -> list[Job]:
     row order within a statement, so the RETURNING rows sorted by id line up with the input.
 
     On psycopg 3 the statements go through a pipeline: each is sent as soon as its chunk is
-    ready and the database inserts it while the next chunk is taken from ``rows`` (a lazy
-    iterable lets the caller validate it meanwhile) and encoded; the results are read at the
-    end. Without it the database and Python take turns, each idle half of the time.
+    ready and the database inserts it while the chunk's jobs are built and the next chunk is
+    taken from ``rows`` (a lazy iterable lets the caller validate it meanwhile) and encoded;
+    the results (ids, database defaults) are read at the end and set on the jobs. Without it
+    the database and Python take turns, each idle half of the time. A chunk's rows are let go
+    once its jobs are built, so a large bulk keeps fewer objects alive for the collector.
     """
     connection = connections[alias]
-    sent: list[tuple[list[dict[str, Any]], InsertShape, Any]] = []
+    sent: list[tuple[list[Job], InsertShape, Any]] = []
     with _pipeline(connection):
         for chunk in _chunks(rows):
             row, sql, params = _many_statement(chunk, connection, alias)
             cursor = connection.cursor()
             timestamps_in_c(cursor.cursor)
             cursor.execute(sql, params)
-            sent.append((chunk, row, cursor))
-        jobs: list[Job] = []
-        for chunk, row, cursor in sent:
+            sent.append(([row.instance(alias, values) for values in chunk], row, cursor))
+        for jobs, row, cursor in sent:
             with cursor:
                 returned_rows = sorted(cursor.fetchall())
-            jobs += [
-                row.instance(alias, values, returned)
-                for values, returned in zip(chunk, returned_rows, strict=True)
-            ]
-    return jobs
+            for job, returned in zip(jobs, returned_rows, strict=True):
+                row.fill(job, returned)
+    return [job for jobs, _, _ in sent for job in jobs]
 
 
 def _chunks(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
