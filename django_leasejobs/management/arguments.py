@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+from typing import Any
+
+from django.core.management.base import CommandError
 
 from django_leasejobs.durations import parse_duration
+
+MAX_BATCH = 10_000
+"""Rows a batch of a pruning or backfill command may take: enough to be quick, few enough to
+keep each transaction's locks short."""
 
 
 def duration(text: str, *, bare_seconds: bool = False) -> dt.timedelta:
@@ -30,4 +37,16 @@ def whole_number(text: str, low: int = 0, high: int | None = None) -> int:
         raise argparse.ArgumentTypeError(f"must be {low} or more, not {text!r}.")
     if high is not None and not low <= value <= high:
         raise argparse.ArgumentTypeError(f"must be between {low} and {high}, not {value}.")
+    return value
+
+
+def batch_size(text: str) -> int:
+    """``--batch N``: rows per transaction, 1 to ``MAX_BATCH``."""
+    return whole_number(text, low=1, high=MAX_BATCH)
+
+
+def batch(value: Any) -> int:
+    """``--batch`` as ``call_command`` may pass it too (a keyword skips argparse's ``type``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH:
+        raise CommandError(f"--batch must be between 1 and {MAX_BATCH}, not {value!r}.")
     return value

@@ -8,12 +8,15 @@ command (the worker waits for it with backoff).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.core.management.base import BaseCommand, CommandError
 
 from django_leasejobs import migration_state
 from django_leasejobs.protocol import job_database
+
+Key = TypeVar("Key")
 
 
 class LeaseJobsCommand(BaseCommand):
@@ -26,3 +29,15 @@ class LeaseJobsCommand(BaseCommand):
         if missing:
             raise CommandError(migration_state.advice(alias, missing))
         return super().execute(*args, **options)
+
+
+def in_batches(step: Callable[[Key], tuple[int, Key]], start: Key) -> tuple[int, int]:
+    """Call a keyset step of the protocol (``prune_finished``, ``prune_limiters``,
+    ``fingerprint_letters``) from ``start`` until the key it returns is the one it was given;
+    return (rows changed in all, batches)."""
+    total, batches, after = 0, 0, start
+    while True:
+        count, last = step(after)
+        if last == after:
+            return total, batches
+        total, batches, after = total + count, batches + 1, last

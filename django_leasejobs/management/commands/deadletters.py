@@ -16,21 +16,9 @@ from django.core.management.base import CommandError
 
 from django_leasejobs import protocol
 from django_leasejobs.management import arguments
-from django_leasejobs.management.base import LeaseJobsCommand
+from django_leasejobs.management.base import LeaseJobsCommand, in_batches
 
-MAX_BATCH = 10_000
 _LABELS_PER_READ = 500
-
-
-def batch_size(text: str) -> int:
-    return arguments.whole_number(text, low=1, high=MAX_BATCH)
-
-
-def _batch(value: Any) -> int:
-    """``--batch`` as given to ``call_command`` too, where argparse's type is not applied."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH:
-        raise CommandError(f"--batch must be between 1 and {MAX_BATCH}, not {value!r}.")
-    return value
 
 
 def _fingerprint(value: Any) -> str:
@@ -75,10 +63,10 @@ class Command(LeaseJobsCommand):
         )
         backfill.add_argument(
             "--batch",
-            type=batch_size,
+            type=arguments.batch_size,
             default=500,
             metavar="N",
-            help=f"Letters per transaction (1-{MAX_BATCH}, default 500).",
+            help=f"Letters per transaction (1-{arguments.MAX_BATCH}, default 500).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -86,7 +74,7 @@ class Command(LeaseJobsCommand):
         if action == "groups":
             self.groups(options["json"])
         elif action == "fingerprint":
-            self.fingerprint(_batch(options["batch"]), options["all"])
+            self.fingerprint(arguments.batch(options["batch"]), options["all"])
         elif action in ("replay", "discard"):
             fingerprint = _fingerprint(options.get("group"))
             group = _group(fingerprint)
@@ -168,12 +156,10 @@ class Command(LeaseJobsCommand):
             self.stderr.write(f"  kept dead letter #{letter}: {why}")
 
     def fingerprint(self, batch: int, everything: bool) -> None:
-        changed, after_id, batches = 0, 0, 0
-        while True:
-            count, last_id = protocol.fingerprint_letters(
-                after_id=after_id, batch=batch, everything=everything
-            )
-            if last_id == after_id:
-                break
-            changed, after_id, batches = changed + count, last_id, batches + 1
+        changed, batches = in_batches(
+            lambda after: protocol.fingerprint_letters(
+                after_id=after, batch=batch, everything=everything
+            ),
+            0,
+        )
         self.stdout.write(f"Fingerprinted {changed} dead letters in {batches} batch(es).")

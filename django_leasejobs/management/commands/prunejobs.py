@@ -23,18 +23,12 @@ from django.core.management.base import CommandError
 from django_leasejobs import protocol
 from django_leasejobs.durations import format_age, parse_duration
 from django_leasejobs.management import arguments
-from django_leasejobs.management.base import LeaseJobsCommand
+from django_leasejobs.management.base import LeaseJobsCommand, in_batches
 from django_leasejobs.models import Status
 from django_leasejobs.runtime.advisor import WINDOW
 
-MAX_BATCH = 10_000
 SAMPLES_KEPT = dt.timedelta(days=7)
 """The dashboard's longest chart range: older samples are never drawn."""
-
-
-def batch_size(text: str) -> int:
-    """Rows deleted per statement: enough to be quick, few enough to keep each lock short."""
-    return arguments.whole_number(text, low=1, high=MAX_BATCH)
 
 
 OPTIONS: tuple[tuple[str, str], ...] = (
@@ -73,10 +67,10 @@ class Command(LeaseJobsCommand):
         )
         parser.add_argument(
             "--batch",
-            type=batch_size,
+            type=arguments.batch_size,
             default=1000,
             metavar="N",
-            help=f"Rows per transaction (1-{MAX_BATCH}, default 1000).",
+            help=f"Rows per transaction (1-{arguments.MAX_BATCH}, default 1000).",
         )
         parser.add_argument(
             "--samples-older-than",
@@ -104,9 +98,7 @@ class Command(LeaseJobsCommand):
                 "--cancelled-older-than, --workers-older-than or --limiters-older-than "
                 "(for example --succeeded-older-than 7d)."
             )
-        batch = options["batch"]
-        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
-            raise CommandError(f"--batch must be between 1 and {MAX_BATCH}, not {batch!r}.")
+        batch = arguments.batch(options["batch"])
         for status, age in ages.items():
             if options["dry_run"]:
                 found = protocol.count_prunable(status, age)
@@ -123,12 +115,9 @@ class Command(LeaseJobsCommand):
             self._prune_limiters(limiters, options["dry_run"], batch)
 
     def _prune(self, status: str, age: dt.timedelta, batch: int) -> None:
-        deleted, batches, after_id = 0, 0, 0
-        while True:
-            count, last_id = protocol.prune_finished(status, age, batch=batch, after_id=after_id)
-            if last_id == after_id:
-                break
-            deleted, batches, after_id = deleted + count, batches + 1, last_id
+        deleted, batches = in_batches(
+            lambda after: protocol.prune_finished(status, age, batch=batch, after_id=after), 0
+        )
         self.stdout.write(
             f"{status}: deleted {deleted} jobs finished over {_label(age)} ago "
             f"in {batches} batch(es)"
@@ -167,12 +156,9 @@ class Command(LeaseJobsCommand):
                 found = protocol.count_prunable_limiters(age)
                 self.stdout.write(f"limiters: would delete {found} rows")
                 return
-            deleted, batches, after = 0, 0, ""
-            while True:
-                count, last = protocol.prune_limiters(age, batch=batch, after_key=after)
-                if last == after:
-                    break
-                deleted, batches, after = deleted + count, batches + 1, last
+            deleted, batches = in_batches(
+                lambda after: protocol.prune_limiters(age, batch=batch, after_key=after), ""
+            )
         except ValueError as exc:
             raise CommandError(f"--limiters-older-than: {exc}") from None
         self.stdout.write(
