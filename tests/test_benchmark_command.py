@@ -72,6 +72,7 @@ def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
         "bulk_per_s",
         "bulk_args_per_s",
         "django_cursor_single_per_s",
+        "statement_single_per_s",
         "raw_bulk_select_per_s",
         "bulk_1000_per_s",
         "ceiling_p1_per_s",

@@ -8,9 +8,12 @@ kept for connection poolers) and with prepared statements allowed (``prepare_thr
 the open connection; prepared only where Django binds on the server); the raw INSERT sent as
 Django sends it (psycopg's ``ClientCursor``, never prepared), as psycopg runs it by default
 (bound on the server, prepared after five runs), and through a Django cursor (one per statement,
-as any Django code gets it: the ceiling of an enqueue that goes through Django's cursor);
-PgQueuer's ``enqueue`` of one job (asyncpg, its own table, its defaults). ``single_vs_raw`` is
-the target: Django's default against the raw INSERT sent the same way.
+as any Django code gets it: the ceiling of an enqueue that goes through Django's cursor); the
+enqueue's own statement (its SQL and parameters, captured once, with the NOTIFY it carries)
+through a Django cursor, with no validation and no ``Job`` built: the ceiling of an enqueue
+that sends that statement; PgQueuer's ``enqueue`` of one job (asyncpg, its own table, its
+defaults). ``single_vs_raw`` is the target: Django's default against the raw INSERT sent the
+same way.
 
 Bulk compares ``enqueue_many`` of N jobs in one call (and in calls of 1,000, each its own
 transaction) with raw INSERTs of the same rows in one transaction (a multi-row ``VALUES`` list
@@ -85,10 +88,23 @@ def _time_block(block: int, call: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def _django_cursor_insert(params: list[Any]) -> None:
+def _django_cursor_insert(sql: str, params: Any) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(RAW_INSERT, params)
+        cursor.execute(sql, params)
         cursor.fetchone()
+
+
+def _enqueue_statement() -> tuple[str, Any]:
+    """The INSERT ``enqueue()`` sends for a no-op job, and its parameters, as Django runs it."""
+    sent: list[tuple[str, Any]] = []
+
+    def capture(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        sent.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        jobs.noop.enqueue()
+    return next((sql, params) for sql, params in sent if sql.lstrip().startswith("INSERT"))
 
 
 class PgQueuer:
@@ -163,6 +179,7 @@ def _single(
     """Seconds per variant for ``single_count`` jobs one at a time, interleaved in blocks."""
     params = [database.NOOP, "[]", "{}", "default"]
     as_django = psycopg.ClientCursor(raw)
+    statement = _enqueue_statement()
     variants: dict[str, Callable[[int], float]] = {
         "ours": lambda n: _time_block(n, jobs.noop.enqueue),
         "raw": lambda n: _time_block(n, lambda: as_django.execute(RAW_INSERT, params).fetchone()),
@@ -170,7 +187,10 @@ def _single(
             n, lambda: raw.execute(RAW_INSERT, params).fetchone()
         ),
         "ours_prepared": _prepared_enqueue,
-        "django_cursor": lambda n: _time_block(n, lambda: _django_cursor_insert(params)),
+        "django_cursor": lambda n: _time_block(
+            n, lambda: _django_cursor_insert(RAW_INSERT, params)
+        ),
+        "statement": lambda n: _time_block(n, lambda: _django_cursor_insert(*statement)),
     }
     if pgqueuer is not None:
         variants["pgqueuer"] = pgqueuer.time_single
@@ -264,6 +284,9 @@ def run(target: Target, *, jobs_count: int, single_count: int) -> dict[str, Any]
         "django_cursor_single_per_s": rate["django_cursor"],
         "django_cursor_vs_raw": rate["django_cursor"] / rate["raw"],
         "single_vs_django_cursor": rate["ours"] / rate["django_cursor"],
+        "statement_single_per_s": rate["statement"],
+        "statement_vs_raw": rate["statement"] / rate["raw"],
+        "single_vs_statement": rate["ours"] / rate["statement"],
         "single_prepared_per_s": rate["ours_prepared"],
         "raw_single_prepared_per_s": rate["raw_prepared"],
         "single_vs_raw_prepared": rate["ours"] / rate["raw_prepared"],

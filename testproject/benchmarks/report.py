@@ -224,6 +224,12 @@ SUMMARY_ROWS: list[tuple[str, str, str]] = [
         "django_cursor_vs_raw",
     ),
     ("  enqueue vs the same", "single_vs_django_cursor", ""),
+    (
+        "the enqueue's own INSERT (with its NOTIFY) through a Django cursor (rows/s)",
+        "statement_single_per_s",
+        "statement_vs_raw",
+    ),
+    ("  enqueue vs the same", "single_vs_statement", ""),
     ("PgQueuer enqueue, one at a time (jobs/s)", "pgqueuer_single_per_s", ""),
     ("  enqueue vs PgQueuer, one at a time", "single_vs_pgqueuer", ""),
     ("enqueue_many (jobs/s)", "bulk_per_s", "bulk_vs_raw"),
