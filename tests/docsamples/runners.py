@@ -188,6 +188,11 @@ def parse_manage(line: str) -> tuple[str, list[str]]:
 def manage(line: str, project: DocProject) -> tuple[str, int]:
     """Run a ``manage.py`` line in this process; what a terminal shows, and the exit status."""
     name, args = parse_manage(line)
+    if name == "runjobworker" and "--burst" not in args:
+        raise AssertionError(
+            f"`{line}` runs until it is stopped: give it --burst, or mark the block "
+            "`<!-- options checked: REASON -->`"
+        )
     out = io.StringIO()
     status = 0
     with project.terminal(out):
