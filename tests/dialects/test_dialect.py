@@ -1,36 +1,37 @@
 """One suite for every dialect: the same tests run unchanged on SQLite, PostgreSQL (both
-bindings) and MariaDB, whichever ``DATABASE_URL`` names (CI runs each).
+bindings) and MariaDB, whichever ``DATABASE_URL`` names (CI runs each), each with the
+database's own dialect and with the ORM's ``Dialect()`` (``conftest.dialect``).
 
-Each test calls the dialect of the test database directly, as the protocol does, and checks
-the rows it leaves against what the ORM reads back.
+Each test calls the dialect directly, as the protocol does, and checks the rows it leaves
+against what the ORM reads back.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import DEFAULT_DB_ALIAS, connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import JSONField
+from django.test.utils import CaptureQueriesContext
 
 from django_leasejobs import dialects
 from django_leasejobs.dbtime import db_now
 from django_leasejobs.dialects import Completion, Token
-from django_leasejobs.models import Job, Status
+from django_leasejobs.dialects.postgresql import PostgreSQLDialect
+from django_leasejobs.models import Job, Limiter, Status, Worker
+from django_leasejobs.runtime.listener import Listener
 
 from ..conftest import shifted
+from .conftest import hold_key
 
 pytestmark = pytest.mark.django_db
 
 NOOP = "testapp.jobs.noop"
 NOT_CLAIMED_ON_POSTGRESQL = {"errors", "result", "last_error"}
-
-
-@pytest.fixture
-def dialect() -> dialects.Dialect:
-    return dialects.for_alias(DEFAULT_DB_ALIAS)
 
 
 def values(**given: Any) -> dict[str, Any]:
@@ -97,7 +98,7 @@ class TestClaim:
             assert (job.status, job.attempt, job.lease_owner) == (Status.RUNNING, 1, "w1")
             assert job.lease_expires_at > db_now() + dt.timedelta(seconds=25)
             same_as_a_read(job)
-        if connection.vendor == "postgresql":
+        if isinstance(dialect, PostgreSQLDialect):
             assert claimed[0].get_deferred_fields() == NOT_CLAIMED_ON_POSTGRESQL
 
     def test_batch_and_queues_limit_the_claim(self, dialect: dialects.Dialect) -> None:
@@ -178,3 +179,126 @@ def test_only_json_fields_need_a_converter() -> None:
     added to its ``fetch_jobs``."""
     converted = {f.name for f in Job._meta.concrete_fields if hasattr(f, "from_db_value")}
     assert converted == {f.name for f in Job._meta.concrete_fields if isinstance(f, JSONField)}
+
+
+@pytest.mark.django_db(transaction=True)
+class TestAnnounce:
+    """PostgreSQL's dialect notifies at commit; the ORM's has no way to, and sends nothing."""
+
+    @pytest.fixture
+    def listener(self) -> Iterator[Listener | None]:
+        if connection.vendor != "postgresql":
+            yield None
+            return
+        listener = Listener()
+        listener.start()
+        assert listener.connected()
+        yield listener
+        listener.close()
+
+    def test_announce_wakes_the_queues_listeners_at_commit(
+        self, dialect: dialects.Dialect, listener: Listener | None
+    ) -> None:
+        with CaptureQueriesContext(connection) as sent, transaction.atomic():
+            dialect.announce(DEFAULT_DB_ALIAS, ["a", "b"])
+            dialect.announce(DEFAULT_DB_ALIAS, [])
+            if listener is not None:
+                assert listener.wait(0.2) == set()  # not before the commit
+        if not isinstance(dialect, PostgreSQLDialect):
+            assert [q["sql"] for q in sent if "notify" in q["sql"].lower()] == []
+            return
+        assert listener is not None
+        heard: set[str] = set()
+        for _ in range(3):
+            heard |= listener.wait(1)
+        assert heard == {"a", "b"}
+
+    def test_announce_cancel_tells_the_job_id_at_commit(
+        self, dialect: dialects.Dialect, listener: Listener | None
+    ) -> None:
+        with CaptureQueriesContext(connection) as sent, transaction.atomic():
+            dialect.announce_cancel(DEFAULT_DB_ALIAS, 42)
+        if not isinstance(dialect, PostgreSQLDialect):
+            assert [q["sql"] for q in sent if "notify" in q["sql"].lower()] == []
+            return
+        assert listener is not None
+        listener.wait(1)
+        assert listener.take_cancels() == {42}
+
+
+WORKER_ROW = {
+    "worker_id": "w1", "host": "h", "pid": 1, "queues": "*", "version": "1",
+    "concurrency": 1, "async_concurrency": 0, "lease_seconds": 5.0, "running": 1, "stuck": 0,
+}  # fmt: skip
+
+
+class TestUpsertWorker:
+    def test_the_first_beat_inserts_a_later_one_updates_and_keeps_started_at(
+        self, dialect: dialects.Dialect
+    ) -> None:
+        dialect.upsert_worker(DEFAULT_DB_ALIAS, WORKER_ROW)
+        first = Worker.objects.get(worker_id="w1")
+        assert first.started_at == first.last_seen_at
+        Worker.objects.update(started_at=shifted(-3600), last_seen_at=shifted(-3600))
+        before = Worker.objects.get(worker_id="w1")
+        dialect.upsert_worker(DEFAULT_DB_ALIAS, {**WORKER_ROW, "running": 0, "stuck": 2})
+        after = Worker.objects.get(worker_id="w1")
+        assert Worker.objects.count() == 1
+        assert (after.running, after.stuck, after.started_at) == (0, 2, before.started_at)
+        assert after.last_seen_at - before.last_seen_at > dt.timedelta(minutes=59)
+
+    def test_each_beat_is_one_statement(self, dialect: dialects.Dialect) -> None:
+        for running in (1, 2):  # the insert, then the update of the same row
+            with CaptureQueriesContext(connection) as sent:
+                dialect.upsert_worker(DEFAULT_DB_ALIAS, {**WORKER_ROW, "running": running})
+            assert len(sent) == 1, [q["sql"] for q in sent]
+
+
+DAY = dt.timedelta(days=1)
+
+
+def limiter(key: str, *, window_seconds_ago: float | None = None) -> None:
+    Limiter.objects.create(key=key, name=key[2:], started=1)
+    if window_seconds_ago is not None:
+        Limiter.objects.filter(key=key).update(window_start=shifted(-window_seconds_ago))
+
+
+class TestPruneLimiters:
+    def test_spent_windows_and_idle_keys_go_in_key_order_batches(
+        self, dialect: dialects.Dialect
+    ) -> None:
+        for name in ("r:a", "r:b", "r:d"):
+            limiter(name, window_seconds_ago=2 * DAY.total_seconds())
+        limiter("r:never")  # created by a claim that started nothing
+        limiter("r:current", window_seconds_ago=30)
+        limiter("c:idle")
+        limiter("c:busy")
+        make(dialect, concurrency_key="busy", concurrency_limit=1)
+        Job.objects.update(status=Status.RUNNING)
+        assert dialect.prune_limiters(DEFAULT_DB_ALIAS, DAY, 3, "") == (3, "r:b")
+        assert set(Limiter.objects.values_list("key", flat=True)) == {
+            "c:busy", "r:current", "r:d", "r:never",
+        }  # fmt: skip
+        assert dialect.prune_limiters(DEFAULT_DB_ALIAS, DAY, 3, "r:b") == (2, "r:never")
+        assert dialect.prune_limiters(DEFAULT_DB_ALIAS, DAY, 3, "r:never") == (0, "r:never")
+        assert set(Limiter.objects.values_list("key", flat=True)) == {"c:busy", "r:current"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_prune_limiters_passes_over_a_key_a_claimer_holds(dialect: dialects.Dialect) -> None:
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite has no row locks: its write lock serializes pruning with claims")
+    limiter("r:held", window_seconds_ago=2 * DAY.total_seconds())
+    limiter("r:free", window_seconds_ago=2 * DAY.total_seconds())
+    holder = connections.create_connection(DEFAULT_DB_ALIAS)
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute("BEGIN")
+            hold_key(holder, cursor, "r:held")
+            deleted, _ = dialect.prune_limiters(DEFAULT_DB_ALIAS, DAY, 10, "")
+            assert deleted == 1
+            cursor.execute("ROLLBACK")
+    finally:
+        holder.close()
+    assert set(Limiter.objects.values_list("key", flat=True)) == {"r:held"}
+    assert dialect.prune_limiters(DEFAULT_DB_ALIAS, DAY, 10, "") == (1, "r:held")

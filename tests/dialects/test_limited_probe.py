@@ -1,5 +1,5 @@
-"""``limited_due``: the probe every claim sends first, on every dialect, and its plan: it reads
-an index, never the whole table.
+"""``limited_due``: the probe every claim sends first, on every dialect (and the ORM's, on every
+database), and the plan of each database's own: it reads an index, never the whole table.
 
 A drain of jobs with limits leaves claimed and finished rows ahead of the waiting ones, and a
 backlog without limits is all due rows. A probe planned as a sequential scan (PostgreSQL), a
@@ -17,8 +17,11 @@ import pytest
 from django.db import DEFAULT_DB_ALIAS, connection
 from testapp import jobs
 
-from django_leasejobs import dialects, protocol
+from django_leasejobs import dialects
+from django_leasejobs.dialects.postgresql import PostgreSQLDialect
+from django_leasejobs.dialects.sqlite import SQLiteDialect
 from django_leasejobs.models import Job, Status
+from django_leasejobs.protocol import limited_claim
 
 from ..conftest import shifted
 from ..plans import explain, scanned_tables, statements
@@ -26,11 +29,6 @@ from ..plans import explain, scanned_tables, statements
 pytestmark = pytest.mark.django_db
 
 BATCH = 10
-
-
-@pytest.fixture
-def dialect() -> dialects.Dialect:
-    return dialects.for_alias(DEFAULT_DB_ALIAS)
 
 
 def due(dialect: dialects.Dialect, queues: list[str] | None, batch: int = BATCH) -> bool:
@@ -84,11 +82,15 @@ def test_a_job_with_limits_behind_a_full_batch_changes_no_claim(
     (behind,) = limited(1)
     make_due("default")
     assert due(dialect, ["default"], batch=BATCH + 1) is True
-    if connection.vendor not in ("postgresql", "sqlite"):  # the ORM's probe
+    if not isinstance(dialect, PostgreSQLDialect | SQLiteDialect):  # the ORM's probe
         assert due(dialect, ["default"], batch=BATCH) is False
-    taken = protocol.claim("w", queues=["default"], batch=BATCH)
+    taken = claim(dialect, BATCH)
     assert {job.pk for job in taken} == {job.pk for job in ahead}
-    assert protocol.claim("w", queues=["default"], batch=BATCH)[0].pk == behind.pk
+    assert claim(dialect, BATCH)[0].pk == behind.pk
+
+
+def claim(dialect: dialects.Dialect, batch: int) -> list[Job]:
+    return limited_claim.claim(dialect, DEFAULT_DB_ALIAS, "w", ["default"], batch, 60.0)
 
 
 def the_probe(dialect: dialects.Dialect, queues: list[str] | None) -> tuple[str, Any]:
@@ -100,7 +102,7 @@ def the_probe(dialect: dialects.Dialect, queues: list[str] | None) -> tuple[str,
 
 @pytest.mark.parametrize("queues", [None, ["default"], ["default", "other"]])
 def test_probe_reads_an_index_when_most_rows_have_limits(
-    dialect: dialects.Dialect, queues: list[str] | None
+    vendor_dialect: dialects.Dialect, queues: list[str] | None
 ) -> None:
     # The drain's state: statistics taken when every row was a due job with limits, then the
     # first half claimed and finished (their rows now lie ahead of the waiting ones).
@@ -113,7 +115,7 @@ def test_probe_reads_an_index_when_most_rows_have_limits(
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {table}")
     Job.objects.filter(pk__lte=made[999].pk).update(status=Status.SUCCEEDED)
-    steps = explain(*the_probe(dialect, queues))
+    steps = explain(*the_probe(vendor_dialect, queues))
     if connection.vendor == "postgresql":
         explained = steps[0]["QUERY PLAN"]
         (plan,) = json.loads(explained) if isinstance(explained, str) else explained

@@ -9,7 +9,6 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from django_leasejobs import protocol
-from django_leasejobs.dialects import Dialect
 from django_leasejobs.models import Worker
 
 from ..conftest import shifted, worker_row
@@ -89,17 +88,3 @@ def test_prune_deletes_rows_not_seen_for_the_given_age_only() -> None:
 def test_prune_refuses_an_age_that_is_not_positive(age) -> None:
     with pytest.raises(ValueError, match="positive timedelta"):
         protocol.prune_workers(age)
-
-
-def test_the_orm_upsert_of_a_database_without_a_dialect_keeps_started_at_too() -> None:
-    """``base.Dialect``'s version (for a database not in ``dialects``), run on this one."""
-    row = {"worker_id": "orm", "host": "h", "pid": 1, "queues": "*", "version": "",
-           "concurrency": 1, "async_concurrency": 0, "lease_seconds": 5.0, "running": 1,
-           "stuck": 0}  # fmt: skip
-    Dialect().upsert_worker("default", row)
-    move_back("orm", 3600)
-    before = Worker.objects.get(worker_id="orm")
-    Dialect().upsert_worker("default", {**row, "running": 0, "stuck": 2})
-    after = Worker.objects.get(worker_id="orm")
-    assert (after.running, after.stuck, after.started_at) == (0, 2, before.started_at)
-    assert after.last_seen_at - before.last_seen_at > dt.timedelta(minutes=59)

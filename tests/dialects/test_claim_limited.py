@@ -1,0 +1,133 @@
+"""The claim of jobs with concurrency or rate limits, on every dialect (``conftest.dialect``).
+
+What the protocol's claim promises of it: each limit holds, the jobs without limits are taken
+beside them in one claim order, a key another claimer holds is passed over, and the keys a
+claim locks are those of the due jobs it may start (read from a second session while the
+claim's transaction is open).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+import pytest
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from testapp import jobs
+
+from django_leasejobs.dialects import Dialect
+from django_leasejobs.models import Job, Limiter, Status
+from django_leasejobs.protocol import limited_claim
+
+from ..conftest import shifted
+from .conftest import backend_pid, hold_key, locked_keys
+
+pytestmark = pytest.mark.django_db
+
+
+def claim_limited(
+    dialect: Dialect, batch: int, queues: Sequence[str] | None = None, worker: str = "w1"
+) -> list[Job]:
+    return limited_claim.claim(dialect, DEFAULT_DB_ALIAS, worker, queues, batch, 60.0)
+
+
+def test_each_limit_holds_and_jobs_without_limits_come_beside_them(
+    dialect: Dialect, all_due: Callable[[], None]
+) -> None:
+    jobs.per_tenant.enqueue_many([(("a",), {})] * 2 + [(("b",), {})])
+    jobs.throttled.enqueue_many([((n,), {}) for n in range(7)])
+    plain = jobs.noop.enqueue_many([((), {})] * 3)
+    all_due()
+    claimed = claim_limited(dialect, 20)
+    assert Counter(j.concurrency_key or j.rate_key or "" for j in claimed) == {
+        "tenant:a": 1, "tenant:b": 1, "testapp.jobs.throttled": 5, "": 3,
+    }  # fmt: skip
+    assert {j.pk for j in claimed} >= {j.pk for j in plain}
+    for job in claimed:
+        assert (job.status, job.attempt, job.lease_owner) == (Status.RUNNING, 1, "w1")
+    assert claim_limited(dialect, 20, worker="w2") == []
+    bucket = Limiter.objects.get(key="r:testapp.jobs.throttled")
+    assert (bucket.started, bucket.blocked_until is not None) == (5, True)
+
+
+def test_batch_and_queues_bound_the_claim_in_claim_order(
+    dialect: Dialect, all_due: Callable[[], None]
+) -> None:
+    low = jobs.per_tenant.enqueue("a")
+    high = jobs.per_tenant.enqueue("b", priority=5)
+    plain = jobs.noop.enqueue(priority=3)
+    other = jobs.per_tenant.enqueue("c", queue="other")
+    all_due()
+    assert [j.pk for j in claim_limited(dialect, 2, ["default"])] == [high.pk, plain.pk]
+    assert [j.pk for j in claim_limited(dialect, 5, ["default"])] == [low.pk]
+    assert [j.pk for j in claim_limited(dialect, 5)] == [other.pk]
+
+
+def test_with_no_job_with_limits_due_it_is_the_plain_claim(
+    dialect: Dialect, all_due: Callable[[], None]
+) -> None:
+    plain = jobs.noop.enqueue_many([((), {})] * 3)
+    all_due()
+    later = jobs.per_tenant.enqueue("a", delay=60)
+    assert sorted(j.pk for j in claim_limited(dialect, 10)) == sorted(j.pk for j in plain)
+    assert Job.objects.get(pk=later.pk).status == Status.PENDING
+    assert not Limiter.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_keys_a_claim_locks_are_those_of_the_due_jobs_it_may_start(
+    dialect: Dialect, all_due: Callable[[], None]
+) -> None:
+    """Locked: the keys of due candidates. Not locked: a key whose jobs are not due, a key its
+    running jobs fill, a spent rate bucket. The limiter rows exist beforehand, so a row lock
+    seen is the claim's, not an insert's."""
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite has no row locks: the claim holds the database's write lock")
+    jobs.per_tenant.enqueue_many([(("a",), {})] * 2 + [(("b",), {}), (("full",), {})] * 1)
+    jobs.per_tenant.enqueue_many([(("full",), {})])
+    jobs.throttled.enqueue(1)
+    jobs.throttled_per_account.enqueue("spent")
+    jobs.noop.enqueue()
+    all_due()
+    jobs.per_tenant.enqueue("later", delay=600)
+    running = Job.objects.filter(concurrency_key="tenant:full").order_by("pk").first()
+    Job.objects.filter(pk=running.pk).update(status=Status.RUNNING)
+    keys = ["c:tenant:a", "c:tenant:b", "c:tenant:full", "c:tenant:later"]
+    keys += ["r:testapp.jobs.throttled", "r:account:spent"]
+    Limiter.objects.bulk_create([Limiter(key=key, name=key[2:]) for key in keys])
+    Limiter.objects.filter(key="r:account:spent").update(
+        window_start=shifted(-60), started=3, blocked_until=shifted(3000)
+    )
+    holder = connections.create_connection(DEFAULT_DB_ALIAS)
+    try:
+        with transaction.atomic():
+            claimed = claim_limited(dialect, 10)
+            locked = locked_keys(keys, holder, backend_pid())
+    finally:
+        holder.close()
+    assert locked == {"c:tenant:a", "c:tenant:b", "r:testapp.jobs.throttled"}
+    assert Counter(j.concurrency_key or j.rate_key or "" for j in claimed) == {
+        "tenant:a": 1, "tenant:b": 1, "testapp.jobs.throttled": 1, "": 1,
+    }  # fmt: skip
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_key_another_claimer_holds_is_passed_over_not_waited_for(
+    dialect: Dialect, all_due: Callable[[], None]
+) -> None:
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite has no row locks: its write lock serializes every claimer")
+    held = jobs.per_tenant.enqueue("held")
+    free = jobs.per_tenant.enqueue("free")
+    all_due()
+    Limiter.objects.bulk_create([Limiter(key=f"c:tenant:{t}", name=t) for t in ("held", "free")])
+    holder = connections.create_connection(DEFAULT_DB_ALIAS)
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute("BEGIN")
+            hold_key(holder, cursor, "c:tenant:held")
+            assert [j.pk for j in claim_limited(dialect, 2)] == [free.pk]
+            cursor.execute("ROLLBACK")
+    finally:
+        holder.close()
+    assert [j.pk for j in claim_limited(dialect, 2, worker="w2")] == [held.pk]
