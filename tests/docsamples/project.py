@@ -112,6 +112,13 @@ class DocProject:
         """The module a sample labelled ``# shop/jobs.py`` defines, importable by the next
         samples (``from shop.jobs import charge``) until the page ends."""
         parts = name.split(".")
+        if parts[0] not in sys.modules:
+            # The reader's module lives in an installed app, where a worker may import it:
+            # the page's package is allowed as an app's would be.
+            from django.conf import settings
+
+            allowed = [*getattr(settings, "LEASEJOBS_TASK_MODULES", ()), parts[0]]
+            self.override({"LEASEJOBS_TASK_MODULES": allowed})
         for depth in range(1, len(parts) + 1):
             dotted = ".".join(parts[:depth])
             if dotted not in sys.modules:
