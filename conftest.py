@@ -6,15 +6,20 @@ namespace and on one database (the test database, in autocommit, flushed afterwa
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.conf import settings
 from sybil import Sybil
 
 from tests.docsamples import parse
 from tests.docsamples.blocks import PAGES
 from tests.docsamples.project import DocProject
+
+ORIGINAL = copy.deepcopy(settings.DATABASES["default"])
+"""The project's database settings before pytest-django points them at the test database."""
 
 
 @pytest.fixture(scope="session")
@@ -24,11 +29,13 @@ def doc_database(django_db_setup: None, django_db_blocker: Any) -> Iterator[None
     from django.db import connection
     from django.test.utils import setup_databases, teardown_databases
 
+    test_name = ORIGINAL.get("TEST", {}).get("NAME") or f"test_{ORIGINAL['NAME']}"
     with django_db_blocker.unblock():
         created = None
-        if connection.settings_dict["NAME"] != connection.creation._get_test_db_name():
+        if connection.settings_dict["NAME"] != test_name:
             created = setup_databases(verbosity=0, interactive=False, aliases={"default"})
-        assert connection.settings_dict["NAME"] == connection.creation._get_test_db_name()
+        # Never the project's own database: the pages write to it and flush it.
+        assert connection.settings_dict["NAME"] == test_name, connection.settings_dict["NAME"]
         yield
         if created is not None:
             teardown_databases(created, verbosity=0)
