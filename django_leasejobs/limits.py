@@ -65,16 +65,19 @@ def check_limit(value: Any, option: str) -> int:
 class KeyFunction:
     """A limiter key for each enqueue: a template over argument names, a callable, or a name.
 
-    Template fields must name parameters of the job function (checked at decoration); the
-    arguments are bound to the signature at enqueue, so defaults fill fields too.
+    Template fields must name parameters of ``signature``, the one callers enqueue against
+    (without the context a worker passes first; checked at decoration); the arguments are
+    bound to it at enqueue, so defaults fill fields too.
     """
 
-    def __init__(self, source: KeySource, func: Callable[..., Any], option: str, name: str):
+    def __init__(
+        self, source: KeySource, signature: inspect.Signature, option: str, name: str
+    ) -> None:
         self.option = option
         self.constant: str | None = None
         self.template: str | None = None
         self.call: Callable[..., Any] | None = None
-        self.signature = inspect.signature(func)
+        self.signature = signature
         if source is None:
             self.constant = name
         elif isinstance(source, str):
@@ -161,7 +164,7 @@ class Limits:
     @classmethod
     def from_options(
         cls,
-        func: Callable[..., Any],
+        signature: inspect.Signature,
         name: str,
         *,
         concurrency_key: KeySource = None,
@@ -177,7 +180,7 @@ class Limits:
         if concurrency_limit is not None:
             limits = cls(
                 check_limit(concurrency_limit, "concurrency_limit"),
-                KeyFunction(concurrency_key, func, "concurrency_key", name),
+                KeyFunction(concurrency_key, signature, "concurrency_key", name),
             )
         if rate_limit is not None:
             rate = parse_rate(rate_limit)
@@ -185,7 +188,7 @@ class Limits:
                 limits.concurrency,
                 limits.concurrency_key,
                 rate,
-                KeyFunction(rate_key, func, "rate_key", name),
+                KeyFunction(rate_key, signature, "rate_key", name),
             )
         return limits
 

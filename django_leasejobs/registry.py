@@ -82,7 +82,7 @@ class JobSpec:
         self.signature = dedupe_keys.parameters(func, takes_context)
         self._set_dedupe(dedupe_key, dedupe_states, dedupe_period, on_conflict)
         self.limits = limits.Limits.from_options(
-            func,
+            self.signature,
             self.name,
             concurrency_key=concurrency_key,
             concurrency_limit=concurrency_limit,

@@ -18,10 +18,14 @@ def handler(customer_id: int, region: str = "eu") -> None:
     """A module-level function to decorate (``job`` is applied without registering twice)."""
 
 
-def decorate(**options: Any) -> Any:
+def handler_with_context(ctx: Any, customer_id: int) -> None:
+    """A job that takes the running attempt's context first (``takes_context=True``)."""
+
+
+def decorate(func: Any = handler, **options: Any) -> Any:
     from django_leasejobs.jobs import JobFunction
 
-    return JobFunction(handler, name="tests.limits.handler", **options)
+    return JobFunction(func, name=f"tests.limits.{func.__name__}", **options)
 
 
 @pytest.mark.parametrize(
@@ -88,6 +92,25 @@ def test_a_key_is_a_template_or_a_callable() -> None:
 def test_the_decorator_refuses_through_the_public_face() -> None:
     with pytest.raises(JobValidationError, match="rate_limit"):
         job(rate_limit="fast")(handler)
+
+
+def test_a_context_job_is_keyed_by_its_callers_arguments() -> None:
+    """The context a worker passes first is no argument of an enqueue: a key template names,
+    and a key binds, the caller's arguments only."""
+    spec = decorate(
+        handler_with_context,
+        takes_context=True,
+        concurrency_key="c:{customer_id}",
+        concurrency_limit=1,
+        rate_limit="1/s",
+        rate_key="r:{customer_id}",
+    )
+    assert spec.limits.values((5,), {})["concurrency_key"] == "c:5"
+    assert spec.limits.values((), {"customer_id": 6})["rate_key"] == "r:6"
+    with pytest.raises(JobValidationError, match=r"names 'ctx'.*its arguments: customer_id\)"):
+        decorate(
+            handler_with_context, takes_context=True, concurrency_key="{ctx}", concurrency_limit=1
+        )
 
 
 def test_templates_use_defaults_and_attributes() -> None:
