@@ -18,7 +18,7 @@ from testapp import jobs
 from django_leasejobs.models import Job, Status
 
 from ..invariants import wait_for
-from .conftest import FAST
+from .conftest import FAST, wait_started
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
@@ -61,6 +61,9 @@ def test_four_workers_never_run_more_than_the_limit_per_key(spawn) -> None:
         what="every job succeeded",
     )
     for worker in workers:
+        # A loaded machine may finish the jobs before a slow worker has started: a SIGTERM
+        # during Django's setup ends the process before its graceful stop is in place.
+        wait_started(worker)
         worker.send(signal.SIGTERM)
     for worker in workers:
         assert worker.wait() == 0
