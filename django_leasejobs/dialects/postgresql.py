@@ -60,26 +60,38 @@ WITH due AS (
 # Several queues, or all of them. The claimable index leads with the queue, so one ordered scan
 # cannot serve them all (PostgreSQL would sort every due row on each claim, a cost that grows
 # with the backlog). Instead: list the queues (given, or found with a loose index scan that
-# reads one index entry per queue), take the first ``batch`` due rows of each queue from the
-# index, and keep the best ``batch`` of those. Rows locked but not kept are freed at commit.
+# reads one index entry per queue), read the first ``batch`` due entries of each queue from
+# the index without locking them, keep the best ``2 * batch`` of those, and lock the best
+# ``batch`` of these that no other claimer holds. Locking each queue's first ``batch`` rows
+# instead wrote a lock on every one of them (queues x batch rows) to keep ``batch``. The spare
+# candidates are for concurrent claimers: two of them read the same best rows, and the second
+# takes the spares the first did not lock.
 CLAIM_QUEUES = (
     """
 WITH RECURSIVE queues(queue) AS ({queues}),
-due AS (
+candidates AS (
     SELECT c.id FROM queues AS q CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM {table}
         WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP()
           AND queue = q.queue AND concurrency_key IS NULL AND rate_key IS NULL
-          AND {job_not_paused}
         ORDER BY priority DESC, run_at, id
         LIMIT %s
-        FOR UPDATE SKIP LOCKED
     ) AS c
     -- A paused queue is dropped from the list before its rows are read.
     WHERE q.queue IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM {pause} AS p WHERE p.kind = 'queue' AND p.name = q.queue)
     ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT %s
+),
+due AS (
+    SELECT id FROM {table}
+    WHERE id = ANY(ARRAY(SELECT id FROM candidates))
+      -- Read again under the lock: the candidates were read without one.
+      AND status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP()
+      AND {job_not_paused}
+    ORDER BY priority DESC, run_at, id
+    LIMIT %s
+    FOR UPDATE SKIP LOCKED
 )"""
     + _CLAIM_SET
 )
@@ -190,7 +202,7 @@ class PostgreSQLDialect(Dialect):
             sql = CLAIM_QUEUES.format(
                 table=table, columns=columns, queues=source, pause=pause, job_not_paused=not_paused
             )
-            params = [*source_params, batch, batch, worker_id, lease_seconds]
+            params = [*source_params, batch, 2 * batch, batch, worker_id, lease_seconds]
         return fetch_jobs(connections[alias], alias, sql, params)
 
     def limited_due(self, alias: str, queues: Sequence[str] | None, batch: int) -> bool:
