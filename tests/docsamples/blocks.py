@@ -38,6 +38,11 @@ RUN_ELSEWHERE = {
 }
 """Blocks between markers of their own, run or compared by a test of their own."""
 
+PAGES_RUN_ELSEWHERE = {
+    "docs/tutorial.md": "tests/test_docs_tutorial.py follows it in a new startproject project",
+}
+"""Pages whose every block a test of their own runs, in order, outside the test project."""
+
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)$")
 
 
@@ -103,6 +108,8 @@ def blocks(path: Path, text: str | None = None) -> list[Block]:
             for line in lines[index + 1 : close]
         )
         marker, reason = _marker(lines[:index])
+        if not marker and _relative(path) in PAGES_RUN_ELSEWHERE:
+            marker, reason = "run elsewhere", PAGES_RUN_ELSEWHERE[_relative(path)]
         found.append(
             Block(
                 path=path,
@@ -117,6 +124,10 @@ def blocks(path: Path, text: str | None = None) -> list[Block]:
         )
         index = close + 1
     return found
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
 
 
 def _marker(before: list[str]) -> tuple[str, str]:
