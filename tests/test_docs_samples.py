@@ -1,4 +1,4 @@
-"""Every fenced block of README.md and docs/*.md is run (conftest.py, tests/docsamples/) or
+"""Every fenced block of README.md and the docs' pages is run (conftest.py, tests/docsamples/) or
 says, visibly, why not; and the runners fail when a sample and its page disagree."""
 
 from __future__ import annotations
@@ -34,7 +34,36 @@ def test_every_block_is_run_or_marked(path: Path) -> None:
 
 def test_the_pages_are_collected() -> None:
     names = {str(p.relative_to(blocks.ROOT)) for p in blocks.pages()}
-    assert {"README.md", "docs/worker.md", "docs/testing.md"} <= names
+    assert {
+        "README.md",
+        "docs/worker.md",
+        "docs/testing.md",
+        "docs/howto/deploy-workers.md",
+        "docs/reference/jobs.md",
+    } <= names
+
+
+def test_a_list_table_of_code_is_one_block_that_says_why_it_is_not_run() -> None:
+    found = page(
+        """\
+        ::::{list-table}
+        * - ```python
+            celery_code()
+            ```
+          - ```python
+            leasejobs_code()
+            ```
+        ::::
+
+        ```python
+        after = 1
+        ```
+        """
+    )
+    assert [(b.line, b.language) for b in found] == [(1, "list-table"), (10, "python")]
+    assert "celery_code()" in found[0].source
+    assert not found[0].runs
+    assert found[1].source == "after = 1\n"
 
 
 def test_an_unmarked_block_of_another_language_is_reported() -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PAGES = ("README.md", "docs/*.md")
+PAGES = ("README.md", "docs/*.md", "docs/howto/*.md", "docs/reference/*.md")
 """The pages whose samples run, relative to the repository root."""
 
 RUN_LANGUAGES = frozenset({"python", "pycon", "console", "sh", "bash", "shell"})
@@ -44,6 +44,10 @@ PAGES_RUN_ELSEWHERE = {
 """Pages whose every block a test of their own runs, in order, outside the test project."""
 
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)$")
+
+TABLE = re.compile(r"^(?P<indent>[ \t]*)(?P<colons>:{3,})\{list-table\}")
+"""A MyST list table (``::::{list-table}``): code side by side in its cells, one block of
+language ``list-table``, which is not run, so it says why."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,27 @@ def blocks(path: Path, text: str | None = None) -> list[Block]:
     found: list[Block] = []
     index = 0
     while index < len(lines):
+        table = TABLE.match(lines[index])
+        if table is not None:
+            close = index + 1
+            end = re.compile(rf"^[ \t]*{table['colons']}[ \t]*$")
+            while close < len(lines) and not end.match(lines[close]):
+                close += 1
+            marker, reason = _marker(lines[:index])
+            found.append(
+                Block(
+                    path=path,
+                    line=index + 1,
+                    start=offsets[index],
+                    end=offsets[min(close + 1, len(lines))],
+                    language="list-table",
+                    source="".join(lines[index + 1 : close]),
+                    marker=marker,
+                    reason=reason,
+                )
+            )
+            index = close + 1
+            continue
         opening = FENCE.match(lines[index].rstrip("\n"))
         if opening is None:
             index += 1
