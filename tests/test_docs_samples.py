@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docsamples import blocks, runners
+from tests.docsamples import blocks, pages, runners
 from tests.docsamples.project import DocProject
 
 PAGE = Path(blocks.ROOT / "docs" / "example.md")
@@ -175,3 +175,25 @@ def test_a_doctest_sample_whose_output_differs_fails() -> None:
     out = io.StringIO()
     with pytest.raises(AssertionError, match="Expected"):
         runners.run_doctest(sample, {"out": out})
+
+
+def test_the_tests_a_test_module_header_defines_are_checked_too() -> None:
+    [header, body] = page(
+        """\
+        ```python
+        # tests/test_shop.py
+        import pytest
+
+
+        def test_in_the_header():
+            pass
+        ```
+
+        ```python
+        assert 1
+        ```
+        """
+    )
+    test_page = pages.TestPage(header, [], [body])
+    pages.module_source(test_page)
+    assert test_page.names == {1: ["test_in_the_header"], 10: ["test_line_10"]}
