@@ -1,4 +1,4 @@
-"""Collects the samples of README.md and docs/*.md as tests (Sybil): see tests/docsamples/.
+"""Collects the samples of README.md and the docs' pages as tests (Sybil): see tests/docsamples/.
 
 Each page is one collected file; its samples run in order, as a reader would try them, in one
 namespace and on one database (the test database, in autocommit, flushed afterwards).

@@ -1,4 +1,4 @@
-"""Every fenced block of README.md and docs/*.md is run (conftest.py, tests/docsamples/) or
+"""Every fenced block of README.md and the docs' pages is run (conftest.py, tests/docsamples/) or
 says, visibly, why not; and the runners fail when a sample and its page disagree."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docsamples import blocks, runners
+from tests.docsamples import blocks, pages, runners
 from tests.docsamples.project import DocProject
 
 PAGE = Path(blocks.ROOT / "docs" / "example.md")
@@ -34,7 +34,36 @@ def test_every_block_is_run_or_marked(path: Path) -> None:
 
 def test_the_pages_are_collected() -> None:
     names = {str(p.relative_to(blocks.ROOT)) for p in blocks.pages()}
-    assert {"README.md", "docs/worker.md", "docs/testing.md"} <= names
+    assert {
+        "README.md",
+        "docs/worker.md",
+        "docs/testing.md",
+        "docs/howto/deploy-workers.md",
+        "docs/reference/jobs.md",
+    } <= names
+
+
+def test_a_list_table_of_code_is_one_block_that_says_why_it_is_not_run() -> None:
+    found = page(
+        """\
+        ::::{list-table}
+        * - ```python
+            celery_code()
+            ```
+          - ```python
+            leasejobs_code()
+            ```
+        ::::
+
+        ```python
+        after = 1
+        ```
+        """
+    )
+    assert [(b.line, b.language) for b in found] == [(1, "list-table"), (10, "python")]
+    assert "celery_code()" in found[0].source
+    assert not found[0].runs
+    assert found[1].source == "after = 1\n"
 
 
 def test_an_unmarked_block_of_another_language_is_reported() -> None:
@@ -146,3 +175,25 @@ def test_a_doctest_sample_whose_output_differs_fails() -> None:
     out = io.StringIO()
     with pytest.raises(AssertionError, match="Expected"):
         runners.run_doctest(sample, {"out": out})
+
+
+def test_the_tests_a_test_module_header_defines_are_checked_too() -> None:
+    [header, body] = page(
+        """\
+        ```python
+        # tests/test_shop.py
+        import pytest
+
+
+        def test_in_the_header():
+            pass
+        ```
+
+        ```python
+        assert 1
+        ```
+        """
+    )
+    test_page = pages.TestPage(header, [], [body])
+    pages.module_source(test_page)
+    assert test_page.names == {1: ["test_in_the_header"], 10: ["test_line_10"]}

@@ -1,4 +1,4 @@
-"""The samples of README.md and docs/*.md, collected and run by pytest through Sybil.
+"""The samples of README.md and the docs' pages, collected and run by pytest through Sybil.
 
 The root ``conftest.py`` hands the pages to :func:`parse`; ``blocks`` finds the fenced blocks
 and their markers, ``runners`` runs each kind, ``pages`` runs a page's tests under pytest,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PAGES = ("README.md", "docs/*.md")
+PAGES = ("README.md", "docs/*.md", "docs/howto/*.md", "docs/reference/*.md")
 """The pages whose samples run, relative to the repository root."""
 
 RUN_LANGUAGES = frozenset({"python", "pycon", "console", "sh", "bash", "shell"})
@@ -38,7 +38,16 @@ RUN_ELSEWHERE = {
 }
 """Blocks between markers of their own, run or compared by a test of their own."""
 
+PAGES_RUN_ELSEWHERE = {
+    "docs/tutorial.md": "tests/test_docs_tutorial.py follows it in a new startproject project",
+}
+"""Pages whose every block a test of their own runs, in order, outside the test project."""
+
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)$")
+
+TABLE = re.compile(r"^(?P<indent>[ \t]*)(?P<colons>:{3,})\{list-table\}")
+"""A MyST list table (``::::{list-table}``): code side by side in its cells, one block of
+language ``list-table``, which is not run, so it says why."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,27 @@ def blocks(path: Path, text: str | None = None) -> list[Block]:
     found: list[Block] = []
     index = 0
     while index < len(lines):
+        table = TABLE.match(lines[index])
+        if table is not None:
+            close = index + 1
+            end = re.compile(rf"^[ \t]*{table['colons']}[ \t]*$")
+            while close < len(lines) and not end.match(lines[close]):
+                close += 1
+            marker, reason = _marker(lines[:index])
+            found.append(
+                Block(
+                    path=path,
+                    line=index + 1,
+                    start=offsets[index],
+                    end=offsets[min(close + 1, len(lines))],
+                    language="list-table",
+                    source="".join(lines[index + 1 : close]),
+                    marker=marker,
+                    reason=reason,
+                )
+            )
+            index = close + 1
+            continue
         opening = FENCE.match(lines[index].rstrip("\n"))
         if opening is None:
             index += 1
@@ -103,6 +133,8 @@ def blocks(path: Path, text: str | None = None) -> list[Block]:
             for line in lines[index + 1 : close]
         )
         marker, reason = _marker(lines[:index])
+        if not marker and _relative(path) in PAGES_RUN_ELSEWHERE:
+            marker, reason = "run elsewhere", PAGES_RUN_ELSEWHERE[_relative(path)]
         found.append(
             Block(
                 path=path,
@@ -117,6 +149,10 @@ def blocks(path: Path, text: str | None = None) -> list[Block]:
         )
         index = close + 1
     return found
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
 
 
 def _marker(before: list[str]) -> tuple[str, str]:

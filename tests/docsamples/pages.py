@@ -57,16 +57,22 @@ def label(block: Block) -> str:
     return match["path"] if match else ""
 
 
+def tests_defined(source: str) -> list[str]:
+    """The test functions and classes a block defines at its top level."""
+    return [
+        node.name
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        and node.name.lower().startswith("test")
+    ]
+
+
 def module_source(page: TestPage) -> str:
     parts = [page.header.source]
+    if tests_defined(page.header.source):
+        page.names[page.header.line] = tests_defined(page.header.source)
     for body in page.bodies:
-        tree = ast.parse(body.source)
-        defined = [
-            node.name
-            for node in tree.body
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-            and node.name.lower().startswith("test")
-        ]
+        defined = tests_defined(body.source)
         if defined:
             page.names[body.line] = defined
             parts.append(body.source)
@@ -89,10 +95,15 @@ def run(page: TestPage, project: DocProject) -> dict[str, str]:
     """Run the page's tests; ``{test or class name: "" if passed, else the failure}``."""
     where = project.scratch
     packages = set()
+    written: set[Path] = set()
     for block in page.files:
         target = where / label(block)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(block.source)
+        if target in written:  # "# shop/jobs.py (continued)": the rest of the module
+            target.write_text(target.read_text() + "\n\n" + block.source)
+        else:
+            target.write_text(block.source)
+            written.add(target)
         packages.add(Path(label(block)).parts[0])
         for parent in Path(label(block)).parents:
             if str(parent) != ".":
