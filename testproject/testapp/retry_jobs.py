@@ -6,6 +6,9 @@ Each records a ``Hit`` per run, so tests count runs; the label says which branch
 from __future__ import annotations
 
 import datetime as dt
+import importlib
+import importlib.util
+from typing import Any
 
 from django_leasejobs import Backoff, Retry, Snooze, job
 from django_leasejobs.runtime.context import JobContext
@@ -111,3 +114,24 @@ async def async_only_timeouts(ctx: JobContext, kind: str) -> None:
     if kind == "timeout":
         raise TimeoutError("slow")
     raise KeyError(kind)
+
+
+# django.tasks tasks (Django 6, or the django-tasks backport on 5.2) raise them the same way.
+_FRAMEWORK = "django.tasks" if importlib.util.find_spec("django.tasks") else "django_tasks"
+task: Any = (
+    importlib.import_module(_FRAMEWORK).task if importlib.util.find_spec(_FRAMEWORK) else None
+)
+
+if task is not None:
+
+    @task(takes_context=True)
+    def task_retry_once(context: Any, seconds: float = 3600) -> str:
+        if context.attempt == 1:
+            raise Retry(after=seconds)
+        return f"done on attempt {context.attempt}"
+
+    @task(takes_context=True)
+    def task_snooze_once(context: Any, seconds: float = 3600) -> str:
+        if context.attempt == 1:
+            raise Snooze(after=seconds)
+        return f"done on attempt {context.attempt}"
