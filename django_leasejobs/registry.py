@@ -51,7 +51,12 @@ class JobSpec:
         lease: float | None = None,
         takes_context: bool = False,
         permanent: tuple[type[BaseException], ...] | None = None,
-        retry_on: RetryOnOption = None,
+        retry_on: (
+            type[BaseException]
+            | Sequence[type[BaseException]]
+            | Mapping[type[BaseException], Backoff | None]
+            | None
+        ) = None,
         timeout: float | None = None,
         api: bool = False,
         dedupe_key: bool | str | None = None,

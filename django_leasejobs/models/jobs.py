@@ -21,11 +21,13 @@ class Status(models.TextChoices):
     """
 
     PENDING = "pending", "Pending"
-    """Waiting for ``run_at``. Left by a worker's claim (-> running) or an operator's cancel."""
+    """Waiting for ``run_at`` (new, released at shutdown, or snoozed by its handler). Left by a
+    worker's claim (-> running) or an operator's cancel."""
 
     RUNNING = "running", "Running"
     """Leased by ``lease_owner`` until ``lease_expires_at``; the worker's heartbeat extends it.
-    Left by complete (-> succeeded), fail (-> failed or dead), release (-> pending) or, once the
+    Left by complete (-> succeeded), fail (-> failed or dead; the handler's ``Retry`` too),
+    release or the handler's ``Snooze`` (-> pending, or dead past the snooze cap) or, once the
     lease has expired, by lease recovery (-> failed, or dead when no attempt is left). An
     operator's cancel only records ``cancel_requested_at``: the owning worker then ends the
     attempt (-> cancelled), and any other end of the attempt becomes cancelled too."""
@@ -34,11 +36,13 @@ class Status(models.TextChoices):
     """Final. The handler returned under the current attempt token."""
 
     FAILED = "failed", "Failed"
-    """An attempt failed or its lease expired; a retry waits for ``run_at`` (now + backoff).
+    """An attempt failed or its lease expired; a retry waits for ``run_at`` (now + backoff, or
+    the time the handler's ``Retry`` gave).
     Left like ``pending``: claimed by a worker when due, or cancelled by an operator."""
 
     DEAD = "dead", "Dead"
-    """Final. Attempts exhausted, a permanent error, or an unregistered name: a ``DeadLetter``
+    """Final. Attempts exhausted, a permanent error (or one ``retry_on`` does not list), too
+    many snoozes, or an unregistered name: a ``DeadLetter``
     row holds its history. A replay makes a *new* job; this one never runs again."""
 
     CANCELLED = "cancelled", "Cancelled"
