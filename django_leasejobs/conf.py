@@ -38,6 +38,7 @@ TOKEN_MIN_LENGTH = 32
 DEFAULTS: dict[str, Any] = {
     "DEFAULT_QUEUE": "default",
     "MAX_ATTEMPTS": 5,
+    "MAX_SNOOZES": 100,
     "BACKOFF_BASE": 2.0,
     "BACKOFF_CAP": 3600.0,
     "BACKOFF_JITTER": "equal",
@@ -125,6 +126,18 @@ class Settings:
         if value > MAX_ATTEMPTS_LIMIT:  # the column's limit, as validation.check_max_attempts
             raise ImproperlyConfigured(
                 f"{PREFIX}MAX_ATTEMPTS must be at most {MAX_ATTEMPTS_LIMIT}, not {value!r}."
+            )
+        return value
+
+    @cached_property
+    def MAX_SNOOZES(self) -> int:
+        """Snoozes a job may take (``raise Snooze(...)``, which spends no attempt) before it is
+        dead-lettered with reason ``snoozed too often`` (0 to 2,147,483,647; 0: a snooze
+        dead-letters at once; docs/retries.md)."""
+        value = int(_number("MAX_SNOOZES", minimum=0, integer=True))
+        if value > MAX_ATTEMPTS_LIMIT:  # the snoozes column is a 32-bit integer too
+            raise ImproperlyConfigured(
+                f"{PREFIX}MAX_SNOOZES must be at most {MAX_ATTEMPTS_LIMIT}, not {value!r}."
             )
         return value
 

@@ -77,7 +77,8 @@ def job(
     backoff: Backoff | None = ...,
     lease: float | None = ...,
     takes_context: bool = ...,
-    permanent: tuple[type[BaseException], ...] = ...,
+    permanent: tuple[type[BaseException], ...] | None = ...,
+    retry_on: registry.RetryOnOption = ...,
     timeout: float | None = ...,
     api: bool = ...,
     dedupe_key: bool | str | None = ...,
@@ -106,6 +107,9 @@ def job(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     ``lease``: lease seconds for its attempts; default the worker's ``--lease``.
     ``takes_context``: pass the running attempt's ``JobContext`` as the first argument.
     ``permanent``: exception classes that dead-letter the job at once, without a retry.
+    ``retry_on``: the opposite of ``permanent`` (give one or the other): only these exception
+    classes (and their subclasses) are retried, anything else dead-letters the job at once;
+    a dict gives each its own ``Backoff`` (``None``: the job's), docs/retries.md.
     ``timeout``: a worker ends the attempt as failed (kind ``timeout``, retried by the
     backoff rules) when the handler runs longer than this many seconds, and sets
     ``ctx.cancelled`` (docs/worker.md#timeouts).

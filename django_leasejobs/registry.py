@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django.apps import apps
@@ -18,6 +18,15 @@ from . import dedupe_keys, job_modules, limits, validation
 from .backoff import Backoff
 from .conf import settings
 from .errors import JobValidationError, UnknownJobError
+from .retries import RetryOn
+
+RetryOnOption = (
+    type[BaseException]
+    | Sequence[type[BaseException]]
+    | Mapping[type[BaseException], Backoff | None]
+    | None
+)
+"""``retry_on=``: exception classes, or a dict of exception class to ``Backoff`` or None."""
 
 _registry: dict[str, JobSpec] = {}
 _lock = threading.Lock()
@@ -41,7 +50,13 @@ class JobSpec:
         backoff: Backoff | None = None,
         lease: float | None = None,
         takes_context: bool = False,
-        permanent: tuple[type[BaseException], ...] = (),
+        permanent: tuple[type[BaseException], ...] | None = None,
+        retry_on: (
+            type[BaseException]
+            | Sequence[type[BaseException]]
+            | Mapping[type[BaseException], Backoff | None]
+            | None
+        ) = None,
         timeout: float | None = None,
         api: bool = False,
         dedupe_key: bool | str | None = None,
@@ -70,7 +85,14 @@ class JobSpec:
             raise ValueError(f"lease must be a positive number of seconds, not {lease!r}.")
         self.lease = lease
         self.takes_context = takes_context
-        self.permanent = tuple(permanent)
+        if permanent is not None and retry_on is not None:
+            raise TypeError(
+                "@job takes permanent= (what is not retried) or retry_on= (what is retried), "
+                "not both."
+            )
+        self.permanent = tuple(permanent or ())
+        self.retry_on = None if retry_on is None else RetryOn(retry_on)
+        """Only these exceptions are retried (with their own backoff, if given); None: all."""
         self.timeout = validation.check_timeout(timeout)
         if not isinstance(api, bool):
             raise ValueError(f"api must be True or False, not {api!r}.")

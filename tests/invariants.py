@@ -56,7 +56,8 @@ def check_invariants(
     * no two overlapping valid leases: no (job, attempt) token ran twice (``Hit`` rows), a running
       job has one owner and an expiry;
     * a stale token never changed a row: recorded failures belong to earlier attempts, each once;
-    * attempts within budget: ``attempt - released <= max_attempts``.
+    * attempts within budget: ``attempt - released <= max_attempts``; snoozed claims are
+      among the released ones (``snoozes <= released``).
     """
     problems: list[str] = []
     query = Job.objects.all()
@@ -88,6 +89,8 @@ def check_invariants(
             problems.append(f"{tag}: {dead_letters[job.pk]} dead letters")
         if job.attempt - job.released > job.max_attempts:
             problems.append(f"{tag}: {job.attempt - job.released} charged > {job.max_attempts}")
+        if job.snoozes > job.released:
+            problems.append(f"{tag}: {job.snoozes} snoozes > {job.released} released")
         failed_attempts = [entry["attempt"] for entry in job.errors]
         if len(set(failed_attempts)) != len(failed_attempts):
             problems.append(f"{tag}: a failure recorded twice for one attempt {failed_attempts}")

@@ -61,6 +61,13 @@ def test_e001_bad_setting_values_become_errors() -> None:
     assert "LEASEJOBS_BACKOFF_JITTER must be one of" in text
 
 
+@override_settings(LEASEJOBS_MAX_SNOOZES=-1)
+def test_e001_a_bad_snooze_cap_is_an_error() -> None:
+    (message,) = checks.check_settings()
+    assert message.id == "leasejobs.E001"
+    assert "LEASEJOBS_MAX_SNOOZES must be at least 0, not -1" in message.msg
+
+
 @override_settings(LEASEJOBS_TIMEOUT_SECONDS=-1)
 def test_e001_a_bad_timeout_setting_is_an_error() -> None:
     (message,) = checks.check_settings()

@@ -17,6 +17,7 @@ from django_leasejobs.conf import settings
 def test_defaults() -> None:
     assert settings.DEFAULT_QUEUE == "default"
     assert settings.MAX_ATTEMPTS == 5
+    assert settings.MAX_SNOOZES == 100
     assert settings.LEASE_SECONDS == 60.0
     assert settings.BACKOFF_JITTER == "equal"
     assert settings.MISFIRE_GRACE_SECONDS == 60
@@ -43,6 +44,11 @@ def test_a_timeout_setting_is_kept_as_seconds() -> None:
         ("LEASEJOBS_MAX_ATTEMPTS", "5", "must be an integer"),
         ("LEASEJOBS_MAX_ATTEMPTS", True, "must be an integer"),
         ("LEASEJOBS_MAX_ATTEMPTS", 2**31, "at most 2147483647"),
+        ("LEASEJOBS_MAX_SNOOZES", -1, "at least 0"),
+        ("LEASEJOBS_MAX_SNOOZES", 2.5, "must be an integer"),
+        ("LEASEJOBS_MAX_SNOOZES", "100", "must be an integer"),
+        ("LEASEJOBS_MAX_SNOOZES", None, "must be an integer"),
+        ("LEASEJOBS_MAX_SNOOZES", 2**31, "at most 2147483647"),
         ("LEASEJOBS_LEASE_SECONDS", 0, "at least 1"),
         ("LEASEJOBS_HEARTBEAT_SECONDS", "fast", "must be a number"),
         ("LEASEJOBS_BACKOFF_JITTER", "random", "must be one of"),

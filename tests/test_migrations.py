@@ -1,5 +1,6 @@
 """Migrations 0004, 0005 and 0009 leave the job table with its indexes, and go back and forth;
-0006 fingerprints the dead letters already there; 0010 adds the cancel request column."""
+0006 fingerprints the dead letters already there; 0010 adds the cancel request column; 0017 the
+snooze count."""
 
 from __future__ import annotations
 
@@ -139,6 +140,30 @@ def test_0010_adds_the_cancel_request_column_and_removes_it_going_back() -> None
     _assert_lean()
 
 
+def _old_job_model(migration: str = "0016_dedupe_key_per_name") -> Any:
+    """``Job`` as code of that migration knows it (before 0017: no ``snoozes`` field)."""
+    state = MigrationLoader(connection).project_state(("django_leasejobs", migration))
+    return state.apps.get_model("django_leasejobs", "Job")
+
+
+def test_0017_adds_the_snoozes_column_with_a_default_old_code_relies_on() -> None:
+    from django_leasejobs.models import Job
+
+    assert "snoozes" in _columns()
+    _migrate("0016_dedupe_key_per_name")
+    try:
+        assert "snoozes" not in _columns()
+        before = _old_job_model().objects.create(name="testapp.jobs.noop", args=[], kwargs={})
+    finally:
+        _migrate(LATEST)
+    # A row written before the column exists, and one written by a process still running the
+    # old code (its INSERT does not name the column): both read 0.
+    during = _old_job_model().objects.create(name="testapp.jobs.noop", args=[], kwargs={})
+    snoozes = dict(Job.objects.filter(pk__in=[before.pk, during.pk]).values_list("pk", "snoozes"))
+    assert snoozes == {before.pk: 0, during.pk: 0}
+    _assert_lean()
+
+
 def _assert_search_indexes() -> None:
     indexes = _indexes()
     assert indexes["leasejobs_name"]["columns"] == ["name", "id"]
@@ -228,7 +253,7 @@ def test_0016_scopes_the_live_key_by_name_and_goes_back() -> None:
     try:
         assert _indexes()["leasejobs_live_dedupe"]["unique"]
     finally:
-        Job.objects.all().delete()
+        _old_job_model("0015_job_name_and_key_indexes").objects.all().delete()
         _migrate(LATEST)
     _assert_lean()
 

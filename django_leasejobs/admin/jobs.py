@@ -139,6 +139,7 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
                 "fields": (
                     "attempts",
                     "released",
+                    "snoozes",
                     "lease_owner",
                     "lease_expires_at",
                     "created_at",

@@ -21,11 +21,13 @@ class Status(models.TextChoices):
     """
 
     PENDING = "pending", "Pending"
-    """Waiting for ``run_at``. Left by a worker's claim (-> running) or an operator's cancel."""
+    """Waiting for ``run_at`` (new, released at shutdown, or snoozed by its handler). Left by a
+    worker's claim (-> running) or an operator's cancel."""
 
     RUNNING = "running", "Running"
     """Leased by ``lease_owner`` until ``lease_expires_at``; the worker's heartbeat extends it.
-    Left by complete (-> succeeded), fail (-> failed or dead), release (-> pending) or, once the
+    Left by complete (-> succeeded), fail (-> failed or dead; the handler's ``Retry`` too),
+    release or the handler's ``Snooze`` (-> pending, or dead past the snooze cap) or, once the
     lease has expired, by lease recovery (-> failed, or dead when no attempt is left). An
     operator's cancel only records ``cancel_requested_at``: the owning worker then ends the
     attempt (-> cancelled), and any other end of the attempt becomes cancelled too."""
@@ -34,11 +36,13 @@ class Status(models.TextChoices):
     """Final. The handler returned under the current attempt token."""
 
     FAILED = "failed", "Failed"
-    """An attempt failed or its lease expired; a retry waits for ``run_at`` (now + backoff).
+    """An attempt failed or its lease expired; a retry waits for ``run_at`` (now + backoff, or
+    the time the handler's ``Retry`` gave).
     Left like ``pending``: claimed by a worker when due, or cancelled by an operator."""
 
     DEAD = "dead", "Dead"
-    """Final. Attempts exhausted, a permanent error, or an unregistered name: a ``DeadLetter``
+    """Final. Attempts exhausted, a permanent error (or one ``retry_on`` does not list), too
+    many snoozes, or an unregistered name: a ``DeadLetter``
     row holds its history. A replay makes a *new* job; this one never runs again."""
 
     CANCELLED = "cancelled", "Cancelled"
@@ -66,8 +70,9 @@ class Job(models.Model):
 
     ``attempt`` is the fencing token: every claim increments it, and every write by a worker is
     guarded by ``WHERE id = ? AND attempt = ? AND status = 'running'``. ``released`` counts claims
-    handed back on graceful shutdown; they raise the token but are not charged against
-    ``max_attempts`` (the budget is ``attempt - released``).
+    handed back unspent (at a graceful shutdown, or snoozed by the handler); they raise the token
+    but are not charged against ``max_attempts`` (the budget is ``attempt - released``).
+    ``snoozes`` counts the snoozed ones alone, against ``LEASEJOBS_MAX_SNOOZES``.
     """
 
     # Indexed with the id (``leasejobs_name``) for the admin's filter and search by name.
@@ -80,6 +85,12 @@ class Job(models.Model):
     run_at = models.DateTimeField(db_default=Now())
     attempt = models.PositiveIntegerField(default=0, help_text="Fencing token: claims so far.")
     released = models.PositiveIntegerField(default=0, help_text="Claims released unspent.")
+    # db_default too: a process still on the code before this column inserts rows without it.
+    snoozes = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Claims the handler snoozed (raise Snooze): counted in released too.",
+    )
     max_attempts = models.PositiveIntegerField(default=5)
     lease_seconds = models.FloatField(null=True, blank=True)
     lease_owner = models.CharField(max_length=200, blank=True, default="")

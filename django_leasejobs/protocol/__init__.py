@@ -12,7 +12,8 @@ Rules that hold for every function here:
 * No database is named here: what differs per database is a ``dialects`` method.
 
 Modules: ``enqueues`` (enqueue, bulk, dedupe), ``lease`` (claim, heartbeat), ``completions``,
-``failures`` (retry, dead letter, lease recovery, release), ``operator_actions`` (cancel, run now,
+``failures`` (retry, dead letter, lease recovery, release), ``snoozes`` (the handler's
+``Snooze``: waiting again without spending an attempt), ``operator_actions`` (cancel, run now,
 retry now, replay, effects), ``cancels`` (cancel a waiting job, or request it of a running
 job's worker), ``dead_letter_groups`` (dead letters grouped by fingerprint: replay or discard a
 group, backfill fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron),
@@ -57,6 +58,7 @@ from .pruning import (
     prune_samples,
 )
 from .runtime_stats import RuntimeCounts, prune_runtime_stats, record_runtimes
+from .snoozes import SNOOZED_TOO_OFTEN, snooze
 from .workers import (
     PRUNE_AFTER_LEASES,
     Beat,
@@ -70,6 +72,7 @@ __all__ = [
     "ENQUEUE_OPTIONS",
     "PRUNABLE",
     "PRUNE_AFTER_LEASES",
+    "SNOOZED_TOO_OFTEN",
     "Beat",
     "Cancel",
     "Failure",
@@ -127,4 +130,5 @@ __all__ = [
     "retry_now",
     "run_now",
     "skip_occurrences",
+    "snooze",
 ]

@@ -23,6 +23,8 @@ class Outcome(enum.Enum):
     RETRIED = "retried"
     DEAD = "dead"
     RELEASED = "released"
+    SNOOZED = "snoozed"
+    """The handler raised ``Snooze``: the job waits again, its attempt not charged."""
     CANCELLED = "cancelled"
     """The attempt ended because an operator asked to cancel the running job."""
     STALE = "stale"

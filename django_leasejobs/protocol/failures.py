@@ -8,6 +8,7 @@ time still reaches ``dead``. Every write is guarded by (id, attempt, running).
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,6 +21,7 @@ from ..dbtime import DbNow, as_aware
 from ..deadlocks import retry_deadlocks
 from ..dialects.base import after
 from ..models import DeadLetter, Job, Status
+from ..retries import When
 from .base import Failure, Outcome, job_database, logger, report
 from .cancels import cancel_attempt, cancelled_fields
 
@@ -55,9 +57,14 @@ def fail(
     *,
     retryable: bool = True,
     backoff: Backoff | None = None,
+    when: When | None = None,
 ) -> Outcome:
-    """Record a failed attempt: retry after backoff, or dead-letter when none is left."""
-    return _fail(job_id, attempt, failure, retryable=retryable, backoff=backoff)
+    """Record a failed attempt: retry after backoff, or dead-letter when none is left.
+
+    ``when`` (the handler's ``raise Retry(...)``): the retry's time instead of the backoff,
+    seconds from the database's now or a moment; the attempt is charged all the same.
+    """
+    return _fail(job_id, attempt, failure, retryable=retryable, backoff=backoff, when=when)
 
 
 @retry_deadlocks
@@ -69,6 +76,7 @@ def _fail(
     retryable: bool,
     backoff: Backoff | None,
     expired_only: bool = False,
+    when: When | None = None,
 ) -> Outcome:
     using = job_database()
     guard = Q(pk=job_id, attempt=attempt, status=Status.RUNNING)
@@ -103,6 +111,11 @@ def _fail(
         charged = attempt - row["released"]
         if not retryable or charged >= row["max_attempts"]:
             return _bury(failed, failure.kind if not retryable else "attempts exhausted")
+        if isinstance(when, dt.datetime):  # the handler's own moment, not the database's clock
+            delay = max((as_aware(when) - as_aware(row["db_now"])).total_seconds(), 0.0)
+            return _retry(failed, delay, run_at=when)
+        if when is not None:
+            return _retry(failed, when)
         job_function = registry.lookup(row["name"])
         policy = backoff or (
             job_function.get_backoff() if job_function else Backoff.from_settings()
@@ -181,14 +194,15 @@ def _cancel(failed: _FailedAttempt) -> Outcome:
     return report(changed, "cancelled", failed.job_id, failed.attempt, Outcome.CANCELLED)
 
 
-def _retry(failed: _FailedAttempt, delay: float) -> Outcome:
-    """The job waits ``delay`` seconds of database time, then is claimable again."""
+def _retry(failed: _FailedAttempt, delay: float, run_at: dt.datetime | None = None) -> Outcome:
+    """The job waits ``delay`` seconds of database time (or until ``run_at``, when the handler
+    named the moment), then is claimable again."""
     job_id, attempt, row, failure = failed.job_id, failed.attempt, failed.row, failed.failure
     # Guarded on "no cancel request" too: a request that lands after the read above makes this
     # change nothing, and the attempt ends cancelled instead of being retried.
     changed = failed.guarded.filter(cancel_requested_at=None).update(
         status=Status.FAILED,
-        run_at=after(delay),
+        run_at=after(delay) if run_at is None else run_at,
         retried_at=DbNow(),
         lease_owner="",
         lease_expires_at=None,

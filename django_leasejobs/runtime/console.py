@@ -151,6 +151,7 @@ WORDS = {
     Outcome.RETRIED: "failed",
     Outcome.DEAD: "dead",
     Outcome.RELEASED: "released",
+    Outcome.SNOOZED: "snoozed",
     Outcome.CANCELLED: "cancelled",
     Outcome.STALE: "stale",
 }

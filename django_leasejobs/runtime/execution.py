@@ -18,9 +18,11 @@ from django.db import connections
 
 from .. import protocol, registry
 from ..backoff import Backoff
+from ..conf import settings
 from ..errors import PermanentError, UnknownJobError
 from ..models import Job
 from ..protocol import Failure, Outcome
+from ..retries import Reschedule, Snooze, When
 from ..tasks import execution as task_execution
 from . import connection_keeper
 from .context import CANCELLED, Cancellation, JobContext
@@ -38,6 +40,12 @@ class Execution:
     result: Any = None
     failure: Failure | None = None
     retryable: bool = True
+    when: When | None = None
+    """The handler's own time for its next attempt (it raised ``Retry`` or ``Snooze``)."""
+    snoozed: bool = False
+    """It raised ``Snooze``: the attempt is handed back uncharged (``protocol.snooze``)."""
+    backoff: Backoff | None = None
+    """The backoff ``@job(retry_on={...})`` gives the exception raised, if it gives one."""
     task: Any = None
     """The ``django.tasks`` Task, for a row enqueued through the tasks backend."""
     task_sender: Any = None
@@ -135,8 +143,28 @@ def unregistered(execution: Execution, unknown: UnknownJobError) -> None:
     execution.retryable = False
 
 
+def rescheduled(execution: Execution, exc: Reschedule) -> None:
+    """The handler raised ``Retry`` or ``Snooze``: its next attempt at the time it gave.
+
+    A ``Retry`` is a failed attempt of kind ``retry requested`` (charged; dead-lettered as
+    attempts exhausted on the last one); a ``Snooze`` is written by ``protocol.snooze``.
+    """
+    execution.exception = exc
+    execution.when = exc.when
+    plain = Failure.from_exception(exc)
+    if isinstance(exc, Snooze):
+        execution.snoozed = True
+        execution.failure = Failure(plain.error, plain.traceback, kind="snoozed")
+    else:
+        execution.failure = Failure(plain.error, plain.traceback, kind="retry requested")
+
+
 def failed(execution: Execution, exc: BaseException, job_function: registry.JobSpec) -> None:
-    """Record what the handler raised; a ``PermanentError`` or a declared kind is not retried."""
+    """Record what the handler raised: ``Retry`` and ``Snooze`` reschedule it; a
+    ``PermanentError``, a ``permanent=`` kind or one outside ``retry_on=`` is not retried."""
+    if isinstance(exc, Reschedule):
+        rescheduled(execution, exc)
+        return
     execution.exception = exc
     failure = Failure.from_exception(exc)
     if isinstance(exc, PermanentError) or (
@@ -144,6 +172,11 @@ def failed(execution: Execution, exc: BaseException, job_function: registry.JobS
     ):
         failure = Failure(failure.error, failure.traceback, kind="permanent error")
         execution.retryable = False
+    elif job_function.retry_on is not None:
+        retried, execution.backoff = job_function.retry_on.match(exc)
+        if not retried:
+            failure = Failure(failure.error, failure.traceback, kind="not in retry_on")
+            execution.retryable = False
     execution.failure = failure
 
 
@@ -212,6 +245,16 @@ def report(execution: Execution) -> Outcome:
         outcome = protocol.complete(
             job.pk, job.attempt, execution.result, finished_by=context.worker_id
         )
+    elif execution.snoozed:
+        assert execution.when is not None
+        assert execution.failure is not None
+        outcome = protocol.snooze(
+            job.pk,
+            job.attempt,
+            execution.when,
+            max_snoozes=settings.MAX_SNOOZES,
+            traceback=execution.failure.traceback,
+        )
     else:
         assert execution.failure is not None
         outcome = protocol.fail(
@@ -219,7 +262,8 @@ def report(execution: Execution) -> Outcome:
             job.attempt,
             execution.failure,
             retryable=execution.retryable,
-            backoff=_backoff(job, execution),
+            backoff=execution.backoff or _backoff(job, execution),
+            when=execution.when,
         )
     task_execution.finished(execution, outcome)  # task_finished, for a task at a final state
     return outcome

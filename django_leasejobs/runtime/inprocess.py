@@ -43,9 +43,14 @@ def run_one(job_id: int) -> tuple[Execution, Outcome] | None:
     return run_claimed(job)
 
 
-def raise_failure(execution: Execution) -> None:
-    """Raise what the handler raised (or ``JobFailedError``) if the attempt failed."""
+def raise_failure(execution: Execution, *, rescheduled: bool = True) -> None:
+    """Raise what the handler raised (or ``JobFailedError``) if the attempt failed.
+
+    ``rescheduled=False``: a ``Retry`` or ``Snooze`` is not raised (the job waits for its time).
+    """
     if execution.ok or execution.context.completed:
+        return
+    if not rescheduled and execution.when is not None:
         return
     if execution.exception is not None:
         raise execution.exception
@@ -53,13 +58,17 @@ def raise_failure(execution: Execution) -> None:
     raise JobFailedError(execution.failure.error)
 
 
-def run_eagerly(job_id: int) -> Any:
-    """Run one job now and return its result; its error (after it is recorded) raises."""
+def run_eagerly(job_id: int, *, rescheduled: bool = True) -> Any:
+    """Run one job now and return its result; its error (after it is recorded) raises.
+
+    ``rescheduled=False`` (eager mode): a handler's ``Retry`` or ``Snooze`` is recorded, not
+    raised: it is the handler's plan, not an error of the code that enqueued the job.
+    """
     ran = run_one(job_id)
     if ran is None:
         return None
     execution, _ = ran
-    raise_failure(execution)
+    raise_failure(execution, rescheduled=rescheduled)
     return execution.result
 
 
@@ -67,13 +76,16 @@ def enqueued(jobs: Job | list[Job]) -> None:
     """With ``LEASEJOBS_EAGER``: run each new job when the surrounding transaction commits.
 
     ``on_commit`` runs at once outside a transaction; the callback is not robust, so a
-    handler's error propagates out of the commit into the test.
+    handler's error propagates out of the commit into the test. A ``Retry`` or ``Snooze``
+    does not: the job waits for the time it gave, and ``testing.drain()`` runs it then.
     """
     if not settings.EAGER:
         return
     using = protocol.job_database()
     for job in jobs if isinstance(jobs, list) else [jobs]:
-        transaction.on_commit(functools.partial(run_eagerly, job.pk), using=using)
+        transaction.on_commit(
+            functools.partial(run_eagerly, job.pk, rescheduled=False), using=using
+        )
 
 
 __all__ = [

@@ -17,6 +17,8 @@ class Summary:
     dead: int = 0
     stale: int = 0
     released: int = 0
+    snoozed: int = 0
+    """The handler raised ``Snooze``: waiting again, its attempt not charged."""
     cancelled: int = 0
     claimed: int = 0
     timed_out: int = 0
@@ -34,6 +36,8 @@ class Summary:
             self.dead += 1
         elif outcome is Outcome.RELEASED:
             self.released += 1
+        elif outcome is Outcome.SNOOZED:
+            self.snoozed += 1
         elif outcome is Outcome.CANCELLED:
             self.cancelled += 1
         else:
@@ -42,7 +46,13 @@ class Summary:
     @property
     def reported(self) -> int:
         return (
-            self.succeeded + self.retried + self.dead + self.stale + self.released + self.cancelled
+            self.succeeded
+            + self.retried
+            + self.dead
+            + self.stale
+            + self.released
+            + self.snoozed
+            + self.cancelled
         )
 
     def as_table(self) -> str:
@@ -52,6 +62,7 @@ class Summary:
             ("dead", self.dead),
             ("stale", self.stale),
             ("released", self.released),
+            ("snoozed", self.snoozed),
             ("cancelled", self.cancelled),
             ("total", self.reported),
         ]

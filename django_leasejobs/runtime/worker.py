@@ -202,7 +202,7 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
         s = self.summary
         logger.info(
             "worker.stopped id=%s reason=%s claimed=%s succeeded=%s retried=%s dead=%s "
-            "stale=%s released=%s cancelled=%s timed_out=%s stuck=%s seconds=%.2f",
+            "stale=%s released=%s snoozed=%s cancelled=%s timed_out=%s stuck=%s seconds=%.2f",
             self.worker_id,
             self._stop_reason or "done",
             s.claimed,
@@ -211,6 +211,7 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
             s.dead,
             s.stale,
             s.released,
+            s.snoozed,
             s.cancelled,
             s.timed_out,
             s.stuck,

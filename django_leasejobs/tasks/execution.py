@@ -23,6 +23,7 @@ from ..conf import settings
 from ..errors import PermanentError, TaskRefusedError
 from ..models import Job
 from ..protocol import Failure, Outcome
+from ..retries import Reschedule, Snooze
 from . import framework as tasks_framework
 from . import results as task_results
 
@@ -112,11 +113,16 @@ def _arguments(task: Any, framework: tasks_framework.Framework, running: Any, jo
 
 
 def _call_failed(execution: Execution, exc: BaseException, returned: bool) -> None:
+    execution.exception = exc
+    if isinstance(exc, Reschedule) and not returned:  # a task's Retry and Snooze, as a job's
+        snoozed = isinstance(exc, Snooze)
+        execution.failure = _failure(exc, kind="snoozed" if snoozed else "retry requested")
+        execution.when, execution.snoozed = exc.when, snoozed
+        return
     permanent = isinstance(exc, PermanentError)
     execution.failure = _failure(exc, kind="permanent error" if permanent else "error")
     # A value that is not JSON would be returned again: no retry, as for a native job.
     execution.retryable = not (permanent or returned)
-    execution.exception = exc
 
 
 def execute(execution: Execution) -> None:

@@ -55,10 +55,14 @@ class DrainSummary:
     cancelled: int = 0
     """Claimed, then cancelled before it reported (the report was refused)."""
     stale: int = 0
+    snoozed: int = 0
+    """The handler raised ``Snooze``: waiting again, its attempt not charged."""
 
     @property
     def total(self) -> int:
-        return self.succeeded + self.retried + self.dead + self.cancelled + self.stale
+        return (
+            self.succeeded + self.retried + self.dead + self.cancelled + self.stale + self.snoozed
+        )
 
     def count(self, job_id: int, outcome: Outcome) -> None:
         if outcome is Outcome.SUCCEEDED:
@@ -67,6 +71,8 @@ class DrainSummary:
             self.retried += 1
         elif outcome is Outcome.DEAD:
             self.dead += 1
+        elif outcome is Outcome.SNOOZED:
+            self.snoozed += 1
         elif Job.objects.filter(pk=job_id, status=Status.CANCELLED).exists():
             self.cancelled += 1
         else:

@@ -348,3 +348,11 @@ class TestBulkActions:
         assert [j.pk for j in run_due()] == [failed.pk]
         self.post(operator, "run_jobs_now", pending)
         assert [j.pk for j in run_due()] == [pending.pk]
+
+
+def test_the_detail_shows_a_snoozed_jobs_snoozes(admin_client) -> None:
+    job = jobs.noop.enqueue()
+    claimed = claim(job)
+    assert protocol.snooze(job.pk, claimed.attempt, 60.0, max_snoozes=5) is Outcome.SNOOZED
+    page = admin_client.get(url("job_change", job.pk)).content.decode()
+    assert '<div class="readonly">1</div>' in page.split("Snoozes")[1][:400]

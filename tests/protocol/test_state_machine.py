@@ -1,13 +1,14 @@
 """A model-based test of the lease protocol: random sequences of every protocol operation.
 
 Hypothesis drives enqueue, claim, heartbeat, complete and fail (with current or stale tokens),
-lease expiry plus recovery, release, cancel and replay against the real database, and checks
+a handler's ``Retry`` and ``Snooze``, lease expiry plus recovery, release, cancel and replay
+against the real database, and checks
 these invariants after every step (see docs/guarantees.md):
 
 * no two overlapping valid leases: a running row's (id, attempt) was handed out exactly once,
   to its lease owner, and every other token of that job is stale;
 * a stale token never changes a row (every refused write leaves every column as it was);
-* ``attempt - released <= max_attempts``;
+* ``attempt - released <= max_attempts``, and ``snoozes <= released``;
 * every finished job is final exactly once (it never leaves its final state, and its
   ``finished_at`` never moves);
 * dead jobs have exactly one dead letter, and other jobs none.
@@ -40,6 +41,7 @@ from django_leasejobs.protocol import Failure, Outcome
 from ..conftest import examples, shifted
 
 WORKERS = ("w1", "w2")
+MAX_SNOOZES = 2
 Token = tuple[int, int, str]  # job id, attempt, worker
 
 
@@ -146,6 +148,48 @@ class LifecycleMachine(RuleBasedStateMachine):
             assert outcome is self.fail_outcome(before, retryable)
         else:
             self.refused_unchanged(before, outcome)
+
+    @precondition(lambda self: self.tokens)
+    @rule(data=st.data(), when=st.sampled_from([0.0, 30.0]))
+    def retry(self, data: st.DataObject, when: float) -> None:
+        """The handler raised ``Retry(after=when)``: charged like any failure."""
+        token = self.draw_token(data)
+        if token is None:
+            return
+        before = row(token[0])
+        asked = Failure("Retry: asked", kind="retry requested")
+        outcome = protocol.fail(token[0], token[1], asked, when=when)
+        if owns(before, token):
+            assert outcome is self.fail_outcome(before, retryable=True)
+        else:
+            self.refused_unchanged(before, outcome)
+
+    @precondition(lambda self: self.tokens)
+    @rule(data=st.data())
+    def snooze(self, data: st.DataObject) -> None:
+        """The handler raised ``Snooze``: uncharged, up to the cap, unless cancel was asked."""
+        token = self.draw_token(data)
+        if token is None:
+            return
+        before = row(token[0])
+        outcome = protocol.snooze(token[0], token[1], 0.0, max_snoozes=MAX_SNOOZES)
+        after = row(token[0])
+        if not owns(before, token):
+            self.refused_unchanged(before, outcome)
+        elif before["cancel_requested_at"] is not None:
+            assert (outcome, after["status"]) == (Outcome.CANCELLED, Status.CANCELLED)
+        elif before["snoozes"] >= MAX_SNOOZES:
+            assert (outcome, after["status"]) == (Outcome.DEAD, Status.DEAD)
+            assert DeadLetter.objects.get(job_id=token[0]).reason == "snoozed too often"
+        else:
+            assert outcome is Outcome.SNOOZED
+            assert (after["status"], after["attempt"]) == (Status.PENDING, before["attempt"])
+            assert (after["released"], after["snoozes"]) == (
+                before["released"] + 1,
+                before["snoozes"] + 1,
+            )
+        if outcome is not Outcome.SNOOZED:
+            assert after["snoozes"] == before["snoozes"]
 
     @precondition(lambda self: self.tokens)
     @rule(data=st.data(), worker=st.sampled_from((None, *WORKERS)))
@@ -268,6 +312,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         for state in Job.objects.values():
             job_id, status = state["id"], state["status"]
             assert state["attempt"] - state["released"] <= state["max_attempts"]
+            assert state["snoozes"] <= min(state["released"], MAX_SNOOZES)
             running = status == Status.RUNNING
             assert running == (state["lease_expires_at"] is not None) == bool(state["lease_owner"])
             if running:
