@@ -12,16 +12,16 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from django.db import connections
+from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DEFERRED, JSONField
 
 from .. import notify
 from ..deadlocks import retry_deadlocks
 from ..models import Job, Pause
-from . import limiter_pruning, postgresql_insert, postgresql_limited, workers
+from . import postgresql_insert, postgresql_limited
 from .base import Completion, Dialect, Renewed, Token
-from .limited import Bucket, Held
+from .within_limits import CANDIDATES_PER_SLOT, Bucket, Fill
 
 _CLAIM_SET = """
 UPDATE {table} AS j
@@ -146,9 +146,6 @@ def int_array(values: Iterable[int]) -> str:
 
 
 class PostgreSQLDialect(Dialect):
-    def upsert_worker(self, alias: str, row: dict[str, Any]) -> None:
-        workers.upsert(alias, row, workers.on_conflict)
-
     def insert(self, values: dict[str, Any], alias: str) -> Job:
         return postgresql_insert.insert_one(values, alias)
 
@@ -193,19 +190,27 @@ class PostgreSQLDialect(Dialect):
             params = [*source_params, batch, batch, worker_id, lease_seconds]
         return fetch_jobs(connections[alias], alias, sql, params)
 
-    def limited_due(self, alias: str, queues: Sequence[str] | None, batch: int) -> bool:
+    def claim_limited(
+        self,
+        alias: str,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        batch: int,
+        lease_seconds: float,
+    ) -> list[Job]:
+        # The candidates are read under the locks, in the statement that takes them
+        # (postgresql_limited.HOLD): no limiter row is written to lock a key.
+        if not self._limited_due(alias, queues, batch):
+            return self.claim(alias, worker_id, queues, batch, lease_seconds)
+        count = batch * CANDIDATES_PER_SLOT
+        with transaction.atomic(using=alias):
+            held = postgresql_limited.hold(alias, queues, count, batch, self._every_queue(alias))
+            jobs = self._start_within_limits(alias, worker_id, held, batch, lease_seconds)
+        return self._claim_rest(alias, worker_id, queues, batch, lease_seconds, held, jobs)
+
+    def _limited_due(self, alias: str, queues: Sequence[str] | None, batch: int) -> bool:
         # Any due job with limits, anywhere: leasejobs_limited holds only them.
         return postgresql_limited.limited_due(alias, queues, self._every_queue(alias))
-
-    def read_limited(
-        self, alias: str, queues: Sequence[str] | None, count: int, batch: int
-    ) -> Held | None:
-        return None  # the candidates are read under the locks, in hold_limited
-
-    def hold_limited(
-        self, alias: str, queues: Sequence[str] | None, count: int, batch: int, first: Held | None
-    ) -> Held:
-        return postgresql_limited.hold(alias, queues, count, batch, self._every_queue(alias))
 
     @staticmethod
     def _every_queue(alias: str) -> Callable[[bool, str], str]:
@@ -217,20 +222,15 @@ class PostgreSQLDialect(Dialect):
 
         return every_queue
 
-    def limiter_state(
+    def _limiter_state(
         self, alias: str, concurrency_keys: set[str], rate_keys: set[str]
     ) -> tuple[dict[str, int], dict[str, Bucket]]:
         return postgresql_limited.limiter_state(alias, sorted(concurrency_keys), sorted(rate_keys))
 
-    def fill_buckets(self, alias: str, fills: dict[str, tuple[dt.datetime, int, int, int]]) -> None:
+    def _fill_buckets(self, alias: str, fills: dict[str, Fill]) -> None:
         postgresql_limited.fill_buckets(alias, fills)
 
-    def prune_limiters(
-        self, alias: str, older_than: dt.timedelta, batch: int, after_key: str
-    ) -> tuple[int, str]:
-        return limiter_pruning.prune_limiters_postgresql(alias, older_than, batch, after_key)
-
-    def take(self, alias: str, worker_id: str, ids: list[int], lease_seconds: float) -> list[Job]:
+    def _take(self, alias: str, worker_id: str, ids: list[int], lease_seconds: float) -> list[Job]:
         sql = postgresql_limited.TAKE.format(
             table=_table(alias),
             columns=_columns(alias),
@@ -238,6 +238,11 @@ class PostgreSQLDialect(Dialect):
         )
         params = [worker_id, lease_seconds, int_array(ids)]
         return fetch_jobs(connections[alias], alias, sql, params)
+
+    def prune_limiters(
+        self, alias: str, older_than: dt.timedelta, batch: int, after_key: str
+    ) -> tuple[int, str]:
+        return postgresql_limited.prune_limiters(alias, older_than, batch, after_key)
 
     def renew(
         self, alias: str, worker_id: str, tokens: list[Token], lease_seconds: float

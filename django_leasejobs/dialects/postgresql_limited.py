@@ -1,4 +1,4 @@
-"""PostgreSQL's statements for a claim of jobs with limits (``limited.LimitedClaims``).
+"""PostgreSQL's statements for a claim of jobs with limits (``PostgreSQLDialect.claim_limited``).
 
 A limited claim here is four statements in its transaction: ``HOLD`` (read the candidates,
 lock their keys, read the heads of the jobs without limits), ``LIMITER_STATE`` (running counts
@@ -10,14 +10,16 @@ every queue at once would sort the whole backlog on each claim.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from django.db import connections
+from django.db import connections, transaction
 
 from ..models import Job, Limiter, Pause
-from .limited import Bucket, Candidate, Head, Held, limiter_keys
+from .limiter_pruning import prunable
 from .pauses import ROW_NOT_PAUSED
+from .within_limits import Bucket, Candidate, Fill, Head, Held, limiter_keys
 
 _LIMITED_ROWS = """
     SELECT {fields} FROM {table} AS t
@@ -191,7 +193,7 @@ SET window_start = EXCLUDED.window_start, started = EXCLUDED.started,
 """
 
 
-def fill_buckets(alias: str, fills: dict[str, tuple[Any, int, int, int]]) -> None:
+def fill_buckets(alias: str, fills: dict[str, Fill]) -> None:
     qn = connections[alias].ops.quote_name
     names = sorted(fills)
     columns = [[fills[n][i] for n in names] for i in range(4)]
@@ -252,3 +254,25 @@ def hold(
         else:
             heads.append(Head(*row[:3]))
     return Held(candidates, heads, set(limiter_keys(candidates)))
+
+
+# The lock claimers take (HOLD): the same function of the same text, the limiter row's key.
+LOCK_KEYS = """
+SELECT k, pg_try_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest(%s::text[]) AS k
+"""
+
+
+def prune_limiters(
+    alias: str, older_than: dt.timedelta, batch: int, after_key: str
+) -> tuple[int, str]:
+    """Claimers lock keys with advisory locks, not rows: take the key's lock, then delete."""
+    with transaction.atomic(using=alias):
+        chosen = prunable(alias, older_than).filter(key__gt=after_key).order_by("key")
+        keys = list(chosen.values_list("key", flat=True)[:batch])
+        if not keys:
+            return 0, after_key
+        locked = [key for key, got in _run(alias, LOCK_KEYS, [keys]) if got]
+        deleted = 0
+        if locked:
+            deleted, _ = prunable(alias, older_than).filter(key__in=locked).delete()
+    return deleted, keys[-1]

@@ -17,7 +17,6 @@ from testapp import jobs
 
 from django_leasejobs.dialects import Dialect
 from django_leasejobs.models import Job, Limiter, Status
-from django_leasejobs.protocol import limited_claim
 
 from ..conftest import shifted
 from .conftest import backend_pid, hold_key, locked_keys
@@ -28,7 +27,7 @@ pytestmark = pytest.mark.django_db
 def claim_limited(
     dialect: Dialect, batch: int, queues: Sequence[str] | None = None, worker: str = "w1"
 ) -> list[Job]:
-    return limited_claim.claim(dialect, DEFAULT_DB_ALIAS, worker, queues, batch, 60.0)
+    return dialect.claim_limited(DEFAULT_DB_ALIAS, worker, queues, batch, 60.0)
 
 
 def test_each_limit_holds_and_jobs_without_limits_come_beside_them(

@@ -34,9 +34,8 @@ from testapp import jobs
 
 from django_leasejobs import protocol
 from django_leasejobs.dbtime import DbNow, as_aware
-from django_leasejobs.dialects.limited import Bucket
+from django_leasejobs.dialects.within_limits import Bucket, room
 from django_leasejobs.models import CLAIMABLE, Job, Limiter, Pause, Status
-from django_leasejobs.protocol.limited_claim import room
 
 from ..conftest import examples, shifted
 
