@@ -8,6 +8,7 @@ claim's transaction is open).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -18,7 +19,7 @@ from testapp import jobs
 from django_leasejobs.dialects import Dialect
 from django_leasejobs.models import Job, Limiter, Status
 
-from ..conftest import shifted
+from ..conftest import race, shifted
 from .conftest import backend_pid, hold_key, locked_keys
 
 pytestmark = pytest.mark.django_db
@@ -130,3 +131,28 @@ def test_a_key_another_claimer_holds_is_passed_over_not_waited_for(
     finally:
         holder.close()
     assert [j.pk for j in claim_limited(dialect, 2, worker="w2")] == [held.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pruning_passes_over_exactly_the_keys_an_open_claim_holds(
+    dialect: Dialect, all_due: Callable[[], None]
+) -> None:
+    """The keys a limited claim locks, pinned from the other side: pruning takes the claimers'
+    lock of each key it deletes (PostgreSQL: the key's advisory lock, computed from the key
+    text in SQL by the claim and in Python by pruning; elsewhere the row lock), so while the
+    claim's transaction is open it deletes every idle key's row but the two the claim holds."""
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite has no row locks: its write lock serializes pruning with claims")
+    jobs.per_tenant.enqueue_many([(("a",), {}), (("b",), {})])
+    all_due()
+    keys = ["c:tenant:a", "c:tenant:b", "c:tenant:idle"]
+    Limiter.objects.bulk_create([Limiter(key=key, name=key[2:]) for key in keys])
+    with transaction.atomic():
+        claimed = claim_limited(dialect, 10)
+        # In another session (a thread has its own connection), while the claim's locks hold.
+        (pruned,) = race(
+            lambda: dialect.prune_limiters(DEFAULT_DB_ALIAS, dt.timedelta(days=1), 10, "")
+        )
+    assert sorted(str(j.concurrency_key) for j in claimed) == ["tenant:a", "tenant:b"]
+    assert pruned == (1, "c:tenant:idle")
+    assert set(Limiter.objects.values_list("key", flat=True)) == {"c:tenant:a", "c:tenant:b"}
