@@ -1,8 +1,10 @@
-"""PostgreSQL: each step in one statement, with SKIP LOCKED, RETURNING and arrays.
+"""PostgreSQL: each operation in as few statements as it can: SKIP LOCKED, RETURNING, arrays.
 
-Every statement is named here, beside the reason for its shape. Values are parameters; the
-id and attempt arrays travel as one text parameter each (``int_array``), which psycopg does not
-have to adapt element by element.
+Every statement is named here (the limited claim's in ``postgresql_limited``, the INSERTs in
+``postgresql_insert``), beside the reason for its shape, with named parameters and the fragments
+it shares written once in ``postgresql_sql``; the plain claim's statements still take positional
+parameters. The id and attempt arrays travel as one text parameter each (``int_array``), which
+psycopg does not have to adapt element by element.
 """
 
 from __future__ import annotations
