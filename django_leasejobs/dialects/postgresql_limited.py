@@ -78,7 +78,7 @@ full_slots AS (
 spent AS (SELECT name FROM {LIMITER} WHERE blocked_until > STATEMENT_TIMESTAMP()),
 candidates AS MATERIALIZED (
     SELECT c.*, row_number() OVER (
-        PARTITION BY c.concurrency_key ORDER BY {CLAIM_ORDER}
+        PARTITION BY c.concurrency_key, c.concurrency_limit ORDER BY {CLAIM_ORDER}
     ) AS nth_of_key
     FROM queues AS q CROSS JOIN LATERAL ({_LIMITED_ROWS}) AS c
     WHERE q.queue IS NOT NULL
@@ -89,7 +89,9 @@ held AS (
     -- The candidates in claim order (as the materialized rows come) until ``batch`` of them
     -- are held: a key another claimer holds is passed over and the next candidate tried, so
     -- claimers reading at once spread over the keys instead of the first taking them all;
-    -- a candidate its key's earlier ones already fill takes no lock. CASE fixes the order.
+    -- a candidate its key's earlier ones of the same limit already fill takes no lock (ranked
+    -- per key *and* limit: an earlier job whose stricter limit holds it back leaves room for
+    -- a looser one behind it). CASE fixes the order.
     SELECT * FROM candidates
     WHERE CASE
         WHEN concurrency_key IS NOT NULL AND nth_of_key > concurrency_limit THEN false
