@@ -1,10 +1,14 @@
 """The dialect interface, implemented with the ORM alone.
 
-Each method is one step of the lease protocol whose SQL differs per database; the protocol
-guards and fences, the dialect only says how the database does it. These versions use
-querysets and work on every database Django supports; MariaDB and MySQL run them as they are.
-Every write here is guarded the same way as its SQL versions: by token (id, attempt) and
-status, so "zero rows changed" means stale on every database.
+One public method per operation whose SQL differs per database: ``insert``, ``insert_many``,
+``claim``, ``claim_limited``, ``renew``, ``complete_many``, ``announce``, ``announce_cancel``,
+``prune_limiters`` and ``upsert_worker``. Each owns its statements and, where it has several,
+its transaction; its steps are private to the dialect (a leading underscore), so a database
+overrides a step or the whole operation without the protocol knowing. The protocol guards and
+fences, the dialect only says how the database does it. These versions use querysets and work
+on every database Django supports; MariaDB and MySQL run them as they are. Every write here is
+guarded the same way as its SQL versions: by token (id, attempt) and status, so "zero rows
+changed" means stale on every database.
 """
 
 from __future__ import annotations
@@ -14,17 +18,19 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from django.db import connections, transaction
-from django.db.models import F, Q
-from django.db.models.expressions import DatabaseDefault, ExpressionWrapper, Value
-from django.db.models.fields import DateTimeField
+from django.db.models import Q
+from django.db.models.expressions import DatabaseDefault
 
 from ..dbtime import DbNow
 from ..deadlocks import retry_deadlocks
-from ..models import CLAIMABLE, Job, Status
-from .limited import UNLIMITED, LimitedClaims
-from .limiter_pruning import LimiterPruning
+from ..models import CLAIMABLE, Job, Status, Worker
+from . import limiter_pruning
+from .expressions import after, start_attempts
+from .limited import ORDER, UNLIMITED, LimitedClaimSteps
 from .pauses import not_paused
-from .workers import WorkerRows
+from .within_limits import CANDIDATES_PER_SLOT, Held, limiter_keys
+
+__all__ = ["Completion", "Dialect", "Renewed", "Token", "after"]
 
 
 class Token(NamedTuple):
@@ -51,13 +57,6 @@ class Completion(NamedTuple):
     id: int
     attempt: int
     result: Any = None
-
-
-def after(seconds: float) -> ExpressionWrapper:
-    """The database's now plus ``seconds``, as an expression evaluated inside the statement."""
-    return ExpressionWrapper(
-        DbNow() + Value(dt.timedelta(seconds=seconds)), output_field=DateTimeField()
-    )
 
 
 def tokens_q(tokens: Iterable[Token]) -> Q:
@@ -117,8 +116,12 @@ CLAIM_PAGES = 4
 """Candidate pages a locking claim tries when other claimers hold the first ones."""
 
 
-class Dialect(LimitedClaims, LimiterPruning, WorkerRows):
-    """One database's way of doing each step; these are the ORM's ways."""
+class Dialect(LimitedClaimSteps):
+    """One database's way of doing each operation; these are the ORM's ways.
+
+    A new database is a subclass that passes ``tests/dialects`` (every public method, on every
+    database, beside this class itself).
+    """
 
     def insert(self, values: dict[str, Any], alias: str) -> Job:
         """INSERT one row of ``values`` (field name or attname to value) and return it."""
@@ -173,21 +176,7 @@ class Dialect(LimitedClaims, LimiterPruning, WorkerRows):
             claimed = Job.objects.using(alias).filter(
                 not_paused(alias), id__in=ids, status__in=CLAIMABLE
             )
-            running = {
-                "status": Status.RUNNING,
-                "attempt": F("attempt") + 1,
-                "lease_owner": worker_id,
-                "started_at": DbNow(),
-            }
-            # Per-job lease: rows with their own lease_seconds are updated one by one.
-            custom = list(claimed.exclude(lease_seconds=None).values_list("id", "lease_seconds"))
-            for job_id, seconds in custom:
-                claimed.filter(id=job_id).update(
-                    **running, lease_expires_at=after(seconds or lease_seconds)
-                )
-            claimed.filter(lease_seconds=None).update(
-                **running, lease_expires_at=after(lease_seconds)
-            )
+            start_attempts(claimed, worker_id, lease_seconds)
             return list(
                 Job.objects.using(alias).filter(
                     id__in=ids, status=Status.RUNNING, lease_owner=worker_id
@@ -201,7 +190,7 @@ class Dialect(LimitedClaims, LimiterPruning, WorkerRows):
         for _ in range(CLAIM_PAGES):
             candidates = list(
                 due.exclude(id__in=seen)
-                .order_by("-priority", "run_at", "id")
+                .order_by(*ORDER)
                 .values_list("id", flat=True)[: batch - len(ids)]
             )
             if not candidates:
@@ -216,6 +205,50 @@ class Dialect(LimitedClaims, LimiterPruning, WorkerRows):
             if len(ids) >= batch:
                 break
         return ids
+
+    def claim_limited(
+        self,
+        alias: str,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        batch: int,
+        lease_seconds: float,
+    ) -> list[Job]:
+        """Lease up to ``batch`` due jobs, those with concurrency or rate limits only within
+        their limits, those without beside them in one claim order (``dialects.limited``).
+
+        Jobs over a limit stay waiting, unchanged, and the jobs behind them are claimed. With
+        no job with limits due, this is ``claim``.
+        """
+        if not self._limited_due(alias, queues, batch):
+            return self.claim(alias, worker_id, queues, batch, lease_seconds)
+        candidates = self._limited_candidates(alias, queues, batch * CANDIDATES_PER_SLOT)
+        if not candidates:  # all of them held back by their limits
+            return self.claim(alias, worker_id, queues, batch, lease_seconds)
+        heads = self._unlimited_heads(alias, queues, batch)
+        keys = limiter_keys(candidates)
+        self._add_limiters(alias, keys)
+        with transaction.atomic(using=alias):
+            held = Held(candidates, heads, self._lock_limiters(alias, keys))
+            jobs = self._start_within_limits(alias, worker_id, held, batch, lease_seconds)
+        return self._claim_rest(alias, worker_id, queues, batch, lease_seconds, held, jobs)
+
+    def _claim_rest(
+        self,
+        alias: str,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        batch: int,
+        lease_seconds: float,
+        held: Held,
+        jobs: list[Job],
+    ) -> list[Job]:
+        """After the limited claim's transaction: the batch's rest with the plain claim, when
+        jobs without limits were due before it filled."""
+        rest = batch - len(jobs)
+        if rest > 0 and held.heads:
+            jobs += self.claim(alias, worker_id, queues, rest, lease_seconds)
+        return jobs
 
     def renew(
         self, alias: str, worker_id: str, tokens: list[Token], lease_seconds: float
@@ -256,3 +289,34 @@ class Dialect(LimitedClaims, LimiterPruning, WorkerRows):
                 alias, [Token(c.id, c.attempt) for c in completions], finished_by
             )
         return {c.id for c in completions if _complete_one(alias, c, finished_by)}
+
+    def prune_limiters(
+        self, alias: str, older_than: dt.timedelta, batch: int, after_key: str
+    ) -> tuple[int, str]:
+        """Delete one batch of prunable limiter rows after ``after_key``, passing over those a
+        claimer holds; return (rows deleted, last key looked at). See ``limiter_pruning``."""
+        with transaction.atomic(using=alias):
+            chosen = limiter_pruning.prunable(alias, older_than).filter(key__gt=after_key)
+            chosen = chosen.order_by("key")
+            if connections[alias].features.has_select_for_update_skip_locked:
+                chosen = chosen.select_for_update(skip_locked=True)
+            keys = list(chosen.values_list("key", flat=True)[:batch])
+            if not keys:
+                return 0, after_key
+            deleted, _ = limiter_pruning.prunable(alias, older_than).filter(key__in=keys).delete()
+        return deleted, keys[-1]
+
+    def upsert_worker(self, alias: str, row: dict[str, Any]) -> None:
+        """INSERT the worker's row, or update the one of the same ``worker_id``: one statement
+        (Django writes ``ON CONFLICT`` or ``ON DUPLICATE KEY``). ``started_at`` is written on
+        the insert only, so a row keeps the time its worker first beat; ``last_seen_at`` is
+        the database's now on every beat."""
+        stamped = {name: DbNow() for name in ("started_at", "last_seen_at")}
+        # A database that cannot name the conflict's target (MySQL) uses its only unique key.
+        named = connections[alias].features.supports_update_conflicts_with_target
+        Worker.objects.using(alias).bulk_create(
+            [Worker(**row, **stamped)],
+            update_conflicts=True,
+            unique_fields=["worker_id"] if named else None,
+            update_fields=[name for name in [*row, "last_seen_at"] if name != "worker_id"],
+        )

@@ -1,27 +1,50 @@
 """The steps of a claim of jobs with limits, written with the ORM (every database).
 
-``protocol.limited_claim`` runs them in order; a dialect overrides those its database does
-differently (SQLite takes its write lock first; PostgreSQL reads and locks in one statement).
-Here the candidates are read before the claim's transaction (``read_limited``), where the
-limiter rows of their keys are created too: a row lock needs a row, and creating one inside the
-transaction could make a claimer wait on another's. They are hints. What makes the limits hold
-is ``hold_limited`` (one claimer at a time per key) followed by ``limiter_state`` read *after*
-the locks, in the same transaction as the claim.
+Why the limits hold with any number of claimers: a job with a limit starts only in a claim
+that holds its key locked (``c:`` key, ``r:`` key; ``_lock_limiters``) from before it counts
+the key's running jobs and reads its rate bucket until it commits the jobs it started and the
+bucket it filled. Two claimers never hold one key at once (a key held by another claimer is
+skipped this round, not waited for), and each counts after the previous holder committed, so
+neither can start jobs the other's count did not include. Counts only fall without the lock (a
+job finishes, an expired lease is recovered), which can only leave a slot unused until the
+next claim. SQLite has no row locks: there the claim takes the database's write lock first,
+which serializes it with every other claimer.
+
+Jobs over a limit are left as they are: pending, ``run_at`` and ``attempt`` unchanged, so a
+limit costs no writes while it holds jobs back. The candidates are a hint, read with full keys
+and spent buckets left out, so a key's backlog never hides other keys, and the jobs without
+limits are claimed by the plain claim (their own index), in one claim order.
+
+``Dialect.claim_limited`` runs these steps in the ORM's order: the candidates, the heads of the
+jobs without limits and the limiter rows of their keys before the claim's transaction (a row
+lock needs a row, and creating one inside the transaction could make a claimer wait on
+another's), then, in it, the keys locked and ``_start_within_limits``. PostgreSQL reads and
+locks in one statement instead (``postgresql_limited``); the counts are always read after the
+locks, in the transaction that starts the jobs.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
 
-from django.db import transaction
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from ..dbtime import DbNow, as_aware
 from ..models import CLAIMABLE, IS_WAITING, Job, Limiter, Status
+from .expressions import start_attempts
 from .pauses import not_paused
+from .within_limits import (
+    Bucket,
+    Candidate,
+    Fill,
+    Head,
+    Held,
+    choose,
+    fills,
+    rate_lock,
+)
 
 LIMITED = Q(concurrency_key__isnull=False) | Q(rate_key__isnull=False)
 """Jobs with a limit: ``leasejobs_limited`` holds them, ``leasejobs_claimable`` the rest."""
@@ -29,60 +52,7 @@ LIMITED = Q(concurrency_key__isnull=False) | Q(rate_key__isnull=False)
 UNLIMITED = Q(concurrency_key__isnull=True, rate_key__isnull=True)
 
 ORDER = ("-priority", "run_at", "id")
-
-
-class Candidate(NamedTuple):
-    """A due job with limits, as the hint read saw it."""
-
-    id: int
-    priority: int
-    run_at: dt.datetime
-    queue: str
-    concurrency_key: str | None
-    concurrency_limit: int | None
-    rate_key: str | None
-    rate_limit: int | None
-    rate_period: int | None
-
-
-class Head(NamedTuple):
-    """A due job without limits: only its place in the claim order matters."""
-
-    id: int
-    priority: int
-    run_at: dt.datetime
-
-
-class Held(NamedTuple):
-    """What a claim holds before it counts: the candidates, the heads of the jobs without
-    limits, and the limiter keys (``c:``/``r:``) it locked."""
-
-    candidates: list[Candidate]
-    heads: list[Head]
-    locked: set[str]
-
-
-class Bucket(NamedTuple):
-    """A rate key's window as its locked limiter row says, and the database's now."""
-
-    window_start: dt.datetime | None
-    started: int
-    now: dt.datetime
-
-
-def concurrency_lock(key: str) -> str:
-    return "c:" + key
-
-
-def rate_lock(key: str) -> str:
-    return "r:" + key
-
-
-def limiter_keys(candidates: Iterable[Candidate]) -> list[str]:
-    """The limiter keys of ``candidates``, in the order claimers lock them."""
-    keys = {concurrency_lock(c.concurrency_key) for c in candidates if c.concurrency_key}
-    keys |= {rate_lock(c.rate_key) for c in candidates if c.rate_key}
-    return sorted(keys)
+"""The claim order: priority (high first), then ``run_at``, then id."""
 
 
 def _due(alias: str, queues: Sequence[str] | None, kind: Q) -> QuerySet[Job]:
@@ -92,12 +62,28 @@ def _due(alias: str, queues: Sequence[str] | None, kind: Q) -> QuerySet[Job]:
     return due
 
 
-class LimitedClaims:
-    """The ORM's way of each step of a limited claim."""
+class LimitedClaimSteps:
+    """The ORM's way of each step of a limited claim; a dialect overrides those its database
+    does differently."""
 
-    def limited_due(self, alias: str, queues: Sequence[str] | None, batch: int) -> bool:
+    def _start_within_limits(
+        self, alias: str, worker_id: str, held: Held, batch: int, lease_seconds: float
+    ) -> list[Job]:
+        """In the claim's transaction, after the locks: count, choose, start, fill buckets."""
+        if not held.candidates:
+            return []
+        ckeys = {c.concurrency_key for c in held.candidates if c.concurrency_key}
+        rkeys = {c.rate_key for c in held.candidates if c.rate_key}
+        running, buckets = self._limiter_state(alias, ckeys, rkeys)
+        chosen = choose(held, batch, running, buckets)
+        jobs = self._take(alias, worker_id, [c.id for c in chosen], lease_seconds)
+        if rkeys:
+            self._fill_buckets(alias, fills(jobs, buckets))
+        return jobs
+
+    def _limited_due(self, alias: str, queues: Sequence[str] | None, batch: int) -> bool:
         """Whether a job with limits is among the first ``batch`` due jobs in claim order.
-        When none is, the claim is today's claim: the limited claim would take the same jobs.
+        When none is, the claim is the plain claim: the limited claim would take the same jobs.
 
         Read in claim order, as the claim reads. Without an index of their own for jobs with
         limits (MySQL has no partial indexes), asking whether *any* is due read the whole due
@@ -105,35 +91,7 @@ class LimitedClaims:
         head = _due(alias, queues, Q()).order_by(*ORDER)[:batch]
         return any(c or r for c, r in head.values_list("concurrency_key", "rate_key"))
 
-    def read_limited(
-        self, alias: str, queues: Sequence[str] | None, count: int, batch: int
-    ) -> Held | None:
-        """Before the claim's transaction: the candidates and heads, and the limiter rows of
-        their keys created (nothing locked yet)."""
-        candidates = self.limited_candidates(alias, queues, count)
-        if not candidates:
-            return Held([], [], set())
-        heads = self.unlimited_heads(alias, queues, batch)
-        self.add_limiters(alias, limiter_keys(candidates))
-        return Held(candidates, heads, set())
-
-    def hold_limited(
-        self, alias: str, queues: Sequence[str] | None, count: int, batch: int, first: Held | None
-    ) -> Held:
-        """In the claim's transaction: lock the keys of the candidates ``read_limited`` found."""
-        if first is None:
-            raise RuntimeError("read_limited reads the candidates on this database")
-        return first._replace(locked=self.lock_limiters(alias, limiter_keys(first.candidates)))
-
-    def limiter_state(
-        self, alias: str, concurrency_keys: set[str], rate_keys: set[str]
-    ) -> tuple[dict[str, int], dict[str, Bucket]]:
-        """After the locks: the running jobs of each concurrency key and each rate bucket."""
-        running = self.running_counts(alias, concurrency_keys) if concurrency_keys else {}
-        buckets = self.buckets(alias, rate_keys) if rate_keys else {}
-        return running, buckets
-
-    def limited_candidates(
+    def _limited_candidates(
         self, alias: str, queues: Sequence[str] | None, count: int
     ) -> list[Candidate]:
         """The first ``count`` due jobs with limits, leaving out keys known to be full.
@@ -160,12 +118,12 @@ class LimitedClaims:
         )
         return [Candidate(*row) for row in due.values_list(*Candidate._fields)[:count]]
 
-    def unlimited_heads(self, alias: str, queues: Sequence[str] | None, count: int) -> list[Head]:
+    def _unlimited_heads(self, alias: str, queues: Sequence[str] | None, count: int) -> list[Head]:
         """The claim order of the first ``count`` due jobs without limits."""
         due = _due(alias, queues, UNLIMITED).order_by(*ORDER)
         return [Head(*row) for row in due.values_list(*Head._fields)[:count]]
 
-    def add_limiters(self, alias: str, keys: Iterable[str]) -> None:
+    def _add_limiters(self, alias: str, keys: Iterable[str]) -> None:
         """Create the limiter rows of ``keys`` that do not exist yet (outside the claim)."""
         wanted = set(keys)
         limiters = Limiter.objects.using(alias)
@@ -175,9 +133,9 @@ class LimitedClaims:
             # A racing claimer may create them first: nothing to do then.
             limiters.bulk_create(rows, ignore_conflicts=True)
 
-    def lock_limiters(self, alias: str, keys: Iterable[str]) -> set[str]:
+    def _lock_limiters(self, alias: str, keys: Iterable[str]) -> set[str]:
         """Lock ``keys`` until the transaction ends (here: their limiter rows); return those
-        locked.
+        locked. The first statement of the claim's transaction.
 
         SKIP LOCKED: a key another claimer holds is left for this round, not waited for, so
         claimers never queue behind one another (nor deadlock) on a busy key.
@@ -191,32 +149,49 @@ class LimitedClaims:
         )
         return set(locked)
 
-    def running_counts(self, alias: str, keys: Iterable[str]) -> dict[str, int]:
-        """How many jobs of each concurrency key run now (expired leases count until
-        recovered)."""
-        rows = (
-            Job.objects.using(alias)
-            .filter(status=Status.RUNNING, concurrency_key__in=list(keys))
-            .values("concurrency_key")
-            .annotate(running=Count("id"))
-            .values_list("concurrency_key", "running")
-        )
-        return {str(key): int(running) for key, running in rows}
+    def _limiter_state(
+        self, alias: str, concurrency_keys: set[str], rate_keys: set[str]
+    ) -> tuple[dict[str, int], dict[str, Bucket]]:
+        """After the locks: the running jobs of each concurrency key (expired leases count
+        until recovered) and each rate key's bucket, read with the database's now."""
+        running: dict[str, int] = {}
+        if concurrency_keys:
+            rows = (
+                Job.objects.using(alias)
+                .filter(status=Status.RUNNING, concurrency_key__in=sorted(concurrency_keys))
+                .values("concurrency_key")
+                .annotate(running=Count("id"))
+                .values_list("concurrency_key", "running")
+            )
+            running = {str(key): int(n) for key, n in rows}
+        buckets: dict[str, Bucket] = {}
+        if rate_keys:
+            limiters = (
+                Limiter.objects.using(alias)
+                .filter(key__in=[rate_lock(key) for key in sorted(rate_keys)])
+                .annotate(db_now=DbNow())
+                .values_list("name", "window_start", "started", "db_now")
+            )
+            buckets = {
+                name: Bucket(as_aware(start) if start else None, started, as_aware(now))
+                for name, start, started, now in limiters
+            }
+        return running, buckets
 
-    def buckets(self, alias: str, keys: Iterable[str]) -> dict[str, Bucket]:
-        """The locked limiter rows of rate ``keys``, read with the database's now."""
-        rows = (
-            Limiter.objects.using(alias)
-            .filter(key__in=[rate_lock(key) for key in keys])
-            .annotate(db_now=DbNow())
-            .values_list("name", "window_start", "started", "db_now")
+    def _take(self, alias: str, worker_id: str, ids: list[int], lease_seconds: float) -> list[Job]:
+        """Lease the chosen jobs (each still waiting and due: the compare-and-set)."""
+        # A pause that committed after the candidates were read still holds them back.
+        claimed = Job.objects.using(alias).filter(
+            not_paused(alias), id__in=ids, status__in=CLAIMABLE, run_at__lte=DbNow()
         )
-        return {
-            name: Bucket(as_aware(start) if start else None, started, as_aware(now))
-            for name, start, started, now in rows
-        }
+        start_attempts(claimed, worker_id, lease_seconds)
+        return list(
+            Job.objects.using(alias).filter(
+                id__in=ids, status=Status.RUNNING, lease_owner=worker_id
+            )
+        )
 
-    def fill_buckets(self, alias: str, fills: dict[str, tuple[dt.datetime, int, int, int]]) -> None:
+    def _fill_buckets(self, alias: str, fills: dict[str, Fill]) -> None:
         """Write each rate key's window: start, starts so far, limit, period (seconds).
 
         ``blocked_until`` (the window's end, once its starts reach the limit) lets the next
@@ -228,35 +203,3 @@ class LimitedClaims:
             limiters.filter(key=rate_lock(name)).update(
                 window_start=start, started=started, blocked_until=end if started >= limit else None
             )
-
-    def take(self, alias: str, worker_id: str, ids: list[int], lease_seconds: float) -> list[Job]:
-        """Lease the chosen jobs (each still waiting and due: the compare-and-set)."""
-        # A pause that committed after the candidates were read still holds them back.
-        claimed = Job.objects.using(alias).filter(
-            not_paused(alias), id__in=ids, status__in=CLAIMABLE, run_at__lte=DbNow()
-        )
-        running = {
-            "status": Status.RUNNING,
-            "attempt": F("attempt") + 1,
-            "lease_owner": worker_id,
-            "started_at": DbNow(),
-        }
-        from .base import after  # base imports this module
-
-        with transaction.atomic(using=alias):
-            custom = list(claimed.exclude(lease_seconds=None).values_list("id", "lease_seconds"))
-            for job_id, seconds in custom:
-                claimed.filter(id=job_id).update(
-                    **running, lease_expires_at=after(seconds or lease_seconds)
-                )
-            claimed.filter(lease_seconds=None).update(
-                **running, lease_expires_at=after(lease_seconds)
-            )
-        return list(
-            Job.objects.using(alias).filter(
-                id__in=ids, status=Status.RUNNING, lease_owner=worker_id
-            )
-        )
-
-    def begin_limited(self, alias: str) -> None:
-        """First statement of a limited claim's transaction (where a database needs one)."""

@@ -1,18 +1,15 @@
-"""MariaDB and MySQL: the ORM's ways (``base.Dialect``) are theirs, but the worker row's upsert.
+"""MariaDB and MySQL: the ORM's ways (``base.Dialect``) are theirs.
 
 The locking claim in ``Dialect.claim`` is written for InnoDB (candidates read first, then only
 they are locked with SKIP LOCKED); MariaDB 10.5+ returns the ids of a bulk INSERT, MySQL 8 gets
-one INSERT per row in the same transaction.
+one INSERT per row in the same transaction; the worker row's upsert is Django's
+``ON DUPLICATE KEY UPDATE``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from . import workers
 from .base import Dialect
 
 
 class MySQLDialect(Dialect):
-    def upsert_worker(self, alias: str, row: dict[str, Any]) -> None:
-        workers.upsert(alias, row, workers.on_duplicate_key)
+    """No statement of its own: named so that ``for_alias`` shows which database it serves."""

@@ -1,27 +1,30 @@
-"""PostgreSQL: each step in one statement, with SKIP LOCKED, RETURNING and arrays.
+"""PostgreSQL: each operation in as few statements as it can: SKIP LOCKED, RETURNING, arrays.
 
-Every statement is named here, beside the reason for its shape. Values are parameters; the
-id and attempt arrays travel as one text parameter each (``int_array``), which psycopg does not
-have to adapt element by element.
+Every statement is named here (the limited claim's in ``postgresql_limited``, the INSERTs in
+``postgresql_insert``), beside the reason for its shape, with named parameters and the fragments
+it shares written once in ``postgresql_sql``; the plain claim's statements still take positional
+parameters. The id and attempt arrays travel as one text parameter each (``int_array``), which
+psycopg does not have to adapt element by element.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.db import connections
+from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DEFERRED, JSONField
 
 from .. import notify
 from ..deadlocks import retry_deadlocks
 from ..models import Job, Pause
-from . import limiter_pruning, postgresql_insert, postgresql_limited, workers
+from . import postgresql_insert, postgresql_limited
 from .base import Completion, Dialect, Renewed, Token
-from .limited import Bucket, Held
+from .postgresql_sql import JOB, NOT_CLAIMED
+from .within_limits import CANDIDATES_PER_SLOT, Bucket, Fill
 
 _CLAIM_SET = """
 UPDATE {table} AS j
@@ -115,40 +118,35 @@ EVERY_QUEUE = """
     FROM {cte} AS q WHERE q.queue IS NOT NULL
 """
 UNLIMITED = "concurrency_key IS NULL AND rate_key IS NULL"
-LIMITED = "(concurrency_key IS NOT NULL OR rate_key IS NOT NULL)"
 
-RENEW = """
-UPDATE {table} AS j
+RENEW = f"""
+UPDATE {JOB} AS j
 SET lease_expires_at = STATEMENT_TIMESTAMP()
-    + make_interval(secs => COALESCE(j.lease_seconds, %s))
-FROM unnest(%s::bigint[], %s::bigint[]) AS t(id, attempt)
-WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running' AND j.lease_owner = %s
+    + make_interval(secs => COALESCE(j.lease_seconds, %(lease_seconds)s))
+FROM unnest(%(ids)s::bigint[], %(attempts)s::bigint[]) AS t(id, attempt)
+WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running'
+  AND j.lease_owner = %(worker_id)s
 -- The cancel request travels back with the renewal: no second statement per heartbeat.
 RETURNING j.id, j.cancel_requested_at IS NOT NULL
 """
 
-COMPLETE_MANY = """
-UPDATE {table} AS j
+COMPLETE_MANY = f"""
+UPDATE {JOB} AS j
 SET status = 'succeeded', finished_at = STATEMENT_TIMESTAMP(), lease_owner = '',
-    finished_by = %s, lease_expires_at = NULL, live_dedupe_key = NULL,
+    finished_by = %(finished_by)s, lease_expires_at = NULL, live_dedupe_key = NULL,
     -- The results come as one JSON array (one text parameter, cheap to send; a jsonb[]
     -- parameter is quoted element by element), the n-th for the n-th id. JSON null and
     -- "no result" are both stored as SQL NULL, as complete() does.
-    result = NULLIF(%s::jsonb -> (t.n::int - 1), 'null'::jsonb)
-FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS t(id, attempt, n)
+    result = NULLIF(%(results)s::jsonb -> (t.n::int - 1), 'null'::jsonb)
+FROM unnest(%(ids)s::bigint[], %(attempts)s::bigint[]) WITH ORDINALITY AS t(id, attempt, n)
 WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running'
 RETURNING j.id
 """
 
-ANNOUNCE = "SELECT pg_notify(%s, queue) FROM unnest(%s::text[]) AS queue"
+ANNOUNCE = "SELECT pg_notify(%(channel)s, queue) FROM unnest(%(queues)s::text[]) AS queue"
 
 # The job id is the payload: every worker listening hears it, only the owner acts on it.
-ANNOUNCE_CANCEL = "SELECT pg_notify(%s, %s)"
-
-# A claimed job comes back without its error history, result and last error: a worker needs
-# none of them, and decoding a retried job's tracebacks on every claim is the costliest part of
-# reading the rows back. Django loads them on access, like any deferred field.
-NOT_CLAIMED = ("errors", "result", "last_error")
+ANNOUNCE_CANCEL = "SELECT pg_notify(%(channel)s, %(job_id)s)"
 
 
 def int_array(values: Iterable[int]) -> str:
@@ -158,9 +156,6 @@ def int_array(values: Iterable[int]) -> str:
 
 
 class PostgreSQLDialect(Dialect):
-    def upsert_worker(self, alias: str, row: dict[str, Any]) -> None:
-        workers.upsert(alias, row, workers.on_conflict)
-
     def insert(self, values: dict[str, Any], alias: str) -> Job:
         return postgresql_insert.insert_one(values, alias)
 
@@ -170,12 +165,13 @@ class PostgreSQLDialect(Dialect):
     def announce(self, alias: str, queues: Sequence[str]) -> None:
         if queues and notify.supported(alias):
             with connections[alias].cursor() as cursor:
-                cursor.execute(ANNOUNCE, [notify.CHANNEL, list(queues)])
+                cursor.execute(ANNOUNCE, {"channel": notify.CHANNEL, "queues": list(queues)})
 
     def announce_cancel(self, alias: str, job_id: int) -> None:
         if notify.supported(alias):
             with connections[alias].cursor() as cursor:
-                cursor.execute(ANNOUNCE_CANCEL, [notify.CANCEL_CHANNEL, str(int(job_id))])
+                params = {"channel": notify.CANCEL_CHANNEL, "job_id": str(int(job_id))}
+                cursor.execute(ANNOUNCE_CANCEL, params)
 
     def claim(
         self,
@@ -205,61 +201,56 @@ class PostgreSQLDialect(Dialect):
             params = [*source_params, batch, 2 * batch, batch, worker_id, lease_seconds]
         return fetch_jobs(connections[alias], alias, sql, params)
 
-    def limited_due(self, alias: str, queues: Sequence[str] | None, batch: int) -> bool:
+    def claim_limited(
+        self,
+        alias: str,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        batch: int,
+        lease_seconds: float,
+    ) -> list[Job]:
+        # The candidates are read under the locks, in the statement that takes them
+        # (postgresql_limited.HOLD): no limiter row is written to lock a key.
+        if not self._limited_due(alias, queues, batch):
+            return self.claim(alias, worker_id, queues, batch, lease_seconds)
+        count = batch * CANDIDATES_PER_SLOT
+        with transaction.atomic(using=alias):
+            held = postgresql_limited.hold(alias, queues, count, batch)
+            jobs = self._start_within_limits(alias, worker_id, held, batch, lease_seconds)
+        return self._claim_rest(alias, worker_id, queues, batch, lease_seconds, held, jobs)
+
+    def _limited_due(self, alias: str, queues: Sequence[str] | None, batch: int) -> bool:
         # Any due job with limits, anywhere: leasejobs_limited holds only them.
-        return postgresql_limited.limited_due(alias, queues, self._every_queue(alias))
+        return postgresql_limited.limited_due(alias, queues)
 
-    def read_limited(
-        self, alias: str, queues: Sequence[str] | None, count: int, batch: int
-    ) -> Held | None:
-        return None  # the candidates are read under the locks, in hold_limited
-
-    def hold_limited(
-        self, alias: str, queues: Sequence[str] | None, count: int, batch: int, first: Held | None
-    ) -> Held:
-        return postgresql_limited.hold(alias, queues, count, batch, self._every_queue(alias))
-
-    @staticmethod
-    def _every_queue(alias: str) -> Callable[[bool, str], str]:
-        """The loose index scan of the queues with due jobs with limits (or without)."""
-
-        def every_queue(limited: bool, cte: str) -> str:
-            kind = LIMITED if limited else UNLIMITED
-            return EVERY_QUEUE.format(table=_table(alias), kind=kind, cte=cte)
-
-        return every_queue
-
-    def limiter_state(
+    def _limiter_state(
         self, alias: str, concurrency_keys: set[str], rate_keys: set[str]
     ) -> tuple[dict[str, int], dict[str, Bucket]]:
         return postgresql_limited.limiter_state(alias, sorted(concurrency_keys), sorted(rate_keys))
 
-    def fill_buckets(self, alias: str, fills: dict[str, tuple[dt.datetime, int, int, int]]) -> None:
+    def _fill_buckets(self, alias: str, fills: dict[str, Fill]) -> None:
         postgresql_limited.fill_buckets(alias, fills)
+
+    def _take(self, alias: str, worker_id: str, ids: list[int], lease_seconds: float) -> list[Job]:
+        params = {"worker_id": worker_id, "lease_seconds": lease_seconds, "ids": int_array(ids)}
+        return fetch_jobs(connections[alias], alias, postgresql_limited.TAKE, params)
 
     def prune_limiters(
         self, alias: str, older_than: dt.timedelta, batch: int, after_key: str
     ) -> tuple[int, str]:
-        return limiter_pruning.prune_limiters_postgresql(alias, older_than, batch, after_key)
-
-    def take(self, alias: str, worker_id: str, ids: list[int], lease_seconds: float) -> list[Job]:
-        sql = postgresql_limited.TAKE.format(
-            table=_table(alias),
-            columns=_columns(alias),
-            j_not_paused=postgresql_limited.not_paused_sql(alias, "j"),
-        )
-        params = [worker_id, lease_seconds, int_array(ids)]
-        return fetch_jobs(connections[alias], alias, sql, params)
+        return postgresql_limited.prune_limiters(alias, older_than, batch, after_key)
 
     def renew(
         self, alias: str, worker_id: str, tokens: list[Token], lease_seconds: float
     ) -> Renewed:
-        connection = connections[alias]
-        sql = RENEW.format(table=connection.ops.quote_name(Job._meta.db_table))
-        ids = int_array(token.id for token in tokens)
-        attempts = int_array(token.attempt for token in tokens)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [lease_seconds, ids, attempts, worker_id])
+        params: dict[str, Any] = {
+            "lease_seconds": lease_seconds,
+            "ids": int_array(token.id for token in tokens),
+            "attempts": int_array(token.attempt for token in tokens),
+            "worker_id": worker_id,
+        }
+        with connections[alias].cursor() as cursor:
+            cursor.execute(RENEW, params)
             rows = cursor.fetchall()
         return Renewed({row[0] for row in rows}, {row[0] for row in rows if row[1]})
 
@@ -267,15 +258,17 @@ class PostgreSQLDialect(Dialect):
     def complete_many(
         self, alias: str, completions: list[Completion], finished_by: str
     ) -> set[int]:
-        connection = connections[alias]
-        sql = COMPLETE_MANY.format(table=connection.ops.quote_name(Job._meta.db_table))
-        ids = int_array(c.id for c in completions)
-        attempts = int_array(c.attempt for c in completions)
         results = None  # no result at all: NULL, and every row's result is NULL
         if any(c.result is not None for c in completions):
             results = json.dumps([c.result for c in completions])
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [finished_by, results, ids, attempts])
+        params = {
+            "finished_by": finished_by,
+            "results": results,
+            "ids": int_array(c.id for c in completions),
+            "attempts": int_array(c.attempt for c in completions),
+        }
+        with connections[alias].cursor() as cursor:
+            cursor.execute(COMPLETE_MANY, params)
             return {row[0] for row in cursor.fetchall()}
 
 
@@ -296,7 +289,10 @@ _JSON = {str(f.column): f for f in Job._meta.concrete_fields if isinstance(f, JS
 
 
 def fetch_jobs(
-    connection: BaseDatabaseWrapper, alias: str, sql: str, params: Sequence[Any]
+    connection: BaseDatabaseWrapper,
+    alias: str,
+    sql: str,
+    params: Sequence[Any] | dict[str, Any],
 ) -> list[Job]:
     """Run ``sql`` (returning job columns by name) and load each row with ``Job.from_db``.
 

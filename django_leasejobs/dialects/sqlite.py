@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from django.db import connections
 
 from ..dbtime import SQLITE_NOW
 from ..models import Job, Limiter, Pause
-from . import workers
 from .base import Dialect
 
 # A write that changes nothing, but takes the database's write lock at once: what a limited
@@ -61,9 +59,6 @@ def _queue_filter(queues: Sequence[str] | None) -> tuple[str, list[str]]:
 
 
 class SQLiteDialect(Dialect):
-    def upsert_worker(self, alias: str, row: dict[str, Any]) -> None:
-        workers.upsert(alias, row, workers.on_conflict)
-
     def claim(
         self,
         alias: str,
@@ -79,7 +74,7 @@ class SQLiteDialect(Dialect):
         params = [worker_id, lease_seconds, *queue_params, batch]
         return list(Job.objects.using(alias).raw(sql, params))
 
-    def limited_due(self, alias: str, queues: Sequence[str] | None, batch: int) -> bool:
+    def _limited_due(self, alias: str, queues: Sequence[str] | None, batch: int) -> bool:
         # Any due job with limits, anywhere: leasejobs_limited holds only them.
         table = connections[alias].ops.quote_name(Job._meta.db_table)
         queue_filter, params = _queue_filter(queues)
@@ -87,12 +82,11 @@ class SQLiteDialect(Dialect):
             cursor.execute(_LIMITED_DUE.format(table=table, queue_filter=queue_filter), params)
             return bool(cursor.fetchone()[0])
 
-    def begin_limited(self, alias: str) -> None:
+    def _lock_limiters(self, alias: str, keys: Iterable[str]) -> set[str]:
+        # No row locks: the database's write lock, taken by the first statement of the claim's
+        # transaction, holds every key until it commits.
         connection = connections[alias]
         table = connection.ops.quote_name(Limiter._meta.db_table)
         with connection.cursor() as cursor:
             cursor.execute(_WRITE_LOCK.format(table=table))
-
-    def lock_limiters(self, alias: str, keys: Iterable[str]) -> set[str]:
-        # No row locks: the write lock taken by begin_limited holds every key.
         return set(keys)

@@ -18,7 +18,6 @@ from ..deadlocks import retry_deadlocks
 from ..dialects import Token
 from ..dialects.base import after
 from ..models import CLAIMABLE, Job, Status
-from . import limited_claim
 from .base import job_database, logger
 
 
@@ -32,14 +31,13 @@ def claim(
     """Lease up to ``batch`` due jobs to ``worker_id``; each claim increments ``attempt``.
 
     Order: priority (high first), then ``run_at``, then id. ``queues=None`` means every queue.
-    Jobs with concurrency or rate limits start only within them (``limited_claim``); those
+    Jobs with concurrency or rate limits start only within them (``dialects.limited``); those
     over a limit stay waiting, unchanged, and the jobs behind them are claimed.
     """
     if batch < 1 or (queues is not None and not queues):
         return []
     using = job_database()
-    dialect = dialects.for_alias(using)
-    jobs = limited_claim.claim(dialect, using, worker_id, queues, batch, lease_seconds)
+    jobs = dialects.for_alias(using).claim_limited(using, worker_id, queues, batch, lease_seconds)
     jobs.sort(key=lambda j: (-j.priority, j.run_at, j.pk))
     _started(jobs, worker_id, using)
     return jobs

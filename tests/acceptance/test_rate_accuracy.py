@@ -25,8 +25,8 @@ import pytest
 from testapp import jobs
 
 from django_leasejobs.dbtime import DbNow
+from django_leasejobs.dialects.within_limits import window_start
 from django_leasejobs.models import Job, Limiter, Status
-from django_leasejobs.protocol.limited_claim import window_start
 
 from ..conftest import shifted
 from ..invariants import check_invariants, wait_for

@@ -8,6 +8,7 @@ claim's transaction is open).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -16,10 +17,10 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from testapp import jobs
 
 from django_leasejobs.dialects import Dialect
+from django_leasejobs.dialects.within_limits import window_start
 from django_leasejobs.models import Job, Limiter, Status
-from django_leasejobs.protocol import limited_claim
 
-from ..conftest import shifted
+from ..conftest import race, shifted
 from .conftest import backend_pid, hold_key, locked_keys
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.django_db
 def claim_limited(
     dialect: Dialect, batch: int, queues: Sequence[str] | None = None, worker: str = "w1"
 ) -> list[Job]:
-    return limited_claim.claim(dialect, DEFAULT_DB_ALIAS, worker, queues, batch, 60.0)
+    return dialect.claim_limited(DEFAULT_DB_ALIAS, worker, queues, batch, 60.0)
 
 
 def test_each_limit_holds_and_jobs_without_limits_come_beside_them(
@@ -45,9 +46,15 @@ def test_each_limit_holds_and_jobs_without_limits_come_beside_them(
     assert {j.pk for j in claimed} >= {j.pk for j in plain}
     for job in claimed:
         assert (job.status, job.attempt, job.lease_owner) == (Status.RUNNING, 1, "w1")
-    assert claim_limited(dialect, 20, worker="w2") == []
-    bucket = Limiter.objects.get(key="r:testapp.jobs.throttled")
-    assert (bucket.started, bucket.blocked_until is not None) == (5, True)
+    later = claim_limited(dialect, 20, worker="w2")
+    # The rate is 5 a minute: both claims in one minute start no more; a minute that ended
+    # between them lets the next start the rest, and no minute more than 5.
+    per_minute = Counter(window_start(j.started_at, 60) for j in [*claimed, *later] if j.rate_key)
+    assert max(per_minute.values()) <= 5, per_minute
+    if len(per_minute) == 1:
+        assert later == []
+        bucket = Limiter.objects.get(key="r:testapp.jobs.throttled")
+        assert (bucket.started, bucket.blocked_until is not None) == (5, True)
 
 
 def test_batch_and_queues_bound_the_claim_in_claim_order(
@@ -131,3 +138,28 @@ def test_a_key_another_claimer_holds_is_passed_over_not_waited_for(
     finally:
         holder.close()
     assert [j.pk for j in claim_limited(dialect, 2, worker="w2")] == [held.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pruning_passes_over_exactly_the_keys_an_open_claim_holds(
+    dialect: Dialect, all_due: Callable[[], None]
+) -> None:
+    """The keys a limited claim locks, pinned from the other side: pruning takes the claimers'
+    lock of each key it deletes (PostgreSQL: the key's advisory lock, computed from the key
+    text in SQL by the claim and in Python by pruning; elsewhere the row lock), so while the
+    claim's transaction is open it deletes every idle key's row but the two the claim holds."""
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite has no row locks: its write lock serializes pruning with claims")
+    jobs.per_tenant.enqueue_many([(("a",), {}), (("b",), {})])
+    all_due()
+    keys = ["c:tenant:a", "c:tenant:b", "c:tenant:idle"]
+    Limiter.objects.bulk_create([Limiter(key=key, name=key[2:]) for key in keys])
+    with transaction.atomic():
+        claimed = claim_limited(dialect, 10)
+        # In another session (a thread has its own connection), while the claim's locks hold.
+        (pruned,) = race(
+            lambda: dialect.prune_limiters(DEFAULT_DB_ALIAS, dt.timedelta(days=1), 10, "")
+        )
+    assert sorted(str(j.concurrency_key) for j in claimed) == ["tenant:a", "tenant:b"]
+    assert pruned == (1, "c:tenant:idle")
+    assert set(Limiter.objects.values_list("key", flat=True)) == {"c:tenant:a", "c:tenant:b"}

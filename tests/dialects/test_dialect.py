@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,9 +22,11 @@ from django.test.utils import CaptureQueriesContext
 
 from django_leasejobs import dialects
 from django_leasejobs.dbtime import db_now
-from django_leasejobs.dialects import Completion, Token
+from django_leasejobs.dialects import Completion, Token, postgresql_sql
+from django_leasejobs.dialects.mysql import MySQLDialect
 from django_leasejobs.dialects.postgresql import PostgreSQLDialect
-from django_leasejobs.models import Job, Limiter, Status, Worker
+from django_leasejobs.dialects.sqlite import SQLiteDialect
+from django_leasejobs.models import Job, Limiter, Pause, Status, Worker
 from django_leasejobs.runtime.listener import Listener
 
 from ..conftest import shifted
@@ -302,3 +306,40 @@ def test_prune_limiters_passes_over_a_key_a_claimer_holds(dialect: dialects.Dial
         holder.close()
     assert set(Limiter.objects.values_list("key", flat=True)) == {"r:held"}
     assert dialect.prune_limiters(DEFAULT_DB_ALIAS, DAY, 10, "") == (1, "r:held")
+
+
+OPERATIONS = {
+    "insert", "insert_many", "claim", "claim_limited", "renew", "complete_many",
+    "announce", "announce_cancel", "prune_limiters", "upsert_worker",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("cls", [dialects.Dialect, PostgreSQLDialect, SQLiteDialect, MySQLDialect])
+def test_the_interface_is_one_public_method_per_operation(cls: type[dialects.Dialect]) -> None:
+    """Steps of an operation are private to the dialect: a database adds none to the
+    interface, and the protocol has nothing to call but the operations."""
+    public = {name for name in dir(cls) if not name.startswith("_")}
+    assert public == OPERATIONS
+
+
+def test_this_suite_calls_every_operation_on_the_dialect_under_test() -> None:
+    """Each operation is called as ``dialect.<operation>(`` in this suite, where ``dialect`` is
+    the fixture that runs it with the database's own dialect and with the ORM's."""
+    suite = "".join(path.read_text() for path in Path(__file__).parent.glob("test_*.py"))
+    called = set(re.findall(r"\bdialect\.([a-z_]+)\(", suite))
+    assert called >= OPERATIONS, OPERATIONS - called
+
+
+def test_the_tables_postgresql_names_literally_are_the_models() -> None:
+    assert Job._meta.db_table == postgresql_sql.JOB
+    assert Limiter._meta.db_table == postgresql_sql.LIMITER
+    assert Pause._meta.db_table == postgresql_sql.PAUSE
+
+
+def test_named_parameters_reach_the_database_through_django_cursor() -> None:
+    """The dialects' statements take ``%(name)s`` parameters from a dict, each name as often as
+    the statement needs it: Django's cursor passes them to psycopg and mysqlclient as they
+    are, and converts them for SQLite."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %(n)s, %(text)s, %(n)s", {"n": 7, "text": "it's 100%"})
+        assert tuple(cursor.fetchone()) == (7, "it's 100%", 7)

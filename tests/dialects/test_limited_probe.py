@@ -1,5 +1,5 @@
-"""``limited_due``: the probe every claim sends first, on every dialect (and the ORM's, on every
-database), and the plan of each database's own: it reads an index, never the whole table.
+"""``_limited_due``: the probe every limited claim sends first, on every dialect (and the ORM's,
+on every database), and the plan of each database's own: it reads an index, never the whole table.
 
 A drain of jobs with limits leaves claimed and finished rows ahead of the waiting ones, and a
 backlog without limits is all due rows. A probe planned as a sequential scan (PostgreSQL), a
@@ -21,7 +21,6 @@ from django_leasejobs import dialects
 from django_leasejobs.dialects.postgresql import PostgreSQLDialect
 from django_leasejobs.dialects.sqlite import SQLiteDialect
 from django_leasejobs.models import Job, Status
-from django_leasejobs.protocol import limited_claim
 
 from ..conftest import shifted
 from ..plans import explain, scanned_tables, statements
@@ -32,7 +31,7 @@ BATCH = 10
 
 
 def due(dialect: dialects.Dialect, queues: list[str] | None, batch: int = BATCH) -> bool:
-    return dialect.limited_due(DEFAULT_DB_ALIAS, queues, batch)
+    return dialect._limited_due(DEFAULT_DB_ALIAS, queues, batch)
 
 
 def limited(count: int, queue: str = "default", priority: int = 0) -> list[Job]:
@@ -90,7 +89,7 @@ def test_a_job_with_limits_behind_a_full_batch_changes_no_claim(
 
 
 def claim(dialect: dialects.Dialect, batch: int) -> list[Job]:
-    return limited_claim.claim(dialect, DEFAULT_DB_ALIAS, "w", ["default"], batch, 60.0)
+    return dialect.claim_limited(DEFAULT_DB_ALIAS, "w", ["default"], batch, 60.0)
 
 
 def the_probe(dialect: dialects.Dialect, queues: list[str] | None) -> tuple[str, Any]:

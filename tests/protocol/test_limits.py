@@ -160,19 +160,19 @@ def test_starts_count_in_the_window_they_happened_in(all_due: Callable[[], None]
     the next minute. Here the bucket's clock reads a minute early: the five starts must fill
     the minute they happened in, or the next claim starts more in that same minute."""
     from django_leasejobs.dialects import for_alias
-    from django_leasejobs.protocol.limited_claim import claim, window_start
+    from django_leasejobs.dialects.within_limits import window_start
 
     real = for_alias(job_database())
 
     class EarlyBucketClock(type(real)):
-        def limiter_state(self, alias: str, ckeys: set[str], rkeys: set[str]) -> Any:
-            running, buckets = super().limiter_state(alias, ckeys, rkeys)
+        def _limiter_state(self, alias: str, ckeys: set[str], rkeys: set[str]) -> Any:
+            running, buckets = super()._limiter_state(alias, ckeys, rkeys)
             early = {k: b._replace(now=b.now - dt.timedelta(minutes=1)) for k, b in buckets.items()}
             return running, early
 
     jobs.throttled.enqueue_many([((n,), {}) for n in range(8)])
     all_due()
-    first = claim(EarlyBucketClock(), job_database(), "w1", None, 10, 60.0)
+    first = EarlyBucketClock().claim_limited(job_database(), "w1", None, 10, 60.0)
     assert len(first) == 5
     rest = protocol.claim("w2", batch=10)
     per_minute = Counter(window_start(j.started_at, 60) for j in [*first, *rest] if j.started_at)
@@ -188,13 +188,13 @@ def test_the_counts_that_decide_are_read_after_the_locks(all_due: Callable[[], N
     jobs of the key running, and the rate bucket filled. The claim must start none."""
     from django_leasejobs.dbtime import db_now
     from django_leasejobs.dialects import for_alias
-    from django_leasejobs.protocol.limited_claim import claim, window_start
+    from django_leasejobs.dialects.within_limits import window_start
 
     real = for_alias(job_database())
 
     class StartsCommittedMeanwhile(type(real)):
-        def hold_limited(self, alias: str, *args: Any) -> Any:
-            held = super().hold_limited(alias, *args)
+        def _start_within_limits(self, alias: str, *args: Any) -> Any:
+            # Right after the locks, before the counts: the claim's own hook for that moment.
             last_two = keyed.order_by("-pk").values_list("pk", flat=True)[:2]
             assert Job.objects.filter(pk__in=list(last_two)).update(status=Status.RUNNING) == 2
             Limiter.objects.update_or_create(
@@ -205,13 +205,13 @@ def test_the_counts_that_decide_are_read_after_the_locks(all_due: Callable[[], N
                     "started": 5,
                 },
             )
-            return held
+            return super()._start_within_limits(alias, *args)
 
     jobs.per_customer.enqueue_many([((1,), {})] * 4)
     keyed = Job.objects.filter(concurrency_key="customer:1")
     throttled = [j.pk for j in jobs.throttled.enqueue_many([((n,), {}) for n in range(8)])]
     all_due()
-    assert claim(StartsCommittedMeanwhile(), job_database(), "w1", None, 20, 60.0) == []
+    assert StartsCommittedMeanwhile().claim_limited(job_database(), "w1", None, 20, 60.0) == []
     assert keyed.filter(status=Status.RUNNING).count() == 2
     assert keyed.filter(status=Status.PENDING).count() == 2
     assert Job.objects.filter(pk__in=throttled, status=Status.PENDING).count() == 8
@@ -240,8 +240,7 @@ def test_both_limits_at_once(all_due: Callable[[], None]) -> None:
 
 
 def test_bucket_windows_align_to_the_epoch() -> None:
-    from django_leasejobs.dialects.limited import Bucket
-    from django_leasejobs.protocol.limited_claim import room, window_start
+    from django_leasejobs.dialects.within_limits import Bucket, room, window_start
 
     now = dt.datetime(2030, 1, 1, 12, 34, 56, 789000, tzinfo=dt.timezone.utc)
     assert window_start(now, 60) == now.replace(second=0, microsecond=0)

@@ -13,8 +13,8 @@ from django.db.models import Count
 from testapp import jobs
 
 from django_leasejobs import protocol
-from django_leasejobs.models import Job, Status
-from django_leasejobs.protocol.limited_claim import window_start
+from django_leasejobs.dialects.within_limits import window_start
+from django_leasejobs.models import Job, Limiter, Status
 
 from ..conftest import race
 
@@ -114,8 +114,6 @@ def test_a_key_another_claimer_holds_is_skipped_not_waited_for(
     jobs.per_tenant.enqueue("held")
     free = jobs.per_tenant.enqueue("free")
     all_due()
-    from django_leasejobs.dialects import for_alias
-
     holder = connections.create_connection("default")
     try:
         with holder.cursor() as cursor:
@@ -125,7 +123,9 @@ def test_a_key_another_claimer_holds_is_skipped_not_waited_for(
                     "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ["c:tenant:held"]
                 )
             else:  # row locks: the rows must exist
-                for_alias("default").add_limiters("default", ["c:tenant:held", "c:tenant:free"])
+                Limiter.objects.bulk_create(
+                    [Limiter(key=f"c:tenant:{t}", name=f"tenant:{t}") for t in ("held", "free")]
+                )
                 key = holder.ops.quote_name("key")
                 cursor.execute(
                     f"SELECT {key} FROM django_leasejobs_limiter WHERE {key} = %s FOR UPDATE",

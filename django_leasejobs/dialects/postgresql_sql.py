@@ -1,0 +1,86 @@
+"""PostgreSQL's fragments of SQL, each written once, for the statements that compose them.
+
+The app's tables are named literally (their ``db_table``; a test checks them against the
+models). Every fragment names its columns unqualified: each is used where the job row is the
+only table with those columns in scope. Values are never here: the statements that compose
+these fragments take named parameters (``%(name)s``) and are run with a dict.
+"""
+
+from __future__ import annotations
+
+from ..models import Job
+
+JOB = "django_leasejobs_job"
+LIMITER = "django_leasejobs_limiter"
+PAUSE = "django_leasejobs_pause"
+
+WAITING = "status IN ('pending', 'failed')"
+"""A job that may be claimed: waiting for its first attempt or for a retry."""
+
+DUE = f"{WAITING} AND run_at <= STATEMENT_TIMESTAMP()"
+"""A waiting job whose time has come (the database's clock)."""
+
+CLAIM_ORDER = "priority DESC, run_at, id"
+"""The claim order: priority (high first), then ``run_at``, then id (the claim indexes')."""
+
+WITH_LIMITS = "(concurrency_key IS NOT NULL OR rate_key IS NOT NULL)"
+"""Jobs with a limit (the predicate of ``leasejobs_limited``)."""
+
+WITHOUT_LIMITS = "concurrency_key IS NULL AND rate_key IS NULL"
+"""Jobs without limits (the predicate of ``leasejobs_claimable``)."""
+
+ATTEMPT_START = """status = 'running',
+    attempt = attempt + 1,
+    lease_owner = %(worker_id)s,
+    lease_expires_at = STATEMENT_TIMESTAMP()
+        + make_interval(secs => COALESCE(lease_seconds, %(lease_seconds)s)),
+    started_at = STATEMENT_TIMESTAMP()"""
+"""What a claim sets on a row it leases: the next attempt (the fencing token), its owner, and
+a lease of the job's own length or else the worker's."""
+
+CONCURRENCY_LOCK = "'c:' || concurrency_key"
+RATE_LOCK = "'r:' || rate_key"
+"""A job's limiter keys, as ``within_limits.concurrency_lock`` and ``rate_lock`` spell them."""
+
+
+def try_lock(key: str) -> str:
+    """Try the transaction-level advisory lock of the limiter key ``key`` (an SQL text
+    expression), never waiting. Claims and limiter pruning take this same lock of the same
+    text: keys are hashed to 64 bits, and two keys sharing a hash only make one wait a round."""
+    return f"pg_try_advisory_xact_lock(hashtextextended({key}, 0))"
+
+
+def not_paused(row: str) -> str:
+    """No pause holds back the job row aliased ``row``: not its queue, not its name."""
+    return f"""NOT EXISTS (
+        SELECT 1 FROM {PAUSE} AS p
+        WHERE (p.kind = 'queue' AND p.name = {row}.queue)
+           OR (p.kind = 'job' AND p.name = {row}.name)
+    )"""
+
+
+def queue_scan(kind: str, cte: str) -> str:
+    """The queues that have waiting jobs of ``kind`` (``WITH_LIMITS`` or ``WITHOUT_LIMITS``),
+    one index entry read per queue (a loose index scan), as the recursive CTE named ``cte``."""
+    return f"""
+    (SELECT queue FROM {JOB} WHERE {WAITING} AND {kind} ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.queue FROM {JOB} AS t
+            WHERE {WAITING} AND {kind} AND t.queue > q.queue
+            ORDER BY t.queue LIMIT 1)
+    FROM {cte} AS q WHERE q.queue IS NOT NULL
+"""
+
+
+GIVEN_QUEUES = "SELECT unnest(%(queues)s::text[])"
+"""The queues named by the ``queues`` parameter, as a CTE's rows."""
+
+NOT_CLAIMED = ("errors", "result", "last_error")
+"""Columns a claim does not return. A worker needs none of them, and decoding a retried job's
+tracebacks on every claim is the costliest part of reading the rows back; Django loads them on
+access, like any deferred field."""
+
+CLAIMED_COLUMNS = ", ".join(
+    f'"{f.column}"' for f in Job._meta.concrete_fields if f.name not in NOT_CLAIMED
+)
+"""The columns a claim returns."""
