@@ -2,9 +2,8 @@
 
 Every statement is named here (the limited claim's in ``postgresql_limited``, the INSERTs in
 ``postgresql_insert``), beside the reason for its shape, with named parameters and the fragments
-it shares written once in ``postgresql_sql``; the plain claim's statements still take positional
-parameters. The id and attempt arrays travel as one text parameter each (``int_array``), which
-psycopg does not have to adapt element by element.
+it shares written once in ``postgresql_sql``. The id and attempt arrays travel as one text
+parameter each (``int_array``), which psycopg does not have to adapt element by element.
 """
 
 from __future__ import annotations
@@ -20,104 +19,111 @@ from django.db.models import DEFERRED, JSONField
 
 from .. import notify
 from ..deadlocks import retry_deadlocks
-from ..models import Job, Pause
+from ..models import Job
 from . import postgresql_insert, postgresql_limited
 from .base import Completion, Dialect, Renewed, Token
-from .postgresql_sql import JOB, NOT_CLAIMED
+from .postgresql_sql import (
+    ATTEMPT_START,
+    CLAIM_ORDER,
+    CLAIMED_COLUMNS,
+    DUE,
+    GIVEN_QUEUES,
+    JOB,
+    PAUSE,
+    WAITING,
+    WITHOUT_LIMITS,
+    queue_scan,
+)
 from .within_limits import CANDIDATES_PER_SLOT, Bucket, Fill
 
-_CLAIM_SET = """
-UPDATE {table} AS j
-SET status = 'running',
-    attempt = j.attempt + 1,
-    lease_owner = %s,
-    lease_expires_at = STATEMENT_TIMESTAMP()
-        + make_interval(secs => COALESCE(j.lease_seconds, %s)),
-    started_at = STATEMENT_TIMESTAMP()
+_TAKE_DUE = f"""
+UPDATE {JOB} AS j
+SET {ATTEMPT_START}
 -- ANY(ARRAY(...)) rather than a join with "due": the planner then always fetches the claimed
 -- rows by primary key, where a join may hash the whole table (a seq scan per claim).
 -- The status test again: the compare-and-set, in case the row changed after the snapshot.
-WHERE j.id = ANY(ARRAY(SELECT id FROM due)) AND j.status IN ('pending', 'failed')
-RETURNING {columns}
+WHERE id = ANY(ARRAY(SELECT id FROM due)) AND {WAITING}
+RETURNING {CLAIMED_COLUMNS}
 """
 
-CLAIM_ONE_QUEUE = (
-    """
+# An anti-join on the pause table's unique index: the claim keeps its ordered index scan. (A
+# "name <> ALL(ARRAY(...))" test is estimated to keep almost no row, and the planner then
+# sorts the whole backlog instead.)
+_JOB_NOT_PAUSED = (
+    f"NOT EXISTS (SELECT 1 FROM {PAUSE} AS p WHERE p.kind = 'job' AND p.name = {JOB}.name)"
+)
+
+
+def _queue_not_paused(queue: str) -> str:
+    """The queue ``queue`` (an SQL expression) is not paused."""
+    return f"NOT EXISTS (SELECT 1 FROM {PAUSE} AS p WHERE p.kind = 'queue' AND p.name = {queue})"
+
+
+CLAIM_ONE_QUEUE = f"""
 WITH due AS (
-    SELECT id FROM {table}
-    WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP() AND queue = %s
+    SELECT id FROM {JOB}
+    WHERE {DUE} AND queue = %(queue)s AND {WITHOUT_LIMITS}
       -- Pauses: the queue's test names no column of the row, so it is checked once, before
       -- the scan (a paused queue reads no job); a paused job name is filtered row by row.
-      AND NOT EXISTS (SELECT 1 FROM {pause} AS p WHERE p.kind = 'queue' AND p.name = %s)
-      AND {job_not_paused}
-      AND concurrency_key IS NULL AND rate_key IS NULL
-    ORDER BY priority DESC, run_at, id
-    LIMIT %s
+      AND {_queue_not_paused("%(queue)s")}
+      AND {_JOB_NOT_PAUSED}
+    ORDER BY {CLAIM_ORDER}
+    LIMIT %(batch)s
     -- SKIP LOCKED: a row another claimer is taking is passed over, not waited for, so
     -- concurrent workers split the due rows instead of queueing behind one another.
     FOR UPDATE SKIP LOCKED
-)"""
-    + _CLAIM_SET
-)
+){_TAKE_DUE}"""
 
 # Several queues, or all of them. The claimable index leads with the queue, so one ordered scan
 # cannot serve them all (PostgreSQL would sort every due row on each claim, a cost that grows
 # with the backlog). Instead: list the queues (given, or found with a loose index scan that
 # reads one index entry per queue), read the first ``batch`` due entries of each queue from
-# the index without locking them, keep the best ``2 * batch`` of those, and lock the best
-# ``batch`` of these that no other claimer holds. Locking each queue's first ``batch`` rows
-# instead wrote a lock on every one of them (queues x batch rows) to keep ``batch``. The spare
-# candidates are for concurrent claimers: two of them read the same best rows, and the second
+# the index without locking them, keep the best ``spare`` (twice the batch) of those, and lock
+# the best ``batch`` of these that no other claimer holds. Locking each queue's first ``batch``
+# rows instead wrote a lock on every one of them (queues x batch rows) to keep ``batch``. The
+# spares are for concurrent claimers: two of them read the same best rows, and the second
 # takes the spares the first did not lock.
-CLAIM_QUEUES = (
-    """
+_CLAIM_QUEUES = """
 WITH RECURSIVE queues(queue) AS ({queues}),
 candidates AS (
     SELECT c.id FROM queues AS q CROSS JOIN LATERAL (
-        SELECT id, priority, run_at FROM {table}
-        WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP()
-          AND queue = q.queue AND concurrency_key IS NULL AND rate_key IS NULL
-        ORDER BY priority DESC, run_at, id
-        LIMIT %s
+        SELECT id, priority, run_at FROM {job}
+        WHERE {due} AND queue = q.queue AND {without_limits}
+        ORDER BY {order}
+        LIMIT %(batch)s
     ) AS c
     -- A paused queue is dropped from the list before its rows are read.
-    WHERE q.queue IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM {pause} AS p WHERE p.kind = 'queue' AND p.name = q.queue)
+    WHERE q.queue IS NOT NULL AND {queue_not_paused}
     ORDER BY c.priority DESC, c.run_at, c.id
-    LIMIT %s
+    LIMIT %(spare)s
 ),
 due AS (
-    SELECT id FROM {table}
-    WHERE id = ANY(ARRAY(SELECT id FROM candidates))
-      -- Read again under the lock: the candidates were read without one.
-      AND status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP()
-      AND {job_not_paused}
-    ORDER BY priority DESC, run_at, id
-    LIMIT %s
+    SELECT id FROM {job}
+    -- Read again under the lock: the candidates were read without one.
+    WHERE id = ANY(ARRAY(SELECT id FROM candidates)) AND {due} AND {job_not_paused}
+    ORDER BY {order}
+    LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
 )"""
-    + _CLAIM_SET
-)
 
-# An anti-join on the pause table's unique index: the claim keeps its ordered index scan. (A
-# "name <> ALL(ARRAY(...))" test is estimated to keep almost no row, and the planner then
-# sorts the whole backlog instead.)
-JOB_NOT_PAUSED = (
-    "NOT EXISTS (SELECT 1 FROM {pause} AS p WHERE p.kind = 'job' AND p.name = {table}.name)"
-)
 
-GIVEN_QUEUES = "SELECT unnest(%s::text[])"
-# {kind}: which claimable index the loose scan reads (the predicate of its partial index).
-EVERY_QUEUE = """
-    (SELECT queue FROM {table} WHERE status IN ('pending', 'failed') AND {kind}
-     ORDER BY queue LIMIT 1)
-    UNION ALL
-    SELECT (SELECT t.queue FROM {table} AS t
-            WHERE t.status IN ('pending', 'failed') AND {kind} AND t.queue > q.queue
-            ORDER BY t.queue LIMIT 1)
-    FROM {cte} AS q WHERE q.queue IS NOT NULL
-"""
-UNLIMITED = "concurrency_key IS NULL AND rate_key IS NULL"
+def _claim_queues(queues: str) -> str:
+    return (
+        _CLAIM_QUEUES.format(
+            queues=queues,
+            job=JOB,
+            due=DUE,
+            without_limits=WITHOUT_LIMITS,
+            order=CLAIM_ORDER,
+            queue_not_paused=_queue_not_paused("q.queue"),
+            job_not_paused=_JOB_NOT_PAUSED,
+        )
+        + _TAKE_DUE
+    )
+
+
+CLAIM_GIVEN_QUEUES = _claim_queues(GIVEN_QUEUES)
+CLAIM_EVERY_QUEUE = _claim_queues(queue_scan(WITHOUT_LIMITS, "queues"))
 
 RENEW = f"""
 UPDATE {JOB} AS j
@@ -181,24 +187,18 @@ class PostgreSQLDialect(Dialect):
         batch: int,
         lease_seconds: float,
     ) -> list[Job]:
-        table, columns = _table(alias), _columns(alias)
-        pause = connections[alias].ops.quote_name(Pause._meta.db_table)
-        not_paused = JOB_NOT_PAUSED.format(pause=pause, table=table)
-        if queues is not None and len(queues) == 1:
-            sql = CLAIM_ONE_QUEUE.format(
-                table=table, columns=columns, pause=pause, job_not_paused=not_paused
-            )
-            params: list[Any] = [queues[0], queues[0], batch, worker_id, lease_seconds]
+        params: dict[str, Any] = {
+            "worker_id": worker_id,
+            "lease_seconds": lease_seconds,
+            "batch": batch,
+            "spare": 2 * batch,
+        }
+        if queues is None:
+            sql = CLAIM_EVERY_QUEUE
+        elif len(queues) == 1:
+            sql, params["queue"] = CLAIM_ONE_QUEUE, queues[0]
         else:
-            if queues is None:
-                source = EVERY_QUEUE.format(table=table, kind=UNLIMITED, cte="queues")
-                source_params = []
-            else:
-                source, source_params = GIVEN_QUEUES, [list(queues)]
-            sql = CLAIM_QUEUES.format(
-                table=table, columns=columns, queues=source, pause=pause, job_not_paused=not_paused
-            )
-            params = [*source_params, batch, 2 * batch, batch, worker_id, lease_seconds]
+            sql, params["queues"] = CLAIM_GIVEN_QUEUES, list(queues)
         return fetch_jobs(connections[alias], alias, sql, params)
 
     def claim_limited(
@@ -270,17 +270,6 @@ class PostgreSQLDialect(Dialect):
         with connections[alias].cursor() as cursor:
             cursor.execute(COMPLETE_MANY, params)
             return {row[0] for row in cursor.fetchall()}
-
-
-def _table(alias: str) -> str:
-    return str(connections[alias].ops.quote_name(Job._meta.db_table))
-
-
-def _columns(alias: str) -> str:
-    """The columns a claim returns (``NOT_CLAIMED`` left out), as ``j.<column>``."""
-    qn = connections[alias].ops.quote_name
-    claimed = [f for f in Job._meta.concrete_fields if f.name not in NOT_CLAIMED]
-    return ", ".join(f"j.{qn(str(f.column))}" for f in claimed)
 
 
 _COLUMN_ATTNAME = {str(f.column): str(f.attname) for f in Job._meta.concrete_fields}
