@@ -80,9 +80,11 @@ WITH due AS (
 # reads one index entry per queue), read the first ``batch`` due entries of each queue from
 # the index without locking them, keep the best ``spare`` (twice the batch) of those, and lock
 # the best ``batch`` of these that no other claimer holds. Locking each queue's first ``batch``
-# rows instead wrote a lock on every one of them (queues x batch rows) to keep ``batch``. The
-# spares are for concurrent claimers: two of them read the same best rows, and the second
-# takes the spares the first did not lock.
+# rows instead held queues x batch rows until the claim committed, and a concurrent claimer
+# skipped them all (a test in tests/protocol/test_races.py). The spares are for concurrent
+# claimers: two of them read the same best rows, and the second takes the spares the first
+# did not lock. (An index without the queue in front would make this one ordered scan, at the
+# price of one more index entry written by every enqueue: docs/benchmarks.md.)
 _CLAIM_QUEUES = """
 WITH RECURSIVE queues(queue) AS ({queues}),
 candidates AS (
