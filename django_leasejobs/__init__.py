@@ -1,12 +1,20 @@
 """django-leasejobs: durable, lease-based jobs in your Django database.
 
 The public face is small: ``job`` registers a function; ``Backoff`` tunes its retries;
-``PermanentError`` dead-letters a job at once. State changes live in ``protocol``.
+``PermanentError`` dead-letters a job at once; ``JobFailedError`` is what waiting for a job
+that ended dead or cancelled raises. State changes live in ``protocol``.
 """
 
 from .backoff import Backoff
-from .errors import JobValidationError, PermanentError, UnknownJobError
+from .errors import JobFailedError, JobValidationError, PermanentError, UnknownJobError
 from .jobs import job
 
-__all__ = ["Backoff", "JobValidationError", "PermanentError", "UnknownJobError", "job"]
+__all__ = [
+    "Backoff",
+    "JobFailedError",
+    "JobValidationError",
+    "PermanentError",
+    "UnknownJobError",
+    "job",
+]
 __version__ = "0.1.0.dev0"

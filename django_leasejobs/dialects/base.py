@@ -247,10 +247,23 @@ class Dialect(LimitedClaims, LimiterPruning, WorkerRows):
         Elsewhere the worker learns it from its next renewal (``Renewed.cancel_requested``).
         """
 
+    def announces_finished(self, alias: str) -> bool:
+        """Whether finishing a job notifies callers waiting for it (``announce_finished``).
+
+        Where it does, a finish the protocol writes in autocommit is wrapped in a transaction
+        with its announcement, so the two commit together; elsewhere waiters poll.
+        """
+        return False
+
+    def announce_finished(self, alias: str, ids: Sequence[int]) -> None:
+        """Tell callers waiting for ``ids`` that these jobs finished, when the current
+        transaction commits (where it can)."""
+
     def complete_many(
         self, alias: str, completions: list[Completion], finished_by: str
     ) -> set[int]:
-        """Mark these attempts succeeded, each row fenced; return the ids that were."""
+        """Mark these attempts succeeded, each row fenced; return the ids that were, and
+        announce them (``announce_finished``) in the same transaction."""
         if all(c.result is None for c in completions):
             return _complete_group(
                 alias, [Token(c.id, c.attempt) for c in completions], finished_by

@@ -128,6 +128,24 @@ WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running'
 RETURNING j.id
 """
 
+# The same UPDATE, announcing what it completed to waiting callers in the same statement (so
+# in the same transaction, and no round trip more): one notification per chunk of ids, one
+# row per chunk back. The ids of a completion group come back as an array of each chunk.
+COMPLETE_MANY_ANNOUNCED = (
+    "WITH done AS ("
+    + COMPLETE_MANY
+    + """),
+chunks AS (
+    SELECT array_agg(id) AS ids FROM (
+        SELECT id, (row_number() OVER () - 1) / %s AS chunk FROM done
+    ) AS numbered GROUP BY chunk
+)
+SELECT ids, pg_notify(%s, array_to_string(ids, ',')) FROM chunks
+"""
+)
+
+ANNOUNCE_FINISHED = "SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) AS payload"
+
 ANNOUNCE = "SELECT pg_notify(%s, queue) FROM unnest(%s::text[]) AS queue"
 
 # The job id is the payload: every worker listening hears it, only the owner acts on it.
@@ -164,6 +182,15 @@ class PostgreSQLDialect(Dialect):
         if notify.supported(alias):
             with connections[alias].cursor() as cursor:
                 cursor.execute(ANNOUNCE_CANCEL, [notify.CANCEL_CHANNEL, str(int(job_id))])
+
+    def announces_finished(self, alias: str) -> bool:
+        return notify.supported(alias)
+
+    def announce_finished(self, alias: str, ids: Sequence[int]) -> None:
+        if ids and notify.supported(alias):
+            payloads = notify.finished_payloads(list(ids))
+            with connections[alias].cursor() as cursor:
+                cursor.execute(ANNOUNCE_FINISHED, [notify.FINISHED_CHANNEL, payloads])
 
     def claim(
         self,
@@ -256,15 +283,20 @@ class PostgreSQLDialect(Dialect):
         self, alias: str, completions: list[Completion], finished_by: str
     ) -> set[int]:
         connection = connections[alias]
-        sql = COMPLETE_MANY.format(table=connection.ops.quote_name(Job._meta.db_table))
+        table = connection.ops.quote_name(Job._meta.db_table)
         ids = int_array(c.id for c in completions)
         attempts = int_array(c.attempt for c in completions)
         results = None  # no result at all: NULL, and every row's result is NULL
         if any(c.result is not None for c in completions):
             results = json.dumps([c.result for c in completions])
+        params: list[Any] = [finished_by, results, ids, attempts]
         with connection.cursor() as cursor:
-            cursor.execute(sql, [finished_by, results, ids, attempts])
-            return {row[0] for row in cursor.fetchall()}
+            if not notify.supported(alias):
+                cursor.execute(COMPLETE_MANY.format(table=table), params)
+                return {row[0] for row in cursor.fetchall()}
+            params += [notify.IDS_PER_NOTIFICATION, notify.FINISHED_CHANNEL]
+            cursor.execute(COMPLETE_MANY_ANNOUNCED.format(table=table), params)
+            return {job_id for row in cursor.fetchall() for job_id in row[0]}
 
 
 def _table(alias: str) -> str:
