@@ -57,6 +57,12 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
 
         return fetch(job_id, name=self.name)
 
+    async def aget_result(self, job_id: int | str) -> Job:
+        """``get_result()`` for async code."""
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(self.get_result, thread_sensitive=True)(job_id)
+
     def enqueue_many(self, items: Iterable[Any]) -> list[Job]:
         """Persist many jobs, in bulk where possible; return them in order.
 

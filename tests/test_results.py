@@ -42,6 +42,14 @@ class TestGetResult:
         assert read.replayed_by is None
         assert job.status == Status.PENDING  # the caller's instance is left alone
 
+    def test_aget_result_for_async_code(self) -> None:
+        job = jobs.add.enqueue(2, 2)
+        drain()
+        read = async_to_sync(jobs.add.aget_result)(job.pk)
+        assert (read.status, read.result) == (Status.SUCCEEDED, 4)
+        with pytest.raises(Job.DoesNotExist):
+            async_to_sync(jobs.noop.aget_result)(job.pk)
+
     def test_takes_an_id_as_a_string_of_digits(self) -> None:
         job = jobs.add.enqueue(1, 1)
         assert jobs.add.get_result(str(job.pk)).pk == job.pk
