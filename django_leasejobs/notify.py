@@ -39,7 +39,8 @@ def finished_payloads(ids: list[int]) -> list[str]:
 
 def finished_ids(payload: str) -> set[int]:
     """The job ids of a finish notification's payload (anything else in it is ignored)."""
-    return {int(part) for part in payload.split(",") if part.strip().isdigit()}
+    parts = (part.strip() for part in payload.split(","))
+    return {int(part) for part in parts if part.isascii() and part.isdecimal()}
 
 
 def supported(alias: str = DEFAULT_DB_ALIAS) -> bool:

@@ -49,7 +49,7 @@ def job_id_of(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise TypeError(f"A job id is an int (or a string of digits), not {type(value).__name__}.")
     if isinstance(value, str):
-        if not value.strip().isdigit():
+        if not (value.strip().isascii() and value.strip().isdecimal()):
             raise ValueError(f"A job id is a whole number, not {value!r}.")
         return int(value)
     return value
@@ -159,7 +159,9 @@ def _finished(job: Job, using: str) -> bool:
 def _refresh(job: Job, using: str) -> None:
     """Reload the finished job, and its dead letter with the replay link, so that ``outcome``
     and ``job.replayed_by`` read no more (async code could not)."""
-    job.refresh_from_db(using=using)
+    # Every field named: a field the instance had deferred (a claimed row's result) is loaded
+    # now, not on access, where async code could not.
+    job.refresh_from_db(using=using, fields=_FIELDS)
     letter = None
     if job.status == Status.DEAD:
         letters = DeadLetter.objects.using(using).select_related("replayed_job")
@@ -168,6 +170,7 @@ def _refresh(job: Job, using: str) -> None:
 
 
 _DEAD_LETTER = Job._meta.get_field("dead_letter")
+_FIELDS = [field.attname for field in Job._meta.concrete_fields]
 
 
 class _FinishListener:

@@ -59,6 +59,12 @@ class TestGetResult:
         with pytest.raises(Job.DoesNotExist, match=rf"No job {job.pk + 1000} of testapp"):
             jobs.add.get_result(job.pk + 1000)
 
+    def test_an_id_past_every_integer_column_is_unknown_too(self) -> None:
+        with pytest.raises(Job.DoesNotExist):
+            jobs.add.get_result(10**30)
+        with pytest.raises(Job.DoesNotExist):
+            jobs.add.get_result(str(10**30))
+
     def test_another_functions_job_is_not_returned(self) -> None:
         other = jobs.noop.enqueue()
         with pytest.raises(Job.DoesNotExist, match=f"No job {other.pk} of testapp.jobs.add"):
@@ -74,6 +80,7 @@ class TestGetResult:
             ("abc", ValueError, "whole number, not 'abc'"),
             ("-1", ValueError, "whole number"),
             ("", ValueError, "whole number"),
+            ("\u00b2", ValueError, "whole number"),
         ],
     )
     def test_bad_ids_are_refused_clearly(self, bad, error, match) -> None:
@@ -248,5 +255,5 @@ def test_payloads_parse_back_and_ignore_what_is_not_an_id() -> None:
     payloads = notify.finished_payloads(ids)
     assert len(payloads) == 4
     assert sorted(i for p in payloads for i in notify.finished_ids(p)) == ids
-    assert notify.finished_ids("3,x,,-4, 5") == {3, 5}
+    assert notify.finished_ids("3,x,,-4, 5,\u00b2") == {3, 5}
     assert notify.finished_payloads([]) == []

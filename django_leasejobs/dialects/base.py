@@ -259,6 +259,15 @@ class Dialect(LimitedClaims, LimiterPruning, WorkerRows):
         """Tell callers waiting for ``ids`` that these jobs finished, when the current
         transaction commits (where it can)."""
 
+    def complete_one(self, alias: str, completion: Completion, finished_by: str) -> bool:
+        """Mark one attempt succeeded, fenced by its token, and announce it where finishes are
+        announced, in one statement; whether it was."""
+        return bool(
+            Job.objects.using(alias)
+            .filter(pk=completion.id, attempt=completion.attempt, status=Status.RUNNING)
+            .update(**succeeded_fields(completion.result, finished_by))
+        )
+
     def complete_many(
         self, alias: str, completions: list[Completion], finished_by: str
     ) -> set[int]:

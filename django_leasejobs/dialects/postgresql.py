@@ -278,6 +278,12 @@ class PostgreSQLDialect(Dialect):
             rows = cursor.fetchall()
         return Renewed({row[0] for row in rows}, {row[0] for row in rows if row[1]})
 
+    def complete_one(self, alias: str, completion: Completion, finished_by: str) -> bool:
+        if not notify.supported(alias):
+            return super().complete_one(alias, completion, finished_by)
+        # The grouped statement announces in the same statement: no second round trip.
+        return bool(self.complete_many(alias, [completion], finished_by))
+
     @retry_deadlocks
     def complete_many(
         self, alias: str, completions: list[Completion], finished_by: str

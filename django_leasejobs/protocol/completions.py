@@ -13,16 +13,7 @@ from ..dialects import Completion
 from ..dialects.base import succeeded_fields
 from ..errors import JobValidationError, StaleAttemptError
 from ..models import Job, Status
-from .base import (
-    Failure,
-    Outcome,
-    announce,
-    announce_finished,
-    finishing,
-    job_database,
-    logger,
-    report,
-)
+from .base import Failure, Outcome, announce, announce_finished, job_database, logger, report
 from .failures import fail
 
 
@@ -38,14 +29,8 @@ def complete(job_id: int, attempt: int, result: Any = None, *, finished_by: str 
     except JobValidationError as exc:
         return fail(job_id, attempt, Failure(f"Unstorable return value: {exc}"), retryable=False)
     using = job_database()
-    with finishing(using):
-        changed = (
-            Job.objects.using(using)
-            .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
-            .update(**succeeded_fields(result, finished_by))
-        )
-        if changed:
-            announce_finished(using, [job_id])
+    completion = Completion(job_id, attempt, result)
+    changed = dialects.for_alias(using).complete_one(using, completion, finished_by)
     if changed:
         announce(signals.job_succeeded, using, {job_id: attempt}, result=result)
     return report(changed, "succeeded", job_id, attempt, Outcome.SUCCEEDED)
