@@ -188,15 +188,14 @@ class _FinishListener:
             return False
         wrapper = connections[self.using]
         try:
-            conn = wrapper.get_new_connection(wrapper.get_connection_params())
-            conn.autocommit = True
-            conn.execute(f"LISTEN {notify.FINISHED_CHANNEL}")
-            conn.pgconn.socket  # noqa: B018 - psycopg 3, or polling
+            self.conn = wrapper.get_new_connection(wrapper.get_connection_params())
+            self.conn.autocommit = True
+            self.conn.execute(f"LISTEN {notify.FINISHED_CHANNEL}")
+            self.conn.pgconn.socket  # noqa: B018 - psycopg 3, or polling
         except Exception as exc:
             logger.warning("notify.listen_failed error=%s", exc)
             self.close()
             return False
-        self.conn = conn
         return True
 
     def fileno(self) -> int:

@@ -170,6 +170,14 @@ class TestWokenByNotify:
             assert async_to_sync(job.await_result)(timeout=60) == 12
             thread.join(timeout=60)
 
+    def test_a_wait_that_cannot_listen_polls(self, monkeypatch, caplog) -> None:
+        # A channel name LISTEN refuses (pg_notify takes any string): the LISTEN fails.
+        monkeypatch.setattr(notify, "FINISHED_CHANNEL", "no such; channel")
+        job = jobs.add.enqueue(7, 7)
+        with Background(worker()):
+            assert job.wait(timeout=60) == 14
+        assert "notify.listen_failed" in caplog.text
+
     def test_the_listening_connection_is_closed_after_the_wait(self) -> None:
         job = jobs.add.enqueue(1, 2, delay=3600)
         with pytest.raises(TimeoutError):
