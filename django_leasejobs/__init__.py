@@ -2,16 +2,18 @@
 
 The public face is small: ``job`` registers a function; ``Backoff`` tunes its retries;
 ``PermanentError`` dead-letters a job at once; ``Retry`` and ``Snooze`` let a handler choose
-when it runs again. State changes live in ``protocol``.
+when it runs again; ``JobFailedError`` is what waiting for a job that ended dead or cancelled
+raises. State changes live in ``protocol``.
 """
 
 from .backoff import Backoff
-from .errors import JobValidationError, PermanentError, UnknownJobError
+from .errors import JobFailedError, JobValidationError, PermanentError, UnknownJobError
 from .jobs import job
 from .retries import Retry, Snooze
 
 __all__ = [
     "Backoff",
+    "JobFailedError",
     "JobValidationError",
     "PermanentError",
     "Retry",

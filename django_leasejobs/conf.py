@@ -187,7 +187,8 @@ class Settings:
     @cached_property
     def NOTIFY(self) -> bool:
         """PostgreSQL only: enqueue sends NOTIFY and idle workers LISTEN, so due jobs start at
-        once instead of at the next poll. Elsewhere (or when off) workers poll."""
+        once instead of at the next poll; a finish sends one too, so ``job.wait()`` returns
+        at once. Elsewhere (or when off) workers and waits poll."""
         value = _get("NOTIFY")
         if not isinstance(value, bool):
             raise ImproperlyConfigured(f"{PREFIX}NOTIFY must be True or False, not {value!r}.")

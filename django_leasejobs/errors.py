@@ -28,6 +28,33 @@ class PermanentError(LeaseJobsError):
     """Raise from a handler to dead-letter the job now, without further retries."""
 
 
+class JobFailedError(LeaseJobsError):
+    """A job did not succeed: it ended ``dead`` or ``cancelled`` (``job.wait()``,
+    ``await job.await_result()``), or an eager run failed without an exception of its own.
+
+    ``job_id``, ``name`` and ``status`` say which job and how it ended; ``error`` is its last
+    error text ("" for a job cancelled before it ran); ``replayed_by`` is the id of the job an
+    operator's replay of this dead job created (``None`` when it was not replayed).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        job_id: int | None = None,
+        name: str = "",
+        status: str = "",
+        error: str = "",
+        replayed_by: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.name = name
+        self.status = status
+        self.error = error
+        self.replayed_by = replayed_by
+
+
 class StaleAttemptError(LeaseJobsError):
     """A write guarded by an attempt token changed no row: the lease was lost.
 

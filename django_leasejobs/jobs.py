@@ -48,6 +48,21 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
         inprocess.enqueued(job)  # LEASEJOBS_EAGER (tests): run it at commit
         return job
 
+    def get_result(self, job_id: int | str) -> Job:
+        """This function's job ``job_id``, read now: its ``status``, ``result``,
+        ``last_error`` and ``replayed_by``. ``Job.DoesNotExist`` for an unknown id, and for the
+        id of another function's job. Read from the database jobs are written to.
+        """
+        from .results import fetch
+
+        return fetch(job_id, name=self.name)
+
+    async def aget_result(self, job_id: int | str) -> Job:
+        """``get_result()`` for async code."""
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(self.get_result, thread_sensitive=True)(job_id)
+
     def enqueue_many(self, items: Iterable[Any]) -> list[Job]:
         """Persist many jobs, in bulk where possible; return them in order.
 

@@ -1,8 +1,9 @@
-"""LISTEN/NOTIFY on PostgreSQL: whether it is on, and its channel.
+"""LISTEN/NOTIFY on PostgreSQL: whether it is on, and its channels.
 
-The sending side is the PostgreSQL dialect (the ``pg_notify`` travels in the enqueuing
-statement, so it is delivered on commit and never for a rolled-back job); the receiving side
-is ``listener.Listener``, in the worker.
+The sending side is the PostgreSQL dialect (the ``pg_notify`` travels in the enqueuing or
+finishing statement or transaction, so it is delivered on commit and never for a rolled-back
+change); the receiving sides are ``listener.Listener``, in the worker, and ``results``, for
+a caller waiting for a job to finish.
 """
 
 from __future__ import annotations
@@ -18,6 +19,28 @@ CHANNEL = "leasejobs"
 CANCEL_CHANNEL = "leasejobs_cancel"
 """Cancel requests for running jobs; the payload is the job id. A channel of its own, so a
 queue named like a number is never mistaken for one."""
+
+
+FINISHED_CHANNEL = "leasejobs_finished"
+"""Jobs that finished (succeeded, dead or cancelled); the payload is their ids, comma-separated.
+One notification per finishing statement, not per job: a worker's grouped completion of a
+hundred jobs sends one."""
+
+IDS_PER_NOTIFICATION = 300
+"""Ids in one finish notification: 300 ids of 19 digits and their commas stay under the 8000
+bytes PostgreSQL allows a payload."""
+
+
+def finished_payloads(ids: list[int]) -> list[str]:
+    """The payloads announcing ``ids`` as finished, ``IDS_PER_NOTIFICATION`` ids each."""
+    step = IDS_PER_NOTIFICATION
+    return [",".join(str(int(i)) for i in ids[n : n + step]) for n in range(0, len(ids), step)]
+
+
+def finished_ids(payload: str) -> set[int]:
+    """The job ids of a finish notification's payload (anything else in it is ignored)."""
+    parts = (part.strip() for part in payload.split(","))
+    return {int(part) for part in parts if part.isascii() and part.isdecimal()}
 
 
 def supported(alias: str = DEFAULT_DB_ALIAS) -> bool:

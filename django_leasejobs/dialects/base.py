@@ -280,10 +280,32 @@ class Dialect(LimitedClaimSteps):
         Elsewhere the worker learns it from its next renewal (``Renewed.cancel_requested``).
         """
 
+    def announces_finished(self, alias: str) -> bool:
+        """Whether finishing a job notifies callers waiting for it (``announce_finished``).
+
+        Where it does, a finish the protocol writes in autocommit is wrapped in a transaction
+        with its announcement, so the two commit together; elsewhere waiters poll.
+        """
+        return False
+
+    def announce_finished(self, alias: str, ids: Sequence[int]) -> None:
+        """Tell callers waiting for ``ids`` that these jobs finished, when the current
+        transaction commits (where it can)."""
+
+    def complete_one(self, alias: str, completion: Completion, finished_by: str) -> bool:
+        """Mark one attempt succeeded, fenced by its token, and announce it where finishes are
+        announced, in one statement; whether it was."""
+        return bool(
+            Job.objects.using(alias)
+            .filter(pk=completion.id, attempt=completion.attempt, status=Status.RUNNING)
+            .update(**succeeded_fields(completion.result, finished_by))
+        )
+
     def complete_many(
         self, alias: str, completions: list[Completion], finished_by: str
     ) -> set[int]:
-        """Mark these attempts succeeded, each row fenced; return the ids that were."""
+        """Mark these attempts succeeded, each row fenced; return the ids that were, and
+        announce them (``announce_finished``) in the same transaction."""
         if all(c.result is None for c in completions):
             return _complete_group(
                 alias, [Token(c.id, c.attempt) for c in completions], finished_by

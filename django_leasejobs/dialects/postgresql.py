@@ -151,6 +151,23 @@ WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running'
 RETURNING j.id
 """
 
+# The same UPDATE, announcing what it completed to waiting callers in the same statement (so
+# in the same transaction, and no round trip more): one notification per chunk of ids, one
+# row per chunk back. The ids of a completion group come back as an array of each chunk.
+COMPLETE_MANY_ANNOUNCED = f"""
+WITH done AS ({COMPLETE_MANY}),
+chunks AS (
+    SELECT array_agg(id) AS ids FROM (
+        SELECT id, (row_number() OVER () - 1) / %(ids_per_notification)s AS chunk FROM done
+    ) AS numbered GROUP BY chunk
+)
+SELECT ids, pg_notify(%(finished_channel)s, array_to_string(ids, ',')) FROM chunks
+"""
+
+ANNOUNCE_FINISHED = (
+    "SELECT pg_notify(%(channel)s, payload) FROM unnest(%(payloads)s::text[]) AS payload"
+)
+
 ANNOUNCE = "SELECT pg_notify(%(channel)s, queue) FROM unnest(%(queues)s::text[]) AS queue"
 
 # The job id is the payload: every worker listening hears it, only the owner acts on it.
@@ -180,6 +197,16 @@ class PostgreSQLDialect(Dialect):
             with connections[alias].cursor() as cursor:
                 params = {"channel": notify.CANCEL_CHANNEL, "job_id": str(int(job_id))}
                 cursor.execute(ANNOUNCE_CANCEL, params)
+
+    def announces_finished(self, alias: str) -> bool:
+        return notify.supported(alias)
+
+    def announce_finished(self, alias: str, ids: Sequence[int]) -> None:
+        if ids and notify.supported(alias):
+            payloads = notify.finished_payloads(list(ids))
+            with connections[alias].cursor() as cursor:
+                params: dict[str, Any] = {"channel": notify.FINISHED_CHANNEL, "payloads": payloads}
+                cursor.execute(ANNOUNCE_FINISHED, params)
 
     def claim(
         self,
@@ -256,6 +283,12 @@ class PostgreSQLDialect(Dialect):
             rows = cursor.fetchall()
         return Renewed({row[0] for row in rows}, {row[0] for row in rows if row[1]})
 
+    def complete_one(self, alias: str, completion: Completion, finished_by: str) -> bool:
+        if not notify.supported(alias):
+            return super().complete_one(alias, completion, finished_by)
+        # The grouped statement announces in the same statement: no second round trip.
+        return bool(self.complete_many(alias, [completion], finished_by))
+
     @retry_deadlocks
     def complete_many(
         self, alias: str, completions: list[Completion], finished_by: str
@@ -263,15 +296,20 @@ class PostgreSQLDialect(Dialect):
         results = None  # no result at all: NULL, and every row's result is NULL
         if any(c.result is not None for c in completions):
             results = json.dumps([c.result for c in completions])
-        params = {
+        params: dict[str, Any] = {
             "finished_by": finished_by,
             "results": results,
             "ids": int_array(c.id for c in completions),
             "attempts": int_array(c.attempt for c in completions),
         }
         with connections[alias].cursor() as cursor:
-            cursor.execute(COMPLETE_MANY, params)
-            return {row[0] for row in cursor.fetchall()}
+            if not notify.supported(alias):
+                cursor.execute(COMPLETE_MANY, params)
+                return {row[0] for row in cursor.fetchall()}
+            params["ids_per_notification"] = notify.IDS_PER_NOTIFICATION
+            params["finished_channel"] = notify.FINISHED_CHANNEL
+            cursor.execute(COMPLETE_MANY_ANNOUNCED, params)
+            return {job_id for row in cursor.fetchall() for job_id in row[0]}
 
 
 _COLUMN_ATTNAME = {str(f.column): str(f.attname) for f in Job._meta.concrete_fields}

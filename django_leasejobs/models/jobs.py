@@ -6,6 +6,9 @@ Every state change of a ``Job`` is made by :mod:`django_leasejobs.protocol`; not
 
 from __future__ import annotations
 
+import datetime as dt
+from typing import Any
+
 from django.db import models
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
@@ -130,6 +133,10 @@ class Job(models.Model):
     errors = models.JSONField(
         default=list, blank=True, help_text="Attempt history: one entry per failed attempt."
     )
+    # What the handler returned, as JSON, written by the completion that made the job
+    # succeeded (NULL before, and for a handler returning None); a value JSON cannot store
+    # dead-letters the job instead ("Unstorable return value"). Read it with fn.get_result()
+    # or job.wait() (docs/results.md).
     result = models.JSONField(null=True, blank=True)
     finished_by = models.CharField(
         max_length=200, blank=True, default="", help_text="The worker whose attempt succeeded."
@@ -266,6 +273,42 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}#{self.pk} ({self.status})"
+
+    @property
+    def replayed_by(self) -> Job | None:
+        """The job an operator's replay of this dead job created; ``None`` when it was not
+        replayed (or is not dead). The dead job itself never runs again."""
+        try:
+            return self.dead_letter.replayed_job
+        except DeadLetter.DoesNotExist:
+            return None
+
+    @property
+    def replayed_from(self) -> Job | None:
+        """The dead job this job is a replay of (its dead letter is ``replay_of``); ``None``
+        for a job enqueued as usual."""
+        try:
+            return self.replay_of.job
+        except DeadLetter.DoesNotExist:
+            return None
+
+    def wait(self, timeout: float | dt.timedelta | None = None) -> Any:
+        """Block until the job finishes, refresh this instance, and return its ``result``.
+
+        ``timeout`` (seconds or a ``timedelta``; ``None``: no limit) passing first raises
+        ``TimeoutError``; a job that ended ``dead`` or ``cancelled`` raises
+        ``JobFailedError`` (its ``status``, ``error`` and ``replayed_by``). Refused inside
+        ``transaction.atomic()`` unless the job has already finished (docs/results.md).
+        """
+        from ..results import wait
+
+        return wait(self, timeout)
+
+    async def await_result(self, timeout: float | dt.timedelta | None = None) -> Any:
+        """``wait()`` for async code: the event loop is never blocked."""
+        from ..results import await_result
+
+        return await await_result(self, timeout)
 
     @property
     def attempts_charged(self) -> int:

@@ -18,7 +18,7 @@ from .. import dialects
 from ..dbtime import DbNow
 from ..deadlocks import retry_deadlocks
 from ..models import CLAIMABLE, FINAL, Job, Status
-from .base import Outcome, job_database, logger, report
+from .base import Outcome, announce_finished, finishing, job_database, logger, report
 
 
 class Cancel(enum.Enum):
@@ -56,7 +56,11 @@ def request_cancel(job_id: int) -> Cancel:
     using = job_database()
     jobs = Job.objects.using(using)
     for _ in range(_TRIES):
-        if jobs.filter(pk=job_id, status__in=CLAIMABLE).update(**cancelled_fields()):
+        with finishing(using):
+            cancelled = jobs.filter(pk=job_id, status__in=CLAIMABLE).update(**cancelled_fields())
+            if cancelled:
+                announce_finished(using, [job_id])
+        if cancelled:
             logger.info("job.cancelled id=%s", job_id)
             return Cancel.CANCELLED
         running = jobs.filter(pk=job_id, status=Status.RUNNING)
@@ -94,5 +98,9 @@ def cancel_attempt(job_id: int, attempt: int) -> Outcome:
     completed or failed, or one nobody asked to cancel changes nothing (``Outcome.STALE``).
     """
     guard = Q(pk=job_id, attempt=attempt, status=Status.RUNNING, cancel_requested_at__isnull=False)
-    changed = Job.objects.using(job_database()).filter(guard).update(**cancelled_fields())
+    using = job_database()
+    with finishing(using):
+        changed = Job.objects.using(using).filter(guard).update(**cancelled_fields())
+        if changed:
+            announce_finished(using, [job_id])
     return report(changed, "cancelled", job_id, attempt, Outcome.CANCELLED)

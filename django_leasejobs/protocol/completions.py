@@ -13,7 +13,7 @@ from ..dialects import Completion
 from ..dialects.base import succeeded_fields
 from ..errors import JobValidationError, StaleAttemptError
 from ..models import Job, Status
-from .base import Failure, Outcome, announce, job_database, logger, report
+from .base import Failure, Outcome, announce, announce_finished, job_database, logger, report
 from .failures import fail
 
 
@@ -29,11 +29,8 @@ def complete(job_id: int, attempt: int, result: Any = None, *, finished_by: str 
     except JobValidationError as exc:
         return fail(job_id, attempt, Failure(f"Unstorable return value: {exc}"), retryable=False)
     using = job_database()
-    changed = (
-        Job.objects.using(using)
-        .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
-        .update(**succeeded_fields(result, finished_by))
-    )
+    completion = Completion(job_id, attempt, result)
+    changed = dialects.for_alias(using).complete_one(using, completion, finished_by)
     if changed:
         announce(signals.job_succeeded, using, {job_id: attempt}, result=result)
     return report(changed, "succeeded", job_id, attempt, Outcome.SUCCEEDED)
@@ -93,5 +90,6 @@ def complete_in_transaction(job_id: int, attempt: int, result: Any = None) -> No
     if not changed:
         logger.warning("job.stale id=%s attempt=%s action=succeeded", job_id, attempt)
         raise StaleAttemptError(f"Job {job_id} attempt {attempt} no longer holds its lease.")
+    announce_finished(using, [job_id])  # delivered when the handler's transaction commits
     logger.info("job.succeeded id=%s attempt=%s in_transaction=true", job_id, attempt)
     announce(signals.job_succeeded, using, {job_id: attempt}, result=result)

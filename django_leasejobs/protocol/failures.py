@@ -22,7 +22,7 @@ from ..deadlocks import retry_deadlocks
 from ..dialects.base import after
 from ..models import DeadLetter, Job, Status
 from ..retries import When
-from .base import Failure, Outcome, job_database, logger, report
+from .base import Failure, Outcome, announce_finished, job_database, logger, report
 from .cancels import cancel_attempt, cancelled_fields
 
 _READ = (
@@ -144,6 +144,7 @@ def _bury(failed: _FailedAttempt, reason: str) -> Outcome:
     )
     if not changed:
         return report(0, "dead", job_id, attempt, Outcome.STALE)
+    announce_finished(using, [job_id])
     dead_letter = DeadLetter.objects.using(using).create(
         job_id=job_id,
         name=row["name"],
@@ -184,6 +185,7 @@ def _cancel(failed: _FailedAttempt) -> Outcome:
         **cancelled_fields(), last_error=failed.failure.error, errors=failed.errors
     )
     if changed:
+        announce_finished(failed.guarded.db, [failed.job_id])
         logger.info(
             "job.cancelled id=%s name=%s attempt=%s error=%s",
             failed.job_id,

@@ -15,13 +15,10 @@ from django.db import transaction
 
 from .. import protocol
 from ..conf import settings
+from ..errors import JobFailedError
 from ..models import Job
 from ..protocol import Outcome
 from .execution import Execution, execute, report
-
-
-class JobFailedError(Exception):
-    """A job failed without a Python exception to raise (its name is not registered)."""
 
 
 def worker_id() -> str:
@@ -55,7 +52,15 @@ def raise_failure(execution: Execution, *, rescheduled: bool = True) -> None:
     if execution.exception is not None:
         raise execution.exception
     assert execution.failure is not None
-    raise JobFailedError(execution.failure.error)
+    job = execution.job
+    status = Job.objects.using(job._state.db).filter(pk=job.pk).values_list("status", flat=True)
+    raise JobFailedError(
+        f"Job {job.pk} ({job.name}) failed: {execution.failure.error}",
+        job_id=job.pk,
+        name=job.name,
+        status=status.first() or "",
+        error=execution.failure.error,
+    )
 
 
 def run_eagerly(job_id: int, *, rescheduled: bool = True) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
-from .. import job_modules, protocol, validation
+from .. import job_modules, protocol, results, validation
 from ..backoff import Backoff
 from ..conf import settings
 from ..errors import JobValidationError, TaskRefusedError
@@ -236,16 +236,15 @@ class LeaseJobsBackend(_framework.BaseTaskBackend):  # type: ignore[name-defined
         return await sync_to_async(self.get_result, thread_sensitive=True)(result_id)
 
     def _job(self, result_id: Any) -> Job:
+        """The job behind ``result_id``, read as ``fn.get_result()`` reads one (``results``)."""
         try:
-            job_id = int(str(result_id))
-        except ValueError:
+            return results.fetch(str(result_id), task_backend=self.alias)
+        except (TypeError, ValueError):
             raise TaskResultDoesNotExist(f"No task result {result_id!r}.") from None
-        job = Job.objects.filter(pk=job_id, task_backend=self.alias).first()
-        if job is None:
+        except Job.DoesNotExist:
             raise TaskResultDoesNotExist(
                 f"No task result {result_id!r} on the {self.alias!r} tasks backend."
-            )
-        return job
+            ) from None
 
     def task_timeout(self, task: Any) -> float | None:
         """Seconds ``task`` may run: its own, else ``OPTIONS``, else the setting (None: no

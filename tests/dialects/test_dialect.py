@@ -20,7 +20,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import JSONField
 from django.test.utils import CaptureQueriesContext
 
-from django_leasejobs import dialects
+from django_leasejobs import dialects, notify
 from django_leasejobs.dbtime import db_now
 from django_leasejobs.dialects import Completion, Token, postgresql_sql
 from django_leasejobs.dialects.mysql import MySQLDialect
@@ -177,6 +177,18 @@ class TestRenewAndComplete:
         assert rows[second.pk].result is None
         assert (rows[stale.pk].status, rows[stale.pk].attempt) == (Status.RUNNING, 1)
 
+    @pytest.mark.parametrize("result", [None, {"answer": 42}])
+    def test_complete_one_is_fenced_by_its_token(
+        self, dialect: dialects.Dialect, result: Any
+    ) -> None:
+        job, stale = self.claimed(dialect, 2)
+        assert dialect.complete_one(DEFAULT_DB_ALIAS, Completion(job.pk, 1, result), "w1")
+        assert not dialect.complete_one(DEFAULT_DB_ALIAS, Completion(stale.pk, 2, result), "w1")
+        assert not dialect.complete_one(DEFAULT_DB_ALIAS, Completion(job.pk, 1, result), "w1")
+        rows = {row.pk: row for row in Job.objects.all()}
+        assert (rows[job.pk].status, rows[job.pk].result) == (Status.SUCCEEDED, result)
+        assert (rows[stale.pk].status, rows[stale.pk].attempt) == (Status.RUNNING, 1)
+
 
 def test_only_json_fields_need_a_converter() -> None:
     """The PostgreSQL claim converts JSON columns only: a new field with a converter must be
@@ -228,6 +240,33 @@ class TestAnnounce:
         assert listener is not None
         listener.wait(1)
         assert listener.take_cancels() == {42}
+
+    def test_announce_finished_tells_waiters_the_ids_at_commit(
+        self, dialect: dialects.Dialect
+    ) -> None:
+        announces = dialect.announces_finished(DEFAULT_DB_ALIAS)
+        assert announces is isinstance(dialect, PostgreSQLDialect)
+        listening = None
+        if announces:
+            listening = connection.get_new_connection(connection.get_connection_params())
+            listening.autocommit = True
+            listening.execute(f"LISTEN {notify.FINISHED_CHANNEL}")
+        try:
+            with CaptureQueriesContext(connection) as sent, transaction.atomic():
+                dialect.announce_finished(DEFAULT_DB_ALIAS, [7, 8])
+                dialect.announce_finished(DEFAULT_DB_ALIAS, [])
+            if listening is None:
+                assert [q["sql"] for q in sent if "notify" in q["sql"].lower()] == []
+                return
+            heard = [
+                job_id
+                for notice in listening.notifies(timeout=5, stop_after=1)
+                for job_id in notify.finished_ids(notice.payload)
+            ]
+            assert sorted(heard) == [7, 8]
+        finally:
+            if listening is not None:
+                listening.close()
 
 
 WORKER_ROW = {
@@ -311,6 +350,8 @@ def test_prune_limiters_passes_over_a_key_a_claimer_holds(dialect: dialects.Dial
 OPERATIONS = {
     "insert", "insert_many", "claim", "claim_limited", "renew", "complete_many",
     "announce", "announce_cancel", "prune_limiters", "upsert_worker",
+    # Finishes wake callers waiting for a job (``job.wait()``) where the database can.
+    "complete_one", "announce_finished", "announces_finished",
 }  # fmt: skip
 
 
