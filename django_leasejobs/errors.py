@@ -11,6 +11,14 @@ class JobValidationError(LeaseJobsError, ValueError):
     """Enqueue input was refused before anything was written."""
 
 
+class JobArgumentsError(JobValidationError, TypeError):
+    """The arguments do not fit the handler's signature (missing, unexpected, too many).
+
+    A ``TypeError``, as calling the function with them would be, and a ``JobValidationError``:
+    raised at enqueue, before anything was written, rather than by every attempt of the job.
+    """
+
+
 class UnknownJobError(JobValidationError):
     """A job name that is not registered with ``@job``.
 
