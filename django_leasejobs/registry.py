@@ -128,9 +128,11 @@ class JobSpec:
         try:
             self.signature.bind(*args, **kwargs)
         except TypeError as exc:
+            keyword = "keyword" in str(exc) or "multiple values" in str(exc)
             raise JobArgumentsError(
                 f"Job {self.name!r} cannot take these arguments: {exc} "
-                f"(its signature: {self.func.__name__}{_plain(self.signature)})."
+                f"(its signature: {self.func.__name__}{_plain(self.signature)}).",
+                field="kwargs" if keyword else "args",
             ) from None
 
     def get_queue(self) -> str:

@@ -89,8 +89,7 @@ def parse_item(
     try:
         registry.get(name).check_arguments(args, kwargs)
     except JobArgumentsError as exc:  # what the handler could not be called with
-        field = "kwargs" if "keyword" in str(exc) else "args"
-        raise ApiError("invalid", str(exc), prefix + field) from None
+        raise ApiError("invalid", str(exc), prefix + exc.field) from None
     return name, args, kwargs, options
 
 

@@ -339,7 +339,9 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
             try:
                 row = _bulk_row(name, item, shared, defaults, now)
             except JobArgumentsError as exc:
-                raise JobArgumentsError(f"enqueue_many item {index}: {exc}") from None
+                raise JobArgumentsError(
+                    f"enqueue_many item {index}: {exc}", field=exc.field
+                ) from None
             if row["run_at"] <= now:
                 due_queues.add(row["queue"])
             if row["dedupe_key"] is None:
