@@ -124,16 +124,16 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
         option to the job's default. The options are checked here: an unknown name is a
         ``TypeError``, a bad value a ``JobValidationError``. The options:
 
-        ``run_at``: an aware datetime the job is due at (naive when ``USE_TZ = False``).
-        ``delay``: seconds or a ``timedelta``, added to the database clock at each enqueue.
-        ``priority``: higher runs first, -100 to 100.
-        ``queue``: the queue the job goes to.
-        ``dedupe_key``: a string, or ``True`` (a hash of the call's arguments): a live job
-        holding the same key is returned instead of a new one (docs/enqueue.md#dedupe).
-        ``max_attempts``: attempts before the job is dead-lettered.
-        ``dedupe_states``: finished states whose jobs still hold the key.
-        ``dedupe_period``: seconds a key stays held after its job was created.
-        ``on_conflict``: ``"ignore"`` or ``"replace"`` (debounce), with a dedupe key.
+        - ``run_at``: an aware datetime the job is due at (naive when ``USE_TZ = False``).
+        - ``delay``: seconds or a ``timedelta``, added to the database clock at each enqueue.
+        - ``priority``: higher runs first, -100 to 100.
+        - ``queue``: the queue the job goes to.
+        - ``dedupe_key``: a string, or ``True`` (a hash of the call's arguments): a live job
+          holding the same key is returned instead of a new one (docs/enqueue.md#dedupe).
+        - ``max_attempts``: attempts before the job is dead-lettered.
+        - ``dedupe_states``: finished states whose jobs still hold the key.
+        - ``dedupe_period``: seconds a key stays held after its job was created.
+        - ``on_conflict``: ``"ignore"`` or ``"replace"`` (debounce), with a dedupe key.
         """
         given: dict[str, Any] = dict(options)
         unknown = sorted(given.keys() - OPTION_NAMES)
