@@ -8,15 +8,24 @@ async code that sync code is running (``async_to_sync``), it joins that thread's
 from __future__ import annotations
 
 import threading
+from collections.abc import AsyncIterator
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from django.core.exceptions import SynchronousOnlyOperation
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from testapp import jobs
 
 from django_leasejobs import JobValidationError
 from django_leasejobs.models import Job
+
+
+@pytest.fixture
+async def closes_its_connections() -> AsyncIterator[None]:
+    """The connections of the thread ``sync_to_async`` ran in, closed afterwards, so the test
+    database can be dropped (an event loop's thread-sensitive thread outlives the test)."""
+    yield
+    await sync_to_async(connections.close_all)()
 
 
 def committed_names() -> list[str]:
@@ -36,6 +45,7 @@ def committed_names() -> list[str]:
 
 
 @pytest.mark.anyio
+@pytest.mark.usefixtures("closes_its_connections")
 @pytest.mark.django_db(transaction=True)
 async def test_aenqueue_from_an_async_function_commits_the_job() -> None:
     with pytest.raises(SynchronousOnlyOperation):
@@ -51,6 +61,7 @@ async def test_aenqueue_from_an_async_function_commits_the_job() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.usefixtures("closes_its_connections")
 @pytest.mark.django_db(transaction=True)
 async def test_aenqueue_refuses_bad_input_and_writes_nothing() -> None:
     with pytest.raises(TypeError, match="cannot take these arguments: missing a required"):
@@ -63,6 +74,7 @@ async def test_aenqueue_refuses_bad_input_and_writes_nothing() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.usefixtures("closes_its_connections")
 @pytest.mark.django_db(transaction=True)
 async def test_a_transaction_of_your_own_wraps_the_sync_enqueue() -> None:
     """In async code, a transaction is a sync function's: enqueue inside it, rolled back whole."""

@@ -362,7 +362,7 @@ def test_a_run_at_keeps_its_instant(prepare_threshold: Any) -> None:
     assert job.run_at == when
 
 
-def _handler() -> None:
+def _handler(*args: Any, **kwargs: Any) -> None:
     pass
 
 
