@@ -173,7 +173,7 @@ def test_tasks_backend(encoding: str, conforming: str, text: str) -> None:
 def test_replay(encoding: str, conforming: str, text: str) -> None:
     no_jobs()
     # Keyed over UTF-8; the replay, in the session, sends that key again.
-    original = jobs.noop.enqueue(dedupe_key=text, max_attempts=1)
+    original = jobs.takes_anything.enqueue(dedupe_key=text, max_attempts=1)
     (claimed,) = protocol.claim("w1", batch=1)
     assert claimed.pk == original.pk
     protocol.fail(claimed.pk, claimed.attempt, Failure("poison"))

@@ -173,7 +173,7 @@ def test_execute_wrappers_see_the_enqueue() -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_enqueue_works_again_on_a_new_connection() -> None:
-    first = jobs.noop.enqueue()
+    first = jobs.takes_anything.enqueue()
     connection.close()
     second = jobs.noop.enqueue(queue="other")
     assert second.pk != first.pk
@@ -339,8 +339,8 @@ def test_quotes_and_backslashes_are_stored_exactly(
     with connection.cursor() as cursor:
         cursor.execute(f"SET standard_conforming_strings = {'on' if conforming else 'off'}")
     try:
-        plain = jobs.noop.enqueue(text, **{text: [text]} if text else {})
-        keyed = jobs.noop.enqueue(text, dedupe_key=key)
+        plain = jobs.takes_anything.enqueue(text, **{text: [text]} if text else {})
+        keyed = jobs.takes_anything.enqueue(text, dedupe_key=key)
     finally:
         with connection.cursor() as cursor:
             cursor.execute("RESET standard_conforming_strings")
