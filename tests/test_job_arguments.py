@@ -11,7 +11,8 @@ from testapp import jobs
 
 from django_leasejobs import JobValidationError, protocol
 from django_leasejobs.errors import JobArgumentsError
-from django_leasejobs.models import Job, Schedule
+from django_leasejobs.models import DeadLetter, Job, Schedule
+from django_leasejobs.protocol.base import Failure
 from django_leasejobs.registry import ArgumentCheck
 
 
@@ -104,20 +105,31 @@ def test_enqueue_many_names_the_item_and_writes_nothing() -> None:
     assert not Job.objects.exists()
 
 
-def test_a_replay_with_arguments_the_handler_cannot_take_is_refused(make_due) -> None:
-    from django_leasejobs.models import DeadLetter
-    from django_leasejobs.protocol.base import Failure
-
-    job = jobs.add.using(max_attempts=1).enqueue(1, 2)
+def dead_letter(make_due: Any, *args: Any) -> DeadLetter:
+    job = jobs.add.using(max_attempts=1).enqueue(*args)
     make_due(job)
     (claimed,) = protocol.claim("arguments-test", batch=1)
     protocol.fail(job.pk, claimed.attempt, Failure("boom", "Traceback: boom"))
-    letter = DeadLetter.objects.get(job=job)
+    return DeadLetter.objects.get(job=job)
+
+
+def test_a_replay_with_arguments_the_handler_cannot_take_is_refused(make_due) -> None:
+    letter = dead_letter(make_due, 1, 2)
     with pytest.raises(JobArgumentsError, match="too many positional arguments"):
         protocol.replay(letter.pk, args=[1, 2, 3])
     letter.refresh_from_db()
     assert letter.replayed_job_id is None
     assert protocol.replay(letter.pk, args=[3], kwargs={"b": 4}).kwargs == {"b": 4}
+
+
+def test_a_group_replay_refuses_only_the_letters_whose_arguments_do_not_fit(make_due) -> None:
+    """A letter stored before the handler's signature changed: refused, the others replayed."""
+    fits, unfit = dead_letter(make_due, 1, 2), dead_letter(make_due, 3, 4)
+    DeadLetter.objects.filter(pk=unfit.pk).update(args=[3, 4, 5])
+    result = protocol.replay_group(fits.fingerprint)
+    assert [letter for letter, _ in result.replayed] == [fits.pk]
+    assert [letter for letter, _ in result.refused] == [unfit.pk]
+    assert "cannot take these arguments: too many positional" in result.refused[0][1]
 
 
 def test_a_schedule_whose_arguments_do_not_fit_emits_nothing() -> None:
