@@ -199,7 +199,9 @@ def test_the_returned_job_equals_a_fresh_read_of_its_row() -> None:
     jobs_made = [
         jobs.takes_anything.enqueue(*KEPT_FLOATS, **kwargs),
         jobs.takes_anything.enqueue(*KEPT_FLOATS, dedupe_key="floats", **kwargs),
-        *jobs.takes_anything.enqueue_many([(KEPT_FLOATS, kwargs), {"args": KEPT_FLOATS, "priority": 3}]),
+        *jobs.takes_anything.enqueue_many(
+            [(KEPT_FLOATS, kwargs), {"args": KEPT_FLOATS, "priority": 3}]
+        ),
     ]
     for job in jobs_made:
         fresh = Job.objects.get(pk=job.pk)
