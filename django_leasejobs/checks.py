@@ -7,7 +7,7 @@
   ``LEASEJOBS_LEASE_SECONDS`` (leases expire between beats)
 - ``leasejobs.W002``: the heartbeat is more than a third of the lease (one late beat loses it)
 - ``leasejobs.E003``: a schedule in ``LEASEJOBS_SCHEDULES`` is malformed: not a dict, no ``job``
-  or ``cron``, an invalid cron expression or timezone
+  or ``cron``, an invalid cron expression or timezone, arguments its job cannot take
 - ``leasejobs.E004``: a schedule names a job that is not registered
 - ``leasejobs.E005``: a schedule's queue is not in ``LEASEJOBS_QUEUES`` (when that list is set)
 - ``leasejobs.E006``: two different functions are registered under one job name
@@ -58,7 +58,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import cron, job_checks, job_modules, lease_checks, registry
 from .conf import PREFIX, Settings, settings
-from .errors import UnknownJobError
+from .errors import JobArgumentsError, UnknownJobError
 
 MINIMUM_VERSIONS = {
     "postgresql": ((13,), "PostgreSQL 13"),
@@ -303,6 +303,8 @@ def _schedule(name: str, spec: Any, queues: Iterable[str] | None) -> Messages:
                 id="leasejobs.E004",
             )
         )
+    else:
+        messages += _unfit_arguments(where, spec)
     queue = spec.get("queue")
     if queues is not None and queue and queue not in queues:
         messages.append(
@@ -313,6 +315,18 @@ def _schedule(name: str, spec: Any, queues: Iterable[str] | None) -> Messages:
             )
         )
     return messages
+
+
+def _unfit_arguments(where: str, spec: dict[str, Any]) -> Messages:
+    """E003 when the schedule's arguments do not fit its job's handler (JSON is the sync's)."""
+    args, kwargs = spec.get("args", []), spec.get("kwargs", {})
+    if not isinstance(args, list | tuple) or not isinstance(kwargs, dict):
+        return []
+    try:
+        registry.find(spec["job"]).check_arguments(args, kwargs)
+    except JobArgumentsError as exc:
+        return [_malformed(f"{where}: {exc}")]
+    return []
 
 
 def _unknown_job(name: Any) -> str | None:

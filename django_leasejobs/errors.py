@@ -11,6 +11,19 @@ class JobValidationError(LeaseJobsError, ValueError):
     """Enqueue input was refused before anything was written."""
 
 
+class JobArgumentsError(JobValidationError, TypeError):
+    """The arguments do not fit the handler's signature (missing, unexpected, too many).
+
+    A ``TypeError``, as calling the function with them would be, and a ``JobValidationError``:
+    raised at enqueue, before anything was written, rather than by every attempt of the job.
+    ``field`` says which of ``args`` and ``kwargs`` is at fault, for a form or an HTTP error.
+    """
+
+    def __init__(self, message: str, *, field: str = "args") -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class UnknownJobError(JobValidationError):
     """A job name that is not registered with ``@job``.
 

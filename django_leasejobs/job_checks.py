@@ -1,4 +1,4 @@
-"""System checks on where jobs live: those a worker could not find.
+"""System checks on jobs: those a worker could not find, and parameters named like options.
 
 A worker has the jobs its own start registered (app loading and every ``ready()``); for any
 other name a row carries, it imports the name's module, only inside an installed app's package
@@ -10,6 +10,8 @@ has every run dead-lettered as ``unregistered job``, while the web process enque
 |---|---|
 | ``leasejobs.W099`` | a job registered after app loading whose module a worker would not import |
 | ``leasejobs.E099`` | a job registered after app loading whose name does not lead to its module |
+| ``leasejobs.W011`` | a job's handler has a parameter named like an enqueue option (``priority``, \
+``queue``, ``delay``, ...): ``fn.enqueue(..., priority=...)`` raises; use ``fn.using()`` |
 """
 
 from __future__ import annotations
@@ -20,12 +22,34 @@ from django.conf import settings as django_settings
 from django.core import checks
 from django.urls import get_resolver
 
-from . import job_modules, registry
+from . import job_modules, jobs, registry
 
 
 def register() -> None:
     """Called by ``checks.register``; tagged ``urls`` too, since it loads the URLconf."""
     checks.register(check_job_modules, "leasejobs", checks.Tags.urls)
+    checks.register(check_option_parameters, "leasejobs")
+
+
+def check_option_parameters(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """W011 for each job whose handler takes a parameter named like an enqueue option."""
+    messages: list[checks.CheckMessage] = []
+    for name, spec in sorted(registry.registered().items()):
+        for parameter in jobs.option_parameters(spec):
+            short = spec.func.__name__
+            messages.append(
+                checks.Warning(
+                    f"Job {name!r} has a parameter named {parameter!r}, which is also an "
+                    f"enqueue option: {short}.enqueue(..., {parameter}=...) raises TypeError, "
+                    "since it cannot tell the argument from the option.",
+                    hint=f"Set the option with {short}.using({parameter}=...).enqueue(...) and "
+                    f"pass the argument with {short}.using().enqueue(..., {parameter}=...), "
+                    "or rename the parameter.",
+                    obj=spec.func,
+                    id="leasejobs.W011",
+                )
+            )
+    return messages
 
 
 def check_job_modules(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:

@@ -7,43 +7,172 @@ and enqueued. The protocol is imported when an enqueue runs, not when this modul
 
 from __future__ import annotations
 
+import copy
+import datetime as dt
 import functools
+import inspect
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    Literal,
+    ParamSpec,
+    TypedDict,
+    TypeVar,
+    overload,
+)
 
-from . import registry
+from asgiref.sync import sync_to_async
+
+from . import registry, validation
 from .backoff import Backoff
+from .errors import JobValidationError
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from .models import Job
+    from .runtime.context import JobContext
 
 P = ParamSpec("P")
 R = TypeVar("R")
+_Job = TypeVar("_Job", bound="JobFunction[Any, Any]")
+
+
+class EnqueueOptions(TypedDict, total=False):
+    """What ``fn.using(...)`` takes: one enqueue's options, apart from the handler's arguments.
+
+    ``None`` for any of them means the job's own default (``@job``, then the settings).
+    """
+
+    run_at: dt.datetime | None
+    delay: float | dt.timedelta | None
+    priority: int | None
+    queue: str | None
+    dedupe_key: str | Literal[True] | None
+    max_attempts: int | None
+    dedupe_states: Sequence[str] | None
+    dedupe_period: float | None
+    on_conflict: Literal["ignore", "replace"] | None
+
+
+OPTION_NAMES = frozenset(EnqueueOptions.__optional_keys__)
+"""The enqueue options (``protocol.ENQUEUE_OPTIONS``; a test keeps the two the same)."""
+
+_OPTION_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "priority": validation.check_priority,
+    "queue": validation.check_queue,
+    "max_attempts": validation.check_max_attempts,
+    "dedupe_key": lambda key: key is True or validation.check_dedupe_key(key),
+    "dedupe_states": validation.check_dedupe_states,
+    "dedupe_period": validation.check_dedupe_period,
+    "on_conflict": validation.check_on_conflict,
+    "run_at": lambda run_at: validation.check_run_at(run_at, None),
+    "delay": lambda delay: validation.check_run_at(None, delay),
+}
+_TIMING = ("run_at", "delay")
+
+
+def option_parameters(spec: registry.JobSpec) -> list[str]:
+    """The handler's parameters named like an enqueue option, which only ``.using()`` sets.
+
+    Positional-only parameters cannot be passed by keyword, so they are never ambiguous.
+    """
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [
+        name
+        for name, parameter in spec.signature.parameters.items()
+        if parameter.kind in keyword and name in OPTION_NAMES
+    ]
+
+
+def _short_name(spec: registry.JobSpec) -> str:
+    return spec.func.__name__
 
 
 class JobFunction(registry.JobSpec, Generic[P, R]):
-    """A registered job: call it to run inline, ``.enqueue()`` to run it on a worker."""
+    """A registered job: call it to run inline, ``.enqueue()`` to run it on a worker.
 
-    func: Callable[P, R]
+    ``.using(**options)`` returns a copy of it with enqueue options set (the same registered
+    job, not a new registration), whose ``.enqueue()`` passes every keyword to the handler.
+    """
 
-    def __init__(self, func: Callable[P, R], **options: Any) -> None:
+    func: Callable[..., R]
+    _options: EnqueueOptions | None = None
+    """Set on a ``.using()`` copy (even to ``{}``): its options; None on the registered job."""
+
+    def __init__(self, func: Callable[..., R], **options: Any) -> None:
         super().__init__(func, **options)
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
 
-    def enqueue(self, *args: Any, **kwargs: Any) -> Job:
+    def __repr__(self) -> str:
+        if self._options is None:
+            return super().__repr__()
+        options = ", ".join(f"{key}={value!r}" for key, value in self._options.items())
+        return f"<job {self.name} using({options})>"
+
+    def using(self: _Job, **options: Unpack[EnqueueOptions]) -> _Job:
+        """A copy whose enqueues take these options, and pass every keyword to the handler.
+
+        ``fn.using(priority=5).enqueue(order_id=1)``. Calls chain, a later one's options over
+        an earlier one's (``run_at`` and ``delay`` replace each other); ``None`` resets an
+        option to the job's default. The options are checked here: an unknown name is a
+        ``TypeError``, a bad value a ``JobValidationError``. The options:
+
+        - ``run_at``: an aware datetime the job is due at (naive when ``USE_TZ = False``).
+        - ``delay``: seconds or a ``timedelta``, added to the database clock at each enqueue.
+        - ``priority``: higher runs first, -100 to 100.
+        - ``queue``: the queue the job goes to.
+        - ``dedupe_key``: a string, or ``True`` (a hash of the call's arguments): a live job
+          holding the same key is returned instead of a new one (docs/enqueue.md#dedupe).
+        - ``max_attempts``: attempts before the job is dead-lettered.
+        - ``dedupe_states``: finished states whose jobs still hold the key.
+        - ``dedupe_period``: seconds a key stays held after its job was created.
+        - ``on_conflict``: ``"ignore"`` or ``"replace"`` (debounce), with a dedupe key.
+        """
+        given: dict[str, Any] = dict(options)
+        unknown = sorted(given.keys() - OPTION_NAMES)
+        if unknown:
+            raise TypeError(
+                f"{_short_name(self)}.using() got unknown option(s) {', '.join(unknown)}; "
+                f"the options are {', '.join(EnqueueOptions.__annotations__)}. The handler's own "
+                f"arguments go to .enqueue(): {_short_name(self)}.using(...).enqueue(...)."
+            )
+        for key, value in given.items():
+            if value is not None:
+                _OPTION_CHECKS[key](value)
+        if given.get("run_at") is not None and given.get("delay") is not None:
+            raise JobValidationError("Give run_at or delay, not both.")
+        merged: dict[str, Any] = dict(self._options or {})
+        for key in _TIMING:
+            if key in given:  # one timing replaces the other
+                merged.pop(_TIMING[1 - _TIMING.index(key)], None)
+        merged.update(given)
+        configured = copy.copy(self)
+        configured._options = merged  # type: ignore[assignment]
+        return configured
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Persist one job in the caller's transaction and return its row.
 
-        Options (taken out of ``kwargs``): ``run_at``, ``delay``, ``priority``, ``queue``,
-        ``dedupe_key``, ``max_attempts``, ``dedupe_states``, ``dedupe_period``,
-        ``on_conflict``. Everything else is passed to the function.
+        On a ``.using()`` copy every keyword goes to the handler. On the job itself, keywords
+        named like an enqueue option (``priority``, ``delay``, ...) are taken as options,
+        unless the handler has a parameter of that name: then this raises ``TypeError``, and
+        ``.using()`` says which is meant. Arguments that the handler could not be called with
+        (missing, unexpected, too many) raise ``TypeError`` (``JobArgumentsError``) here,
+        before anything is written.
         """
         from . import protocol
         from .runtime import inprocess
 
-        options = {key: kwargs.pop(key) for key in protocol.ENQUEUE_OPTIONS if key in kwargs}
+        options: dict[str, Any] = dict(self._options or {})
+        if self._options is None:
+            options = self._options_in(kwargs)
         job = protocol.enqueue(self.name, args, kwargs, **options)
         inprocess.enqueued(job)  # LEASEJOBS_EAGER (tests): run it at commit
         return job
@@ -63,19 +192,100 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
 
         return await sync_to_async(self.get_result, thread_sensitive=True)(job_id)
 
+    def _options_in(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Take the enqueue options out of a plain ``enqueue()``'s keywords."""
+        named = OPTION_NAMES & kwargs.keys()
+        if not named:
+            return {}
+        ambiguous = sorted(named & set(option_parameters(self)))
+        if ambiguous:
+            name, short = ambiguous[0], _short_name(self)
+            raise TypeError(
+                f"Job {self.name!r} has a parameter named {name!r}, which is also an enqueue "
+                f"option, so {short}.enqueue(..., {name}=...) is ambiguous. Set the option "
+                f"with {short}.using({name}=...).enqueue(...); pass the argument with "
+                f"{short}.using().enqueue(..., {name}=...)."
+            )
+        return {key: kwargs.pop(key) for key in named}
+
     def enqueue_many(self, items: Iterable[Any]) -> list[Job]:
         """Persist many jobs, in bulk where possible; return them in order.
 
         Each item is ``(args, kwargs)`` or a dict with ``args``, ``kwargs`` and enqueue options.
+        On a ``.using()`` copy its options apply to every item, and an item's own options
+        override them for that item. Arguments an item's handler could not take raise
+        ``TypeError`` naming the item's index; nothing is written.
         """
         from . import protocol
         from .runtime import inprocess
 
+        if self._options:
+            items = [self._with_options(item) for item in items]
         jobs = protocol.enqueue_many(self.name, items)
         inprocess.enqueued(jobs)
         return jobs
 
+    def _with_options(self, item: Any) -> Any:
+        """An ``enqueue_many`` item with this copy's options under its own."""
+        assert self._options is not None
+        if isinstance(item, tuple | list) and len(item) == 2:
+            return {"args": item[0], "kwargs": item[1], **self._options}
+        if isinstance(item, dict):
+            own = item
+            if any(key in own for key in _TIMING):  # the item's timing replaces the copy's
+                options = {k: v for k, v in self._options.items() if k not in _TIMING}
+            else:
+                options = dict(self._options)
+            return {**options, **own}
+        return item  # refused by the protocol, which says why
 
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """``enqueue`` from async code, as Django's ``Task.aenqueue`` is: the sync enqueue in
+        ``sync_to_async(thread_sensitive=True)``, so it commits at once (autocommit) unless
+        that thread is inside an atomic block of your own."""
+        return await sync_to_async(self.enqueue, thread_sensitive=True)(*args, **kwargs)
+
+    async def aenqueue_many(self, items: Iterable[Any]) -> list[Job]:
+        """``enqueue_many`` from async code, with ``aenqueue``'s transaction semantics."""
+        return await sync_to_async(self.enqueue_many, thread_sensitive=True)(items)
+
+
+class ContextJobFunction(JobFunction[P, R]):
+    """A job declared with ``takes_context=True``: called inline with a context first, and
+    enqueued with the other arguments only (the worker passes the context)."""
+
+    def __call__(  # type: ignore[override]
+        self, context: JobContext, /, *args: P.args, **kwargs: P.kwargs
+    ) -> R:
+        return self.func(context, *args, **kwargs)
+
+
+class JobOptions(TypedDict, total=False):
+    """``@job``'s options but ``takes_context``, for the type checker (a test keeps them in
+    step with ``registry.JobSpec``; the reference describes them)."""
+
+    name: str | None
+    queue: str | None
+    priority: int
+    max_attempts: int | None
+    backoff: Backoff | None
+    lease: float | None
+    permanent: tuple[type[BaseException], ...] | None
+    retry_on: registry.RetryOnOption
+    timeout: float | None
+    api: bool
+    dedupe_key: bool | str | None
+    dedupe_states: Sequence[str] | None
+    dedupe_period: float | None
+    on_conflict: str | None
+    concurrency_key: str | Callable[..., Any] | None
+    concurrency_limit: int | None
+    rate_limit: str | None
+    rate_key: str | Callable[..., Any] | None
+
+
+# The overloads type ``fn.enqueue`` from the handler: ``(*P.args, **P.kwargs)``, the
+# context a worker passes first left out (``Concatenate[JobContext, P]``).
 @overload
 def job(func: Callable[P, R], /) -> JobFunction[P, R]: ...
 
@@ -85,26 +295,29 @@ def job(
     func: None = None,
     /,
     *,
-    name: str | None = ...,
-    queue: str | None = ...,
-    priority: int = ...,
-    max_attempts: int | None = ...,
-    backoff: Backoff | None = ...,
-    lease: float | None = ...,
-    takes_context: bool = ...,
-    permanent: tuple[type[BaseException], ...] | None = ...,
-    retry_on: registry.RetryOnOption = ...,
-    timeout: float | None = ...,
-    api: bool = ...,
-    dedupe_key: bool | str | None = ...,
-    dedupe_states: Sequence[str] | None = ...,
-    dedupe_period: float | None = ...,
-    on_conflict: str | None = ...,
-    concurrency_key: str | Callable[..., Any] | None = ...,
-    concurrency_limit: int | None = ...,
-    rate_limit: str | None = ...,
-    rate_key: str | Callable[..., Any] | None = ...,
+    takes_context: Literal[True],
+    **options: Unpack[JobOptions],
+) -> Callable[[Callable[Concatenate[JobContext, P], R]], ContextJobFunction[P, R]]: ...
+
+
+@overload
+def job(
+    func: None = None,
+    /,
+    *,
+    takes_context: Literal[False] = ...,
+    **options: Unpack[JobOptions],
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
+
+
+@overload
+def job(
+    func: None = None,
+    /,
+    *,
+    takes_context: bool,
+    **options: Unpack[JobOptions],
+) -> Callable[[Callable[..., R]], JobFunction[..., R]]: ...
 
 
 def job(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
@@ -144,7 +357,8 @@ def job(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """
 
     def register(f: Callable[..., Any]) -> JobFunction[Any, Any]:
-        job_function: JobFunction[Any, Any] = JobFunction(f, **options)
+        kind = ContextJobFunction if options.get("takes_context") else JobFunction
+        job_function: JobFunction[Any, Any] = kind(f, **options)
         registry.add(job_function)
         return job_function
 

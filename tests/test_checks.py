@@ -295,10 +295,32 @@ def test_e004_says_what_to_do_and_finds_jobs_as_a_worker_does(late_jobs: str, se
     assert "'x.y', which is not registered (its module 'x' is outside" in message.msg
     assert job_modules.JOB_ADVICE in message.hint
     settings.LEASEJOBS_SCHEDULES = {
-        "nightly": {"job": f"{late_jobs}.late_report", "cron": "@daily"}
+        "nightly": {"job": f"{late_jobs}.late_report", "cron": "@daily", "args": ["2030-01-01"]}
     }
     settings.LEASEJOBS_TASK_MODULES = [late_jobs]
     assert checks.check_schedules_and_jobs() == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({}, "missing a required argument: 'a'"),
+        ({"args": [1, 2, 3]}, "too many positional arguments"),
+        ({"args": [1, 2], "kwargs": {"c": 2}}, "got an unexpected keyword argument 'c'"),
+    ],
+)
+def test_e003_schedule_arguments_its_job_cannot_take(arguments: dict, problem: str) -> None:
+    spec = {"job": "testapp.jobs.add", "cron": "@daily", **arguments}
+    with override_settings(LEASEJOBS_SCHEDULES={"nightly": spec}):
+        (found,) = checks.check_schedules_and_jobs()
+    assert found.id == "leasejobs.E003"
+    assert found.msg == (
+        "LEASEJOBS_SCHEDULES['nightly']: Job 'testapp.jobs.add' cannot take these arguments: "
+        f"{problem} (its signature: add(a, b))."
+    )
+    fitting = {"job": "testapp.jobs.add", "cron": "@daily", "args": [1], "kwargs": {"b": 2}}
+    with override_settings(LEASEJOBS_SCHEDULES={"nightly": fitting}):
+        assert checks.check_schedules_and_jobs() == []
 
 
 # --------------------------------------------------------------------------- databases

@@ -44,6 +44,14 @@ def test_every_job_option_is_described_and_nothing_else() -> None:
     assert stale == set(), f"job()'s docstring describes options it does not take: {stale}"
 
 
+def test_every_enqueue_option_is_described_by_using() -> None:
+    from django_leasejobs import jobs, protocol
+
+    described = data._described(jobs.JobFunction.using.__doc__ or "")
+    assert set(described) == set(protocol.ENQUEUE_OPTIONS)
+    assert all(described.values()), described
+
+
 def test_every_check_id_the_code_emits_is_described() -> None:
     emitted = data.check_ids_in_code()
     assert {"leasejobs.E001", "leasejobs.W010", "leasejobs.E099"} <= emitted

@@ -121,14 +121,17 @@ def test_templates_use_defaults_and_attributes() -> None:
 
 @pytest.mark.django_db
 def test_keys_that_cannot_be_computed_refuse_the_enqueue() -> None:
-    with pytest.raises(JobValidationError, match="arguments do not fit"):
+    # Arguments the handler cannot take are refused before any key is made.
+    with pytest.raises(JobValidationError, match="cannot take these arguments"):
         jobs.per_customer.enqueue()  # no customer_id
+    with pytest.raises(JobValidationError, match=r"item 0: .*cannot take these arguments"):
+        jobs.per_customer.enqueue_many([((), {})])
+    with pytest.raises(JobValidationError, match="arguments do not fit"):
+        jobs.per_customer.limits.values((), {})
     with pytest.raises(JobValidationError, match="concurrency_key raised"):
-        jobs.per_tenant.enqueue()  # the callable needs the tenant
+        jobs.per_tenant.limits.values((), {})  # the callable needs the tenant
     with pytest.raises(JobValidationError, match="longer than 200"):
         jobs.per_tenant.enqueue("x" * 300)
-    with pytest.raises(JobValidationError, match="arguments do not fit"):
-        jobs.per_customer.enqueue_many([((), {})])
     assert not Job.objects.exists()
 
 

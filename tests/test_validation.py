@@ -183,13 +183,13 @@ def test_a_result_keeps_any_finite_float() -> None:
 @pytest.mark.parametrize("value", REFUSED_FLOATS)
 def test_such_floats_are_refused_at_enqueue_and_nothing_is_written(value: float) -> None:
     with pytest.raises(JobValidationError, match=re.escape(f"args[1] contains {value!r}")):
-        jobs.noop.enqueue(1, value)
+        jobs.takes_anything.enqueue(1, value)
     with pytest.raises(JobValidationError, match=re.escape(f"kwargs['x'] contains {value!r}")):
-        jobs.noop.enqueue(x=value, priority=1)
+        jobs.takes_anything.enqueue(x=value, priority=1)
     with pytest.raises(JobValidationError, match=re.escape(repr(value))):
-        jobs.noop.enqueue_many([((1,), {}), ((value,), {})])
+        jobs.takes_anything.enqueue_many([((1,), {}), ((value,), {})])
     with pytest.raises(JobValidationError, match=re.escape(repr(value))):
-        jobs.noop.enqueue_many([((1,), {}), {"kwargs": {"x": [value]}, "priority": 2}])
+        jobs.takes_anything.enqueue_many([((1,), {}), {"kwargs": {"x": [value]}, "priority": 2}])
     assert not Job.objects.exists()
 
 
@@ -197,9 +197,11 @@ def test_such_floats_are_refused_at_enqueue_and_nothing_is_written(value: float)
 def test_the_returned_job_equals_a_fresh_read_of_its_row() -> None:
     kwargs = {"floats": KEPT_FLOATS, "big": 10**300, "nested": {"f": [-1e-300, 0.5]}}
     jobs_made = [
-        jobs.noop.enqueue(*KEPT_FLOATS, **kwargs),
-        jobs.noop.enqueue(*KEPT_FLOATS, dedupe_key="floats", **kwargs),
-        *jobs.noop.enqueue_many([(KEPT_FLOATS, kwargs), {"args": KEPT_FLOATS, "priority": 3}]),
+        jobs.takes_anything.enqueue(*KEPT_FLOATS, **kwargs),
+        jobs.takes_anything.enqueue(*KEPT_FLOATS, dedupe_key="floats", **kwargs),
+        *jobs.takes_anything.enqueue_many(
+            [(KEPT_FLOATS, kwargs), {"args": KEPT_FLOATS, "priority": 3}]
+        ),
     ]
     for job in jobs_made:
         fresh = Job.objects.get(pk=job.pk)

@@ -22,7 +22,7 @@ from django.http import HttpRequest, JsonResponse
 
 from .. import protocol, registry, validation
 from ..conf import settings
-from ..errors import JobValidationError
+from ..errors import JobArgumentsError, JobValidationError
 from ..models import CLAIMABLE, Job, Status
 from ..runtime import inprocess
 from . import inputs, serialize
@@ -86,6 +86,10 @@ def parse_item(
         options["run_at"] = inputs.datetime_value(options["run_at"], prefix + "run_at")
     field = prefix + ("delay" if "delay" in options else "run_at")
     _check(field, validation.check_run_at, options.get("run_at"), options.get("delay"))
+    try:
+        registry.get(name).check_arguments(args, kwargs)
+    except JobArgumentsError as exc:  # what the handler could not be called with
+        raise ApiError("invalid", str(exc), prefix + exc.field) from None
     return name, args, kwargs, options
 
 

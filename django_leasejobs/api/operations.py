@@ -10,7 +10,7 @@ from django.contrib.admin.models import ADDITION
 from django.http import HttpRequest, JsonResponse
 
 from .. import cron, protocol
-from ..errors import InvalidTransitionError, JobValidationError, ScheduleError
+from ..errors import InvalidTransitionError, JobArgumentsError, JobValidationError, ScheduleError
 from ..models import DeadLetter, Schedule
 from ..runtime import inprocess, schedules, stats
 from ..runtime.health import Thresholds, evaluate
@@ -60,6 +60,8 @@ def replay(request: HttpRequest, dead_letter_id: int) -> JsonResponse:
         )
     try:
         job = protocol.replay(letter.pk, args=edits.get("args"), kwargs=edits.get("kwargs"))
+    except JobArgumentsError as exc:  # edited arguments the handler could not take
+        raise ApiError("invalid", str(exc), exc.field) from None
     except JobValidationError as exc:
         field = next((f for f in ("kwargs", "args") if str(exc).startswith(f)), None)
         raise ApiError("invalid", str(exc), field) from None

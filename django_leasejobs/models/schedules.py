@@ -85,7 +85,7 @@ class Schedule(models.Model):
                 "jobs.py module of an installed app)"
             )
         checks: list[tuple[str, Any]] = [
-            ("args", lambda: validation.check_payload(self.args, self.kwargs)),
+            ("args", self._check_arguments),
             ("queue", lambda: self.queue and validation.check_queue(self.queue)),
             ("priority", lambda: self.priority is None or validation.check_priority(self.priority)),
             (
@@ -104,6 +104,13 @@ class Schedule(models.Model):
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             found["catchup_window"] = f"catchup_window must be at least 1 second, not {window!r}"
         return found
+
+    def _check_arguments(self) -> None:
+        """JSON arguments that the job's handler can be called with."""
+        args, kwargs = validation.check_payload(self.args, self.kwargs)
+        spec = registry.lookup(self.job) if isinstance(self.job, str) else None
+        if spec is not None:
+            spec.check_arguments(args, kwargs)
 
     def clean(self) -> None:
         problems = self.problems()

@@ -8,7 +8,7 @@ savepoint (so the caller's transaction survives) and returns the winner's row.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -17,7 +17,7 @@ from django.db import IntegrityError, connections, transaction
 from .. import client_encoding, dialects, limits, registry, signals, validation
 from ..conf import settings as conf_settings
 from ..dbtime import db_now
-from ..errors import JobValidationError
+from ..errors import JobArgumentsError, JobValidationError
 from ..models import Job
 from . import dedupe
 from .base import announce_enqueued, job_database, logger
@@ -48,6 +48,8 @@ class Defaults:
     """The job's concurrency and rate limits: their keys are computed per enqueue."""
     keyed: bool = False
     """``@job(dedupe_key=...)``: every enqueue makes a dedupe key of its arguments."""
+    check_arguments: Callable[[Sequence[Any], dict[str, Any]], None] | None = None
+    """Refuses arguments the handler could not take; None for a ``django.tasks`` task."""
 
     @classmethod
     def resolve(cls, name: str, task_backend: str = "") -> Defaults:
@@ -69,6 +71,7 @@ class Defaults:
             conf_settings.MAX_PAYLOAD_BYTES,
             job_function.limits,
             job_function.dedupe_key is not None,
+            job_function.check_arguments,
         )
 
 
@@ -104,9 +107,7 @@ def row_values(
     ``defaults`` lets a bulk enqueue resolve them once for all its rows.
     """
     defaults = defaults or Defaults.resolve(name, task_backend)
-    args_list, kwargs_dict = validation.check_payload(
-        args, kwargs, max_bytes=defaults.max_payload_bytes
-    )
+    args_list, kwargs_dict = _checked_arguments(defaults, args, kwargs)
     values = _call_values(
         name,
         defaults,
@@ -135,6 +136,19 @@ def row_values(
     if rule is not None:
         values[dedupe.RULE] = rule
     return values
+
+
+def _checked_arguments(
+    defaults: Defaults, args: Sequence[Any], kwargs: dict[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """The arguments as JSON lists and dicts, refused when not JSON or when they do not fit
+    the handler's signature (checked second: the binding needs a list and a dict)."""
+    args_list, kwargs_dict = validation.check_payload(
+        args, kwargs, max_bytes=defaults.max_payload_bytes
+    )
+    if defaults.check_arguments is not None:
+        defaults.check_arguments(args_list, kwargs_dict)
+    return args_list, kwargs_dict
 
 
 def _call_values(
@@ -283,6 +297,20 @@ def _item(item: Any) -> tuple[Sequence[Any], dict[str, Any], dict[str, Any]]:
     )
 
 
+def _bulk_row(
+    name: str, item: Any, shared: dict[str, Any], defaults: Defaults, now: dt.datetime
+) -> dict[str, Any]:
+    """One ``enqueue_many`` item's row: ``shared`` plus its arguments when it has no options."""
+    args, kwargs, options = _item(item)
+    if options or defaults.keyed:
+        return row_values(name, args, kwargs, now=now, defaults=defaults, **options)
+    args_list, kwargs_dict = _checked_arguments(defaults, args, kwargs)
+    row = {**shared, "args": args_list, "kwargs": kwargs_dict}
+    if defaults.limits:
+        row.update(defaults.limits.values(args_list, kwargs_dict))
+    return row
+
+
 def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     """Validate every item and insert them in bulk in one transaction; jobs in the order given.
 
@@ -307,17 +335,13 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
 
     def bulk_rows() -> Iterable[dict[str, Any]]:
         # Lazy, so a dialect may insert a chunk while the next one is validated.
-        for item in items:
-            args, kwargs, options = _item(item)
-            if options or defaults.keyed:
-                row = row_values(name, args, kwargs, now=now, defaults=defaults, **options)
-            else:
-                args_list, kwargs_dict = validation.check_payload(
-                    args, kwargs, max_bytes=defaults.max_payload_bytes
-                )
-                row = {**shared, "args": args_list, "kwargs": kwargs_dict}
-                if defaults.limits:
-                    row.update(defaults.limits.values(args_list, kwargs_dict))
+        for index, item in enumerate(items):
+            try:
+                row = _bulk_row(name, item, shared, defaults, now)
+            except JobArgumentsError as exc:
+                raise JobArgumentsError(
+                    f"enqueue_many item {index}: {exc}", field=exc.field
+                ) from None
             if row["run_at"] <= now:
                 due_queues.add(row["queue"])
             if row["dedupe_key"] is None:

@@ -13,7 +13,9 @@ Works with ``django.tasks`` (Django 6.0+) or, failing that, the ``django-tasks``
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import functools
+import inspect
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -47,6 +49,29 @@ class UnsupportedTaskArgument(InvalidTaskArguments, TypeError):
 
     A ``TypeError`` too, as Django's own backends raise (``normalize_json`` in ``TaskResult``).
     """
+
+
+class TaskArgumentsError(InvalidTaskArguments, TypeError):
+    """Arguments the task's function could not be called with (missing, unexpected, too
+    many): refused at enqueue, as a ``TypeError`` too; nothing was written."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(func: Callable[..., Any], takes_context: bool) -> inspect.Signature:
+    """The signature callers enqueue against: the function's, without the context."""
+    signature = inspect.signature(func)
+    parameters = list(signature.parameters.values())
+    return signature.replace(parameters=parameters[1:] if takes_context else parameters)
+
+
+def _check_arguments(task: Any, args: Any, kwargs: Any) -> None:
+    signature = _signature(task.func, bool(getattr(task, "takes_context", False)))
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TaskArgumentsError(
+            f"Task {task.module_path!r} cannot take these arguments: {exc}."
+        ) from None
 
 
 def _backoff(value: Any, where: str) -> Backoff | None:
@@ -203,6 +228,7 @@ class LeaseJobsBackend(_framework.BaseTaskBackend):  # type: ignore[name-defined
                 f"A worker would not run this task. {refused} {job_modules.TASK_ADVICE}"
             )
         args, kwargs = _normalized(args, kwargs)
+        _check_arguments(task, args, kwargs)
         max_attempts = getattr(task, "max_attempts", None) or self.default_max_attempts
         try:
             job = protocol.enqueue_task(

@@ -80,11 +80,12 @@ class Option:
 
 
 def _described(docstring: str) -> dict[str, str]:
-    """``name``: text lines of a docstring (continuation lines indented or not), by name."""
+    """``name``: text lines of a docstring (continuation lines indented or not; each may be a
+    ``- `` list item), by name."""
     found: dict[str, str] = {}
     current = None
     for line in inspect.cleandoc(docstring).splitlines():
-        match = re.match(r"``(\w+)``: (.*)", line)
+        match = re.match(r"(?:- )?``(\w+)``: (.*)", line)
         if match:
             current = match.group(1)
             found[current] = match.group(2)

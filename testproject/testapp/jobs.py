@@ -22,6 +22,11 @@ def noop() -> None:
 
 
 @job
+def takes_anything(*args: object, **kwargs: object) -> None:
+    """Takes any arguments: tests of how arguments are stored."""
+
+
+@job
 def add(a: int, b: int) -> int:
     return a + b
 

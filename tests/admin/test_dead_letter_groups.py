@@ -57,12 +57,12 @@ class TestGroupedPage:
         first = buried("order 1", line=7)
         buried("order 2", line=91)  # the same bug after a deploy moved it
         renamed = buried("order 3")
-        Job.objects.filter(pk=renamed.job_id).update(name="testapp.jobs.noop")
-        DeadLetter.objects.filter(pk=renamed.pk).update(name="testapp.jobs.noop")
+        Job.objects.filter(pk=renamed.job_id).update(name="testapp.jobs.noop", args=[])
+        DeadLetter.objects.filter(pk=renamed.pk).update(name="testapp.jobs.noop", args=[])
         other = buried("no key", cls="KeyError")
         DeadLetter.objects.filter(pk=first.pk).update(created_at=shifted(-86400))
         DeadLetter.objects.filter(pk=other.pk).update(created_at=shifted(-3600))
-        protocol.replay(renamed.pk)
+        protocol.replay(renamed.pk)  # noop() takes no arguments
         response = admin_client.get(url("deadletter_groups"))
         assert response.status_code == 200
         page = response.content.decode()

@@ -185,6 +185,8 @@ class TestReplayEdited:
             ("[" * 100_000 + "]" * 100_000, "{}", "nests deeper than 31 levels"),
             ("[]", '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "nests deeper than 31 levels"),
             ("[1e16, 1]", "{}", "args[0] contains 1e+16: a float of 1e16 or more"),
+            ("[1, 2, 3]", "{}", "cannot take these arguments: too many positional arguments"),
+            ("[1]", '{"c": 2}', "missing a required argument: &#x27;b&#x27;"),
             (
                 "[-0.0, 1]",
                 "{}",

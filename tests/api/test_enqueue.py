@@ -315,3 +315,29 @@ def test_limit_keys_the_arguments_cannot_fill_are_400(operator, settings, kwargs
     assert (status, body["code"]) == (400, "invalid")
     assert body["message"].startswith(f"{option} {template!r} cannot be filled: ")
     assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("item", "field", "problem"),
+    [
+        ({}, "args", "missing a required argument: 'a'"),
+        ({"args": [1, 2, 3]}, "args", "too many positional arguments"),
+        ({"args": [1, 2], "kwargs": {"c": 3}}, "kwargs", "got an unexpected keyword argument 'c'"),
+        ({"args": [1], "kwargs": {"a": 2}}, "kwargs", "multiple values for argument 'a'"),
+    ],
+)
+def test_arguments_the_job_cannot_take_are_400_not_a_500(operator, item, field, problem):
+    """The handler is never called with them: refused at enqueue, one item or a batch."""
+    message = (
+        f"Job 'testapp.jobs.add' cannot take these arguments: {problem} (its signature: add(a, b))."
+    )
+    status, body = operator.post("jobs/", {"name": "testapp.jobs.add", **item})
+    assert status == 400
+    assert body == {"code": "invalid", "message": message, "field": field}
+    good = {"name": "testapp.jobs.add", "args": [1, 2]}
+    status, body = operator.post(
+        "jobs/batch/", {"jobs": [good, {"name": "testapp.jobs.add", **item}]}
+    )
+    assert status == 400
+    assert body == {"code": "invalid", "message": message, "field": f"jobs[1].{field}"}
+    assert not Job.objects.exists()

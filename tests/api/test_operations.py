@@ -99,6 +99,26 @@ def test_replay_with_edited_arguments(operator, dead):
     assert body["args"] == [5, 6]
 
 
+@pytest.mark.parametrize(
+    ("edits", "field", "problem"),
+    [
+        ({"args": [5, 6, 7]}, "args", "too many positional arguments"),
+        ({"args": [5]}, "args", "missing a required argument: 'b'"),
+        ({"args": [5, 6], "kwargs": {"c": 1}}, "kwargs", "got an unexpected keyword argument 'c'"),
+    ],
+)
+def test_replay_with_arguments_the_job_cannot_take_is_400(operator, dead, edits, field, problem):
+    letter = dead(1, 2)
+    status, body = operator.post(f"dead-letters/{letter.pk}/replay/", edits)
+    assert (status, body["code"], body["field"]) == (400, "invalid", field)
+    assert body["message"] == (
+        f"Job 'testapp.jobs.add' cannot take these arguments: {problem} (its signature: add(a, b))."
+    )
+    letter.refresh_from_db()
+    assert letter.replayed_job_id is None
+    assert Job.objects.count() == 1
+
+
 def test_replay_with_edited_arguments_keeps_to_the_allow_list(operator, db, make_due):
     """A job the API does not expose is replayed as it was, never with new arguments."""
     job = jobs.permanent.enqueue(max_attempts=1)

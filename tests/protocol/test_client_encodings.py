@@ -120,8 +120,8 @@ def test_enqueue(encoding: str, conforming: str, text: str) -> None:
     no_jobs()
 
     def send() -> list[int]:
-        keyed = jobs.noop.enqueue(text, dedupe_key=text + "-k")
-        plain = jobs.noop.enqueue(**{text: [text]})
+        keyed = jobs.takes_anything.enqueue(text, dedupe_key=text + "-k")
+        plain = jobs.takes_anything.enqueue(**{text: [text]})
         return [keyed.pk, plain.pk]
 
     exactly_or_refused(
@@ -138,7 +138,7 @@ def test_enqueue_many(encoding: str, conforming: str, text: str) -> None:
 
     def send() -> list[int]:
         items = [{"args": [text], "dedupe_key": text + "-m"}, ((text,), {text: text})]
-        return [job.pk for job in jobs.noop.enqueue_many(items)]
+        return [job.pk for job in jobs.takes_anything.enqueue_many(items)]
 
     exactly_or_refused(
         encoding, conforming, send, [([text], {}, text + "-m"), ([text], {text: text}, None)]
@@ -173,7 +173,7 @@ def test_tasks_backend(encoding: str, conforming: str, text: str) -> None:
 def test_replay(encoding: str, conforming: str, text: str) -> None:
     no_jobs()
     # Keyed over UTF-8; the replay, in the session, sends that key again.
-    original = jobs.noop.enqueue(dedupe_key=text, max_attempts=1)
+    original = jobs.takes_anything.enqueue(dedupe_key=text, max_attempts=1)
     (claimed,) = protocol.claim("w1", batch=1)
     assert claimed.pk == original.pk
     protocol.fail(claimed.pk, claimed.attempt, Failure("poison"))
@@ -193,7 +193,7 @@ def test_the_yen_sign_neither_injects_nor_matches_a_backslash(encoding: str) -> 
     with session(encoding, "off"):
         for key in (INJECTION, "¥"):
             with pytest.raises(JobValidationError, match="client_encoding"):
-                jobs.noop.enqueue(1, dedupe_key=key)
+                jobs.noop.enqueue(dedupe_key=key)
         assert jobs.noop.enqueue(dedupe_key="\\").pk == backslashed.pk
     assert _no_pwned_table()
     assert list(Job.objects.values_list("dedupe_key", flat=True)) == ["\\"]

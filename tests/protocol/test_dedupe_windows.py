@@ -159,7 +159,7 @@ def test_bad_enqueue_options_are_refused_clearly(options: dict[str, Any], messag
 
 
 def test_arguments_that_do_not_fit_the_signature_make_no_key() -> None:
-    with pytest.raises(JobValidationError, match="do not fit the job's signature"):
+    with pytest.raises(JobValidationError, match="cannot take these arguments"):
         jobs.sync_user.enqueue(1, 2, 3)
     assert not Job.objects.exists()
 

@@ -161,8 +161,8 @@ class TestBulkEnqueue:
     )
     def test_nested_subclasses_keep_each_rows_own_json(self, first: object, second: object) -> None:
         """1 == 1.0 == True inside an OrderedDict or a namedtuple too: each row its own value."""
-        alone = jobs.noop.enqueue(second)
-        made = jobs.noop.enqueue_many([((first,), {}), ((second,), {})])
+        alone = jobs.takes_anything.enqueue(second)
+        made = jobs.takes_anything.enqueue_many([((first,), {}), ((second,), {})])
         stored = [json.dumps(Job.objects.get(pk=job.pk).args) for job in [*made, alone]]
         assert stored[1] == stored[2] != stored[0]
 

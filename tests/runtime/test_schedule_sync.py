@@ -53,6 +53,11 @@ BAD_SPECS = [
     ({"job": NOOP, "cron": "@daily", "args": "x"}, "args must be a list"),
     ({"job": NOOP, "cron": "@daily", "args": [math.nan]}, "NaN"),
     ({"job": NOOP, "cron": "@daily", "kwargs": {"when": object()}}, "not JSON"),
+    ({"job": NOOP, "cron": "@daily", "args": [1]}, "cannot take these arguments: too many"),
+    (
+        {"job": NOOP, "cron": "@daily", "kwargs": {"day": 1}},
+        "cannot take these arguments: got an unexpected keyword argument 'day'",
+    ),
     ({"job": NOOP, "cron": "@daily", "priority": 500}, "priority 500 is out of range"),
     ({"job": NOOP, "cron": "@daily", "priority": True}, "priority must be an integer"),
     (

@@ -37,3 +37,25 @@ def test_floats_that_would_come_back_changed_are_invalid_task(value: float) -> N
         tasks.add.enqueue(value, 1)
     assert isinstance(caught.value, JobValidationError)
     assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("task", "args", "kwargs", "problem"),
+    [
+        (tasks.add, (1,), {}, "missing a required argument: 'b'"),
+        (tasks.add, (1, 2, 3), {}, "too many positional arguments"),
+        (tasks.add, (1, 2), {"c": 3}, "got an unexpected keyword argument 'c'"),
+        (tasks.record, (None, "x"), {}, "too many positional arguments"),  # the context is ours
+        (tasks.sleep, (), {}, "missing a required argument: 'seconds'"),
+    ],
+)
+def test_arguments_the_function_cannot_take_are_invalid_task(task, args, kwargs, problem) -> None:
+    with pytest.raises(InvalidTask) as caught:
+        task.enqueue(*args, **kwargs)
+    assert isinstance(caught.value, TypeError)
+    assert isinstance(caught.value, JobValidationError)
+    assert str(caught.value) == (
+        f"Task {task.module_path!r} cannot take these arguments: {problem}."
+    )
+    assert not Job.objects.exists()
+    assert tasks.record.enqueue("x").args == ["x"]  # the context left out, as a worker passes it

@@ -41,7 +41,7 @@ class Command(BaseCommand):
         quick = jobs.greet.enqueue_many([((name,), {}) for name in ("ada", "grace", "linus")])
         flaky = jobs.flaky_fetch.enqueue("https://example.invalid/report")
         poison = jobs.poison.enqueue({"order": 42})
-        later = jobs.greet.enqueue("from the future", delay=options["delay"])
+        later = jobs.greet.using(delay=options["delay"]).enqueue("from the future")
         ids = [job.pk for job in (*quick, flaky, poison, later)]
         self.stdout.write(
             f"Enqueued {len(quick)} quick jobs, a flaky one (#{flaky.pk}), a poison one "
