@@ -10,6 +10,7 @@ rather than failing later inside the worker.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from functools import cached_property
@@ -18,6 +19,8 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
+
+from .durations import EXAMPLES, parse_duration
 
 PREFIX = "LEASEJOBS_"
 MAX_ATTEMPTS_LIMIT = 2**31 - 1
@@ -67,7 +70,11 @@ DEFAULTS: dict[str, Any] = {
     "API_MAX_PAGE_SIZE": 500,
     "API_MAX_BATCH": 100,
     "API_MAX_ATTEMPTS": 100,
+    "RETENTION": {},
 }
+
+RETENTION_STATES = ("succeeded", "cancelled", "dead")
+"""The finished states ``LEASEJOBS_RETENTION`` may give an age (``protocol.PRUNABLE``)."""
 
 
 def is_timeout(value: Any) -> bool:
@@ -376,6 +383,40 @@ class Settings:
                 f"{PREFIX}API_MAX_ATTEMPTS must be at most {MAX_ATTEMPTS_LIMIT}, not {value!r}."
             )
         return value
+
+    @cached_property
+    def RETENTION(self) -> dict[str, dt.timedelta]:
+        """How long finished jobs are kept, by state: ``{"succeeded": "7d", "dead": "30d"}``;
+        workers prune older ones (docs/operations.md#retention). A state not given is kept for
+        ever, and so is everything by default."""
+        value = _get("RETENTION")
+        where = f"{PREFIX}RETENTION"
+        if not isinstance(value, dict):
+            raise ImproperlyConfigured(
+                f"{where} must be a dict of state -> age, like "
+                f'{{"succeeded": "7d", "dead": "30d"}}, not {value!r}.'
+            )
+        unknown = sorted(repr(key) for key in value if key not in RETENTION_STATES)
+        if unknown:
+            raise ImproperlyConfigured(
+                f"{where} has unknown key(s) {', '.join(unknown)}: only finished states are "
+                f"pruned ({', '.join(RETENTION_STATES)})."
+            )
+        ages: dict[str, dt.timedelta] = {}
+        for state, text in value.items():
+            if text is None:
+                continue  # kept for ever, as when the key is absent
+            try:
+                age = parse_duration(text)
+            except ValueError as exc:
+                raise ImproperlyConfigured(f"{where}[{state!r}]: {exc}") from None
+            if age <= dt.timedelta(0):
+                raise ImproperlyConfigured(
+                    f"{where}[{state!r}] must be a positive age ({EXAMPLES}), not {text!r}: "
+                    "a zero age would delete jobs as they finish."
+                )
+            ages[state] = age
+        return ages
 
     def forget(self) -> None:
         """Drop every value read so far: the next read takes the current setting."""
