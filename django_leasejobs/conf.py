@@ -20,7 +20,7 @@ from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
-from .durations import EXAMPLES, parse_duration
+from .durations import parse_ages
 
 PREFIX = "LEASEJOBS_"
 MAX_ATTEMPTS_LIMIT = 2**31 - 1
@@ -389,34 +389,10 @@ class Settings:
         """How long finished jobs are kept, by state: ``{"succeeded": "7d", "dead": "30d"}``;
         workers prune older ones (docs/operations.md#retention). A state not given is kept for
         ever, and so is everything by default."""
-        value = _get("RETENTION")
-        where = f"{PREFIX}RETENTION"
-        if not isinstance(value, dict):
-            raise ImproperlyConfigured(
-                f"{where} must be a dict of state -> age, like "
-                f'{{"succeeded": "7d", "dead": "30d"}}, not {value!r}.'
-            )
-        unknown = sorted(repr(key) for key in value if key not in RETENTION_STATES)
-        if unknown:
-            raise ImproperlyConfigured(
-                f"{where} has unknown key(s) {', '.join(unknown)}: only finished states are "
-                f"pruned ({', '.join(RETENTION_STATES)})."
-            )
-        ages: dict[str, dt.timedelta] = {}
-        for state, text in value.items():
-            if text is None:
-                continue  # kept for ever, as when the key is absent
-            try:
-                age = parse_duration(text)
-            except ValueError as exc:
-                raise ImproperlyConfigured(f"{where}[{state!r}]: {exc}") from None
-            if age <= dt.timedelta(0):
-                raise ImproperlyConfigured(
-                    f"{where}[{state!r}] must be a positive age ({EXAMPLES}), not {text!r}: "
-                    "a zero age would delete jobs as they finish."
-                )
-            ages[state] = age
-        return ages
+        try:
+            return parse_ages(_get("RETENTION"), RETENTION_STATES)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{PREFIX}RETENTION{exc}") from None
 
     def forget(self) -> None:
         """Drop every value read so far: the next read takes the current setting."""
