@@ -333,3 +333,14 @@ def test_a_database_error_is_logged_and_the_worker_goes_on(
     assert summary.succeeded == 1
     assert "where=retention error=lock wait timeout" in caplog.text
     assert Job.objects.get().status == Status.SUCCEEDED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_ticking_at_once_one_prunes(settings: Any) -> None:
+    settings.LEASEJOBS_RETENTION = {"succeeded": "7d"}
+    succeeded(6, days_ago=8)
+    a, b = pruner("a", batch=2, budget=0), pruner("b", batch=2, budget=0)
+    deleted = race(a.tick, b.tick)
+    assert sorted(deleted) == [0, 2]
+    assert a.walking != b.walking
+    assert Job.objects.count() == 4
