@@ -83,7 +83,8 @@ class Retention:
 
     def tick(self) -> int:
         """Prune a few batches if this worker holds (or can take) the lease; return how many
-        jobs it deleted. Database errors propagate; the walk then starts afresh."""
+        jobs it deleted. Database errors propagate; the walk then starts afresh a quarter
+        lease later (a table not migrated yet must not fill the log every poll)."""
         ages = settings.RETENTION
         now = self._clock()
         if not ages or now < self._next_try:
@@ -92,6 +93,7 @@ class Retention:
             return self._tick(ages, now)
         except BaseException:
             self._walk = None
+            self._next_try = now + self.lease_seconds / 4
             raise
 
     def _tick(self, ages: dict[str, dt.timedelta], now: float) -> int:

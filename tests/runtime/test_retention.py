@@ -344,3 +344,27 @@ def test_two_workers_ticking_at_once_one_prunes(settings: Any) -> None:
     assert sorted(deleted) == [0, 2]
     assert a.walking != b.walking
     assert Job.objects.count() == 4
+
+
+def test_after_a_database_error_the_next_try_waits_a_quarter_lease(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    from django.db import OperationalError
+
+    calls: list[str] = []
+
+    def broken(*args: Any, **kwargs: Any) -> bool:
+        calls.append("take")
+        raise OperationalError('relation "django_leasejobs_maintenancelease" does not exist')
+
+    settings.LEASEJOBS_RETENTION = {"succeeded": "7d"}
+    monkeypatch.setattr(protocol, "take_lease", broken)
+    clock = Clock()
+    retention = pruner("a", clock)
+    with pytest.raises(OperationalError):
+        retention.tick()
+    assert retention.tick() == 0  # the next poll: no statement, no log line
+    clock.now += retention.lease_seconds / 4
+    with pytest.raises(OperationalError):
+        retention.tick()
+    assert calls == ["take", "take"]
