@@ -30,8 +30,6 @@
 - ``leasejobs.W007``: ``LEASEJOBS_EAGER`` with ``DEBUG = False``: a test setting that reached
   production, where each enqueue would run its job inside the request, with no worker, retry,
   lease or timeout
-- ``leasejobs.W011``: a ``LEASEJOBS_SCHEDULES`` entry has the name of a schedule a job declares
-  with ``@job(cron=...)``: the settings entry wins, the job's ``cron`` is ignored
 - ``leasejobs.W010``: the app's migrations are not all applied on the database (database check,
   in :mod:`django_leasejobs.migration_state`; a warning, so that ``migrate`` itself is not
   stopped): the app's commands refuse to start until ``migrate`` has run
@@ -58,7 +56,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import cron, job_checks, job_modules, lease_checks, registry
+from . import cron, job_checks, job_modules, lease_checks, registry, schedule_checks
 from .conf import PREFIX, Settings, settings
 from .errors import UnknownJobError
 
@@ -79,6 +77,7 @@ def register() -> None:
     checks.register(check_databases, checks.Tags.database)
     lease_checks.register()
     job_checks.register()
+    schedule_checks.register()
 
 
 def setting_names() -> list[str]:
@@ -216,27 +215,9 @@ def check_schedules_and_jobs(app_configs: Any = None, **kwargs: Any) -> Messages
         return messages  # reported as leasejobs.E001
     for name, spec in schedules.items():
         messages += _schedule(name, spec, queues)
-    messages += _overridden_code_schedules(schedules)
     if queues is not None:
         messages += _undeclared_queues(queues)
     return messages
-
-
-def _overridden_code_schedules(schedules: dict[str, Any]) -> Messages:
-    """A settings entry named as a job's ``@job(cron=...)`` schedule replaces it: say so, since
-    editing the decorator would then change nothing."""
-    return [
-        checks.Warning(
-            f"{PREFIX}SCHEDULES[{name!r}] has the name of the schedule the job declares with "
-            f"@job(cron={spec.schedule.cron!r}): the settings entry wins and the job's cron, "
-            "timezone, misfire and jitter are ignored.",
-            hint="Remove one of the two declarations (or give the settings entry another name "
-            "to run both).",
-            id="leasejobs.W011",
-        )
-        for name, spec in sorted(registry.registered().items())
-        if spec.schedule is not None and name in schedules
-    ]
 
 
 def _undeclared_queues(queues: list[str]) -> Messages:

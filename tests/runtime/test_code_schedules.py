@@ -17,7 +17,7 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from django_leasejobs import checks, job, protocol, registry
+from django_leasejobs import job, protocol, registry, schedule_checks
 from django_leasejobs.code_schedules import MISFIRE_POLICIES
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.models import Job, Misfire, Schedule, Status
@@ -237,8 +237,8 @@ class TestSync:
         )
         assert sync(entry).unchanged == [NAME]
         with override_settings(LEASEJOBS_SCHEDULES=entry):
-            warnings = [m for m in checks.check_schedules_and_jobs() if m.id == "leasejobs.W011"]
-        assert len(warnings) == 1
+            warnings = schedule_checks.check_code_schedules()
+        assert [w.id for w in warnings] == ["leasejobs.W011"]
         assert f"LEASEJOBS_SCHEDULES[{NAME!r}]" in warnings[0].msg
         assert "@job(cron='0 3 * * *')" in warnings[0].msg
         # The entry removed from settings: the job's own declaration takes the row back.
@@ -250,7 +250,7 @@ class TestSync:
         declare(nightly, cron="0 3 * * *")
         entry = {"other": {"job": NAME, "cron": "30 1 * * *"}}
         with override_settings(LEASEJOBS_SCHEDULES=entry):
-            assert not [m for m in checks.check_schedules_and_jobs() if m.id == "leasejobs.W011"]
+            assert schedule_checks.check_code_schedules() == []
             assert sorted(schedule_settings.sync_from_settings().created) == ["other", NAME]
 
     def test_a_settings_schedule_moved_into_code_keeps_its_cursor(self, declare: Declare) -> None:
