@@ -56,7 +56,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import cron, job_checks, job_modules, lease_checks, registry
+from . import cron, job_checks, job_modules, lease_checks, registry, schedule_checks
 from .conf import PREFIX, Settings, settings
 from .errors import JobArgumentsError, UnknownJobError
 
@@ -77,6 +77,7 @@ def register() -> None:
     checks.register(check_databases, checks.Tags.database)
     lease_checks.register()
     job_checks.register()
+    schedule_checks.register()
 
 
 def setting_names() -> list[str]:

@@ -10,6 +10,7 @@ rather than failing later inside the worker.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from functools import cached_property
@@ -18,6 +19,8 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
+
+from .durations import parse_ages
 
 PREFIX = "LEASEJOBS_"
 MAX_ATTEMPTS_LIMIT = 2**31 - 1
@@ -68,7 +71,11 @@ DEFAULTS: dict[str, Any] = {
     "API_MAX_PAGE_SIZE": 500,
     "API_MAX_BATCH": 100,
     "API_MAX_ATTEMPTS": 100,
+    "RETENTION": {},
 }
+
+RETENTION_STATES = ("succeeded", "cancelled", "dead")
+"""The finished states ``LEASEJOBS_RETENTION`` may give an age (``protocol.PRUNABLE``)."""
 
 
 def is_timeout(value: Any) -> bool:
@@ -390,6 +397,16 @@ class Settings:
                 f"{PREFIX}API_MAX_ATTEMPTS must be at most {MAX_ATTEMPTS_LIMIT}, not {value!r}."
             )
         return value
+
+    @cached_property
+    def RETENTION(self) -> dict[str, dt.timedelta]:
+        """How long finished jobs are kept, by state: ``{"succeeded": "7d", "dead": "30d"}``;
+        workers prune older ones (docs/operations.md#retention). A state not given is kept for
+        ever, and so is everything by default."""
+        try:
+            return parse_ages(_get("RETENTION"), RETENTION_STATES)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{PREFIX}RETENTION{exc}") from None
 
     def forget(self) -> None:
         """Drop every value read so far: the next read takes the current setting."""

@@ -38,6 +38,38 @@ def parse_duration(text: str | float | dt.timedelta, *, bare_seconds: bool = Fal
         raise ValueError(f"The duration {text!r} is too long.") from None
 
 
+def parse_ages(value: object, keys: tuple[str, ...]) -> dict[str, dt.timedelta]:
+    """Read ``{key: duration}`` (a retention setting): positive ages; a ``None`` value or a
+    missing key means "no age". ``ValueError`` messages start with what follows the setting's
+    name (``['dead']: ...`` or `` has unknown key(s) ...``) so the caller can prefix it."""
+    if not isinstance(value, dict):
+        raise ValueError(
+            f' must be a dict of state -> age, like {{"succeeded": "7d", "dead": "30d"}}, '
+            f"not {value!r}."
+        )
+    unknown = sorted(repr(key) for key in value if key not in keys)
+    if unknown:
+        raise ValueError(
+            f" has unknown key(s) {', '.join(unknown)}: only finished states are pruned "
+            f"({', '.join(keys)})."
+        )
+    ages: dict[str, dt.timedelta] = {}
+    for key, text in value.items():
+        if text is None:
+            continue
+        try:
+            age = parse_duration(text)
+        except ValueError as exc:
+            raise ValueError(f"[{key!r}]: {exc}") from None
+        if age <= dt.timedelta(0):
+            raise ValueError(
+                f"[{key!r}] must be a positive age ({EXAMPLES}), not {text!r}: a zero age "
+                "would delete jobs as they finish."
+            )
+        ages[key] = age
+    return ages
+
+
 def _seconds(text: str, bare_seconds: bool) -> float:
     if not text:
         raise ValueError(f"An empty duration; write one like {EXAMPLES}.")

@@ -282,6 +282,10 @@ class JobOptions(TypedDict, total=False):
     concurrency_limit: int | None
     rate_limit: str | None
     rate_key: str | Callable[..., Any] | None
+    cron: str | None
+    timezone: str | None
+    misfire: str | None
+    jitter: int | None
 
 
 # The overloads type ``fn.enqueue`` from the handler: ``(*P.args, **P.kwargs)``, the
@@ -354,6 +358,13 @@ def job(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     ``rate_limit``: starts per period, ``"100/m"`` (``s``, ``m`` or ``h``), per
     ``rate_key`` (or per job name without one).
     ``rate_key``: a template or function of the arguments that the rate limit counts by.
+    ``cron``: a cron expression: declares a schedule named after the job, whose occurrences
+    call it with no arguments, synced as ``LEASEJOBS_SCHEDULES`` entries are
+    (docs/recurrence.md).
+    ``timezone``: the IANA timezone the ``cron`` expression is read in; default ``"UTC"``.
+    ``misfire``: what the scheduler does with occurrences missed while none ran: ``"latest"``
+    (the default), ``"all"`` or ``"skip"``.
+    ``jitter``: seconds of random delay added to each occurrence's start; default 0.
     """
 
     def register(f: Callable[..., Any]) -> JobFunction[Any, Any]:

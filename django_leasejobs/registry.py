@@ -15,7 +15,7 @@ from typing import Any
 
 from django.apps import apps
 
-from . import dedupe_keys, job_modules, limits, validation
+from . import code_schedules, dedupe_keys, job_modules, limits, validation
 from .backoff import Backoff
 from .conf import settings
 from .errors import JobArgumentsError, JobValidationError, UnknownJobError
@@ -68,6 +68,10 @@ class JobSpec:
         concurrency_limit: int | None = None,
         rate_limit: str | None = None,
         rate_key: limits.KeySource = None,
+        cron: str | None = None,
+        timezone: str | None = None,
+        misfire: str | None = None,
+        jitter: int | None = None,
     ) -> None:
         self.func = func
         self.name = name or f"{func.__module__}.{func.__qualname__}"
@@ -114,6 +118,16 @@ class JobSpec:
             rate_key=rate_key,
         )
         """Concurrency and rate limits: the claim enforces them from the keys stored at enqueue."""
+        self.schedule = code_schedules.from_options(
+            self.name,
+            self.signature,
+            cron_expression=cron,
+            timezone=timezone,
+            misfire=misfire,
+            jitter=jitter,
+        )
+        """The schedule ``@job(cron=...)`` declares (named after the job), synced as
+        ``LEASEJOBS_SCHEDULES`` entries are; None without ``cron``."""
 
     def _set_dedupe(
         self,

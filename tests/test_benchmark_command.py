@@ -26,6 +26,7 @@ from django.db import connection
         (["--peer-jobs", "0"], "--peer-jobs must be at least 1"),
         (["--limits-jobs", "0"], "--limits-jobs must be at least 1"),
         (["--limits-threads", "0"], "--limits-threads must be at least 1"),
+        (["--retention-rows", "0"], "--retention-rows must be at least 1"),
     ],
 )
 def test_bad_options_are_refused_with_a_clear_message(args: list[str], message: str) -> None:
@@ -98,6 +99,33 @@ def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
         "single_vs_raw",
         "claim_one_queue_growth",
     }
+
+
+def test_retention_smoke_run_prunes_only_with_the_setting(tmp_path: Path) -> None:
+    """A tiny retention run: both drains complete, and only the pruning one deletes old rows."""
+    out = tmp_path / "retention.json"
+    args = [
+        "--jobs=40",
+        "--runs=1",
+        "--only=retention",
+        "--retention-rows=2000",
+        "--procs=1",
+        "--batches=10",
+        "--threads=4",
+        f"--json={out}",
+    ]
+    if connection.vendor != "postgresql":
+        with pytest.raises(CommandError, match="PostgreSQL only"):
+            call_command("benchmark", *args)
+        return
+    call_command("benchmark", *args)
+    median = json.loads(out.read_text())["median"]
+    assert median["retention_p1_plain_per_s"] > 0
+    assert median["retention_p1_pruning_per_s"] > 0
+    assert median["retention_p1_plain_pruned"] == 0
+    # The first maintenance tick of the worker holding the lease prunes a batch at least.
+    assert median["retention_p1_pruning_pruned"] >= 500
+    assert median["retention_p1_pruning_vs_plain"] > 0
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Migrations 0004, 0005 and 0009 leave the job table with its indexes, and go back and forth;
 0006 fingerprints the dead letters already there; 0010 adds the cancel request column; 0017 the
-snooze count."""
+snooze count; 0018 the maintenance lease table and ``Schedule.from_code``."""
 
 from __future__ import annotations
 
@@ -291,3 +291,27 @@ def test_0006_fingerprints_the_dead_letters_already_there() -> None:
     assert found == [fingerprints.of_errors(errors).digest for errors in histories]
     assert found[0] == found[1] == found[2] != found[3]
     assert fingerprints.of_errors(histories[0]).label == "ValueError in shop.jobs.charge"
+
+
+def test_0018_adds_the_lease_table_and_the_from_code_column_and_goes_back() -> None:
+    def schedule_columns() -> set[str]:
+        with connection.cursor() as cursor:
+            described = connection.introspection.get_table_description(
+                cursor, "django_leasejobs_schedule"
+            )
+        return {column.name for column in described}
+
+    def tables() -> set[str]:
+        return set(connection.introspection.table_names())
+
+    assert "from_code" in schedule_columns()
+    assert "django_leasejobs_maintenancelease" in tables()
+    _migrate("0017_job_snoozes")
+    try:
+        assert "from_code" not in schedule_columns()
+        assert "django_leasejobs_maintenancelease" not in tables()
+    finally:
+        _migrate(LATEST)
+    assert "from_code" in schedule_columns()
+    assert "django_leasejobs_maintenancelease" in tables()
+    _assert_lean()

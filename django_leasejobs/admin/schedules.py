@@ -37,7 +37,7 @@ class ScheduleAdmin(NulRefusingLists, admin.ModelAdmin):
         "occurrences_link",
     )
     formfield_overrides = {models.JSONField: {"form_class": json_input.JSONInputField}}
-    list_filter = ("enabled", "from_settings")
+    list_filter = ("enabled", "from_settings", "from_code")
     search_fields = ("name", "job")
     actions = ("enable_schedules", "disable_schedules")
     readonly_fields = (
@@ -46,6 +46,7 @@ class ScheduleAdmin(NulRefusingLists, admin.ModelAdmin):
         "occurrences_link",
         "last_occurrence_at",
         "from_settings",
+        "from_code",
         "created_at",
         "updated_at",
     )

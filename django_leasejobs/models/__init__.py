@@ -1,6 +1,6 @@
 """The tables, one module per concern: jobs (with dead letters and effects), cron schedules,
 flow control (pauses, limiters), API tokens, runtime statistics (the lease advisor's), queue
-samples (the dashboard's history), live workers.
+samples (the dashboard's history), live workers, maintenance leases.
 
 Every state change of a ``Job`` is made by :mod:`django_leasejobs.protocol`; nothing else writes
 ``status``, ``attempt`` or the lease columns. The models only describe the rows.
@@ -20,6 +20,7 @@ from .jobs import (
     Job,
     Status,
 )
+from .maintenance import MaintenanceLease
 from .runtimes import RuntimeStat
 from .samples import RUN_TIME_EDGES, QueueSample
 from .schedules import Misfire, Schedule, ScheduleSkip
@@ -38,6 +39,7 @@ __all__ = [
     "Effect",
     "Job",
     "Limiter",
+    "MaintenanceLease",
     "Misfire",
     "Pause",
     "PauseKind",

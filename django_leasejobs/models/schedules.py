@@ -49,12 +49,18 @@ class Schedule(models.Model):
         null=True, blank=True, help_text="Cursor: the latest occurrence emitted or skipped."
     )
     from_settings = models.BooleanField(default=False, editable=False)
+    from_code = models.BooleanField(
+        default=False,
+        editable=False,
+        help_text="Declared by @job(cron=...): a sync by a process that does not register "
+        "the job leaves it alone.",
+    )
     synced_spec = models.JSONField(
         null=True,
         blank=True,
         editable=False,
-        help_text="The LEASEJOBS_SCHEDULES entry last applied by a sync; admin edits stay until "
-        "the entry in settings changes.",
+        help_text="The LEASEJOBS_SCHEDULES entry or @job(cron=...) declaration last applied by "
+        "a sync; admin edits stay until the declaration changes.",
     )
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(auto_now=True)

@@ -18,7 +18,8 @@ retry now, replay, effects), ``cancels`` (cancel a waiting job, or request it of
 job's worker), ``dead_letter_groups`` (dead letters grouped by fingerprint: replay or discard a
 group, backfill fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron),
 ``pruning``, ``runtime_stats`` (the lease advisor's per-hour counters), ``workers`` (the live
-workers' rows, written by their heartbeat).
+workers' rows, written by their heartbeat), ``maintenance`` (the lease that lets one worker
+at a time prune by retention).
 """
 
 from .base import Failure, Outcome, job_database
@@ -45,6 +46,7 @@ from .enqueues import (
 )
 from .failures import Recovered, fail, recover_expired, release
 from .lease import Renewal, claim, claim_job, heartbeat, renew
+from .maintenance import RETENTION, release_lease, take_lease
 from .occurrences import emit_occurrence, skip_occurrences
 from .operator_actions import record_effect, replay, retry_now, run_now
 from .pauses import Paused, pause, paused, resume
@@ -72,6 +74,7 @@ __all__ = [
     "ENQUEUE_OPTIONS",
     "PRUNABLE",
     "PRUNE_AFTER_LEASES",
+    "RETENTION",
     "SNOOZED_TOO_OFTEN",
     "Beat",
     "Cancel",
@@ -122,6 +125,7 @@ __all__ = [
     "record_runtimes",
     "recover_expired",
     "release",
+    "release_lease",
     "renew",
     "replay",
     "replay_group",
@@ -131,4 +135,5 @@ __all__ = [
     "run_now",
     "skip_occurrences",
     "snooze",
+    "take_lease",
 ]

@@ -4,8 +4,9 @@ It claims when the free room reaches the low mark of :mod:`.claim_sizing` (for t
 threads plus a prefetch sized to the pool's pace), hands the jobs to the pool, and every
 ``poll`` seconds runs maintenance: lease recovery (every worker does it; guarded statements make
 that safe), the dashboard's per-minute sample (once a minute, by whichever worker gets there
-first: :mod:`.samples`), pruning of long-lost workers' rows (once a lease) and, unless disabled,
-the scheduler.
+first: :mod:`.samples`), pruning of long-lost workers' rows (once a lease), pruning of finished
+jobs by ``LEASEJOBS_RETENTION`` (by the worker holding the retention lease: :mod:`.retention`)
+and, unless disabled, the scheduler.
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ class ClaimLoop(GroupedCompletions, RuntimeFlush):
             if sampled:
                 logger.debug("worker.sampled id=%s minute=%s", self.worker_id, sampled.isoformat())
             self._prune_workers(now)
+            self._prune_by_retention()
             if self.scheduler:
                 self._run_scheduler()
         except DatabaseError as exc:
@@ -136,6 +138,36 @@ class ClaimLoop(GroupedCompletions, RuntimeFlush):
                 headline(exc),
             )
             execution.close_old_connections()
+
+    def _prune_by_retention(self) -> None:
+        """A few batches of ``LEASEJOBS_RETENTION`` pruning, when this worker holds its lease.
+
+        A failure is logged and the walk starts again at a later tick, never the maintenance's
+        backoff: old rows can wait, claims must not (a lock timeout on one batch is no outage).
+        """
+        try:
+            deleted = self._retention.tick()
+        except DatabaseError as exc:
+            logger.warning(
+                "worker.database_error id=%s where=retention error=%s",
+                self.worker_id,
+                headline(exc),
+            )
+            execution.close_old_connections()
+            return
+        if deleted:
+            logger.debug("worker.pruned id=%s jobs=%s", self.worker_id, deleted)
+
+    def _release_retention(self) -> None:
+        """At the end of the run: hand the retention lease back if a walk was under way."""
+        try:
+            self._retention.release()
+        except DatabaseError as exc:  # it expires on its own
+            logger.warning(
+                "worker.database_error id=%s where=retention error=%s",
+                self.worker_id,
+                headline(exc),
+            )
 
     def _sync_schedules(self) -> None:
         """Bring ``LEASEJOBS_SCHEDULES`` into the database before the first tick.

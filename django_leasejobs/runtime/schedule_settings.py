@@ -1,8 +1,11 @@
-"""``LEASEJOBS_SCHEDULES``: each entry validated, and synced to ``Schedule`` rows.
+"""``LEASEJOBS_SCHEDULES`` and ``@job(cron=...)``: each declaration validated, and synced to
+``Schedule`` rows.
 
 Every worker syncs at start (and ``manage.py syncschedules`` does on demand); several may at
 once: rows are created insert-or-ignore on the unique name, and an operator's edit in the admin
-stays until the entry in settings changes.
+stays until the declaration changes. A settings entry and a job's ``cron`` of the same name:
+the settings entry wins (a system check warns). A row declared in code whose job this process
+does not register is left alone: it may belong to a newer release than this process.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 from django.db import IntegrityError, models, transaction
 from django.db.models import Q
 
+from .. import registry
 from ..conf import settings
 from ..errors import ScheduleError
 from ..models import Misfire, Schedule
@@ -120,7 +124,10 @@ class SyncResult:
     disabled: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
-    """Names in settings that belong to a schedule made in the admin: left alone."""
+    """Declared names that belong to a schedule made in the admin: left alone."""
+    kept: list[str] = field(default_factory=list)
+    """Schedules declared in code by a job this process does not register: left alone (an
+    older release's worker must not disable a newer release's schedules)."""
 
     def __str__(self) -> str:
         parts = [
@@ -136,6 +143,7 @@ class SyncResult:
             "disabled": self.disabled,
             "unchanged": self.unchanged,
             "conflicts": self.conflicts,
+            "kept": self.kept,
         }
 
 
@@ -155,20 +163,34 @@ def _validated_settings() -> dict[str, dict[str, Any]]:
     return cleaned
 
 
-def sync_from_settings(*, dry_run: bool = False) -> SyncResult:
-    """Make the database's schedules match ``LEASEJOBS_SCHEDULES``; all or nothing.
+def declared_in_code(overridden: Any = ()) -> dict[str, dict[str, Any]]:
+    """The schedules registered jobs declare (``@job(cron=...)``), by name (the job's), as
+    ``Schedule`` field values; those whose name is in ``overridden`` (settings) are left out."""
+    return {
+        name: spec.schedule.fields(name)
+        for name, spec in sorted(registry.registered().items())
+        if spec.schedule is not None and name not in overridden
+    }
 
-    Creates missing schedules, updates those whose settings entry changed since the last sync
-    (so an operator's edit in the admin stays until the entry in settings changes), and disables
-    schedules that were removed from settings (never deletes them: their jobs and skips are their
-    history). Schedules made in the admin are never touched. Cursors are never moved.
-    Safe to run from several workers starting at once. Raises ``ScheduleError`` (nothing
-    written) if any entry is invalid.
+
+def sync_from_settings(*, dry_run: bool = False) -> SyncResult:
+    """Make the database's schedules match ``LEASEJOBS_SCHEDULES`` and the ``@job(cron=...)``
+    declarations of the jobs this process registers; all or nothing.
+
+    Creates missing schedules, updates those whose declaration changed since the last sync
+    (so an operator's edit in the admin stays until the declaration changes), and disables
+    schedules that were removed (never deletes them: their jobs and skips are their history).
+    A settings entry takes over a code declaration of the same name. A schedule declared in
+    code is disabled only by a process that registers its job without ``cron``: one that does
+    not register the job at all leaves it alone. Schedules made in the admin are never
+    touched. Cursors are never moved. Safe to run from several workers starting at once.
+    Raises ``ScheduleError`` (nothing written) if any settings entry is invalid.
     """
     cleaned = _validated_settings()
+    declared = declared_in_code(cleaned)
     for attempt in range(3):
         try:
-            return _sync(cleaned, dry_run=dry_run)
+            return _sync(cleaned, declared, dry_run=dry_run)
         except IntegrityError:
             if attempt == 2:
                 raise
@@ -180,39 +202,67 @@ class _DryRun(Exception):
     pass
 
 
-def _sync(cleaned: dict[str, dict[str, Any]], *, dry_run: bool) -> SyncResult:
+def _origin(row: Schedule) -> str:
+    return "settings" if row.from_settings else "code" if row.from_code else "admin"
+
+
+def _apply(
+    existing: dict[str, Schedule],
+    origin: str,
+    entries: dict[str, dict[str, Any]],
+    result: SyncResult,
+) -> None:
+    """Create or update the rows of one kind of declaration (settings or code)."""
+    marks = {"from_settings": origin == "settings", "from_code": origin == "code"}
+    for name, fields in entries.items():
+        record = json.loads(json.dumps(fields))
+        row = existing.get(name)
+        if row is None:
+            Schedule.objects.create(name=name, synced_spec=record, **marks, **fields)
+            result.created.append(name)
+        elif _origin(row) == "admin":
+            result.conflicts.append(name)
+        elif row.synced_spec == record and _origin(row) == origin:
+            result.unchanged.append(name)
+        else:
+            for key, value in {**fields, **marks}.items():
+                setattr(row, key, value)
+            row.synced_spec = record
+            row.save()
+            result.updated.append(name)
+
+
+def _retire(existing: dict[str, Schedule], declared: set[str], result: SyncResult) -> None:
+    """Disable, once, the synced rows no declaration names any more (an operator may
+    re-enable them); keep code-declared rows whose job this process does not register."""
+    for name, row in existing.items():
+        if name in declared or row.synced_spec is None or _origin(row) == "admin":
+            continue
+        if row.from_code and registry.lookup(name) is None:
+            result.kept.append(name)
+            continue
+        row.enabled = False
+        row.synced_spec = None
+        row.save(update_fields=["enabled", "synced_spec", "updated_at"])
+        result.disabled.append(name)
+
+
+def _sync(
+    cleaned: dict[str, dict[str, Any]],
+    declared: dict[str, dict[str, Any]],
+    *,
+    dry_run: bool,
+) -> SyncResult:
     result = SyncResult()
     try:
         with transaction.atomic():
             rows = Schedule.objects.select_for_update().filter(
-                Q(name__in=list(cleaned)) | Q(from_settings=True)
+                Q(name__in=[*cleaned, *declared]) | Q(from_settings=True) | Q(from_code=True)
             )
             existing = {row.name: row for row in rows}
-            for name, fields in cleaned.items():
-                record = json.loads(json.dumps(fields))
-                row = existing.get(name)
-                if row is None:
-                    Schedule.objects.create(
-                        name=name, from_settings=True, synced_spec=record, **fields
-                    )
-                    result.created.append(name)
-                elif not row.from_settings:
-                    result.conflicts.append(name)
-                elif row.synced_spec == record:
-                    result.unchanged.append(name)
-                else:
-                    for key, value in fields.items():
-                        setattr(row, key, value)
-                    row.synced_spec = record
-                    row.save()
-                    result.updated.append(name)
-            for name, row in existing.items():
-                if row.from_settings and name not in cleaned and row.synced_spec is not None:
-                    # Removed from settings: disabled once; an operator may re-enable it.
-                    row.enabled = False
-                    row.synced_spec = None
-                    row.save(update_fields=["enabled", "synced_spec", "updated_at"])
-                    result.disabled.append(name)
+            _apply(existing, "settings", cleaned, result)
+            _apply(existing, "code", declared, result)
+            _retire(existing, {*cleaned, *declared}, result)
             if dry_run:
                 raise _DryRun
     except _DryRun:
@@ -220,7 +270,8 @@ def _sync(cleaned: dict[str, dict[str, Any]], *, dry_run: bool) -> SyncResult:
     for name in result.conflicts:
         logger.warning(
             "schedule.sync_conflict name=%s: a schedule made in the admin has this name; "
-            "the LEASEJOBS_SCHEDULES entry is ignored until one of them is renamed",
+            "the LEASEJOBS_SCHEDULES entry or @job(cron=...) is ignored until one of them is "
+            "renamed",
             name,
         )
     if not dry_run:

@@ -5,7 +5,8 @@ recover_expired) and :mod:`.execution` (run a handler, report its result under i
 token). Its own job is timing and threads, one module each:
 
 * :mod:`.loop`, the **main thread**: claims a batch whenever threads are free, hands jobs to
-  the pool, and every ``poll`` seconds recovers expired leases and runs the scheduler.
+  the pool, and every ``poll`` seconds recovers expired leases, runs the scheduler and
+  (:mod:`.retention`) prunes finished jobs by ``LEASEJOBS_RETENTION``.
 * :mod:`.pool`, the **pool threads**: run one handler each, outside any transaction, then
   report the result; :mod:`.completions` groups plain successes into one statement.
 * :mod:`.async_runner`, **one event-loop thread** (when the process has ``async def``
@@ -147,6 +148,7 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
             )
         self.max_jobs = max_jobs
         self.max_stuck = max_stuck
+        settings.RETENTION  # noqa: B018  a bad LEASEJOBS_RETENTION stops the start, clearly
         if worker_id is not None and (not worker_id.strip() or len(worker_id) > 200):
             raise ValueError("worker_id must be a non-empty string of at most 200 characters.")
         self.worker_id = worker_id or default_worker_id()
@@ -194,6 +196,7 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
         finally:
             self._shutdown()
             self._flush_runtimes()  # what the last beat did not write
+            self._release_retention()
             self.summary.seconds = time.monotonic() - started
             self._log_stopped()
         return self.summary

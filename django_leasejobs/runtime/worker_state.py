@@ -24,6 +24,7 @@ from .connection_keeper import ConnectionKeeper
 from .console import Console
 from .context import TIMEOUT, Cancellation
 from .execution import Execution
+from .retention import Retention
 from .runtime_tally import Tally
 from .summary import Summary
 
@@ -172,6 +173,8 @@ class WorkerState:
         self._sampler = samples.Sampler()
         """When maintenance next writes the dashboard's per-minute sample (if no worker did)."""
         self._next_worker_prune = 0.0
+        self._retention = Retention(self.worker_id)
+        """Pruning by ``LEASEJOBS_RETENTION`` when this worker holds the retention lease."""
         self._signals = 0
         self._watch_wake = threading.Event()
         """Wakes the watchdog at once: a handler with a timeout started, a cancel arrived."""

@@ -147,6 +147,12 @@ GOALS = [
         lambda v: v >= 0.8,
         ">= 0.80",
     ),
+    Goal(
+        "drain while workers prune old succeeded rows by LEASEJOBS_RETENTION vs none, 2 processes",
+        "retention_p2_pruning_vs_plain",
+        lambda v: v >= 0.9,
+        ">= 0.90",
+    ),
     Goal("claim at 1M vs 10k", "claim_one_queue_growth", lambda v: v <= 1.5, "<= 1.5x"),
     Goal(
         "claim of 100 at 1M, 10,000 concurrency keys vs none, jobs left running",

@@ -5,7 +5,7 @@ database backend is installed when the ``benchmark`` extra is, so its worker can
 workload in the same scratch database. The database connection has Django's defaults, as
 ``startproject`` leaves them (``CONN_MAX_AGE = 0``, no health checks), so the figures are the
 ones a user gets; ``BENCHMARK_CONN_MAX_AGE`` sets ``CONN_MAX_AGE`` for the worker section's
-comparison.
+comparison, and ``BENCHMARK_RETENTION`` the retention section's ``LEASEJOBS_RETENTION``.
 """
 
 from importlib.util import find_spec
@@ -15,6 +15,8 @@ from testproject.settings import DATABASES, INSTALLED_APPS, env
 
 DEBUG = False
 LEASEJOBS_NOTIFY = env.bool("BENCHMARK_NOTIFY", default=True)
+# The retention section's pruning variant sets it (a JSON object); no retention otherwise.
+LEASEJOBS_RETENTION = env.json("BENCHMARK_RETENTION", default={})
 # New dicts: the test project's own stay as they are wherever this module is imported.
 DATABASES = {
     **DATABASES,

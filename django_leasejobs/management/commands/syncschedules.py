@@ -1,4 +1,5 @@
-"""``manage.py syncschedules``: make the database's schedules match ``LEASEJOBS_SCHEDULES``.
+"""``manage.py syncschedules``: make the database's schedules match ``LEASEJOBS_SCHEDULES``
+and the ``@job(cron=...)`` declarations of the jobs this project registers.
 
 Workers do the same at start; this command is for deploy scripts and for checking the setting.
 """
@@ -17,8 +18,8 @@ from django_leasejobs.runtime import schedule_settings
 
 class Command(LeaseJobsCommand):
     help = (
-        "Create, update and disable schedules to match LEASEJOBS_SCHEDULES. Schedules made in "
-        "the admin are left alone; removed ones are disabled, never deleted."
+        "Create, update and disable schedules to match LEASEJOBS_SCHEDULES and @job(cron=...). "
+        "Schedules made in the admin are left alone; removed ones are disabled, never deleted."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -40,6 +41,11 @@ class Command(LeaseJobsCommand):
                 if label == "conflicts":
                     self.stderr.write(
                         f"{name}: ignored, a schedule made in the admin has this name"
+                    )
+                elif label == "kept":
+                    self.stdout.write(
+                        f"{name}: kept, declared in code by a job this project does not "
+                        "register (a newer release's?)"
                     )
                 elif label != "unchanged" or options["verbosity"] > 1:
                     self.stdout.write(f"{name}: {prefix}{label}")

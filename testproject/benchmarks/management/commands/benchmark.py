@@ -82,6 +82,12 @@ class Command(BaseCommand):
         add("--limits-jobs", type=int, default=20_000, help="Jobs per drain of the limits section.")
         add("--limits-batch", type=int, default=64, help="The limits section's worker batch.")
         add("--limits-threads", type=int, default=64, help="The limits section's worker threads.")
+        add(
+            "--retention-rows",
+            type=int,
+            default=1_000_000,
+            help="Old succeeded rows the retention section's workers prune while draining.",
+        )
         add("--timeout", type=float, default=900, help="Seconds before a drain is given up.")
         add("--scratch-db", help="Scratch database name (default: <configured name>_bench).")
         add("--keep-db", action="store_true", help="Keep the scratch database afterwards.")
@@ -198,6 +204,7 @@ class Command(BaseCommand):
             "limits_jobs",
             "limits_batch",
             "limits_threads",
+            "retention_rows",
         ):
             if o[name] < 1:
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1, not {o[name]}.")
@@ -234,6 +241,7 @@ class Command(BaseCommand):
             "limits_jobs": o["limits_jobs"],
             "limits_batch": o["limits_batch"],
             "limits_threads": o["limits_threads"],
+            "retention_rows": o["retention_rows"],
             "timeout": o["timeout"],
             **parsed,
         }
@@ -242,7 +250,7 @@ class Command(BaseCommand):
         """Leave out (and say so) what this installation cannot run."""
         missing = {}
         if "runjobworker" not in get_commands():
-            for name in ("worker", "async", "latency", "spike", "limits"):
+            for name in ("worker", "async", "latency", "spike", "limits", "retention"):
                 missing[name] = "no runjobworker command in this installation"
         try:
             import django_tasks_db  # noqa: F401

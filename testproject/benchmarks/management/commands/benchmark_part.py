@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks import claim_cost, drain, enqueue_rate, latency, limits_drain
+from benchmarks import claim_cost, drain, enqueue_rate, latency, limits_drain, retention_drain
 from benchmarks.database import Target
 
 SECTIONS = (
@@ -28,6 +28,7 @@ SECTIONS = (
     "latency",
     "spike",
     "limits",
+    "retention",
 )
 
 
@@ -115,6 +116,16 @@ def run_section(section: str, target: Target, o: dict[str, Any]) -> dict[str, An
             procs=o["procs"],
             batch=o["limits_batch"],
             threads=o["limits_threads"],
+            timeout=timeout,
+        )
+    if section == "retention":
+        return retention_drain.run(
+            target,
+            jobs_count=n,
+            old_rows=o["retention_rows"],
+            procs=o["procs"],
+            batch=o["batches"][0],
+            threads=o["threads"][0],
             timeout=timeout,
         )
     raise CommandError(f"Unknown section {section!r}.")
