@@ -21,7 +21,7 @@ from ..deadlocks import retry_deadlocks
 from ..dialects.base import after
 from ..models import DeadLetter, Job, Status
 from .base import Failure, Outcome, job_database, logger, report
-from .cancels import cancel_attempt, cancelled_fields
+from .cancels import announce_cancelled, cancel_attempt, cancelled_fields
 
 _READ = (
     "name",
@@ -142,10 +142,11 @@ def _bury(failed: _FailedAttempt, reason: str) -> Outcome:
         fingerprint=fingerprints.of_error(failure.error, failure.traceback, failure.kind).digest,
     )
     logger.warning(
-        "job.dead id=%s name=%s attempt=%s reason=%s error=%s",
+        "job.dead id=%s name=%s attempt=%s queue=%s reason=%s error=%s",
         job_id,
         row["name"],
         attempt,
+        row["queue"],
         reason,
         failure.headline,
     )
@@ -172,11 +173,19 @@ def _cancel(failed: _FailedAttempt) -> Outcome:
     )
     if changed:
         logger.info(
-            "job.cancelled id=%s name=%s attempt=%s error=%s",
+            "job.cancelled id=%s name=%s attempt=%s queue=%s error=%s",
             failed.job_id,
             failed.row["name"],
             failed.attempt,
+            failed.row["queue"],
             failed.failure.headline,
+        )
+        announce_cancelled(
+            failed.guarded.db,
+            failed.job_id,
+            failed.row["name"],
+            failed.row["queue"],
+            failed.attempt,
         )
     return report(changed, "cancelled", failed.job_id, failed.attempt, Outcome.CANCELLED)
 
@@ -197,11 +206,14 @@ def _retry(failed: _FailedAttempt, delay: float) -> Outcome:
     )
     if not changed:
         return _cancel(failed)  # STALE when the token no longer owns the job either
+    # A timed-out attempt is named so: the worker ended it, the handler raised nothing.
     logger.info(
-        "job.failed id=%s name=%s attempt=%s error=%s",
+        "job.%s id=%s name=%s attempt=%s queue=%s error=%s",
+        "timeout" if failure.kind == "timeout" else "failed",
         job_id,
         row["name"],
         attempt,
+        row["queue"],
         failure.headline,
     )
     if signals.wanted(signals.job_retried):

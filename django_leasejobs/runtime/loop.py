@@ -145,11 +145,9 @@ class ClaimLoop(GroupedCompletions, RuntimeFlush):
         logged and the start goes on; the next ``syncschedules`` or worker start syncs.
         """
         try:
-            result = schedule_settings.sync_from_settings()
+            schedule_settings.sync_from_settings()  # logs its one line, schedule.synced
         except DatabaseError as exc:
             self._database_error("schedule sync", exc)
-            return
-        logger.info("worker.schedules_synced id=%s %s", self.worker_id, result)
 
     def _run_scheduler(self) -> None:
         """The scheduler step, once per maintenance round (every ``poll`` s) when enabled.

@@ -108,6 +108,12 @@ def _error_of(slot: Slot) -> str:
     return failure.headline if failure is not None else ""
 
 
+WORKER_LINES = (Outcome.SUCCEEDED, Outcome.RELEASED)
+"""Outcomes whose log line the worker writes (one line per state change): it knows their name,
+queue and duration without a query. The protocol writes its own line for a retry, a timeout, a
+dead letter, a cancel and a refused (stale) write, as it alone knows the error and the reason."""
+
+
 class WorkerState:
     """The options every part reads and the state the threads share (see the module docstring)."""
 
@@ -248,19 +254,19 @@ class WorkerState:
             self._watch_wake.set()
 
     def _count(self, slot: Slot, outcome: Outcome) -> None:
-        """Count an outcome in the summary and log its one line, with what an operator needs."""
+        """Count an outcome in the summary and, unless the protocol wrote it, log its one line."""
         job = slot.job
-        logger.log(
-            logging.WARNING if outcome in (Outcome.DEAD, Outcome.STALE) else logging.INFO,
-            "job.%s id=%s name=%s attempt=%s queue=%s duration=%.3fs worker=%s",
-            outcome.value,
-            job.pk,
-            job.name,
-            job.attempt,
-            job.queue,
-            slot.duration,
-            self.worker_id,
-        )
+        if outcome in WORKER_LINES:
+            logger.info(
+                "job.%s id=%s name=%s attempt=%s queue=%s duration=%.3fs worker=%s",
+                outcome.value,
+                job.pk,
+                job.name,
+                job.attempt,
+                job.queue,
+                slot.duration,
+                self.worker_id,
+            )
         if self.console is not None:
             self.console.finished(job, outcome, slot.duration, _error_of(slot))
         with self._summary_lock:
