@@ -32,8 +32,14 @@ FORCED_EXIT_CODE = 1
 
 
 class Shutdown(GroupedCompletions, ListenerWakeup, Watchdog):
-    def stop(self, reason: str = "stop requested") -> None:
-        """Stop claiming; in-flight jobs get ``grace`` seconds, then the rest is released."""
+    def stop(self, reason: str = "stop requested", *, grace: float | None = None) -> None:
+        """Stop claiming; in-flight jobs get ``grace`` seconds, then the rest is released.
+
+        ``grace`` overrides the worker's own for this stop: ``0`` releases every in-flight job
+        at once (``runjobworker --reload`` does so when code changes).
+        """
+        if grace is not None:
+            self.grace = float(grace)
         if not self._stopping.is_set():
             self._stop_reason = reason
             self._stop_at = time.monotonic()
