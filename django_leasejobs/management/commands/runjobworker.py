@@ -40,10 +40,15 @@ class Command(LeaseJobsCommand):
             "--queues",
             default=None,
             help="Comma-separated queues to take jobs from; '*' for every queue "
-            "(default: every queue, or those of LEASEJOBS_QUEUES when it is set).",
+            "(default: every queue, or those of LEASEJOBS_QUEUES when it is set). "
+            "'mail:10,reports:2' gives each queue its own threads (a busy queue cannot take "
+            "another's), in place of --concurrency.",
         )
         parser.add_argument(
-            "--concurrency", type=int, default=4, help="Threads running sync handlers (4)."
+            "--concurrency",
+            type=int,
+            default=None,
+            help="Threads running sync handlers, shared by the queues (4).",
         )
         parser.add_argument(
             "--async-concurrency",
@@ -145,6 +150,11 @@ class Command(LeaseJobsCommand):
                 if options["queues"] is not None
                 else settings.QUEUES
             )
+            if isinstance(queues, dict) and options["concurrency"] is not None:
+                raise ValueError(
+                    f"--queues {options['queues']} gives each queue its threads: --concurrency "
+                    "would say it again. Use one or the other."
+                )
             unknown = validation.undeclared_queues(queues or ())
             if unknown:
                 raise ValueError(
