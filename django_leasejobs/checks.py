@@ -27,6 +27,8 @@
 - ``leasejobs.W003``: an unknown ``LEASEJOBS_*`` setting, probably a typo (with a suggestion)
 - ``leasejobs.W004``: retired: a job's undeclared queue is now the error ``E012``
 - ``leasejobs.W005``, ``W006``: the lease advisor's, in :mod:`django_leasejobs.lease_checks`
+- ``leasejobs.W011``: a queue in use is named with a trailing ``:<digits>``, which
+  ``runjobworker --queues`` reads as a thread budget (:mod:`django_leasejobs.queue_checks`)
 - ``leasejobs.W007``: ``LEASEJOBS_EAGER`` with ``DEBUG = False``: a test setting that reached
   production, where each enqueue would run its job inside the request, with no worker, retry,
   lease or timeout
@@ -56,7 +58,15 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import cron, job_checks, job_modules, lease_checks, registry, schedule_checks
+from . import (
+    cron,
+    job_checks,
+    job_modules,
+    lease_checks,
+    queue_checks,
+    registry,
+    schedule_checks,
+)
 from .conf import PREFIX, Settings, settings
 from .errors import JobArgumentsError, UnknownJobError
 
@@ -76,6 +86,7 @@ def register() -> None:
     checks.register(check_schedules_and_jobs, "leasejobs")
     checks.register(check_databases, checks.Tags.database)
     lease_checks.register()
+    queue_checks.register()
     job_checks.register()
     schedule_checks.register()
 

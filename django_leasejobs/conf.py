@@ -29,9 +29,14 @@ MAX_ATTEMPTS_LIMIT = 2**31 - 1
 JITTER_MODES = ("full", "equal", "none")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
-QUEUE_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
-"""A queue name, matched whole (``fullmatch``: ``$`` would let a final newline through)."""
-QUEUE_NAME_RULE = "1-100 of letters, digits, _ . : -"
+QUEUE_NAME = re.compile(r"(?!.*:[0-9]+\Z)[A-Za-z0-9_.:-]{1,100}")
+"""A queue name, matched whole (``fullmatch``: ``$`` would let a final newline through).
+
+A trailing ``:<digits>`` is refused: ``runjobworker --queues mail:10`` reads it as a thread
+budget (:data:`BUDGET_LIKE` finds such names made before that rule)."""
+QUEUE_NAME_RULE = "1-100 of letters, digits, _ . : -, not ending in ':' and digits"
+BUDGET_LIKE = re.compile(r".*:[0-9]+")
+"""A name that ``--queues`` would read as a queue and its threads (``fullmatch``)."""
 
 TOKEN_PATTERN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 """RFC 6750's ``b64token``: what an ``Authorization: Bearer`` header can carry unquoted."""

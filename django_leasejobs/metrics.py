@@ -70,6 +70,7 @@ COUNTERS = (
     ("succeeded", signals.job_succeeded, "Jobs this process completed."),
     ("retried", signals.job_retried, "Failed attempts this process scheduled for a retry."),
     ("dead", signals.job_dead, "Jobs this process dead-lettered."),
+    ("cancelled", signals.job_cancelled, "Jobs this process cancelled."),
 )
 
 _lock = threading.Lock()

@@ -21,6 +21,10 @@ Arguments (all keyword):
     scheduled ``delay`` seconds later.
 ``job_dead(job_id, name, queue, attempt, reason, error, dead_letter)``
     No attempt is left or the error is permanent; ``dead_letter`` is the new ``DeadLetter``.
+``job_cancelled(job_id, name, queue, attempt)``
+    The job ended cancelled, once: an operator cancelled it before it ran, or its worker ended
+    a running attempt an operator asked to cancel (the handler's cooperative end sends nothing
+    more). ``attempt`` is the last attempt (0 if it never ran).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ job_started = Signal(use_caching=True)
 job_succeeded = Signal(use_caching=True)
 job_retried = Signal(use_caching=True)
 job_dead = Signal(use_caching=True)
+job_cancelled = Signal(use_caching=True)
 
 
 def wanted(signal: Signal) -> bool:

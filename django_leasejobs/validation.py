@@ -12,7 +12,14 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from .conf import MAX_ATTEMPTS_LIMIT, QUEUE_NAME, QUEUE_NAME_RULE, is_timeout, settings
+from .conf import (
+    BUDGET_LIKE,
+    MAX_ATTEMPTS_LIMIT,
+    QUEUE_NAME,
+    QUEUE_NAME_RULE,
+    is_timeout,
+    settings,
+)
 from .errors import JobValidationError
 
 MIN_PRIORITY = -100
@@ -239,6 +246,11 @@ def check_priority(priority: Any) -> int:
 
 
 def check_queue(queue: Any) -> str:
+    if isinstance(queue, str) and BUDGET_LIKE.fullmatch(queue):
+        raise JobValidationError(
+            f"queue {queue!r} ends in ':' and digits, which `runjobworker --queues` reads as "
+            "a number of threads (mail:10): name it without them (mail-10, mail_10)."
+        )
     if not isinstance(queue, str) or not QUEUE_NAME.fullmatch(queue):
         raise JobValidationError(f"queue {queue!r} is not a valid queue name ({QUEUE_NAME_RULE}).")
     return queue

@@ -14,7 +14,7 @@ import enum
 
 from django.db.models import Q
 
-from .. import dialects
+from .. import dialects, signals
 from ..dbtime import DbNow
 from ..deadlocks import retry_deadlocks
 from ..models import CLAIMABLE, FINAL, Job, Status
@@ -61,7 +61,7 @@ def request_cancel(job_id: int) -> Cancel:
             if cancelled:
                 announce_finished(using, [job_id])
         if cancelled:
-            logger.info("job.cancelled id=%s", job_id)
+            _cancelled(using, job_id)
             return Cancel.CANCELLED
         running = jobs.filter(pk=job_id, status=Status.RUNNING)
         if running.filter(cancel_requested_at=None).update(cancel_requested_at=DbNow()):
@@ -103,4 +103,33 @@ def cancel_attempt(job_id: int, attempt: int) -> Outcome:
         changed = Job.objects.using(using).filter(guard).update(**cancelled_fields())
         if changed:
             announce_finished(using, [job_id])
+    if changed:
+        _cancelled(using, job_id)
     return report(changed, "cancelled", job_id, attempt, Outcome.CANCELLED)
+
+
+def _cancelled(using: str, job_id: int) -> None:
+    """The one line and the ``job_cancelled`` signal of a job just cancelled by its id.
+
+    The row is final now, so reading its name and queue back cannot race another change; a
+    cancel is rare, and this read is one row by its key.
+    """
+    row = Job.objects.using(using).filter(pk=job_id).values_list("name", "queue", "attempt").first()
+    if row is None:  # pruned in between: nothing to name
+        return
+    name, queue, attempt = row
+    logger.info("job.cancelled id=%s name=%s attempt=%s queue=%s", job_id, name, attempt, queue)
+    announce_cancelled(using, job_id, name, queue, attempt)
+
+
+def announce_cancelled(using: str, job_id: int, name: str, queue: str, attempt: int) -> None:
+    """``job_cancelled`` at commit, when someone listens."""
+    if signals.wanted(signals.job_cancelled):
+        signals.send_after_commit(
+            signals.job_cancelled,
+            using,
+            job_id=job_id,
+            name=name,
+            queue=queue,
+            attempt=attempt,
+        )

@@ -91,5 +91,6 @@ def complete_in_transaction(job_id: int, attempt: int, result: Any = None) -> No
         logger.warning("job.stale id=%s attempt=%s action=succeeded", job_id, attempt)
         raise StaleAttemptError(f"Job {job_id} attempt {attempt} no longer holds its lease.")
     announce_finished(using, [job_id])  # delivered when the handler's transaction commits
-    logger.info("job.succeeded id=%s attempt=%s in_transaction=true", job_id, attempt)
+    # DEBUG: the caller (the worker, ``run_job``) logs the success when the handler returns.
+    logger.debug("job.succeeded id=%s attempt=%s in_transaction=true", job_id, attempt)
     announce(signals.job_succeeded, using, {job_id: attempt}, result=result)

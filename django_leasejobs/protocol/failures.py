@@ -23,7 +23,7 @@ from ..dialects.base import after
 from ..models import DeadLetter, Job, Status
 from ..retries import When
 from .base import Failure, Outcome, announce_finished, job_database, logger, report
-from .cancels import cancel_attempt, cancelled_fields
+from .cancels import announce_cancelled, cancel_attempt, cancelled_fields
 
 _READ = (
     "name",
@@ -156,10 +156,11 @@ def _bury(failed: _FailedAttempt, reason: str) -> Outcome:
         fingerprint=fingerprints.of_error(failure.error, failure.traceback, failure.kind).digest,
     )
     logger.warning(
-        "job.dead id=%s name=%s attempt=%s reason=%s error=%s",
+        "job.dead id=%s name=%s attempt=%s queue=%s reason=%s error=%s",
         job_id,
         row["name"],
         attempt,
+        row["queue"],
         reason,
         failure.headline,
     )
@@ -187,11 +188,19 @@ def _cancel(failed: _FailedAttempt) -> Outcome:
     if changed:
         announce_finished(failed.guarded.db, [failed.job_id])
         logger.info(
-            "job.cancelled id=%s name=%s attempt=%s error=%s",
+            "job.cancelled id=%s name=%s attempt=%s queue=%s error=%s",
             failed.job_id,
             failed.row["name"],
             failed.attempt,
+            failed.row["queue"],
             failed.failure.headline,
+        )
+        announce_cancelled(
+            failed.guarded.db,
+            failed.job_id,
+            failed.row["name"],
+            failed.row["queue"],
+            failed.attempt,
         )
     return report(changed, "cancelled", failed.job_id, failed.attempt, Outcome.CANCELLED)
 
@@ -213,11 +222,14 @@ def _retry(failed: _FailedAttempt, delay: float, run_at: dt.datetime | None = No
     )
     if not changed:
         return _cancel(failed)  # STALE when the token no longer owns the job either
+    # A timed-out attempt is named so: the worker ended it, the handler raised nothing.
     logger.info(
-        "job.failed id=%s name=%s attempt=%s error=%s",
+        "job.%s id=%s name=%s attempt=%s queue=%s error=%s",
+        "timeout" if failure.kind == "timeout" else "failed",
         job_id,
         row["name"],
         attempt,
+        row["queue"],
         failure.headline,
     )
     if signals.wanted(signals.job_retried):

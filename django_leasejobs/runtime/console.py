@@ -39,6 +39,7 @@ class WorkerOptions(Protocol):
 
     worker_id: str
     queues: list[str] | None
+    budgets: dict[str, int] | None
     concurrency: int
     async_concurrency: int
     _async_enabled: bool
@@ -57,6 +58,14 @@ def logging_configured(name: str = LOGGER) -> bool:
     mentions ours has none: then the command's own lines are all that anyone sees.
     """
     return logging.getLogger(name).hasHandlers()
+
+
+def _threads(worker: WorkerOptions) -> str:
+    """``4 threads``, or with budgets ``12 threads (mail 10, reports 2)``."""
+    if worker.budgets is None:
+        return f"{worker.concurrency} threads"
+    each = ", ".join(f"{name} {threads}" for name, threads in worker.budgets.items())
+    return f"{worker.concurrency} threads ({each})"
 
 
 def _seconds(value: float) -> str:
@@ -116,7 +125,7 @@ class Console:
         if self.verbosity >= 2:
             lines += [f"    {name}" for name in names]
         lines += [
-            f"  capacity:  {worker.concurrency} threads, {async_slots}",
+            f"  capacity:  {_threads(worker)}, {async_slots}",
             f"  lease:     {_seconds(worker.lease)}, heartbeat every "
             f"{_seconds(worker.heartbeat)}, polling every {_seconds(worker.poll)}",
             f"  scheduler: {'on' if worker.scheduler else 'off'}",

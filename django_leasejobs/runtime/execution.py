@@ -233,9 +233,10 @@ def report(execution: Execution) -> Outcome:
         logger.warning("job.stale id=%s attempt=%s action=report (lease lost)", job.pk, job.attempt)
         return Outcome.STALE
     if context.cancelled:
-        # The worker already ended this attempt (``end_attempt``): its token is spent.
-        logger.warning(
-            "job.stale id=%s attempt=%s action=report (attempt ended: %s)",
+        # The worker already ended this attempt (``end_attempt``, which logged it): its token
+        # is spent. A handler that saw ``ctx.cancelled`` and returned is not an error.
+        logger.debug(
+            "job.returned id=%s attempt=%s (attempt ended: %s; its result is not written)",
             job.pk,
             job.attempt,
             context.cancel_reason,

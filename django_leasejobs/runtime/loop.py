@@ -23,7 +23,7 @@ from ..models import Job
 from . import execution, schedule_settings, schedules
 from .completions import GroupedCompletions
 from .runtime_flush import RuntimeFlush
-from .worker_state import Slot, headline
+from .worker_state import Lane, Slot, headline
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -47,34 +47,43 @@ class ClaimLoop(GroupedCompletions, RuntimeFlush):
                 self._database_error("complete", exc)
                 continue
             remaining = self._remaining()
-            want = min(self._claim_room(), remaining)
-            claimed: list[Job] = []
-            if want > 0:
-                try:
-                    claimed = protocol.claim(
-                        self.worker_id,
-                        queues=self.queues,
-                        batch=want,
-                        lease_seconds=self.lease,
-                    )
-                except DatabaseError as exc:
-                    self._database_error("claim", exc)
-                    continue
-                self._db_errors = 0
-                if claimed:
-                    slots = [self._dispatch(job) for job in claimed]
-                    self._async_recent = any(slot.is_async for slot in slots)
+            try:
+                claimed, again = self._claim_lanes(remaining)
+            except DatabaseError as exc:
+                self._database_error("claim", exc)
+                continue
             if remaining == 0 and not self.running:
                 self._stop_reason = self._stop_reason or f"max_jobs={self.max_jobs} reached"
                 return
             if burst and not claimed and not self.running:
                 self._stop_reason = self._stop_reason or "burst: nothing due"
                 return
-            if claimed and len(claimed) == want and self._claim_room():
+            if again:
                 continue  # more may be due and there is room: claim again at once
             # Completions waiting for a flush are written within FLUSH_DELAY even when no
             # thread frees enough room to wake this loop.
             self._wake.wait(FLUSH_DELAY if self.in_flight else self.poll)
+
+    def _claim_lanes(self, remaining: int) -> tuple[int, bool]:
+        """Claim for each lane with room, from its own queues (one lane, the worker's queues,
+        unless queues have thread budgets). Returns the jobs claimed and whether a lane filled
+        its claim and still has room (more may be due: claim again at once)."""
+        claimed_in_all, again = 0, False
+        for lane in self._lanes:
+            left = remaining - claimed_in_all if self.max_jobs is not None else remaining
+            want = min(self._claim_room(lane), left)
+            if want <= 0:
+                continue
+            claimed = protocol.claim(
+                self.worker_id, queues=lane.queues, batch=want, lease_seconds=self.lease
+            )
+            self._db_errors = 0
+            if claimed:
+                slots = [self._dispatch(job, lane) for job in claimed]
+                self._async_recent = any(slot.is_async for slot in slots)
+                claimed_in_all += len(claimed)
+                again = again or (len(claimed) == want and self._claim_room(lane) > 0)
+        return claimed_in_all, again
 
     def _remaining(self) -> int:
         """Jobs still allowed by ``max_jobs`` (a full batch when there is no such limit)."""
@@ -82,8 +91,8 @@ class ClaimLoop(GroupedCompletions, RuntimeFlush):
             return self.batch
         return max(0, self.max_jobs - self.summary.claimed)
 
-    def _dispatch(self, job: Job) -> Slot:
-        slot = Slot(job)
+    def _dispatch(self, job: Job, lane: Lane) -> Slot:
+        slot = Slot(job, lane)
         with self._in_flight_lock:
             self._in_flight[job.pk] = slot
         with self._summary_lock:
@@ -177,11 +186,9 @@ class ClaimLoop(GroupedCompletions, RuntimeFlush):
         logged and the start goes on; the next ``syncschedules`` or worker start syncs.
         """
         try:
-            result = schedule_settings.sync_from_settings()
+            schedule_settings.sync_from_settings()  # logs its one line, schedule.synced
         except DatabaseError as exc:
             self._database_error("schedule sync", exc)
-            return
-        logger.info("worker.schedules_synced id=%s %s", self.worker_id, result)
 
     def _run_scheduler(self) -> None:
         """The scheduler step, once per maintenance round (every ``poll`` s) when enabled.

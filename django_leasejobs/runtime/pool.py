@@ -17,27 +17,29 @@ from ..protocol import Outcome
 from . import execution
 from .completions import GroupedCompletions
 from .watchdog import Watchdog
-from .worker_state import RECONNECT, Slot, headline
+from .worker_state import RECONNECT, Lane, Slot, headline
 
 logger = logging.getLogger("django_leasejobs")
 
 
 class PoolThreads(GroupedCompletions, Watchdog):
     def _start_pool(self) -> None:
-        for index in range(self.concurrency):
-            thread = threading.Thread(
-                target=self._pool_thread, name=f"leasejobs-{index}", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
+        for lane in self._lanes:
+            prefix = "leasejobs" if len(self._lanes) == 1 else f"leasejobs-{lane.name}"
+            for index in range(lane.threads):
+                thread = threading.Thread(
+                    target=self._pool_thread, args=(lane,), name=f"{prefix}-{index}", daemon=True
+                )
+                thread.start()
+                self._threads.append(thread)
 
-    def _pool_thread(self) -> None:
+    def _pool_thread(self, lane: Lane) -> None:
         # Daemon threads: after a grace period a handler that will not return must not keep
         # the process alive (its job has been released).
         self.connection_keeper.adopt()
         try:
             while True:
-                slot = self.connection_keeper.get(self._work_queue)  # closes an idle connection
+                slot = self.connection_keeper.get(lane.work)  # closes an idle connection
                 if slot is None:
                     return
                 deferred = False
@@ -56,7 +58,7 @@ class PoolThreads(GroupedCompletions, Watchdog):
         or the watchdog's unwritten end of the attempt still needs it."""
         if not self._ended_returned(slot) and not deferred:
             self._forget([slot])
-        if self._claim_room() or not self._held():
+        if self._claim_room(self._lane_of(slot)) or not self._held():
             self._wake.set()  # room for a claim (or nothing left): the loop's turn
 
     def _work(self, slot: Slot) -> bool:
@@ -74,7 +76,7 @@ class PoolThreads(GroupedCompletions, Watchdog):
             on_start=self._on_start(slot),
         )
         slot.duration = time.monotonic() - began
-        self._sizer.observe(slot.duration)
+        self._lane_of(slot).sizer.observe(slot.duration)
         with self._gate, slot.lock:
             if slot.released:
                 return False

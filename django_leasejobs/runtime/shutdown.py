@@ -23,7 +23,7 @@ from . import execution
 from .completions import GroupedCompletions
 from .wakeup import ListenerWakeup
 from .watchdog import Watchdog
-from .worker_state import Slot, headline
+from .worker_state import Lane, Slot, headline
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -32,8 +32,14 @@ FORCED_EXIT_CODE = 1
 
 
 class Shutdown(GroupedCompletions, ListenerWakeup, Watchdog):
-    def stop(self, reason: str = "stop requested") -> None:
-        """Stop claiming; in-flight jobs get ``grace`` seconds, then the rest is released."""
+    def stop(self, reason: str = "stop requested", *, grace: float | None = None) -> None:
+        """Stop claiming; in-flight jobs get ``grace`` seconds, then the rest is released.
+
+        ``grace`` overrides the worker's own for this stop: ``0`` releases every in-flight job
+        at once (``runjobworker --reload`` does so when code changes).
+        """
+        if grace is not None:
+            self.grace = float(grace)
         if not self._stopping.is_set():
             self._stop_reason = reason
             self._stop_at = time.monotonic()
@@ -104,8 +110,9 @@ class Shutdown(GroupedCompletions, ListenerWakeup, Watchdog):
         self._abandon.set()
         self._stop_async()  # cancels the async handlers just released, stops the loop
         self._heartbeat_stop.set()
-        for _ in self._threads:
-            self._work_queue.put(None)
+        for lane in self._lanes:
+            for _ in range(lane.threads):
+                lane.work.put(None)
         for thread in self._threads:
             thread.join(timeout=1.0)
         if self._heartbeat_thread is not None:
@@ -124,13 +131,20 @@ class Shutdown(GroupedCompletions, ListenerWakeup, Watchdog):
         slots = self._left()
         with self._in_flight_lock:  # handlers still running after the worker ended them
             ended = list(self._ended.values())
-        for is_async, room in ((False, self.concurrency), (True, self.async_concurrency)):
-            mine = [slot for slot in slots if slot.is_async == is_async]
+        # Async slots share the event loop's limit; sync ones each lane's threads.
+        rooms: dict[Lane | None, int] = {None: self.async_concurrency}
+        rooms.update((lane, lane.threads) for lane in self._lanes)
+        for group, room in rooms.items():
+            mine = [slot for slot in slots if self._group(slot) is group]
             busy = sum(1 for slot in mine if slot.started)
-            busy += sum(1 for slot in ended if slot.is_async == is_async)
+            busy += sum(1 for slot in ended if self._group(slot) is group)
             idle = max(0, room - busy)
             waiting += [slot for slot in mine if not slot.started][idle:]
         return waiting
+
+    def _group(self, slot: Slot) -> Lane | None:
+        """What a slot waits for: the event loop (``None``) or its lane's threads."""
+        return None if slot.is_async else self._lane_of(slot)
 
     def _release(self, slots: list[Slot]) -> None:
         """Hand back these jobs, but those already being reported or released."""

@@ -136,17 +136,9 @@ class Watchdog(WorkerState):
         slot.cancellation.set(reason)
         if slot.is_async:
             self._cancel_async(slot)  # an async handler can be stopped: its task is cancelled
-        if reason == TIMEOUT:
+        if reason == TIMEOUT:  # its line is the protocol's, with the outcome (job.timeout)
             with self._summary_lock:
                 self.summary.timed_out += 1
-            logger.warning(
-                "job.timeout id=%s name=%s attempt=%s timeout=%g worker=%s",
-                slot.job.pk,
-                slot.job.name,
-                slot.job.attempt,
-                slot.timeout or 0,
-                self.worker_id,
-            )
         self._write_end(slot)
 
     def _write_end(self, slot: Slot) -> None:
@@ -202,9 +194,13 @@ class Watchdog(WorkerState):
         return True
 
     def _refuse_late(self, slot: Slot) -> None:
-        """The handler of an attempt the worker ended has returned: nothing of it is written."""
-        logger.warning(
-            "job.stale id=%s attempt=%s action=report (attempt ended: %s)",
+        """The handler of an attempt the worker ended has returned: nothing of it is written.
+
+        Not a stale write: the attempt's end (``job.cancelled``, ``job.timeout``) is logged
+        already, and a handler that saw ``ctx.cancelled`` and returned did what it should.
+        """
+        logger.debug(
+            "job.returned id=%s attempt=%s (attempt ended: %s; its result is not written)",
             slot.job.pk,
             slot.job.attempt,
             slot.end_reason,

@@ -28,10 +28,11 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import secrets
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..conf import settings
 from . import async_execution
@@ -43,6 +44,9 @@ from .shutdown import Shutdown
 from .summary import Summary
 
 logger = logging.getLogger("django_leasejobs")
+
+DEFAULT_CONCURRENCY = 4
+"""Threads running sync handlers, shared by every queue, unless queues have their own."""
 
 DEFAULT_BATCH = 100
 """Most jobs one claim takes, and most a worker prefetches, unless ``batch`` is given."""
@@ -71,6 +75,18 @@ def _positive(name: str, value: float | None, *, integer: bool = False) -> None:
         raise ValueError(f"{name} must be {wanted}, not {value!r}.")
 
 
+def _checked_budgets(queues: Mapping[str, int]) -> dict[str, int]:
+    """Queue names and their threads: each a positive integer."""
+    budgets = dict(queues)
+    if not budgets:
+        raise ValueError("queues must name at least one queue.")
+    for name, threads in budgets.items():
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"queues must be non-empty names, not {name!r}.")
+        _positive(f"the threads of queue {name!r}", threads, integer=True)
+    return budgets
+
+
 def _checked_queues(queues: Sequence[str] | None) -> list[str] | None:
     """A list of non-empty names, or ``None`` (every queue); a bare string is refused."""
     if queues is None:
@@ -96,7 +112,9 @@ def _check_grace(grace: float) -> None:
 class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
     """Claims and runs jobs until stopped; usable in-process: ``Worker(...).run(burst=True)``.
 
-    ``queues=None`` takes every queue. ``concurrency`` threads run sync handlers and up to
+    ``queues=None`` takes every queue. ``concurrency`` threads (4) run sync handlers for all of
+    them, or ``queues={"mail": 10, "reports": 2}`` gives each queue its own threads (a busy
+    queue cannot take another's; ``concurrency`` is not given then). Up to
     ``async_concurrency`` ``async def`` handlers run on one event loop. ``batch`` (most jobs
     per claim, and the prefetch's cap) defaults to ``max(capacity, 100)``; ``lease``,
     ``heartbeat`` and ``poll`` default to their ``LEASEJOBS_*`` settings. ``maintenance`` is a list
@@ -107,9 +125,9 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
 
     def __init__(
         self,
-        queues: Sequence[str] | None = None,
+        queues: Sequence[str] | Mapping[str, int] | None = None,
         *,
-        concurrency: int = 4,
+        concurrency: int | None = None,
         async_concurrency: int = 100,
         batch: int | None = None,
         lease: float | None = None,
@@ -123,8 +141,20 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
         max_stuck: int | None = None,
         console: Console | None = None,
     ) -> None:
-        self.queues = _checked_queues(queues)
         _positive("concurrency", concurrency, integer=True)
+        if isinstance(queues, Mapping):
+            if concurrency is not None:
+                raise ValueError(
+                    "Give each queue its threads (queues={name: threads}) or one concurrency "
+                    "for all of them, not both."
+                )
+            self.budgets = _checked_budgets(queues)
+            self.queues = list(self.budgets)
+            concurrency = sum(self.budgets.values())
+        else:
+            self.budgets = None
+            self.queues = _checked_queues(queues)
+            concurrency = DEFAULT_CONCURRENCY if concurrency is None else concurrency
         _positive("async_concurrency", async_concurrency, integer=True)
         _positive("batch", batch, integer=True)
         _positive("lease", lease)
@@ -170,7 +200,7 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
             "lease=%g heartbeat=%g poll=%g burst=%s max_jobs=%s scheduler=%s grace=%g "
             "max_stuck=%s",
             self.worker_id,
-            ",".join(self.queues) if self.queues is not None else "*",
+            _queues_text(self.queues, self.budgets),
             self.concurrency,
             self.async_concurrency if self._async_enabled else 0,
             self.batch,
@@ -222,8 +252,21 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
         )
 
 
-def parse_queues(text: str) -> list[str] | None:
-    """``"a,b"`` -> ``["a", "b"]``; ``"*"`` -> ``None`` (every queue). Raises on an empty list."""
+def _queues_text(queues: list[str] | None, budgets: dict[str, int] | None) -> str:
+    """``mail:10,reports:2``, ``a,b`` or ``*``, for the log."""
+    if budgets is not None:
+        return ",".join(f"{name}:{threads}" for name, threads in budgets.items())
+    return ",".join(queues) if queues is not None else "*"
+
+
+BUDGET = re.compile(r"(?P<name>.*):(?P<threads>\d+)")
+"""A queue with its threads: a trailing ``:<digits>`` is always a budget, never part of a name."""
+
+
+def parse_queues(text: str) -> list[str] | dict[str, int] | None:
+    """``"a,b"`` -> ``["a", "b"]``; ``"mail:10,reports:2"`` -> ``{"mail": 10, "reports": 2}``
+    (threads per queue); ``"*"`` -> ``None`` (every queue). Raises on an empty list, on a
+    budget given to some queues only, on a budget of 0 and on a queue named twice."""
     if text.strip() == "*":
         return None
     names = [name.strip() for name in text.split(",")]
@@ -231,7 +274,27 @@ def parse_queues(text: str) -> list[str] | None:
         raise ValueError(
             f"--queues needs comma-separated queue names (or '*' for all), not {text!r}."
         )
-    return names
+    budgeted = [BUDGET.fullmatch(name) for name in names]
+    if not any(budgeted):
+        return names
+    if not all(budgeted):
+        plain = ", ".join(name for name, match in zip(names, budgeted, strict=True) if not match)
+        raise ValueError(
+            f"--queues {text}: give every queue its threads (name:threads) or none of them; "
+            f"{plain} has none."
+        )
+    budgets: dict[str, int] = {}
+    for match in budgeted:
+        assert match is not None
+        name, threads = match["name"].strip(), int(match["threads"])
+        if not name:
+            raise ValueError(f"--queues {text}: a budget needs a queue name before the ':'.")
+        if threads < 1:
+            raise ValueError(f"--queues {text}: queue {name} needs at least 1 thread, not 0.")
+        if name in budgets:
+            raise ValueError(f"--queues {text}: queue {name} is given twice.")
+        budgets[name] = threads
+    return budgets
 
 
 __all__ = ["Summary", "Worker", "default_worker_id", "parse_queues"]

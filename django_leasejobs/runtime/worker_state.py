@@ -46,11 +46,34 @@ def headline(exc: BaseException) -> str:
     return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
+@dataclass(eq=False)
+class Lane:
+    """Queues and the pool threads that serve them, with their own claims.
+
+    A worker has one lane for all its queues (``--queues a,b``: one shared pool), or one per
+    queue when each has a thread budget (``--queues mail:10,reports:2``): a lane claims only
+    for its own free threads, so a queue full of slow jobs cannot take another's threads.
+    """
+
+    queues: list[str] | None
+    threads: int
+    sizer: ClaimSizer
+    work: queue_module.SimpleQueue[Slot | None] = field(default_factory=queue_module.SimpleQueue)
+    """Claimed slots for this lane's threads. SimpleQueue: put and get in C, without Queue's
+    Python-level condition variables, on the path every job takes to a pool thread."""
+
+    @property
+    def name(self) -> str:
+        return ",".join(self.queues) if self.queues is not None else "*"
+
+
 @dataclass(slots=True)
 class Slot:
     """One in-flight attempt and the flags the threads coordinate through."""
 
     job: Job
+    lane: Lane | None = None
+    """The lane whose claim took it, whose threads run it (``None``: the worker's first)."""
     lease_lost: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     duration: float = 0.0
@@ -109,10 +132,18 @@ def _error_of(slot: Slot) -> str:
     return failure.headline if failure is not None else ""
 
 
+WORKER_LINES = (Outcome.SUCCEEDED, Outcome.RELEASED)
+"""Outcomes whose log line the worker writes (one line per state change): it knows their name,
+queue and duration without a query. The protocol writes its own line for a retry, a timeout, a
+dead letter, a cancel and a refused (stale) write, as it alone knows the error and the reason."""
+
+
 class WorkerState:
     """The options every part reads and the state the threads share (see the module docstring)."""
 
     queues: list[str] | None
+    budgets: dict[str, int] | None
+    """Threads per queue (``--queues mail:10,reports:2``), or ``None``: one shared pool."""
     concurrency: int
     batch: int
     lease: float
@@ -134,7 +165,16 @@ class WorkerState:
         self.summary = Summary(self.worker_id)
         self.runtimes = Tally()
         """Runtimes, stale reports and recovered expiries per job name, until the next flush."""
-        self._sizer = ClaimSizer(self.concurrency, self.batch)
+        if self.budgets is None:
+            sizer = ClaimSizer(self.concurrency, self.batch)
+            self._lanes = [Lane(self.queues, self.concurrency, sizer)]
+        else:
+            self._lanes = [
+                Lane([name], threads, ClaimSizer(threads, self.batch))
+                for name, threads in self.budgets.items()
+            ]
+        self._sizer = self._lanes[0].sizer
+        """The first lane's (the only one without budgets)."""
         self._summary_lock = threading.Lock()
         self._in_flight: dict[int, Slot] = {}
         self._ended: dict[tuple[int, int], Slot] = {}
@@ -156,9 +196,6 @@ class WorkerState:
         self._stop_at: float | None = None
         self._abandon = threading.Event()
         """Set when shutdown gives up on in-flight work: report retries stop."""
-        # SimpleQueue: put and get in C, without Queue's Python-level condition variables, on
-        # the path every job takes from the claim loop to a pool thread.
-        self._work_queue: queue_module.SimpleQueue[Slot | None] = queue_module.SimpleQueue()
         self._completions: list[Slot] = []
         self._completions_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -202,13 +239,23 @@ class WorkerState:
         """In-flight attempts the worker still has to report (not ended under their handler)."""
         return len(self._in_flight)
 
-    def _held(self) -> int:
+    def _held(self, lane: Lane | None = None) -> int:
         """Jobs claimed and not finished: running or waiting to start (not those whose
         completion only waits for the next flush), and handlers still running after the
-        worker ended their attempt (a stuck thread is not free)."""
-        return len(self._in_flight) - len(self._completions) + len(self._ended)
+        worker ended their attempt (a stuck thread is not free); of ``lane`` alone when the
+        worker has several (``None``: all of them)."""
+        if lane is None or len(self._lanes) == 1:
+            return len(self._in_flight) - len(self._completions) + len(self._ended)
+        with self._in_flight_lock:
+            held = sum(1 for slot in self._in_flight.values() if slot.lane is lane)
+            held += sum(1 for slot in self._ended.values() if slot.lane is lane)
+        with self._completions_lock:
+            return held - sum(1 for slot in self._completions if slot.lane is lane)
 
-    def _claim_room(self) -> int:
+    def _lane_of(self, slot: Slot) -> Lane:
+        return slot.lane or self._lanes[0]
+
+    def _claim_room(self, lane: Lane | None = None) -> int:
         """How many jobs the next claim may take (0 while below the low mark).
 
         The pool's threads plus the prefetch of :mod:`.claim_sizing`, plus the async slots
@@ -220,17 +267,22 @@ class WorkerState:
         Jobs beyond the free threads or ``async_concurrency`` wait, in flight, their leases
         renewed by the heartbeat. While a handler whose attempt the worker ended still holds a
         thread, that one job more is not taken: a sync job could wait behind a thread that may
-        never free, its lease renewed, when another worker could run it.
+        never free, its lease renewed, when another worker could run it. With thread budgets
+        each lane is sized alone (``lane``; ``None``: the first).
         """
+        lane = lane or self._lanes[0]
         extra = 0
         if self._async_enabled:
             extra = self.async_concurrency if self._async_recent else int(not self._ended)
-        return self._sizer.wanted(self._held(), extra)
+        return lane.sizer.wanted(self._held(lane), extra)
+
+    def _any_claim_room(self) -> bool:
+        return any(self._claim_room(lane) for lane in self._lanes)
 
     def _hand_over(self, slot: Slot) -> None:
-        """Queue a claimed slot (already in flight) for the pool; async slots are routed to the
-        event loop by ``AsyncRunner``, which overrides this."""
-        self._work_queue.put(slot)
+        """Queue a claimed slot (already in flight) for its lane's threads; async slots are
+        routed to the event loop by ``AsyncRunner``, which overrides this."""
+        self._lane_of(slot).work.put(slot)
 
     def _stop_async(self) -> None:
         """Stop the event loop at shutdown; ``AsyncRunner`` overrides this (nothing to stop
@@ -251,19 +303,19 @@ class WorkerState:
             self._watch_wake.set()
 
     def _count(self, slot: Slot, outcome: Outcome) -> None:
-        """Count an outcome in the summary and log its one line, with what an operator needs."""
+        """Count an outcome in the summary and, unless the protocol wrote it, log its one line."""
         job = slot.job
-        logger.log(
-            logging.WARNING if outcome in (Outcome.DEAD, Outcome.STALE) else logging.INFO,
-            "job.%s id=%s name=%s attempt=%s queue=%s duration=%.3fs worker=%s",
-            outcome.value,
-            job.pk,
-            job.name,
-            job.attempt,
-            job.queue,
-            slot.duration,
-            self.worker_id,
-        )
+        if outcome in WORKER_LINES:
+            logger.info(
+                "job.%s id=%s name=%s attempt=%s queue=%s duration=%.3fs worker=%s",
+                outcome.value,
+                job.pk,
+                job.name,
+                job.attempt,
+                job.queue,
+                slot.duration,
+                self.worker_id,
+            )
         if self.console is not None:
             self.console.finished(job, outcome, slot.duration, _error_of(slot))
         with self._summary_lock:

@@ -48,7 +48,7 @@ def test_a_worker_emits_the_occurrence_and_an_old_release_leaves_the_schedule(
     monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "testproject.test_settings")
     old = spawn(*OPTIONS, name="old")
     wait_started(old)
-    wait_for(lambda: "worker.schedules_synced" in old.log(), what="the old worker's sync")
+    wait_for(lambda: "schedule.synced" in old.log(), what="the old worker's sync")
     assert f"kept 1 ({NAME})" in old.log()
     schedule.refresh_from_db()
     assert schedule.enabled

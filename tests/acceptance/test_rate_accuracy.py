@@ -30,7 +30,7 @@ from django_leasejobs.models import Job, Limiter, Status
 
 from ..conftest import shifted
 from ..invariants import check_invariants, wait_for
-from .conftest import FAST
+from .conftest import FAST, wait_started
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
@@ -76,6 +76,8 @@ def test_four_workers_start_exactly_the_rate_in_each_window(spawn) -> None:
         seen |= set(new)
         groups.update((index, window_start(at, PERIOD)) for at in new.values())
         full_groups.append((index, full))
+    for worker in workers:  # one the others left no work to may still be starting
+        wait_started(worker)
     for worker in workers:
         worker.send(signal.SIGTERM)
     for worker in workers:

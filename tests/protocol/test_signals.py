@@ -23,6 +23,7 @@ ALL = {
     "job_succeeded": signals.job_succeeded,
     "job_retried": signals.job_retried,
     "job_dead": signals.job_dead,
+    "job_cancelled": signals.job_cancelled,
 }
 
 
@@ -236,3 +237,48 @@ def test_complete_many_with_results_sends_each_result(
         (kwargs["job_id"], kwargs["result"]) for name, kwargs in received if name == "job_succeeded"
     )
     assert succeeded == sorted([(first.pk, {"a": 1}), (second.pk, None)])  # third was stale
+
+
+def test_cancelled_once_for_a_waiting_job_and_nothing_for_a_second_request(
+    received, django_capture_on_commit_callbacks
+) -> None:
+    job = jobs.other_queue.enqueue()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert protocol.request_cancel(job.pk) is protocol.Cancel.CANCELLED
+        assert protocol.request_cancel(job.pk) is protocol.Cancel.REFUSED
+    assert received == [
+        (
+            "job_cancelled",
+            {"job_id": job.pk, "name": jobs.other_queue.name, "queue": "other", "attempt": 0},
+        )
+    ]
+
+
+def test_cancelled_once_when_the_worker_ends_a_running_attempt(
+    received, django_capture_on_commit_callbacks
+) -> None:
+    job = jobs.noop.enqueue()
+    (claimed,) = protocol.claim("w1", batch=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert protocol.request_cancel(job.pk) is protocol.Cancel.REQUESTED
+        assert protocol.cancel_attempt(job.pk, claimed.attempt) is Outcome.CANCELLED
+        assert protocol.cancel_attempt(job.pk, claimed.attempt) is Outcome.STALE
+        assert protocol.complete(job.pk, claimed.attempt) is Outcome.STALE  # the handler's late
+    cancelled = [kwargs for name, kwargs in received if name == "job_cancelled"]
+    assert cancelled == [
+        {"job_id": job.pk, "name": jobs.noop.name, "queue": "default", "attempt": 1}
+    ]
+    assert "job_succeeded" not in names(received)
+
+
+def test_cancelled_when_a_failed_attempt_had_a_cancel_request(
+    received, django_capture_on_commit_callbacks
+) -> None:
+    job = jobs.noop.enqueue()
+    (claimed,) = protocol.claim("w1", batch=1)
+    protocol.request_cancel(job.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert protocol.fail(job.pk, claimed.attempt, Failure("E: x")) is Outcome.CANCELLED
+    assert names(received)[-1:] == ["job_cancelled"]
+    assert "job_retried" not in names(received)
+    assert received[-1][1]["attempt"] == 1

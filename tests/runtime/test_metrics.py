@@ -68,12 +68,14 @@ def test_counters_follow_the_state_changes(
 ) -> None:
     before = {
         event: sample(f"leasejobs_jobs_{event}_total", "count")
-        for event in ("enqueued", "started", "succeeded", "retried", "dead")
+        for event in ("enqueued", "started", "succeeded", "retried", "dead", "cancelled")
     }
     with django_capture_on_commit_callbacks(execute=True):
         jobs.noop.enqueue(queue="count")
         jobs.permanent.enqueue(queue="count")
         jobs.flaky.enqueue(succeed_on=2, queue="count")
+        later = jobs.noop.enqueue(queue="count", delay=3600)
+        assert protocol.cancel(later.pk)
     for _ in range(2):
         # The retry's run_at is now + 0 s with microseconds; SQLite's claim compares with a
         # millisecond clock, so within the same millisecond it is not yet due: move it back.
@@ -83,11 +85,12 @@ def test_counters_follow_the_state_changes(
                 execution.run(job, "w1")
     after = {event: sample(f"leasejobs_jobs_{event}_total", "count") for event in before}
     assert {event: after[event] - before[event] for event in before} == {
-        "enqueued": 3,
+        "enqueued": 4,
         "started": 4,  # flaky runs twice
         "succeeded": 2,
         "retried": 1,
         "dead": 1,
+        "cancelled": 1,
     }
 
 

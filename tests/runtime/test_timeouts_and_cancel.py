@@ -63,7 +63,7 @@ class TestTimeout:
             Background(Worker(concurrency=2, **FAST)) as background,
         ):
             wait_for(lambda: len(hits(job)) == 2, what="the stuck handler to return")
-            wait_for(lambda: any("attempt ended: timeout" in m for m in messages(caplog)))
+            wait_for(lambda: any(m.startswith("worker.unstuck ") for m in messages(caplog)))
         summary = background.summary
         assert summary is not None
         assert (summary.retried, summary.succeeded, summary.timed_out, summary.stuck) == (
@@ -83,6 +83,13 @@ class TestTimeout:
         log = messages(caplog)
         assert any(m.startswith("worker.stuck ") and f"job={job.pk}" in m for m in log)
         assert any(m.startswith("worker.unstuck ") and f"job={job.pk}" in m for m in log)
+        # A timeout is not a stale write: one line for the attempt the worker ended.
+        assert [m.split()[0] for m in log if f" id={job.pk} " in f"{m} "] == [
+            "job.running",
+            "job.timeout",
+            "job.running",
+            "job.succeeded",
+        ]
 
     def test_a_stuck_thread_holds_its_slot_until_its_handler_returns(
         self, caplog: pytest.LogCaptureFixture

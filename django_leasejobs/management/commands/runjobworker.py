@@ -13,6 +13,7 @@ from django.db import DatabaseError
 from django_leasejobs import metrics, validation
 from django_leasejobs.conf import settings
 from django_leasejobs.errors import ScheduleError
+from django_leasejobs.management import reloading
 from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.runtime import unserved
 from django_leasejobs.runtime.console import Console
@@ -39,10 +40,15 @@ class Command(LeaseJobsCommand):
             "--queues",
             default=None,
             help="Comma-separated queues to take jobs from; '*' for every queue "
-            "(default: every queue, or those of LEASEJOBS_QUEUES when it is set).",
+            "(default: every queue, or those of LEASEJOBS_QUEUES when it is set). "
+            "'mail:10,reports:2' gives each queue its own threads (a busy queue cannot take "
+            "another's), in place of --concurrency.",
         )
         parser.add_argument(
-            "--concurrency", type=int, default=4, help="Threads running sync handlers (4)."
+            "--concurrency",
+            type=int,
+            default=None,
+            help="Threads running sync handlers, shared by the queues (4).",
         )
         parser.add_argument(
             "--async-concurrency",
@@ -82,6 +88,13 @@ class Command(LeaseJobsCommand):
         """How the worker runs and stops, and what it exports."""
         parser.add_argument(
             "--burst", action="store_true", help="Run what is due now, then exit 0."
+        )
+        parser.add_argument(
+            "--reload",
+            action="store_true",
+            help="Restart the worker when project code changes, with Django's autoreloader (as "
+            "runserver does); in-flight jobs are released at once, unspent, for the new code. "
+            "For development; not with --burst.",
         )
         parser.add_argument("--max-jobs", type=int, default=None, help="Exit after this many jobs.")
         parser.add_argument(
@@ -124,6 +137,11 @@ class Command(LeaseJobsCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         console = Console(self.stdout, options["verbosity"])
+        if options["reload"] and options["burst"]:
+            raise CommandError(
+                "--reload runs the worker until stopped, restarting it when code changes; "
+                "--burst exits once nothing is due: use one or the other."
+            )
         try:
             # No --queues: every queue (a job in a queue no worker serves waits for ever,
             # silently), or the declared ones when the project lists them.
@@ -132,6 +150,11 @@ class Command(LeaseJobsCommand):
                 if options["queues"] is not None
                 else settings.QUEUES
             )
+            if isinstance(queues, dict) and options["concurrency"] is not None:
+                raise ValueError(
+                    f"--queues {options['queues']} gives each queue its threads: --concurrency "
+                    "would say it again. Use one or the other."
+                )
             unknown = validation.undeclared_queues(queues or ())
             if unknown:
                 raise ValueError(
@@ -158,7 +181,27 @@ class Command(LeaseJobsCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
+        if options["reload"]:
+            reloading.run(
+                worker,
+                lambda: self._run(worker, console, metrics_port, metrics_addr, options),
+                self.stderr,
+            )
+            return
+        self._run(worker, console, metrics_port, metrics_addr, options)
+
+    def _run(
+        self,
+        worker: Worker,
+        console: Console,
+        metrics_port: int | None,
+        metrics_addr: str,
+        options: dict[str, Any],
+    ) -> None:
+        """Announce the worker, run it until it stops, say how it went."""
         console.banner(worker, burst=options["burst"], version=VERSION)
+        if options["reload"] and options["verbosity"] >= 1:
+            console.write("Restarts when project code changes: in-flight jobs are released then.")
         # Undone however the run ends, for a process that lives on after it (call_command).
         with contextlib.ExitStack() as started:
             if metrics_port is not None:
