@@ -132,9 +132,10 @@ def _error_of(slot: Slot) -> str:
     return failure.headline if failure is not None else ""
 
 
-WORKER_LINES = (Outcome.SUCCEEDED, Outcome.RELEASED)
+WORKER_LINES = (Outcome.SUCCEEDED, Outcome.RELEASED, Outcome.SNOOZED)
 """Outcomes whose log line the worker writes (one line per state change): it knows their name,
-queue and duration without a query. The protocol writes its own line for a retry, a timeout, a
+queue and duration without a query (a snooze's write logs nothing of its own). The protocol
+writes its own line for a retry, a timeout, a
 dead letter, a cancel and a refused (stale) write, as it alone knows the error and the reason."""
 
 
