@@ -23,7 +23,7 @@ from django.db.models.expressions import DatabaseDefault
 
 from ..dbtime import DbNow
 from ..deadlocks import retry_deadlocks
-from ..models import CLAIMABLE, Job, Status, Worker
+from ..models import CLAIMABLE, Job, Limiter, Status, Worker
 from . import limiter_pruning
 from .expressions import after, start_attempts
 from .limited import ORDER, UNLIMITED, LimitedClaimSteps
@@ -320,12 +320,21 @@ class Dialect(LimitedClaimSteps):
         with transaction.atomic(using=alias):
             chosen = limiter_pruning.prunable(alias, older_than).filter(key__gt=after_key)
             chosen = chosen.order_by("key")
-            if connections[alias].features.has_select_for_update_skip_locked:
+            locked = connections[alias].features.has_select_for_update_skip_locked
+            if locked:
                 chosen = chosen.select_for_update(skip_locked=True)
             keys = list(chosen.values_list("key", flat=True)[:batch])
             if not keys:
                 return 0, after_key
-            deleted, _ = limiter_pruning.prunable(alias, older_than).filter(key__in=keys).delete()
+            # Rows locked here cannot be refilled (a claim locks a key's row first): delete them
+            # by key. Repeating the conditions would read the job table with locks (InnoDB's
+            # DELETE does) and wait on the rows an open claim has just started.
+            doomed = (
+                Limiter.objects.using(alias)
+                if locked
+                else limiter_pruning.prunable(alias, older_than)
+            )
+            deleted, _ = doomed.filter(key__in=keys).delete()
         return deleted, keys[-1]
 
     def upsert_worker(self, alias: str, row: dict[str, Any]) -> None:

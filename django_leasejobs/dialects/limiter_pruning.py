@@ -10,8 +10,9 @@ What must never happen is deleting a row a claimer holds locked: that claimer wo
 starts into no row, and the next claim of the window would start the key's limit again. So a
 batch locks its rows the way claimers lock them, skipping any row a claimer holds (MariaDB and
 MySQL: ``FOR UPDATE SKIP LOCKED`` on the rows; PostgreSQL: the key's transaction-level
-advisory lock; SQLite: its single write lock, taken by the DELETE itself), and the DELETE
-repeats the conditions, so a row a claim refilled between the read and the DELETE stays.
+advisory lock; SQLite: its single write lock, taken by the DELETE itself). Where the rows are
+locked the DELETE takes them by key; on SQLite it repeats the conditions, so a row a claim
+refilled between the read and the DELETE stays.
 ``Dialect.prune_limiters`` is the ORM's batch; PostgreSQL's takes the keys' advisory locks.
 """
 
