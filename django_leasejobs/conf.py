@@ -20,7 +20,7 @@ from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
-from .durations import parse_ages
+from .durations import parse_ages, parse_duration
 
 PREFIX = "LEASEJOBS_"
 MAX_ATTEMPTS_LIMIT = 2**31 - 1
@@ -77,6 +77,7 @@ DEFAULTS: dict[str, Any] = {
     "API_MAX_BATCH": 100,
     "API_MAX_ATTEMPTS": 100,
     "RETENTION": {},
+    "UNKNOWN_JOB_GRACE": "24h",
 }
 
 RETENTION_STATES = ("succeeded", "cancelled", "dead")
@@ -412,6 +413,16 @@ class Settings:
             return parse_ages(_get("RETENTION"), RETENTION_STATES)
         except ValueError as exc:
             raise ImproperlyConfigured(f"{PREFIX}RETENTION{exc}") from None
+
+    @cached_property
+    def UNKNOWN_JOB_GRACE(self) -> dt.timedelta:
+        """How long a job whose name no worker can run waits for one that can, from its first
+        deferral, before it is dead-lettered as ``unregistered job`` (a duration such as
+        ``"24h"``; ``"0s"``: dead-lettered at its first claim; docs/deploying-changes.md)."""
+        try:
+            return parse_duration(_get("UNKNOWN_JOB_GRACE"))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{PREFIX}UNKNOWN_JOB_GRACE: {exc}") from None
 
     def forget(self) -> None:
         """Drop every value read so far: the next read takes the current setting."""
