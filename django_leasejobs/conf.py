@@ -63,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
     "HEALTH_MAX_EXPIRED_LEASES": None,
     "HEALTH_MAX_PAUSED_AGE": None,
     "HEALTH_MAX_STUCK": None,
+    "HEALTH_MAX_UNKNOWN": None,
     "HEALTH_MAX_UNSERVED_AGE": 60.0,
     "STATS_MAX_QUEUES": 200,
     "METRICS": False,
@@ -303,6 +304,13 @@ class Settings:
     def HEALTH_MAX_STUCK(self) -> int | None:
         """Stuck handlers, over every live worker, before ``checkjobs`` and the view report it."""
         value = _optional_number("HEALTH_MAX_STUCK", integer=True)
+        return None if value is None else int(value)
+
+    @cached_property
+    def HEALTH_MAX_UNKNOWN(self) -> int | None:
+        """Jobs waiting for a worker that knows their name (deferred by workers that could not
+        run it, in all) before ``checkjobs`` and the view report it (docs/deploying-changes.md)."""
+        value = _optional_number("HEALTH_MAX_UNKNOWN", integer=True)
         return None if value is None else int(value)
 
     @cached_property

@@ -139,11 +139,12 @@ def wake_deferred(names: Iterable[str]) -> int:
     )
 
 
-def waiting_unknown(limit: int = 1000) -> dict[str, int]:
-    """Jobs waiting for a worker that knows their name, by name, counting at most ``limit``
-    rows in all (a bounded read of ``leasejobs_deferred``)."""
-    ids = Job.objects.using(job_database()).filter(status=Status.PENDING, deferrals__gt=0)
+def waiting_unknown(using: str | None = None, limit: int = 10_000) -> dict[str, int]:
+    """Jobs waiting for a worker that knows their name, by name: the deferred waiting rows,
+    at most ``limit`` of them read in all (a range of ``leasejobs_deferred``, which holds only
+    those rows where the database has partial indexes)."""
+    rows = Job.objects.using(using or job_database()).filter(status=Status.PENDING, deferrals__gt=0)
     counts: dict[str, int] = {}
-    for name in ids.values_list("name", flat=True)[:limit]:
+    for name in rows.values_list("name", flat=True).order_by()[:limit]:
         counts[name] = counts.get(name, 0) + 1
     return dict(sorted(counts.items()))
