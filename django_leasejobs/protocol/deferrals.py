@@ -105,8 +105,9 @@ def defer(
 
 
 def after_grace(failure: Failure, grace: dt.timedelta) -> Failure:
-    """The dead letter's failure: the worker's own words (so its fingerprint is the one such
-    letters always had), then how long it waited and what to deploy, then the advice."""
+    """The dead letter's failure: the worker's own words and kind (``unregistered job``, or
+    ``not a task`` for a ``django.tasks`` path, so its fingerprint is the one such letters
+    always had), then how long it waited and what to deploy, then the advice."""
     error = failure.error
     if failure.advice and error.endswith(failure.advice):
         error = error[: -len(failure.advice)].rstrip()
@@ -116,7 +117,7 @@ def after_grace(failure: Failure, grace: dt.timedelta) -> Failure:
         "allow-list imports its module), then replay it."
     )
     text = f"{error}{waited} {failure.advice}".rstrip()
-    return Failure(text, failure.traceback, kind=UNREGISTERED_JOB, advice=failure.advice)
+    return Failure(text, failure.traceback, kind=failure.kind, advice=failure.advice)
 
 
 @retry_deadlocks

@@ -92,7 +92,7 @@ def _prepare(execution: Execution) -> tuple[Any, tasks_framework.Framework, Any]
     except TaskNotImportedError as exc:
         # Perhaps a newer release's task: the job waits for a worker that can import it.
         execution.unknown = f"task {job.name!r} cannot be imported here"
-        execution.failure = Failure(str(exc), kind="unregistered job", advice=exc.advice)
+        execution.failure = Failure(str(exc), kind="not a task", advice=exc.advice)
         execution.retryable = False
         return None
     except TaskRefusedError as exc:

@@ -492,6 +492,20 @@ class TestRunning:
         assert not DeadLetter.objects.exists()
         assert not Hit.objects.exists()
 
+    def test_a_task_this_worker_cannot_import_waits_then_dies_after_the_grace(
+        self, settings
+    ) -> None:
+        settings.LEASEJOBS_UNKNOWN_JOB_GRACE = "1h"
+        job = protocol.enqueue_task("testapp.gone.task", [], {}, task_backend="default")
+        assert run_one() == Outcome.RELEASED  # perhaps a newer release's task
+        assert fields(job.pk, "status", "deferrals") == {"status": "pending", "deferrals": 1}
+        Job.objects.filter(pk=job.pk).update(run_at=shifted(-1), first_deferred_at=shifted(-3601))
+        assert run_one() == Outcome.DEAD
+        letter = DeadLetter.objects.get(job=job)
+        assert letter.reason == "not a task"  # as such letters always were
+        assert "cannot be imported" in letter.errors[-1]["error"]
+        assert "LEASEJOBS_UNKNOWN_JOB_GRACE (1:00:00)" in letter.errors[-1]["error"]
+
     def test_a_receivers_error_does_not_stop_the_task(self, caplog) -> None:
         def broken(sender, task_result, **kwargs):
             raise RuntimeError("receiver bug")
