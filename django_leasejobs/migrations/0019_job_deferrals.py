@@ -4,16 +4,17 @@
 deferral set: only that delay is ever cut short). Nullable or constant-default columns: added
 in place, no table rewrite.
 
-``leasejobs_deferred`` indexes only deferred waiting rows, built as in 0014: concurrently on
-PostgreSQL; not on MySQL/MariaDB, which ignore index conditions (there the index would hold
-every row); there the wake-up and the counts read ``leasejobs_name``.
+``leasejobs_deferred`` indexes ``deferred_until``, which only a deferral or a wake-up writes, so
+claims and completions never touch it. Built concurrently on PostgreSQL; partial (rows ever
+deferred) where supported; MySQL/MariaDB ignore the condition and keep the NULLs of the other
+rows, which the range read ``deferred_until > now`` or ``IS NOT NULL`` skips.
 """
 
 from django.db import migrations, models
 
 DEFERRED = models.Index(
-    condition=models.Q(("deferrals__gt", 0), ("status", "pending")),
-    fields=["name", "run_at"],
+    condition=models.Q(("deferred_until__isnull", False)),
+    fields=["deferred_until"],
     name="leasejobs_deferred",
 )
 
@@ -24,7 +25,7 @@ def forwards(apps, schema_editor):
     if vendor == "postgresql":
         schema_editor.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{DEFERRED.name}"')
         schema_editor.execute(DEFERRED.create_sql(Job, schema_editor, concurrently=True))
-    elif vendor != "mysql":
+    else:
         schema_editor.add_index(Job, DEFERRED)
 
 
@@ -33,7 +34,7 @@ def backwards(apps, schema_editor):
     vendor = schema_editor.connection.vendor
     if vendor == "postgresql":
         schema_editor.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{DEFERRED.name}"')
-    elif vendor != "mysql":
+    else:
         schema_editor.remove_index(Job, DEFERRED)
 
 

@@ -265,12 +265,14 @@ class Job(models.Model):
                 name="leasejobs_retried",
                 condition=models.Q(retried_at__isnull=False),
             ),
-            # Jobs waiting for a worker that knows their name, by name (protocol.wake_deferred,
-            # stats). Partial: only deferred waiting rows have an entry. Not on MySQL (0019).
+            # Jobs waiting for a worker that knows their name (protocol.wake_deferred, stats):
+            # a range of deferred_until, which only a deferral or a wake-up writes, so claims
+            # and completions write no entry. Partial where supported: never-deferred rows (most)
+            # have none; MySQL keeps their NULLs, past the range read (0019).
             models.Index(
-                fields=["name", "run_at"],
+                fields=["deferred_until"],
                 name="leasejobs_deferred",
-                condition=models.Q(status="pending", deferrals__gt=0),
+                condition=models.Q(deferred_until__isnull=False),
             ),
         ]
         constraints = [

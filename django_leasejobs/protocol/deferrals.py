@@ -130,21 +130,24 @@ def wake_deferred(names: Iterable[str]) -> int:
     return (
         Job.objects.using(job_database())
         .filter(
-            status=Status.PENDING,
-            deferrals__gt=0,
-            name__in=wanted,
-            run_at__gt=DbNow(),
+            deferred_until__gt=DbNow(),  # a range of leasejobs_deferred
             run_at=F("deferred_until"),
+            status=Status.PENDING,
+            name__in=wanted,
         )
         .update(run_at=DbNow(), deferred_until=None)
     )
 
 
 def waiting_unknown(using: str | None = None, limit: int = 10_000) -> dict[str, int]:
-    """Jobs waiting for a worker that knows their name, by name: the deferred waiting rows,
-    at most ``limit`` of them read in all (a range of ``leasejobs_deferred``, which holds only
-    those rows where the database has partial indexes)."""
-    rows = Job.objects.using(using or job_database()).filter(status=Status.PENDING, deferrals__gt=0)
+    """Jobs waiting for a worker that knows their name, by name: the waiting rows whose
+    ``run_at`` is still the one their last deferral set (a job a knowing worker ran and that
+    snoozed or failed since is not counted), at most ``limit`` of them in all."""
+    rows = Job.objects.using(using or job_database()).filter(
+        deferred_until__isnull=False,  # a range of leasejobs_deferred
+        run_at=F("deferred_until"),  # nothing moved it since its deferral
+        status=Status.PENDING,
+    )
     counts: dict[str, int] = {}
     for name in rows.values_list("name", flat=True).order_by()[:limit]:
         counts[name] = counts.get(name, 0) + 1

@@ -150,6 +150,7 @@ class TestWake:
         assert protocol.snooze(job.pk, job.attempt, 600, max_snoozes=5) is Outcome.SNOOZED
         assert protocol.wake_deferred(["shop.new_job"]) == 0
         assert seconds_ahead(job.pk) > 500
+        assert protocol.waiting_unknown() == {}  # a worker knew it: it waits for its snooze
 
     def test_waiting_unknown_counts_by_name(self) -> None:
         self.deferred("b.job")
