@@ -105,3 +105,15 @@ def test_queues_are_still_judged_alongside(waiting, make_due) -> None:
 def test_a_bad_unknown_max_is_refused(value: str, message: str) -> None:
     with pytest.raises(CommandError, match=message):
         run("checkjobs", "--unknown-max", value)
+
+
+@override_settings(LEASEJOBS_HEALTH_MAX_UNSERVED_AGE=None)
+def test_the_health_view_judges_them(waiting, admin_client) -> None:
+    response = admin_client.get("/jobs/health/?max_unknown=2")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["unknown_jobs"] == {"shop.jobs.bill": 1, "shop.jobs.ship": 2}
+    (problem,) = body["problems"]
+    assert (problem["metric"], problem["value"], problem["limit"]) == ("unknown", 3, 2)
+    assert admin_client.get("/jobs/health/?max_unknown=3").status_code == 200
+    assert admin_client.get("/jobs/health/?max_unknown=-1").status_code == 400
