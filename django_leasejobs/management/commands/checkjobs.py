@@ -152,10 +152,15 @@ class Command(LeaseJobsCommand):
             self.stdout.write(
                 f"OK: {scope} within limits (oldest due age {int(summary.oldest_due_age)} s, "
                 f"dead last hour {summary.dead_last_hour}, "
-                f"expired leases {summary.expired_leases}, stuck handlers {result.stuck}, "
-                f"waiting for a worker that knows them {result.unknown_total}"
+                f"expired leases {summary.expired_leases}, stuck handlers {result.stuck}"
+                f"{_unknown_note(result)}"
                 f"{_paused_note(result, checked)})"
             )
+
+
+def _unknown_note(result: stats.Stats) -> str:
+    waiting = result.unknown_total
+    return f", waiting for a worker that knows them {waiting}" if waiting else ""
 
 
 def _paused_note(result: stats.Stats, checked: list[str]) -> str:
