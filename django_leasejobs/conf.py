@@ -20,7 +20,7 @@ from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
-from .durations import parse_ages
+from .durations import parse_ages, parse_duration
 
 PREFIX = "LEASEJOBS_"
 MAX_ATTEMPTS_LIMIT = 2**31 - 1
@@ -63,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
     "HEALTH_MAX_EXPIRED_LEASES": None,
     "HEALTH_MAX_PAUSED_AGE": None,
     "HEALTH_MAX_STUCK": None,
+    "HEALTH_MAX_UNKNOWN": None,
     "HEALTH_MAX_UNSERVED_AGE": 60.0,
     "STATS_MAX_QUEUES": 200,
     "METRICS": False,
@@ -77,6 +78,7 @@ DEFAULTS: dict[str, Any] = {
     "API_MAX_BATCH": 100,
     "API_MAX_ATTEMPTS": 100,
     "RETENTION": {},
+    "UNKNOWN_JOB_GRACE": "24h",
 }
 
 RETENTION_STATES = ("succeeded", "cancelled", "dead")
@@ -305,6 +307,13 @@ class Settings:
         return None if value is None else int(value)
 
     @cached_property
+    def HEALTH_MAX_UNKNOWN(self) -> int | None:
+        """Jobs waiting for a worker that knows their name (deferred by workers that could not
+        run it, in all) before ``checkjobs`` and the view report it (docs/deploying-changes.md)."""
+        value = _optional_number("HEALTH_MAX_UNKNOWN", integer=True)
+        return None if value is None else int(value)
+
+    @cached_property
     def HEALTH_MAX_UNSERVED_AGE(self) -> float | None:
         """Seconds a due job may wait in a queue no live worker serves before ``checkjobs`` and
         the health view report it. On by default, unlike the others: a queue nobody serves
@@ -412,6 +421,16 @@ class Settings:
             return parse_ages(_get("RETENTION"), RETENTION_STATES)
         except ValueError as exc:
             raise ImproperlyConfigured(f"{PREFIX}RETENTION{exc}") from None
+
+    @cached_property
+    def UNKNOWN_JOB_GRACE(self) -> dt.timedelta:
+        """How long a job whose name no worker can run waits for one that can, from its first
+        deferral, before it is dead-lettered as ``unregistered job`` (a duration such as
+        ``"24h"``; ``"0s"``: dead-lettered at its first claim; docs/deploying-changes.md)."""
+        try:
+            return parse_duration(_get("UNKNOWN_JOB_GRACE"))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{PREFIX}UNKNOWN_JOB_GRACE: {exc}") from None
 
     def forget(self) -> None:
         """Drop every value read so far: the next read takes the current setting."""

@@ -103,3 +103,8 @@ class TaskRefusedError(LeaseJobsError):
     def __init__(self, message: str, *, advice: str = "") -> None:
         super().__init__(message)
         self.advice = advice
+
+
+class TaskNotImportedError(TaskRefusedError):
+    """A task path this worker may import but cannot (its module is not in this release): the
+    job waits for a worker that can (``LEASEJOBS_UNKNOWN_JOB_GRACE``), rather than dying."""

@@ -35,6 +35,7 @@ PARAMETERS = (
     "max_paused_age",
     "max_stuck",
     "max_unserved_age",
+    "max_unknown",
     "queue",
 )
 PERMISSION = "django_leasejobs.view_job"
@@ -87,8 +88,9 @@ def health(request: HttpRequest) -> JsonResponse:
 
     Thresholds come from the ``LEASEJOBS_HEALTH_*`` settings; query parameters override them
     (``?max_due_age=5m&max_dead_per_hour=10&max_expired_leases=0&max_paused_age=1h&max_stuck=0``
-    ``&max_unserved_age=2m&queue=mail``); the numbers include the live workers and their stuck
-    handlers. A queue whose due jobs wait while no live worker serves it is judged by default
+    ``&max_unserved_age=2m&max_unknown=0&queue=mail``); the numbers include the live workers and
+    their stuck handlers, and the jobs waiting for a worker that knows their name. A queue whose
+    due jobs wait while no live worker serves it is judged by default
     (``LEASEJOBS_HEALTH_MAX_UNSERVED_AGE``, 60 s): its verdict costs no query more.
     With no threshold at all (every setting None) the view reports the numbers and answers
     200. Anyone but a monitor gets ``{"status": ...}`` alone and may pass no parameter:
@@ -142,7 +144,7 @@ def _thresholds(query: QueryDict) -> dict[str, Any]:
                 values[name] = parse_duration(str(query[name]), bare_seconds=True).total_seconds()
             except ValueError as exc:
                 raise ValueError(f"{name}: {exc}") from None
-    for name in ("max_dead_per_hour", "max_expired_leases", "max_stuck"):
+    for name in ("max_dead_per_hour", "max_expired_leases", "max_stuck", "max_unknown"):
         if name in query:
             text = str(query[name])
             if not text.isdigit():

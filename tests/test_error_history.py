@@ -171,7 +171,10 @@ class TestEveryWrite:
         assert execution.end_attempt(running, "timeout", timeout=1) is Outcome.RETRIED
         self.assert_bounded(running.pk, Status.FAILED)
 
-    def test_an_unregistered_job_is_dead_with_a_bounded_letter(self, at_the_bound) -> None:
+    def test_an_unregistered_job_is_dead_with_a_bounded_letter(
+        self, at_the_bound, settings
+    ) -> None:
+        settings.LEASEJOBS_UNKNOWN_JOB_GRACE = "0s"  # dead at its first claim
         running = at_the_bound("nowhere.registered")
         assert execution.run(running, "w1") is Outcome.DEAD
         self.assert_bounded(running.pk, Status.DEAD)

@@ -140,6 +140,8 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
                     "attempts",
                     "released",
                     "snoozes",
+                    "deferrals",
+                    "first_deferred_at",
                     "lease_owner",
                     "lease_expires_at",
                     "created_at",

@@ -86,6 +86,17 @@ WORKERS: dict[str, Schema] = {
     },
 }
 
+UNKNOWN_JOBS: dict[str, Schema] = {
+    "unknown_jobs": {
+        "type": "object",
+        "additionalProperties": {"type": "integer", "minimum": 0},
+        "description": (
+            "Jobs waiting for a worker that knows their name (deferred by workers that could "
+            "not run it), by name."
+        ),
+    },
+}
+
 
 SCHEMAS: dict[str, Schema] = {
     "Error": obj(
@@ -279,6 +290,7 @@ SCHEMAS: dict[str, Schema] = {
                 "description": "Paused job names, each with the seconds since its pause.",
             },
             **WORKERS,
+            **UNKNOWN_JOBS,
         }
     ),
     "Health": obj(
@@ -296,6 +308,7 @@ SCHEMAS: dict[str, Schema] = {
                 "description": "Paused job names, each with the seconds since its pause.",
             },
             **WORKERS,
+            **UNKNOWN_JOBS,
         }
     ),
 }

@@ -94,6 +94,24 @@ class Job(models.Model):
         db_default=0,
         help_text="Claims the handler snoozed (raise Snooze): counted in released too.",
     )
+    # A claim whose name this worker could not run hands the attempt back (protocol.defer):
+    # counted in released too, so the budget is untouched. db_default: older code inserts.
+    deferrals = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Claims handed back by workers that could not run this name (not charged).",
+    )
+    first_deferred_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="The first such claim: LEASEJOBS_UNKNOWN_JOB_GRACE counts from here.",
+    )
+    deferred_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="The run_at the last deferral set: a worker that knows the name makes the job "
+        "due at once only while run_at is still this (no other write moved it).",
+    )
     max_attempts = models.PositiveIntegerField(default=5)
     lease_seconds = models.FloatField(null=True, blank=True)
     lease_owner = models.CharField(max_length=200, blank=True, default="")
@@ -246,6 +264,15 @@ class Job(models.Model):
                 fields=["retried_at"],
                 name="leasejobs_retried",
                 condition=models.Q(retried_at__isnull=False),
+            ),
+            # Jobs waiting for a worker that knows their name (protocol.wake_deferred, stats):
+            # a range of deferred_until, which only a deferral or a wake-up writes, so claims
+            # and completions write no entry. Partial where supported: never-deferred rows (most)
+            # have none; MySQL keeps their NULLs, past the range read (0019).
+            models.Index(
+                fields=["deferred_until"],
+                name="leasejobs_deferred",
+                condition=models.Q(deferred_until__isnull=False),
             ),
         ]
         constraints = [

@@ -12,14 +12,14 @@ Rules that hold for every function here:
 * No database is named here: what differs per database is a ``dialects`` method.
 
 Modules: ``enqueues`` (enqueue, bulk, dedupe), ``lease`` (claim, heartbeat), ``completions``,
-``failures`` (retry, dead letter, lease recovery, release), ``snoozes`` (the handler's
-``Snooze``: waiting again without spending an attempt), ``operator_actions`` (cancel, run now,
-retry now, replay, effects), ``cancels`` (cancel a waiting job, or request it of a running
-job's worker), ``dead_letter_groups`` (dead letters grouped by fingerprint: replay or discard a
-group, backfill fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron),
-``pruning``, ``runtime_stats`` (the lease advisor's per-hour counters), ``workers`` (the live
-workers' rows, written by their heartbeat), ``maintenance`` (the lease that lets one worker
-at a time prune by retention).
+``failures`` (retry, dead letter, lease recovery, release), ``deferrals`` (a name the worker cannot
+run: it waits for one that can), ``snoozes`` (the handler's ``Snooze``: waiting again without
+spending an attempt), ``operator_actions`` (cancel, run now, retry now, replay, effects),
+``cancels`` (cancel a waiting job, or request it of a running job's worker), ``dead_letter_groups``
+(dead letters grouped by fingerprint: replay or discard a group, backfill fingerprints), ``pauses``
+(pause, resume), ``occurrences`` (cron), ``pruning``, ``runtime_stats`` (the lease advisor's
+per-hour counters), ``workers`` (the live workers' rows, written by their heartbeat),
+``maintenance`` (the lease that lets one worker at a time prune by retention).
 """
 
 from .base import Failure, Outcome, job_database
@@ -36,6 +36,7 @@ from .dead_letter_groups import (
     latest_errors,
     replay_group,
 )
+from .deferrals import UNREGISTERED_JOB, defer, deferral_delay, waiting_unknown, wake_deferred
 from .enqueues import (
     ENQUEUE_OPTIONS,
     Inserted,
@@ -76,6 +77,7 @@ __all__ = [
     "PRUNE_AFTER_LEASES",
     "RETENTION",
     "SNOOZED_TOO_OFTEN",
+    "UNREGISTERED_JOB",
     "Beat",
     "Cancel",
     "Failure",
@@ -101,6 +103,8 @@ __all__ = [
     "count_prunable",
     "count_prunable_limiters",
     "count_prunable_samples",
+    "defer",
+    "deferral_delay",
     "discard_group",
     "emit_occurrence",
     "enqueue",
@@ -136,4 +140,6 @@ __all__ = [
     "skip_occurrences",
     "snooze",
     "take_lease",
+    "waiting_unknown",
+    "wake_deferred",
 ]

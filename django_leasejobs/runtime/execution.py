@@ -44,6 +44,9 @@ class Execution:
     """The handler's own time for its next attempt (it raised ``Retry`` or ``Snooze``)."""
     snoozed: bool = False
     """It raised ``Snooze``: the attempt is handed back uncharged (``protocol.snooze``)."""
+    unknown: str = ""
+    """Why this worker cannot run the row's name (not registered, not importable here): the
+    attempt is handed back to wait for a worker that can (``protocol.defer``)."""
     backoff: Backoff | None = None
     """The backoff ``@job(retry_on={...})`` gives the exception raised, if it gives one."""
     task: Any = None
@@ -130,11 +133,14 @@ def find(job: Job) -> registry.JobSpec | UnknownJobError:
 
 
 def unregistered(execution: Execution, unknown: UnknownJobError) -> None:
-    """No ``@job`` of the row's name here: the attempt fails, not retried, nothing is called.
+    """No ``@job`` of the row's name here: nothing is called, and ``report`` hands the attempt
+    back uncharged to wait for a worker that knows the name (``protocol.defer``), until
+    ``LEASEJOBS_UNKNOWN_JOB_GRACE`` has passed since its first deferral.
 
     The error says why the name was not found and ends with what to do (kept whole in logs).
     """
     detail = f": {unknown.problem}" if unknown.problem else ""
+    execution.unknown = f"{execution.job.name!r} is not registered here{detail}"
     execution.failure = Failure(
         f"No job is registered as {execution.job.name!r}; it was not run{detail}. {unknown.advice}",
         kind="unregistered job",
@@ -245,6 +251,17 @@ def report(execution: Execution) -> Outcome:
     if execution.ok:
         outcome = protocol.complete(
             job.pk, job.attempt, execution.result, finished_by=context.worker_id
+        )
+    elif execution.unknown:
+        assert execution.failure is not None
+        outcome = protocol.defer(
+            job.pk,
+            job.attempt,
+            execution.failure,
+            deferrals=job.deferrals,
+            grace=settings.UNKNOWN_JOB_GRACE,
+            worker_id=context.worker_id,
+            reason=execution.unknown,
         )
     elif execution.snoozed:
         assert execution.when is not None

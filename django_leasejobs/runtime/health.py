@@ -4,7 +4,8 @@ A threshold is "passed" when a queue's number is strictly greater than it, so ``
 allowed". Each queue is judged on its own numbers, so a report names the queue at fault; an
 unset threshold (``None``) is not checked. ``max_stuck`` is the exception: stuck handlers belong
 to workers, not queues, so it judges their total over the live workers (its problem names no
-queue: ``queue`` is ``""``). ``max_unserved_age`` judges a queue's oldest due age only while no
+queue: ``queue`` is ``""``), and so is ``max_unknown`` (jobs waiting for a worker that knows
+their name, over every queue). ``max_unserved_age`` judges a queue's oldest due age only while no
 live worker serves that queue (:mod:`.unserved`), and unlike the others it is on by default.
 """
 
@@ -30,6 +31,7 @@ class Thresholds:
     max_paused_age: float | None = None
     max_stuck: int | None = None
     max_unserved_age: float | None = None
+    max_unknown: int | None = None
 
     @classmethod
     def from_settings(cls) -> Thresholds:
@@ -62,7 +64,8 @@ class Problem:
     value: float
     limit: float
     job: str = ""
-    """A paused job name (``paused_age`` of a job-name pause; ``queue`` is then "")."""
+    """A paused job name (``paused_age`` of a job-name pause; ``queue`` is then ""); for
+    ``unknown``, the names waiting and their counts."""
 
     def __str__(self) -> str:
         if self.metric == "oldest_due_age":
@@ -83,6 +86,12 @@ class Problem:
                 f"workers: {int(self.value)} stuck handler(s), more than {self.limit_text}: "
                 "their threads still run handlers whose attempt was ended (timeout or cancel); "
                 "restart those workers (runjobworker --max-stuck does it)"
+            )
+        if self.metric == UNKNOWN:
+            return (
+                f"{int(self.value)} job(s) wait for a worker that knows their name, more than "
+                f"{self.limit_text} ({self.job}): deploy workers whose code registers them; "
+                "each is dead-lettered once LEASEJOBS_UNKNOWN_JOB_GRACE has passed"
             )
         if self.metric == UNSERVED:
             return (
@@ -128,9 +137,12 @@ _CHECKS = (
     ("paused_age", "max_paused_age", "HEALTH_MAX_PAUSED_AGE"),
     ("stuck", "max_stuck", "HEALTH_MAX_STUCK"),
     ("unserved", "max_unserved_age", "HEALTH_MAX_UNSERVED_AGE"),
+    ("unknown", "max_unknown", "HEALTH_MAX_UNKNOWN"),
 )
 STUCK = "stuck"
 """The one metric of the workers, not of a queue: ``Stats.stuck``."""
+UNKNOWN = "unknown"
+"""Jobs waiting for a worker that knows their name, over every queue: ``Stats.unknown_total``."""
 UNSERVED = "unserved"
 """A queue's oldest due age while no live worker serves it (:mod:`.unserved`)."""
 _LIMITS = {metric: limit for metric, limit, _ in _CHECKS}
@@ -154,6 +166,10 @@ def evaluate(
     stuck_limit = thresholds.max_stuck
     if stuck_limit is not None and stats.stuck > stuck_limit:
         problems.append(Problem("", STUCK, stats.stuck, stuck_limit))
+    unknown_limit = thresholds.max_unknown
+    if unknown_limit is not None and stats.unknown_total > unknown_limit:
+        waiting = ", ".join(f"{name} {count}" for name, count in stats.unknown.items())
+        problems.append(Problem("", UNKNOWN, stats.unknown_total, unknown_limit, job=waiting))
     paused_limit = thresholds.max_paused_age
     if paused_limit is not None and queues is None:  # a job name's pause spans every queue
         for job, age in sorted(stats.paused_jobs.items()):
@@ -162,7 +178,7 @@ def evaluate(
     for name in names:
         numbers = judged.get(name, QueueStats())
         for metric in _LIMITS:
-            if metric == STUCK:
+            if metric in (STUCK, UNKNOWN):
                 continue
             limit = thresholds.limit(metric)
             value = unserved.get(name) if metric == UNSERVED else getattr(numbers, metric)

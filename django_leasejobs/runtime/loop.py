@@ -1,12 +1,13 @@
 """The claim loop, on the worker's main thread: claim, dispatch, flush, maintain, wait.
 
-It claims when the free room reaches the low mark of :mod:`.claim_sizing` (for the free
-threads plus a prefetch sized to the pool's pace), hands the jobs to the pool, and every
-``poll`` seconds runs maintenance: lease recovery (every worker does it; guarded statements make
-that safe), the dashboard's per-minute sample (once a minute, by whichever worker gets there
-first: :mod:`.samples`), pruning of long-lost workers' rows (once a lease), pruning of finished
-jobs by ``LEASEJOBS_RETENTION`` (by the worker holding the retention lease: :mod:`.retention`)
-and, unless disabled, the scheduler.
+It claims when the free room reaches the low mark of :mod:`.claim_sizing` (for the free threads plus
+a prefetch sized to the pool's pace), hands the jobs to the pool, and every ``poll`` seconds runs
+maintenance: lease recovery (every worker does it; guarded statements make that safe), the wake-up
+of jobs deferred by workers that did not know their name (for the names this worker registers), the
+dashboard's per-minute sample (once a minute, by whichever worker gets there first:
+:mod:`.samples`), pruning of long-lost workers' rows (once a lease), pruning of finished jobs by
+``LEASEJOBS_RETENTION`` (by the worker holding the retention lease: :mod:`.retention`) and, unless
+disabled, the scheduler.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 
 from django.db import Error as DatabaseError
 
-from .. import protocol
+from .. import protocol, registry
 from ..models import Job
 from . import execution, schedule_settings, schedules
 from .completions import GroupedCompletions
@@ -114,6 +115,7 @@ class ClaimLoop(GroupedCompletions, RuntimeFlush):
                 logger.info(
                     "worker.recovered id=%s jobs=%s", self.worker_id, ",".join(map(str, recovered))
                 )
+            self._wake_deferred()
             sampled = self._sampler.tick()
             if sampled:
                 logger.debug("worker.sampled id=%s minute=%s", self.worker_id, sampled.isoformat())
@@ -126,6 +128,14 @@ class ClaimLoop(GroupedCompletions, RuntimeFlush):
             return False
         self._next_maintenance = now + self.poll
         return True
+
+    def _wake_deferred(self) -> None:
+        """Make due now the jobs other workers deferred because they did not know the name,
+        for the names this worker registers (one guarded statement: only delays a deferral
+        set are cut short, ``protocol.wake_deferred``)."""
+        woken = protocol.wake_deferred(registry.registered())
+        if woken:
+            logger.info("worker.woke_deferred id=%s jobs=%s", self.worker_id, woken)
 
     def _prune_workers(self, now: float) -> None:
         """At most once a lease: delete the rows of workers not seen for many leases (killed

@@ -32,7 +32,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import Count, Q
 
-from .. import dbtime
+from .. import dbtime, protocol
 from ..conf import settings
 from ..dialects import counting, waiting
 from ..models import (
@@ -149,11 +149,18 @@ class Stats:
     paused_jobs: dict[str, float] = field(default_factory=dict)
     workers: list[WorkerStats] = field(default_factory=list)
     omitted: dict[str, QueueStats] = field(default_factory=dict)
+    unknown: dict[str, int] = field(default_factory=dict)
+    """Jobs waiting for a worker that knows their name, by name (``protocol.waiting_unknown``)."""
 
     @property
     def stuck(self) -> int:
         """Stuck handlers over the workers not lost."""
         return sum(w.stuck for w in self.workers if not w.lost)
+
+    @property
+    def unknown_total(self) -> int:
+        """Jobs waiting for a worker that knows their name, over every name."""
+        return sum(self.unknown.values())
 
     @property
     def judged(self) -> dict[str, QueueStats]:
@@ -170,6 +177,7 @@ class Stats:
             "paused_jobs": dict(sorted(self.paused_jobs.items())),
             "workers": [w.as_dict() for w in self.workers],
             "stuck": self.stuck,
+            "unknown_jobs": dict(self.unknown),
         }
 
 
@@ -221,6 +229,7 @@ def collect(using: str | None = None, *, counts: bool = True) -> Stats:
         paused_jobs=paused_jobs,
         workers=_workers(alias, now),
         omitted={name: queues[name] for name in names if name not in kept},
+        unknown=protocol.waiting_unknown(alias),
     )
 
 

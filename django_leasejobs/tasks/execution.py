@@ -20,7 +20,7 @@ from asgiref.sync import sync_to_async
 
 from ..backoff import Backoff
 from ..conf import settings
-from ..errors import PermanentError, TaskRefusedError
+from ..errors import PermanentError, TaskNotImportedError, TaskRefusedError
 from ..models import Job
 from ..protocol import Failure, Outcome
 from ..retries import Reschedule, Snooze
@@ -89,6 +89,12 @@ def _prepare(execution: Execution) -> tuple[Any, tasks_framework.Framework, Any]
     job = execution.job
     try:
         task = task_results.task_for(job)
+    except TaskNotImportedError as exc:
+        # Perhaps a newer release's task: the job waits for a worker that can import it.
+        execution.unknown = f"task {job.name!r} cannot be imported here"
+        execution.failure = Failure(str(exc), kind="not a task", advice=exc.advice)
+        execution.retryable = False
+        return None
     except TaskRefusedError as exc:
         execution.failure = Failure(str(exc), kind="not a task", advice=exc.advice)
         execution.retryable = False

@@ -13,7 +13,7 @@ from django.apps import apps
 from django.utils.module_loading import import_string
 
 from .. import error_history, job_modules
-from ..errors import TaskRefusedError
+from ..errors import TaskNotImportedError, TaskRefusedError
 from ..models import Job, Status
 from . import framework as tasks_framework
 
@@ -85,7 +85,7 @@ def resolve(path: str) -> Any:
     try:
         found = import_string(path)
     except ImportError as exc:
-        raise TaskRefusedError(
+        raise TaskNotImportedError(
             f"Task path {path!r} cannot be imported: {exc}. {advice}", advice=advice
         ) from None
     if tasks_framework.of(found) is None:

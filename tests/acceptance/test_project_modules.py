@@ -10,6 +10,7 @@ use the test database.
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.util
 import os
 import subprocess
@@ -28,6 +29,7 @@ from django_leasejobs.models import DeadLetter, Job, Status
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
+ONE_DAY = dt.timedelta(days=1, seconds=1)
 ADVICE = "LEASEJOBS_TASK_MODULES"
 """Every message about a name a worker cannot run says what to do, naming this setting."""
 
@@ -202,6 +204,14 @@ def test_a_job_outside_jobs_py_runs_on_a_worker_that_never_imported_it(project: 
 
 def test_a_job_outside_every_app_is_never_imported_by_a_worker(project: Project) -> None:
     job = Job.objects.create(name="shop.sidecar.tidy")
+    project.burst()  # it waits for a worker that can run it ...
+    assert not (project.root / "shop" / "sidecar-imported").exists()
+    job.refresh_from_db()
+    assert (job.status, job.deferrals) == (Status.PENDING, 1)
+    # ... until LEASEJOBS_UNKNOWN_JOB_GRACE (a day) has passed since its first deferral.
+    Job.objects.filter(pk=job.pk).update(
+        run_at=job.first_deferred_at, first_deferred_at=job.first_deferred_at - ONE_DAY
+    )
     project.burst()
     assert not (project.root / "shop" / "sidecar-imported").exists()
     job.refresh_from_db()

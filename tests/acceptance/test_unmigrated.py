@@ -60,10 +60,10 @@ def test_every_command_exits_at_once_naming_migrate(empty_project: NewProject, c
 
 
 def test_a_database_behind_by_one_migration_is_named(empty_project: NewProject) -> None:
-    assert empty_project.manage("migrate", "django_leasejobs", "0017").returncode == 0
+    assert empty_project.manage("migrate", "django_leasejobs", "0018").returncode == 0
     done = empty_project.manage("runjobworker", "--burst", timeout=60)
     assert done.returncode != 0
-    assert "lacks 1 django_leasejobs migration(s) (0018_maintenance_lease)" in done.stderr
+    assert "lacks 1 django_leasejobs migration(s) (0019_job_deferrals)" in done.stderr
     check = empty_project.manage("check", "--database", "default")
     assert "leasejobs.W010" in check.stderr
     assert empty_project.manage("migrate").returncode == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.db import connection
@@ -356,3 +358,22 @@ def test_the_detail_shows_a_snoozed_jobs_snoozes(admin_client) -> None:
     assert protocol.snooze(job.pk, claimed.attempt, 60.0, max_snoozes=5) is Outcome.SNOOZED
     page = admin_client.get(url("job_change", job.pk)).content.decode()
     assert '<div class="readonly">1</div>' in page.split("Snoozes")[1][:400]
+
+
+def test_the_detail_shows_a_deferred_jobs_deferrals(admin_client) -> None:
+    job = Job.objects.create(name="shop.release2.ship")
+    claimed = claim(job)
+    failure = Failure("No job is registered as 'shop.release2.ship'.", kind="unregistered job")
+    outcome = protocol.defer(
+        job.pk,
+        claimed.attempt,
+        failure,
+        deferrals=0,
+        grace=dt.timedelta(hours=1),
+        worker_id="w1",
+        reason="not registered",
+    )
+    assert outcome is Outcome.RELEASED
+    page = admin_client.get(url("job_change", job.pk)).content.decode()
+    assert '<div class="readonly">1</div>' in page.split("Deferrals")[1][:400]
+    assert "First deferred at" in page

@@ -15,7 +15,7 @@ from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Failure, Outcome
 from django_leasejobs.runtime import execution
 
-from ..conftest import fields
+from ..conftest import fields, shifted
 
 pytestmark = pytest.mark.django_db
 
@@ -242,16 +242,28 @@ class TestFailRetryDead:
         jobs.missing_key.enqueue()
         assert execution.run(claim_one(), "w1") is Outcome.DEAD
 
-    def test_an_unregistered_name_is_never_called_and_is_dead_lettered(self) -> None:
+    def test_an_unregistered_name_is_never_called_and_waits_then_dies_after_the_grace(
+        self, settings
+    ) -> None:
+        settings.LEASEJOBS_UNKNOWN_JOB_GRACE = "1h"
         Job.objects.create(name="os.system", args=["echo pwned"])
+        job = claim_one()
+        assert execution.run(job, "w1") is Outcome.RELEASED
+        assert not DeadLetter.objects.exists()
+        row = fields(job.pk, "status", "deferrals", "first_deferred_at")
+        assert row["status"] == Status.PENDING
+        assert row["deferrals"] == 1
+        Job.objects.filter(pk=job.pk).update(run_at=shifted(-1), first_deferred_at=shifted(-3601))
         job = claim_one()
         assert execution.run(job, "w1") is Outcome.DEAD
         letter = DeadLetter.objects.get(job=job)
         assert letter.reason == "unregistered job"
-        assert letter.errors[0]["error"] == (
+        assert letter.errors[-1]["error"] == (
             "No job is registered as 'os.system'; it was not run: its module 'os' is outside "
             "the installed apps' packages and LEASEJOBS_TASK_MODULES; nothing was imported. "
-            f"{job_modules.JOB_ADVICE}"
+            "No worker that can run it claimed it within LEASEJOBS_UNKNOWN_JOB_GRACE (1:00:00) "
+            "of its first deferral: deploy workers whose code registers this job (or whose "
+            f"allow-list imports its module), then replay it. {job_modules.JOB_ADVICE}"
         )
 
     def test_a_job_in_an_allowed_module_not_yet_imported_is_imported_and_run(
@@ -262,7 +274,8 @@ class TestFailRetryDead:
         assert execution.run(claim_one(), "w1") is Outcome.SUCCEEDED
         assert fields(job.pk, "result") == {"result": "report for monday"}
 
-    def test_the_log_line_of_an_unknown_job_keeps_what_to_do(self, caplog) -> None:
+    def test_the_log_line_of_an_unknown_job_keeps_what_to_do(self, caplog, settings) -> None:
+        settings.LEASEJOBS_UNKNOWN_JOB_GRACE = "0s"
         name = "gone." + "x" * 190  # the error's text is longer than a log line shows
         Job.objects.create(name=name)
         with caplog.at_level("WARNING", logger="django_leasejobs"):
@@ -368,6 +381,7 @@ class TestReplay:
     def test_replay_finds_the_job_as_a_worker_does(self, settings, late_jobs: str) -> None:
         """This process never imported the job's module: the replay imports it, as the worker
         that runs the new job will, once the allow-list has it."""
+        settings.LEASEJOBS_UNKNOWN_JOB_GRACE = "0s"  # dead at once, to be replayed
         Job.objects.create(name=f"{late_jobs}.late_report", args=["monday"])
         assert execution.run(claim_one(), "w1") is Outcome.DEAD  # not allowed yet
         settings.LEASEJOBS_TASK_MODULES = [late_jobs]  # the fix, deployed

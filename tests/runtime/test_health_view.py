@@ -68,6 +68,7 @@ def test_503_while_a_queue_is_stalled_then_200_once_drained(staff: Client, make_
         "max_paused_age": None,
         "max_stuck": None,
         "max_unserved_age": None,
+        "max_unknown": None,
     }
     (problem,) = body["problems"]
     assert problem["queue"] == "mail"

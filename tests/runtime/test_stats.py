@@ -133,8 +133,9 @@ def test_as_dict_is_json_ready_and_names_every_field(make_due) -> None:
         "paused_jobs",
         "workers",
         "stuck",
+        "unknown_jobs",
     }
-    assert (data["workers"], data["stuck"]) == ([], 0)
+    assert (data["workers"], data["stuck"], data["unknown_jobs"]) == ([], 0, {})
     assert set(data["total"]) == FIELDS
     assert set(data["queues"]["default"]) == FIELDS
     assert data["queues"]["default"]["due"] == 1

@@ -25,7 +25,7 @@ from django_leasejobs.protocol import Outcome
 from django_leasejobs.runtime import execution
 from django_leasejobs.runtime.worker import Worker
 
-from ..conftest import shifted
+from ..conftest import fields, shifted
 from ..invariants import wait_for
 
 try:
@@ -487,8 +487,24 @@ class TestRunning:
 
     def test_a_task_path_without_the_marker_is_never_imported(self) -> None:
         job = Job.objects.create(name="testapp.tasks.add", args=[1, 2])
+        assert run_one() == Outcome.RELEASED  # waits for a worker that registers the name
+        assert fields(job.pk, "status", "deferrals") == {"status": "pending", "deferrals": 1}
+        assert not DeadLetter.objects.exists()
+        assert not Hit.objects.exists()
+
+    def test_a_task_this_worker_cannot_import_waits_then_dies_after_the_grace(
+        self, settings
+    ) -> None:
+        settings.LEASEJOBS_UNKNOWN_JOB_GRACE = "1h"
+        job = protocol.enqueue_task("testapp.gone.task", [], {}, task_backend="default")
+        assert run_one() == Outcome.RELEASED  # perhaps a newer release's task
+        assert fields(job.pk, "status", "deferrals") == {"status": "pending", "deferrals": 1}
+        Job.objects.filter(pk=job.pk).update(run_at=shifted(-1), first_deferred_at=shifted(-3601))
         assert run_one() == Outcome.DEAD
-        assert DeadLetter.objects.get(job=job).reason == "unregistered job"
+        letter = DeadLetter.objects.get(job=job)
+        assert letter.reason == "not a task"  # as such letters always were
+        assert "cannot be imported" in letter.errors[-1]["error"]
+        assert "LEASEJOBS_UNKNOWN_JOB_GRACE (1:00:00)" in letter.errors[-1]["error"]
 
     def test_a_receivers_error_does_not_stop_the_task(self, caplog) -> None:
         def broken(sender, task_result, **kwargs):

@@ -48,7 +48,8 @@ class Command(LeaseJobsCommand):
         "Exit 1, naming the queue and the number, when the oldest due job is older than "
         "--max-due-age, more jobs went dead in the last hour than --max-dead-per-hour, or more "
         "leases expired than --max-expired-leases, a queue has been paused longer than "
-        "--paused-max, the live workers have more stuck handlers than --stuck-max, or a queue "
+        "--paused-max, the live workers have more stuck handlers than --stuck-max, more jobs "
+        "wait for a worker that knows their name than --unknown-max, or a queue "
         "holds jobs due for longer than --max-unserved-age (60 s by default) while no live "
         "worker serves it; exit 0 when healthy. A paused queue is never unhealthy for waiting."
     )
@@ -88,6 +89,14 @@ class Command(LeaseJobsCommand):
             "workers may have in all.",
         )
         parser.add_argument(
+            "--unknown-max",
+            dest="max_unknown",
+            type=count,
+            metavar="N",
+            help="Jobs that may wait for a worker that knows their name, in all (jobs a worker "
+            "deferred because it does not register their name; LEASEJOBS_HEALTH_MAX_UNKNOWN).",
+        )
+        parser.add_argument(
             "--max-unserved-age",
             type=age_seconds,
             metavar="S",
@@ -111,6 +120,7 @@ class Command(LeaseJobsCommand):
             ),
             max_paused_age=_convert(options["max_paused_age"], age_seconds, "--paused-max"),
             max_stuck=_convert(options["max_stuck"], count, "--stuck-max"),
+            max_unknown=_convert(options["max_unknown"], count, "--unknown-max"),
             max_unserved_age=_convert(
                 options["max_unserved_age"], age_seconds, "--max-unserved-age"
             ),
@@ -118,8 +128,8 @@ class Command(LeaseJobsCommand):
         if thresholds.empty:
             raise CommandError(
                 "Nothing to check: give --max-due-age, --max-dead-per-hour, "
-                "--max-expired-leases, --paused-max, --stuck-max or --max-unserved-age (or set "
-                "the LEASEJOBS_HEALTH_MAX_* settings).",
+                "--max-expired-leases, --paused-max, --stuck-max, --unknown-max or "
+                "--max-unserved-age (or set the LEASEJOBS_HEALTH_MAX_* settings).",
                 returncode=USAGE,
             )
         queues = _queues(options["queue"])
@@ -143,8 +153,14 @@ class Command(LeaseJobsCommand):
                 f"OK: {scope} within limits (oldest due age {int(summary.oldest_due_age)} s, "
                 f"dead last hour {summary.dead_last_hour}, "
                 f"expired leases {summary.expired_leases}, stuck handlers {result.stuck}"
+                f"{_unknown_note(result)}"
                 f"{_paused_note(result, checked)})"
             )
+
+
+def _unknown_note(result: stats.Stats) -> str:
+    waiting = result.unknown_total
+    return f", waiting for a worker that knows them {waiting}" if waiting else ""
 
 
 def _paused_note(result: stats.Stats, checked: list[str]) -> str:

@@ -56,6 +56,8 @@ def table(result: stats.Stats) -> str:
         lines.append(f"{name:<{width}}{cells}{format_age(numbers.oldest_due_age):>12}{paused:>10}")
     for job_name, age in sorted(result.paused_jobs.items()):
         lines.append(f"paused job {job_name} for {format_age(age)}")
+    for job_name, waiting in result.unknown.items():
+        lines.append(f"waiting for a worker that knows it: {job_name} {waiting}")
     return "\n".join(lines + workers_table(result))
 
 
