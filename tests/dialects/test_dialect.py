@@ -22,7 +22,7 @@ from django.test.utils import CaptureQueriesContext
 
 from django_leasejobs import dialects, notify
 from django_leasejobs.dbtime import db_now
-from django_leasejobs.dialects import Completion, Token, postgresql_sql
+from django_leasejobs.dialects import Completion, Token, postgresql_sql, sql
 from django_leasejobs.dialects.mysql import MySQLDialect
 from django_leasejobs.dialects.postgresql import PostgreSQLDialect
 from django_leasejobs.dialects.sqlite import SQLiteDialect
@@ -371,10 +371,13 @@ def test_this_suite_calls_every_operation_on_the_dialect_under_test() -> None:
     assert called >= OPERATIONS, OPERATIONS - called
 
 
-def test_the_tables_postgresql_names_literally_are_the_models() -> None:
-    assert Job._meta.db_table == postgresql_sql.JOB
-    assert Limiter._meta.db_table == postgresql_sql.LIMITER
-    assert Pause._meta.db_table == postgresql_sql.PAUSE
+def test_the_tables_the_statements_name_literally_are_the_models() -> None:
+    assert Job._meta.db_table == sql.JOB
+    assert Limiter._meta.db_table == sql.LIMITER
+    assert Pause._meta.db_table == sql.PAUSE
+    assert (postgresql_sql.JOB, postgresql_sql.LIMITER, postgresql_sql.PAUSE) == (
+        sql.JOB, sql.LIMITER, sql.PAUSE,
+    )  # fmt: skip
 
 
 def test_named_parameters_reach_the_database_through_django_cursor() -> None:
