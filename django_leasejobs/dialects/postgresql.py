@@ -186,9 +186,6 @@ class PostgreSQLDialect(Dialect):
                 params = {"channel": notify.CANCEL_CHANNEL, "job_id": str(int(job_id))}
                 cursor.execute(ANNOUNCE_CANCEL, params)
 
-    def announces_finished(self, alias: str) -> bool:
-        return notify.supported(alias)
-
     def announce_finished(self, alias: str, ids: Sequence[int]) -> None:
         if ids and notify.supported(alias):
             payloads = notify.finished_payloads(list(ids))

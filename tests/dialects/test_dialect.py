@@ -244,10 +244,8 @@ class TestAnnounce:
     def test_announce_finished_tells_waiters_the_ids_at_commit(
         self, dialect: dialects.Dialect
     ) -> None:
-        announces = dialect.announces_finished(DEFAULT_DB_ALIAS)
-        assert announces is isinstance(dialect, PostgreSQLDialect)
         listening = None
-        if announces:
+        if isinstance(dialect, PostgreSQLDialect):  # the only one that announces
             listening = connection.get_new_connection(connection.get_connection_params())
             listening.autocommit = True
             listening.execute(f"LISTEN {notify.FINISHED_CHANNEL}")
@@ -351,7 +349,7 @@ OPERATIONS = {
     "insert", "insert_many", "claim", "claim_limited", "renew", "complete_many",
     "announce", "announce_cancel", "prune_limiters", "upsert_worker",
     # Finishes wake callers waiting for a job (``job.wait()``) where the database can.
-    "complete_one", "announce_finished", "announces_finished",
+    "complete_one", "announce_finished",
 }  # fmt: skip
 
 
