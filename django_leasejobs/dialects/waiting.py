@@ -25,7 +25,8 @@ WITH RECURSIVE waiting_queues (queue) AS (
     UNION ALL
     SELECT (
         SELECT MIN(later.queue) FROM {JOB} later
-        WHERE {WAITING} AND later.queue > waiting_queues.queue
+        -- Every column qualified in the recursive step (``later``), as the statement always was.
+        WHERE later.status IN ('pending', 'failed') AND later.queue > waiting_queues.queue
     )
     FROM waiting_queues WHERE waiting_queues.queue IS NOT NULL
 )
