@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from ..dbtime import DbNow, db_now
+from ..db.dbtime import DbNow, db_now
 from ..models import ApiToken
 from .errors import ApiError
 

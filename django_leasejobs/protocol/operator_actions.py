@@ -10,8 +10,9 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connections, transaction
 
-from .. import client_encoding, registry
-from ..dbtime import DbNow
+from ..core import registry
+from ..db import client_encoding
+from ..db.dbtime import DbNow
 from ..errors import InvalidTransitionError, JobValidationError, TaskRefusedError
 from ..models import CLAIMABLE, DeadLetter, Effect, Job, Status
 from ..tasks import results as task_results

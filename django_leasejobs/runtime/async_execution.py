@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from asgiref.sync import sync_to_async
 
-from .. import registry
+from ..core import registry
 from ..errors import UnknownJobError
 from ..models import Job
 from ..protocol import Failure

@@ -16,9 +16,10 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.db import connections
 
-from .. import protocol, registry
-from ..backoff import Backoff
-from ..conf import settings
+from .. import protocol
+from ..core import registry
+from ..core.backoff import Backoff
+from ..core.conf import settings
 from ..errors import PermanentError, UnknownJobError
 from ..models import Job
 from ..protocol import Failure, Outcome

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from ..backoff import Backoff
-from ..conf import settings
+from ..core.backoff import Backoff
+from ..core.conf import settings
 from ..errors import PermanentError, TaskNotImportedError, TaskRefusedError
 from ..models import Job
 from ..protocol import Failure, Outcome

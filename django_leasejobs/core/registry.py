@@ -15,11 +15,11 @@ from typing import Any
 
 from django.apps import apps
 
+from ..errors import JobArgumentsError, JobValidationError, UnknownJobError
+from ..retries import RetryOn
 from . import code_schedules, dedupe_keys, job_modules, limits, validation
 from .backoff import Backoff
 from .conf import settings
-from .errors import JobArgumentsError, JobValidationError, UnknownJobError
-from .retries import RetryOn
 
 RetryOnOption = (
     type[BaseException]

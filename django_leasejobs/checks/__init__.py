@@ -26,17 +26,17 @@
   other (database check)
 - ``leasejobs.W003``: an unknown ``LEASEJOBS_*`` setting, probably a typo (with a suggestion)
 - ``leasejobs.W004``: retired: a job's undeclared queue is now the error ``E012``
-- ``leasejobs.W005``, ``W006``: the lease advisor's, in :mod:`django_leasejobs.lease_checks`
+- ``leasejobs.W005``, ``W006``: the lease advisor's, in :mod:`django_leasejobs.checks.leases`
 - ``leasejobs.W011``: a queue in use is named with a trailing ``:<digits>``, which
-  ``runjobworker --queues`` reads as a thread budget (:mod:`django_leasejobs.queue_checks`)
+  ``runjobworker --queues`` reads as a thread budget (:mod:`django_leasejobs.checks.queues`)
 - ``leasejobs.W007``: ``LEASEJOBS_EAGER`` with ``DEBUG = False``: a test setting that reached
   production, where each enqueue would run its job inside the request, with no worker, retry,
   lease or timeout
 - ``leasejobs.W010``: the app's migrations are not all applied on the database (database check,
-  in :mod:`django_leasejobs.migration_state`; a warning, so that ``migrate`` itself is not
+  in :mod:`django_leasejobs.db.migration_state`; a warning, so that ``migrate`` itself is not
   stopped): the app's commands refuse to start until ``migrate`` has run
 - ``leasejobs.W099``, ``E099``: jobs a worker could not find
-  (:mod:`django_leasejobs.job_checks`)
+  (:mod:`django_leasejobs.checks.jobs`)
 
 The database checks (E007, W001) carry Django's ``database`` tag: they run with
 ``manage.py check --database default`` and before ``migrate``, never on a plain ``check``.
@@ -58,17 +58,21 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from ..core import cron, job_modules, registry
+from ..core.conf import PREFIX, Settings, settings
+from ..errors import JobArgumentsError, UnknownJobError
 from . import (
-    cron,
-    job_checks,
-    job_modules,
-    lease_checks,
-    queue_checks,
-    registry,
-    schedule_checks,
+    jobs as job_checks,
 )
-from .conf import PREFIX, Settings, settings
-from .errors import JobArgumentsError, UnknownJobError
+from . import (
+    leases as lease_checks,
+)
+from . import (
+    queues as queue_checks,
+)
+from . import (
+    schedules as schedule_checks,
+)
 
 MINIMUM_VERSIONS = {
     "postgresql": ((13,), "PostgreSQL 13"),
@@ -377,7 +381,7 @@ def _is_timezone(name: Any) -> bool:
 def check_databases(
     app_configs: Any = None, databases: Iterable[str] | None = None, **kwargs: Any
 ) -> Messages:
-    from .models import Job
+    from ..models import Job
 
     messages: Messages = []
     for alias in databases or ():

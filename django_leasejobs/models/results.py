@@ -23,9 +23,9 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import DEFAULT_DB_ALIAS, connections, router
 
-from . import notify
-from .errors import JobFailedError
-from .models import FINAL, DeadLetter, Job, Status
+from ..core import notify
+from ..errors import JobFailedError
+from . import FINAL, DeadLetter, Job, Status
 
 logger = logging.getLogger("django_leasejobs")
 

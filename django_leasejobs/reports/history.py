@@ -18,7 +18,7 @@ from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import Count, Max, QuerySet, Sum
 from django.db.models.functions import ExtractMinute, Mod, TruncHour
 
-from .. import dbtime
+from ..db import dbtime
 from ..models import RUN_TIME_EDGES, QueueSample
 
 UTC = dt.timezone.utc

@@ -22,7 +22,8 @@ from django.conf import settings as django_settings
 from django.core import checks
 from django.urls import get_resolver
 
-from . import job_modules, jobs, registry
+from .. import jobs
+from ..core import job_modules, registry
 
 
 def register() -> None:

@@ -16,10 +16,10 @@ from django.db.models import QuerySet
 from django.db.models.expressions import ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
 
-from ..dbtime import DbNow
+from ..db.dbtime import DbNow
 from ..dialects import for_alias
 from ..models import Worker
-from .base import job_database, logger
+from ..protocol.base import job_database, logger
 
 PRUNE_AFTER_LEASES = 10
 """A row not seen for this many of the pruning worker's leases is deleted by its maintenance."""

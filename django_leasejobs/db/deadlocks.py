@@ -23,7 +23,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, router
 
-from .models import Job
+from ..models import Job
 
 logger = logging.getLogger("django_leasejobs")
 

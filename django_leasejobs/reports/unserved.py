@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, router
 
-from .. import dbtime
+from ..db import dbtime
 from ..dialects import counting, waiting
 from ..models import IS_WAITING, Job
 from .stats import QueueStats, WorkerStats

@@ -19,7 +19,7 @@ import string
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import JobValidationError
+from ..errors import JobValidationError
 
 _ROOT = re.compile(r"^([^.\[]*)")
 

@@ -25,7 +25,7 @@ from django.db import DEFAULT_DB_ALIAS, router
 from django.db import Error as DatabaseError
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Q
 
-from .. import dbtime
+from ..db import dbtime
 from ..models import IS_FINAL, RUN_TIME_EDGES, Job, QueueSample, Status
 from . import stats
 

@@ -32,19 +32,11 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import Count, Q
 
-from .. import dbtime, protocol
-from ..conf import settings
+from .. import protocol
+from ..core.conf import settings
+from ..db import dbtime
 from ..dialects import counting, waiting
-from ..models import (
-    CLAIMABLE,
-    IS_RUNNING,
-    IS_WAITING,
-    DeadLetter,
-    Job,
-    Pause,
-    PauseKind,
-    Worker,
-)
+from ..models import CLAIMABLE, IS_RUNNING, IS_WAITING, DeadLetter, Job, Pause, PauseKind, Worker
 
 HOUR = dt.timedelta(hours=1)
 DAY = dt.timedelta(days=1)

@@ -10,11 +10,12 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.expressions import ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
 
-from .. import dialects, registry
-from ..dbtime import DbNow
+from .. import dialects
+from ..core import registry
+from ..db.dbtime import DbNow
 from ..dialects import limiter_pruning
 from ..models import DeadLetter, Effect, Job, QueueSample, Status
-from .base import job_database, logger
+from ..protocol.base import job_database, logger
 
 PRUNABLE = (Status.SUCCEEDED, Status.DEAD, Status.CANCELLED)
 

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..conf import PREFIX, settings
-from ..durations import format_age
+from ..core.conf import PREFIX, settings
+from ..core.durations import format_age
 from .stats import QueueStats, Stats
 from .unserved import unserved_queues
 

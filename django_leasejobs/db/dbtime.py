@@ -35,7 +35,7 @@ def db_now(alias: str | None = None) -> dt.datetime:
     """The database's clock, read in one cheap query (for delays computed before an INSERT);
     by default the clock of the database jobs are written to."""
     if alias is None:
-        from .models import Job
+        from ..models import Job
 
         alias = router.db_for_write(Job) or DEFAULT_DB_ALIAS
     connection = connections[alias]

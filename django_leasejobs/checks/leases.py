@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 from django.core import checks
 from django.db import connections, router
 
-from .runtime.lease_advice import seconds_text
+from ..reports.lease_advice import seconds_text
 
 if TYPE_CHECKING:
-    from .runtime.advisor import JobLeases
+    from ..reports.advisor import JobLeases
 
 Messages = list[checks.CheckMessage]
 HINT = (
@@ -36,8 +36,8 @@ def register() -> None:
 def check_leases(
     app_configs: Any = None, databases: Iterable[str] | None = None, **kwargs: Any
 ) -> Messages:
-    from .models import RuntimeStat  # checks.py is imported before the models are ready
-    from .runtime import advisor
+    from ..models import RuntimeStat  # checks.py is imported before the models are ready
+    from ..reports import advisor
 
     messages: Messages = []
     for alias in databases or ():

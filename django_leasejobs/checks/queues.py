@@ -20,7 +20,7 @@ from typing import Any
 from django.core import checks
 from django.db import connections, router
 
-from .conf import BUDGET_LIKE
+from ..core.conf import BUDGET_LIKE
 
 Messages = list[checks.CheckMessage]
 
@@ -32,7 +32,7 @@ def register() -> None:
 def check_budget_like_queues(
     app_configs: Any = None, databases: Iterable[str] | None = None, **kwargs: Any
 ) -> Messages:
-    from .models import Pause, PauseKind, QueueSample, Schedule  # not ready at import
+    from ..models import Pause, PauseKind, QueueSample, Schedule  # not ready at import
 
     names: set[str] = set()
     for alias in databases or ():

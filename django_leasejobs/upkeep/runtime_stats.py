@@ -17,10 +17,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
-from .. import dbtime, histogram
-from ..deadlocks import retry_deadlocks
+from ..core import histogram
+from ..db import dbtime
+from ..db.deadlocks import retry_deadlocks
 from ..models import RuntimeStat
-from .base import job_database
+from ..protocol.base import job_database
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """``LEASEJOBS_RETENTION``: workers prune finished jobs past their age, one worker at a time.
 
 Every worker's maintenance calls :meth:`Retention.tick`. The worker that holds the retention
-lease (:func:`protocol.take_lease`, a guarded UPDATE on one row, database time) walks the
-finished jobs of each state in key order with :func:`protocol.prune_finished`, the function
+lease (:func:`upkeep.take_lease`, a guarded UPDATE on one row, database time) walks the
+finished jobs of each state in key order with :func:`upkeep.prune_finished`, the function
 ``prunejobs`` uses: short batches, each its own transaction, SKIP LOCKED where the database has
 it, only final states, schedules' cursors untouched (so an old occurrence is never emitted
 again). A tick does a few batches at most, so the claim loop that runs it is held for a moment
@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import protocol
-from ..conf import settings
+from .. import upkeep
+from ..core.conf import settings
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -97,12 +97,12 @@ class Retention:
             raise
 
     def _tick(self, ages: dict[str, dt.timedelta], now: float) -> int:
-        if not protocol.take_lease(protocol.RETENTION, self.worker_id, self.lease_seconds):
+        if not upkeep.take_lease(upkeep.RETENTION, self.worker_id, self.lease_seconds):
             self._walk = None  # another worker prunes; a later round starts from the first key
             self._next_try = now + self.lease_seconds / 4 * random.uniform(0.75, 1.25)
             return 0
         if self._walk is None:
-            order = [str(state) for state in protocol.PRUNABLE if state in ages]
+            order = [str(state) for state in upkeep.PRUNABLE if state in ages]
             self._walk = Walk(dict(ages), order)
         deleted = self._prune(self._walk)
         if not self._walk.states:
@@ -117,7 +117,7 @@ class Retention:
         deleted = 0
         while walk.states:
             state = walk.states[0]
-            count, last = protocol.prune_finished(
+            count, last = upkeep.prune_finished(
                 state, walk.ages[state], batch=self.batch, after_id=walk.after_id
             )
             deleted += count
@@ -143,4 +143,4 @@ class Retention:
         """At a clean stop: give the lease back if held, so another worker goes on at once."""
         if self._walk is not None:
             self._walk = None
-            protocol.release_lease(protocol.RETENTION, self.worker_id)
+            upkeep.release_lease(upkeep.RETENTION, self.worker_id)

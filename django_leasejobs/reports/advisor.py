@@ -16,8 +16,9 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import Max, Q, Sum
 
-from .. import dbtime, histogram, registry
-from ..conf import settings
+from ..core import histogram, registry
+from ..core.conf import settings
+from ..db import dbtime
 from ..models import RuntimeStat
 from .lease_advice import STALE_LIMIT, Suggestion, heartbeat_keeps, suggest
 

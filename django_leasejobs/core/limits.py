@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import JobValidationError
+from ..errors import JobValidationError
 
 MAX_KEY_LENGTH = 200
 """The width of the key columns on the job row."""

@@ -16,9 +16,9 @@ from django.db.models import Q
 from django.db.models.expressions import ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
 
-from ..dbtime import DbNow
+from ..db.dbtime import DbNow
 from ..models import MaintenanceLease
-from .base import job_database, logger
+from ..protocol.base import job_database, logger
 
 RETENTION = "retention"
 """The lease of pruning by ``LEASEJOBS_RETENTION``."""

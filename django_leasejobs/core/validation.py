@@ -12,15 +12,8 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from .conf import (
-    BUDGET_LIKE,
-    MAX_ATTEMPTS_LIMIT,
-    QUEUE_NAME,
-    QUEUE_NAME_RULE,
-    is_timeout,
-    settings,
-)
-from .errors import JobValidationError
+from ..errors import JobValidationError
+from .conf import BUDGET_LIKE, MAX_ATTEMPTS_LIMIT, QUEUE_NAME, QUEUE_NAME_RULE, is_timeout, settings
 
 MIN_PRIORITY = -100
 MAX_PRIORITY = 100

@@ -11,8 +11,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ScheduleError
 from . import cron
-from .errors import ScheduleError
 
 MISFIRE_POLICIES = ("all", "latest", "skip")
 """``models.Misfire``'s values (a test keeps them equal): the foundation cannot import models."""

@@ -11,8 +11,8 @@ from typing import Any
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
-from . import registry
-from .conf import PREFIX, settings
+from ..core import registry
+from ..core.conf import PREFIX, settings
 
 
 def register() -> None:
