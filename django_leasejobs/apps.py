@@ -25,3 +25,6 @@ class LeaseJobsConfig(AppConfig):
         checks.register()
         migration_state.register()
         metrics.install_if_enabled()
+        from .tasks import rows
+
+        rows.register()  # the worker and the protocol reach django.tasks rows through it

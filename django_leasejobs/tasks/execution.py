@@ -203,7 +203,7 @@ def is_async(job: Job) -> bool:
 
 def backend_configured() -> bool:
     """Whether a ``TASKS`` alias here is this app's backend (or a subclass): its rows may name
-    async tasks. Matched by class path, since this layer may not import the backend."""
+    async tasks. Matched by class path, so that nothing imports the backend for this."""
     frameworks = tasks_framework.installed()
     if not frameworks:
         return False
