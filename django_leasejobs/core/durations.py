@@ -97,3 +97,10 @@ def format_age(seconds: float) -> str:
     if whole < 86400:
         return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
     return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"
+
+
+def iso(value: dt.datetime | None) -> str | None:
+    """A time as ISO 8601 in UTC with ``Z``, as the API and ``jobapitoken`` print it."""
+    if value is None:
+        return None
+    return value.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
