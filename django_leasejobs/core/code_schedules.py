@@ -15,7 +15,7 @@ from ..errors import ScheduleError
 from . import cron
 
 MISFIRE_POLICIES = ("all", "latest", "skip")
-"""``models.Misfire``'s values (a test keeps them equal): the foundation cannot import models."""
+"""``models.Misfire``'s values (a test keeps them equal): the core cannot import models."""
 
 CATCHUP_WINDOW = 3600
 """Seconds: missed occurrences older than this are skipped (the ``Schedule`` default)."""
