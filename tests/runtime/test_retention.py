@@ -324,7 +324,7 @@ def test_a_database_error_is_logged_and_the_worker_goes_on(
     def broken(*args: Any, **kwargs: Any) -> bool:
         raise OperationalError("lock wait timeout")
 
-    monkeypatch.setattr(protocol, "take_lease", broken)
+    monkeypatch.setattr(upkeep, "take_lease", broken)
     jobs.noop.enqueue()
     with override_settings(LEASEJOBS_RETENTION={"succeeded": "7d"}):
         summary = Worker(concurrency=1, poll=0.05, scheduler=False).run(burst=True)
@@ -356,7 +356,7 @@ def test_after_a_database_error_the_next_try_waits_a_quarter_lease(
         raise OperationalError('relation "django_leasejobs_maintenancelease" does not exist')
 
     settings.LEASEJOBS_RETENTION = {"succeeded": "7d"}
-    monkeypatch.setattr(protocol, "take_lease", broken)
+    monkeypatch.setattr(upkeep, "take_lease", broken)
     clock = Clock()
     retention = pruner("a", clock)
     with pytest.raises(OperationalError):
