@@ -369,7 +369,7 @@ class DeadLetter(models.Model):
         default="",
         editable=False,
         help_text="The error's key: its exception class and the handler's innermost frames "
-        "(django_leasejobs.core.fingerprints); empty until computed for a row written before it.",
+        "(django_leasejobs.fingerprints); empty until computed for a row written before it.",
     )
 
     class Meta:
