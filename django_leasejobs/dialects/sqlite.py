@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db import connections
 
-from ..dbtime import SQLITE_NOW
+from ..db.dbtime import SQLITE_NOW
 from ..models import Job
 from .base import Dialect
 from .sql import (

@@ -15,7 +15,7 @@ from collections.abc import Collection
 
 from django.db import connections
 
-from ..dbtime import as_aware
+from ..db.dbtime import as_aware
 from .sql import JOB, WAITING, placeholders
 
 # ``{names}``: nothing, or ``AND due.name NOT IN (...)`` with a placeholder per paused job name.

@@ -11,7 +11,8 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, router
 
-from .. import dialects, signals
+from .. import dialects
+from ..db import signals
 from ..models import Job
 
 logger = logging.getLogger("django_leasejobs")
