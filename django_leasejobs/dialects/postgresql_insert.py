@@ -31,13 +31,13 @@ from django.db.models.fields.json import JSONField
 
 from .. import client_encoding, notify, validation
 from ..models import Job
+from . import job_rows
 
 CHUNK = 2000
 """Rows per bulk statement: small enough that the database has the first chunk to insert
 while the next is validated, large enough that a statement carries most of its cost."""
 
 _FIELDS = [f for f in Job._meta.concrete_fields if not f.primary_key]
-_ATTNAMES = [str(f.attname) for f in Job._meta.concrete_fields]
 
 
 class InsertShape:
@@ -100,10 +100,14 @@ class InsertShape:
         ]
 
     def instance(
-        self, alias: str, given: dict[str, Any], returned: Sequence[Any] | None = None
+        self,
+        build: Callable[[Sequence[Any]], Job],
+        given: dict[str, Any],
+        returned: Sequence[Any] | None = None,
     ) -> Job:
-        """The inserted row as the ``Job`` a query would load: ``given`` (every key of the
-        shape), the ``returned`` columns (or later, by ``fill``), and the defaults."""
+        """The inserted row as the ``Job`` a query would load (made by ``build``, a
+        ``job_rows.builder``): ``given`` (every key of the shape), the ``returned`` columns (or
+        later, by ``fill``), and the defaults."""
         values = list(self._constants)
         for i, key in self._given_slots:
             values[i] = given[key]
@@ -112,12 +116,12 @@ class InsertShape:
                 values[i] = returned[column]
         for i, default in self._fresh_slots:
             values[i] = default()
-        return Job.from_db(alias, _ATTNAMES, values)
+        return build(values)
 
     def fill(self, job: Job, returned: Sequence[Any]) -> None:
         """Set the ``returned`` columns on a job built before the database sent them."""
         for i, column in self._returned_slots:
-            setattr(job, _ATTNAMES[i], returned[column])
+            setattr(job, job_rows.ATTNAMES[i], returned[column])
 
 
 _NULL_BY_DEFAULT = frozenset(
@@ -168,7 +172,7 @@ def insert_one(values: dict[str, Any], alias: str) -> Job:
         timestamps_in_c(cursor.cursor)
         cursor.execute(_one_sql(alias, names, announce), params)
         returned = cursor.fetchone()
-    return row.instance(alias, given, returned[: len(row.returned)])
+    return row.instance(job_rows.builder(alias), given, returned[: len(row.returned)])
 
 
 @functools.lru_cache(maxsize=64)
@@ -211,13 +215,14 @@ def insert_many(rows: Iterable[dict[str, Any]], alias: str) -> list[Job]:
     """
     connection = connections[alias]
     sent: list[tuple[list[Job], InsertShape, Any]] = []
+    build = job_rows.builder(alias)
     with _pipeline(connection):
         for chunk in _chunks(rows):
             row, sql, params = _many_statement(chunk, connection, alias)
             cursor = connection.cursor()
             timestamps_in_c(cursor.cursor)
             cursor.execute(sql, params)
-            sent.append(([row.instance(alias, values) for values in chunk], row, cursor))
+            sent.append(([row.instance(build, values) for values in chunk], row, cursor))
         for jobs, row, cursor in sent:
             with cursor:
                 returned_rows = sorted(cursor.fetchall())
