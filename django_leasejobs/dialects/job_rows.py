@@ -5,14 +5,14 @@ and sends ``pre_init`` and ``post_init``; a bulk enqueue builds thousands of the
 half of its Python time. When nothing listens for either signal on ``Job``, the model keeps
 Django's ``__init__`` and ``from_db``, and every field's class attribute is Django's plain
 loading descriptor (for which ``setattr`` on a new instance is a write to its ``__dict__``),
-filling the ``__dict__`` in one step builds the very instance ``from_db`` would: the same
+handing it the ``__dict__`` whole builds the very instance ``from_db`` would: the same
 attributes, a ``_state`` of that database with ``adding`` off. Otherwise it is ``from_db``.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import Model, signals
@@ -23,7 +23,7 @@ from django.db.models.query_utils import DeferredAttribute
 from ..models import Job
 
 ATTNAMES = tuple(str(f.attname) for f in Job._meta.concrete_fields)
-"""The values a builder takes, in this order: the model's concrete fields."""
+"""The attributes a builder takes: the model's concrete fields."""
 
 _PLAIN_DESCRIPTORS = (DeferredAttribute, ForeignKeyDeferredAttribute)
 _PLAIN = (
@@ -33,20 +33,21 @@ _PLAIN = (
 )
 
 
-def builder(alias: str) -> Callable[[Sequence[Any]], Job]:
-    """A function making the ``Job`` loaded from ``alias`` with these values (every field, in
-    ``ATTNAMES`` order). Signal receivers are looked up here, once for the rows it builds."""
+def builder(alias: str) -> Callable[[dict[str, Any]], Job]:
+    """A function making the ``Job`` loaded from ``alias`` with these attributes (a new dict
+    with every field's attname, which the job keeps as its ``__dict__``). Signal receivers are
+    looked up here, once for the rows it builds."""
     if not _PLAIN or signals.pre_init.has_listeners(Job) or signals.post_init.has_listeners(Job):
-        return lambda values: Job.from_db(alias, ATTNAMES, values)
+        return lambda attrs: Job.from_db(alias, ATTNAMES, [attrs[name] for name in ATTNAMES])
 
     new = Job.__new__
 
-    def build(values: Sequence[Any]) -> Job:
+    def build(attrs: dict[str, Any]) -> Job:
         state = ModelState()
         state.adding = False
         state.db = alias
         job = new(Job)
-        job.__dict__ = dict(zip(ATTNAMES, values, strict=True))
+        job.__dict__ = attrs
         job._state = state
         return job
 

@@ -15,8 +15,8 @@ from django_leasejobs.models import Job
 pytestmark = pytest.mark.django_db
 
 
-def row_values(job: Job) -> list[Any]:
-    return [getattr(job, name) for name in job_rows.ATTNAMES]
+def row_values(job: Job) -> dict[str, Any]:
+    return {name: getattr(job, name) for name in job_rows.ATTNAMES}
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def test_the_builder_takes_every_concrete_field_in_model_order() -> None:
 def test_a_built_job_is_the_job_from_db_loads(stored: Job) -> None:
     values = row_values(stored)
     built = job_rows.builder("other")(values)
-    loaded = Job.from_db("other", job_rows.ATTNAMES, values)
+    loaded = Job.from_db("other", job_rows.ATTNAMES, list(values.values()))
     assert type(built) is Job
     assert {k: v for k, v in vars(built).items() if k != "_state"} == {
         k: v for k, v in vars(loaded).items() if k != "_state"
