@@ -11,7 +11,7 @@ import pytest
 from django.core.checks import run_checks
 
 from django_leasejobs import job, protocol, registry
-from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs.models import DeadLetter, Job, Schedule, Status
 from django_leasejobs.protocol import Failure, Outcome
 from django_leasejobs.runtime import execution
 
@@ -156,3 +156,12 @@ def test_e014_an_alias_listed_by_two_jobs() -> None:
     assert f"{OLD!r} is an alias of several jobs" in message.msg
     assert repr(NEW) in message.msg
     assert "'tests.other'" in message.msg
+
+
+def test_a_schedule_under_the_former_name_emits_the_renamed_job() -> None:
+    schedule = Schedule.objects.create(name="receipts", cron="0 * * * *", job=OLD, args=[7])
+    assert schedule.problems() == {}
+    occurrence = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    emitted = protocol.emit_occurrence(schedule, occurrence, occurrence)
+    assert emitted is not None
+    assert fields(emitted.pk, "name", "args") == {"name": NEW, "args": [7]}
