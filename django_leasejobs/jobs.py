@@ -369,7 +369,7 @@ def job(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     (the default), ``"all"`` or ``"skip"``.
     ``jitter``: seconds of random delay added to each occurrence's start; default 0.
     ``version``: the version of the arguments the handler takes, an int from 1 (the default);
-    each row stores the version it was enqueued at (docs/deploying-changes.md#versions).
+    each row stores the version it was enqueued at (docs/deploying-changes.md).
     ``upgrade``: a dict of version to function ``(args, kwargs) -> (args, kwargs)``:
     ``upgrade[1]`` turns version-1 arguments into version 2's; a worker runs the chain from a
     row's version to ``version`` before the call, and stores the result when the job succeeds.

@@ -2,7 +2,8 @@
 
 Only functions registered here ever run. ``@job`` (in ``jobs``) adds to it; a worker looks a
 row's ``name`` up here, and for a name not found imports that name's module only where
-:mod:`.job_modules` allows (``find``), then looks again.
+:mod:`.job_modules` allows (``find``), then looks again. A name a job lists in
+``@job(aliases=)`` (a former name) finds that job: every lookup resolves it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Deferral: a worker that cannot run a claimed job's name hands it back to wait for one that can.
 
+The same goes for a row of a known name whose ``version`` is newer than the worker's handler
+(enqueued by a later release): the worker never calls its older handler with those arguments.
+
 During a rolling deploy new code enqueues jobs that old workers do not know. Such a claim is
 not the job's fault, so it is not charged: like a snooze it adds one to ``released`` (the budget
 is ``attempt - released``) and the next claim raises ``attempt`` again, so fencing holds. The job
@@ -8,8 +11,8 @@ the deferral, and keeps the moment of its first one: only when ``LEASEJOBS_UNKNO
 has passed since then is it dead-lettered, as ``unregistered job``.
 
 ``deferred_until`` keeps the ``run_at`` the deferral wrote. ``wake_deferred`` (a worker that
-knows the names, at start and at each poll) makes due only rows whose ``run_at`` still equals
-it: a job is claimed only once due, so its first deferral happened after its own ``run_at``,
+knows the names, at start and at each poll) makes due only rows of a name and version it runs
+whose ``run_at`` still equals it: a job is claimed only once due, so its first deferral happened after its own ``run_at``,
 and any later write of ``run_at`` (a snooze, a retry, an operator's action) leaves the two
 different. Only delays that a deferral set are cut short; no job runs before its own time.
 """
