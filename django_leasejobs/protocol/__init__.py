@@ -24,7 +24,7 @@ per-hour counters), ``workers`` (the live workers' rows, written by their heartb
 
 from .base import Failure, Outcome, job_database
 from .cancels import Cancel, cancel, cancel_attempt, request_cancel
-from .completions import complete, complete_in_transaction, complete_many
+from .completions import Upgraded, complete, complete_in_transaction, complete_many
 from .dead_letter_groups import (
     Group,
     GroupDiscard,
@@ -66,6 +66,7 @@ __all__ = [
     "Paused",
     "Recovered",
     "Renewal",
+    "Upgraded",
     "cancel",
     "cancel_attempt",
     "check_fingerprint",

@@ -2,7 +2,10 @@
 
 A key belongs to its job name: a holder is looked up by ``(name, key)``, and the unique
 ``(name, live_dedupe_key)`` settles races, so an enqueue never meets, returns or rewrites a job
-of another name that happens to hold the same key.
+of another name that happens to hold the same key. A renamed job's former names
+(``@job(aliases=)``) are its names too: a holder is looked up under each of them (the unique
+key settles races within one name; the rows of a former name stop coming once the old
+producers are gone).
 
 Guarantees, per state (racing producers included, no ``IntegrityError`` reaching them):
 
@@ -26,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from django.db import transaction
+from django.db.models import Q
 
 from ..core import dedupe_keys, registry, validation
 from ..db.dbtime import DbNow
@@ -44,6 +48,10 @@ class Rule(NamedTuple):
     finished: tuple[str, ...]
     """Finished states that count (the live ones always do)."""
     replace: bool
+    former: tuple[tuple[str, str], ...] = ()
+    """(former name, key) pairs: a ``dedupe_key=True`` key hashes the name with the arguments,
+    so a row a previous release queued under a former name (``@job(aliases=)``) holds the key
+    that name makes of the same call."""
 
 
 def resolve(
@@ -86,12 +94,22 @@ def resolve(
                 "dedupe_states, dedupe_period and on_conflict need a dedupe_key."
             )
         return None, None
+    hashed = dedupe_key is True or (
+        dedupe_key is None and spec is not None and spec.dedupe_key is True
+    )
+    former: list[tuple[str, str]] = []
+    for alias in spec.aliases if hashed and spec is not None else ():
+        former.append((alias, dedupe_keys.derive(True, alias, signature, args, kwargs)))
     if period:
-        key = dedupe_keys.bucketed(key, period, when())
+        moment = when()
+        key = dedupe_keys.bucketed(key, period, moment)
+        former = [(alias, dedupe_keys.bucketed(k, period, moment)) for alias, k in former]
     key = validation.check_dedupe_key(key)
     finished = tuple(s for s in states or () if s not in LIVE)
     replace = conflict == "replace"
-    return key, (Rule(finished, replace) if finished or replace else None)
+    if not (finished or replace or former):
+        return key, None
+    return key, Rule(finished, replace, tuple(former))
 
 
 class _Counted(Exception):
@@ -102,12 +120,32 @@ class _Counted(Exception):
 
 
 def holder(name: str, key: str, rule: Rule | None, using: str) -> Job | None:
-    """The job of ``name`` holding ``key`` now: the live one, else a counted finished one."""
-    jobs = Job.objects.using(using).filter(name=name)
-    live = jobs.filter(live_dedupe_key=key).first()
+    """The job of ``name`` holding ``key`` now: the live one, else a counted finished one.
+
+    A renamed job's rows may still carry a former name (``@job(aliases=)``): they hold its keys
+    too, so a producer of the new name finds the live job queued under the old one.
+    """
+    jobs = Job.objects.using(using)
+    live = jobs.filter(_holding(name, key, rule, "live_dedupe_key")).first()
     if live is not None or rule is None or not rule.finished:
         return live
-    return jobs.filter(dedupe_key=key, status__in=rule.finished).order_by("-id").first()
+    counted = jobs.filter(_holding(name, key, rule, "dedupe_key"), status__in=rule.finished)
+    return counted.order_by("-id").first()
+
+
+def _holding(name: str, key: str, rule: Rule | None, field: str) -> Q:
+    """Rows of this job whose ``field`` is the call's key: under any of its names, and under a
+    former name with the key that name makes (``Rule.former``)."""
+    condition = _named(name) & Q(**{field: key})
+    for alias, former_key in rule.former if rule is not None else ():
+        condition |= Q(name=alias, **{field: former_key})
+    return condition
+
+
+def _named(name: str) -> Q:
+    """Rows of this job: its name, or one of its former names (aliases)."""
+    names = registry.names_of(name)
+    return Q(name=names[0]) if len(names) == 1 else Q(name__in=names)
 
 
 def insert_checked(
@@ -123,7 +161,7 @@ def insert_checked(
             if rule is not None and rule.finished:
                 counted = (
                     Job.objects.using(using)
-                    .filter(name=name, dedupe_key=key, status__in=rule.finished)
+                    .filter(_holding(name, key, rule, "dedupe_key"), status__in=rule.finished)
                     .exclude(pk=job.pk)
                     .order_by("-id")
                     .first()
@@ -146,6 +184,7 @@ def met(found: Job, values: dict[str, Any], rule: Rule | None, using: str) -> Jo
             run_at=values.get("run_at", DbNow()),
             args=values["args"],
             kwargs=values["kwargs"],
+            version=values.get("version", 1),  # the new arguments' version
         )
     )
     if not changed:  # started, retrying or finished meanwhile: never rewritten
