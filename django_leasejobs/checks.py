@@ -22,6 +22,8 @@
   (when that list is set): its enqueues would be refused
 - ``leasejobs.E013``: ``LEASEJOBS_DEFAULT_QUEUE`` is not in ``LEASEJOBS_QUEUES`` (when that list
   is set): every job that names no queue would be refused
+- ``leasejobs.E014``: an ``@job(aliases=)`` entry is also a registered job's name, or two jobs
+  list it (:mod:`django_leasejobs.job_checks`)
 - ``leasejobs.W001``: SQLite not in WAL mode: the workers' writes and web requests block each
   other (database check)
 - ``leasejobs.W003``: an unknown ``LEASEJOBS_*`` setting, probably a typo (with a suggestion)

@@ -12,6 +12,8 @@ has every run dead-lettered as ``unregistered job``, while the web process enque
 | ``leasejobs.E099`` | a job registered after app loading whose name does not lead to its module |
 | ``leasejobs.W011`` | a job's handler has a parameter named like an enqueue option (``priority``, \
 ``queue``, ``delay``, ...): ``fn.enqueue(..., priority=...)`` raises; use ``fn.using()`` |
+| ``leasejobs.E014`` | an ``@job(aliases=)`` entry is also a registered job's name, or two jobs \
+list the same alias: rows under it would run on whichever the lookup meets |
 """
 
 from __future__ import annotations
@@ -29,6 +31,31 @@ def register() -> None:
     """Called by ``checks.register``; tagged ``urls`` too, since it loads the URLconf."""
     checks.register(check_job_modules, "leasejobs", checks.Tags.urls)
     checks.register(check_option_parameters, "leasejobs")
+    checks.register(check_aliases, "leasejobs")
+
+
+def check_aliases(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """E014 for each alias that is also a registered name, or that two jobs claim."""
+    messages: list[checks.CheckMessage] = []
+    for alias, owners in registry.alias_conflicts().items():
+        if alias in owners:
+            others = [owner for owner in owners if owner != alias]
+            problem = (
+                f"{alias!r} is a registered job and also an alias of {', '.join(map(repr, others))}"
+                ": rows of that name run on the registered job, never on the renamed one."
+            )
+            hint = (
+                "Keep one: remove the old job's @job once the rename is deployed, or drop the "
+                "alias (docs/deploying-changes.md#renaming-a-job)."
+            )
+        else:
+            problem = (
+                f"{alias!r} is an alias of several jobs ({', '.join(map(repr, owners))}): rows "
+                "of that name would run on whichever is found first."
+            )
+            hint = "List an old name in the aliases of one job only."
+        messages.append(checks.Error(problem, hint=hint, id="leasejobs.E014"))
+    return messages
 
 
 def check_option_parameters(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:

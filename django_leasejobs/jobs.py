@@ -11,7 +11,7 @@ import copy
 import datetime as dt
 import functools
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -286,6 +286,9 @@ class JobOptions(TypedDict, total=False):
     timezone: str | None
     misfire: str | None
     jitter: int | None
+    version: int
+    upgrade: Mapping[int, Callable[[list[Any], dict[str, Any]], Any]] | None
+    aliases: Sequence[str] | None
 
 
 # The overloads type ``fn.enqueue`` from the handler: ``(*P.args, **P.kwargs)``, the
@@ -365,6 +368,13 @@ def job(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     ``misfire``: what the scheduler does with occurrences missed while none ran: ``"latest"``
     (the default), ``"all"`` or ``"skip"``.
     ``jitter``: seconds of random delay added to each occurrence's start; default 0.
+    ``version``: the version of the arguments the handler takes, an int from 1 (the default);
+    each row stores the version it was enqueued at (docs/deploying-changes.md).
+    ``upgrade``: a dict of version to function ``(args, kwargs) -> (args, kwargs)``:
+    ``upgrade[1]`` turns version-1 arguments into version 2's; a worker runs the chain from a
+    row's version to ``version`` before the call, and stores the result when the job succeeds.
+    ``aliases``: former names of the job: rows, schedules, replays and dedupe keys under them
+    reach this job (docs/deploying-changes.md#renaming-a-job).
     """
 
     def register(f: Callable[..., Any]) -> JobFunction[Any, Any]:

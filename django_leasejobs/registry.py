@@ -2,7 +2,8 @@
 
 Only functions registered here ever run. ``@job`` (in ``jobs``) adds to it; a worker looks a
 row's ``name`` up here, and for a name not found imports that name's module only where
-:mod:`.job_modules` allows (``find``), then looks again.
+:mod:`.job_modules` allows (``find``), then looks again. A name a job lists in
+``@job(aliases=)`` (a former name) finds that job: every lookup resolves it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from django.apps import apps
 
-from . import code_schedules, dedupe_keys, job_modules, limits, validation
+from . import code_schedules, dedupe_keys, job_modules, limits, validation, versions
 from .backoff import Backoff
 from .conf import settings
 from .errors import JobArgumentsError, JobValidationError, UnknownJobError
@@ -72,6 +73,9 @@ class JobSpec:
         timezone: str | None = None,
         misfire: str | None = None,
         jitter: int | None = None,
+        version: int = 1,
+        upgrade: Mapping[int, versions.Upgrader] | None = None,
+        aliases: Sequence[str] | None = None,
     ) -> None:
         self.func = func
         self.name = name or f"{func.__module__}.{func.__qualname__}"
@@ -80,6 +84,12 @@ class JobSpec:
                 f"@job needs a module-level function (got {self.name}); nested functions "
                 "cannot be found again by name."
             )
+        self.version = versions.check_version(version)
+        """The version of the arguments the handler takes; rows store it at enqueue."""
+        self.upgrade = versions.check_upgrades(self.name, self.version, upgrade)
+        """Version to upgrader: ``upgrade[1]`` turns version-1 arguments into version 2."""
+        self.aliases = versions.check_aliases(self.name, aliases)
+        """Former names: rows under them run on this job (``lookup`` resolves them)."""
         self.queue = validation.check_queue(queue) if queue is not None else None
         self.priority = validation.check_priority(priority)
         self.max_attempts = (
@@ -276,11 +286,12 @@ def unknown(name: str, problem: str = "") -> UnknownJobError:
 
 
 def get(name: str) -> JobSpec:
-    """The job registered as ``name``; ``UnknownJobError`` if none (nothing is imported)."""
-    try:
-        return _registry[name]
-    except KeyError:
-        raise unknown(name) from None
+    """The job registered as ``name`` (or holding it as an alias); ``UnknownJobError`` if none
+    (nothing is imported)."""
+    spec = lookup(name)
+    if spec is None:
+        raise unknown(name)
+    return spec
 
 
 def find(name: str) -> JobSpec:
@@ -289,11 +300,11 @@ def find(name: str) -> JobSpec:
 
     ``UnknownJobError`` (its ``problem`` says why) when the name is still not registered.
     """
-    spec = _registry.get(name)
+    spec = lookup(name)
     if spec is not None:
         return spec
     problem = job_modules.load(name)
-    spec = _registry.get(name)
+    spec = lookup(name)
     if spec is not None:
         return spec
     module = name.rpartition(".")[0]
@@ -301,7 +312,56 @@ def find(name: str) -> JobSpec:
 
 
 def lookup(name: str) -> JobSpec | None:
-    return _registry.get(name)
+    """The job registered as ``name``, else the one that lists it in ``@job(aliases=)``.
+
+    A registered name wins over an alias (a system check, ``leasejobs.E014``, refuses both).
+    Aliases are read from the registered specs themselves, so there is no second table to keep
+    in step; the scan runs only for a name that is not registered.
+    """
+    spec = _registry.get(name)
+    if spec is not None:
+        return spec
+    for candidate in list(_registry.values()):
+        if name in candidate.aliases:
+            return candidate
+    return None
+
+
+def canonical(name: str) -> str:
+    """The registered name ``name`` stands for: itself, or the job listing it as an alias."""
+    spec = lookup(name)
+    return spec.name if spec is not None else name
+
+
+def names_of(name: str) -> tuple[str, ...]:
+    """Every name a row of this job may carry: its registered name, then its aliases (just
+    ``name`` for one no job is registered as)."""
+    spec = lookup(name)
+    return (name,) if spec is None else (spec.name, *spec.aliases)
+
+
+def runnable() -> dict[str, int]:
+    """Each name this process can run, aliases included, to the newest version it runs."""
+    names: dict[str, int] = {}
+    for spec in list(_registry.values()):
+        for alias in spec.aliases:
+            names.setdefault(alias, spec.version)
+        names[spec.name] = spec.version
+    return names
+
+
+def alias_conflicts() -> dict[str, list[str]]:
+    """Aliases that are also a registered name, or that two jobs list: the alias to the jobs
+    that claim it (the registered name first, if it is one)."""
+    claims: dict[str, list[str]] = {}
+    for spec in list(_registry.values()):
+        for alias in spec.aliases:
+            claims.setdefault(alias, []).append(spec.name)
+    return {
+        alias: ([alias, *owners] if alias in _registry else owners)
+        for alias, owners in sorted(claims.items())
+        if alias in _registry or len(owners) > 1
+    }
 
 
 def registered() -> dict[str, JobSpec]:

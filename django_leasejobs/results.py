@@ -23,7 +23,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import DEFAULT_DB_ALIAS, connections, router
 
-from . import notify
+from . import notify, registry
 from .errors import JobFailedError
 from .models import FINAL, DeadLetter, Job, Status
 
@@ -63,8 +63,8 @@ def fetch(job_id: Any, *, name: str | None = None, task_backend: str | None = No
     """
     pk = job_id_of(job_id)
     rows = Job.objects.using(job_database()).select_related("dead_letter__replayed_job")
-    if name is not None:
-        rows = rows.filter(name=name)
+    if name is not None:  # a renamed job's rows under its former names (aliases) too
+        rows = rows.filter(name__in=registry.names_of(name))
     if task_backend is not None:
         rows = rows.filter(task_backend=task_backend)
     try:

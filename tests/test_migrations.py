@@ -1,6 +1,6 @@
 """Migrations 0004, 0005 and 0009 leave the job table with its indexes, and go back and forth;
 0006 fingerprints the dead letters already there; 0010 adds the cancel request column; 0017 the
-snooze count; 0018 the maintenance lease table and ``Schedule.from_code``."""
+snooze count; 0018 the maintenance lease table and ``Schedule.from_code``; 0020 the job version."""
 
 from __future__ import annotations
 
@@ -314,4 +314,28 @@ def test_0018_adds_the_lease_table_and_the_from_code_column_and_goes_back() -> N
         _migrate(LATEST)
     assert "from_code" in schedule_columns()
     assert "django_leasejobs_maintenancelease" in tables()
+    _assert_lean()
+
+
+def test_0020_adds_the_version_column_every_row_reads_as_version_1() -> None:
+    from django_leasejobs.models import Job
+
+    assert "version" in _columns()
+    _migrate("0019_job_deferrals")
+    try:
+        assert "version" not in _columns()
+        assert "deferrals" in _columns()
+        before = _old_job_model("0019_job_deferrals").objects.create(
+            name="testapp.jobs.noop", args=[], kwargs={}
+        )
+    finally:
+        _migrate(LATEST)
+    assert "version" in _columns()
+    # A row written before the column exists, and one written by a process still on the code
+    # of 0019 (its INSERT does not name the column): both are version 1.
+    during = _old_job_model("0019_job_deferrals").objects.create(
+        name="testapp.jobs.noop", args=[], kwargs={}
+    )
+    versions = dict(Job.objects.filter(pk__in=[before.pk, during.pk]).values_list("pk", "version"))
+    assert versions == {before.pk: 1, during.pk: 1}
     _assert_lean()

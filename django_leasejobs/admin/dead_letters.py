@@ -16,7 +16,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .. import fingerprints, protocol
+from .. import fingerprints, protocol, registry, versions
 from ..errors import InvalidTransitionError, JobValidationError
 from ..models import DeadLetter
 from . import display, json_input
@@ -49,6 +49,38 @@ class ReplayForm(forms.Form):
 
     def clean_kwargs(self) -> dict[str, Any]:
         return self._json("kwargs", dict, "object")
+
+
+def replay_arguments(letter: DeadLetter) -> tuple[list[Any], dict[str, Any], str]:
+    """The arguments the edit form starts from, and a note on their version.
+
+    Edited arguments are stored at the handler's version (``protocol.replay``): a letter of
+    an older version is shown upgraded by the job's ``@job(upgrade=)`` chain, so the operator
+    edits arguments of the version they will be stored at. If the chain fails, the stored
+    ones are shown, and the note says what to write.
+    """
+    job = letter.job
+    spec = None if job.task_backend else registry.lookup(letter.name)
+    if spec is None or job.version >= spec.version:
+        return letter.args, letter.kwargs, ""
+    stored = f"These arguments were written for version {job.version} of the job"
+    try:
+        args, kwargs = versions.upgrade(
+            spec.name, spec.upgrade, letter.args, letter.kwargs, job.version, spec.version
+        )
+    except Exception as exc:
+        note = (
+            f"{stored}; upgrading them to version {spec.version} (the handler's) failed: "
+            f"{exc}. Edited arguments are stored at version {spec.version}: write them as "
+            f"version {spec.version} takes them (replaying as is keeps version {job.version})."
+        )
+        return letter.args, letter.kwargs, note
+    note = (
+        f"{stored}; they are shown upgraded to version {spec.version}, the handler's, at which "
+        f"edited arguments are stored (replaying as is keeps version {job.version}, and a "
+        "worker upgrades them)."
+    )
+    return args, kwargs, note
 
 
 @admin.register(DeadLetter)
@@ -183,6 +215,7 @@ class DeadLetterAdmin(DeadLetterGroupViews, PayloadDisplay, ReadOnlyAdmin):
         if letter.replayed_job_id is not None:
             self._replay(request, letter)  # refused with a message
             return self.back_to(letter)
+        args, kwargs, version_note = replay_arguments(letter)
         if request.method == "POST":
             form = ReplayForm(request.POST)
             if form.is_valid():
@@ -206,12 +239,13 @@ class DeadLetterAdmin(DeadLetterGroupViews, PayloadDisplay, ReadOnlyAdmin):
         else:
             form = ReplayForm(
                 initial={
-                    "args": json.dumps(letter.args, indent=2, ensure_ascii=False),
-                    "kwargs": json.dumps(letter.kwargs, indent=2, ensure_ascii=False),
+                    "args": json.dumps(args, indent=2, ensure_ascii=False),
+                    "kwargs": json.dumps(kwargs, indent=2, ensure_ascii=False),
                 }
             )
         context = {
             **self.admin_site.each_context(request),
+            "version_note": version_note,
             "opts": self.opts,
             "title": f"Replay dead letter #{letter.pk} with edited arguments",
             "letter": letter,

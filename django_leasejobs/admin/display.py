@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from .. import registry
 from ..error_history import DROPPED, FIRST, LAST, is_dropped
 
 LIST_PREVIEW_CHARS = 80
@@ -30,6 +31,32 @@ def compact_json(value: Any) -> str:
 def truncated(text: str, limit: int = LIST_PREVIEW_CHARS) -> str:
     """``text`` cut to ``limit`` characters with an ellipsis: a huge payload keeps lists small."""
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def version_text(name: str, version: int, task_backend: str = "") -> str:
+    """A row's argument version beside what this process's handler runs (``@job(version=)``),
+    and the job it runs on when ``name`` is a former name (``@job(aliases=)``)."""
+    if task_backend:
+        return "\u2014 (a django.tasks task: versions are for @job)"
+    spec = registry.lookup(name)
+    if spec is None:
+        return f"{version} (no job is registered as {name!r} in this process)"
+    renamed = (
+        f"; runs on {spec.name!r}, which lists this name in its aliases"
+        if (spec.name != name)
+        else ""
+    )
+    if version == spec.version:
+        return f"{version} (the handler's version){renamed}"
+    if version < spec.version:
+        return (
+            f"{version} (the handler runs version {spec.version}: a worker upgrades the "
+            f"arguments before the call and stores them when the job succeeds){renamed}"
+        )
+    return (
+        f"{version} (newer than version {spec.version} that this process's handler runs: it "
+        f"waits for a worker that runs it){renamed}"
+    )
 
 
 def call_preview(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:

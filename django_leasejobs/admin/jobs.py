@@ -160,11 +160,16 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
                 "rate_limit=...); the claim starts the job only within them.",
             },
         ),
-        ("Arguments", {"fields": ("args_json", "kwargs_json")}),
+        ("Arguments", {"fields": ("arguments_version", "args_json", "kwargs_json")}),
         ("Outcome", {"fields": ("result_json", "last_error_text", "dead_letter_link")}),
         ("Attempt history", {"fields": ("history",)}),
     )
     readonly_fields = fieldset_fields(fieldsets)
+
+    @admin.display(description="version")
+    def arguments_version(self, obj: Job) -> str:
+        """The ``@job(version=)`` the arguments were written for, beside the handler's."""
+        return display.version_text(obj.name, obj.version, obj.task_backend)
 
     @admin.display(description="rate limit")
     def rate(self, obj: Job) -> str:

@@ -38,8 +38,12 @@ DEDUPLICATED_HEADER = "LeaseJobs-Deduplicated"
 
 
 def allowed(name: str) -> bool:
+    """Whether ``name`` may be enqueued over HTTP: ``@job(api=True)`` or listed in
+    ``LEASEJOBS_API_JOBS``, under its name or a former one (an alias resolves to the job)."""
     spec = registry.lookup(name)
-    return spec is not None and (spec.api or name in settings.API_JOBS)
+    return spec is not None and (
+        spec.api or name in settings.API_JOBS or spec.name in settings.API_JOBS
+    )
 
 
 def _check(field: str, check: Any, *values: Any) -> Any:
@@ -173,10 +177,12 @@ def list_jobs(request: HttpRequest) -> JsonResponse:
     status = inputs.choice(params, "status", Status.values)
     if status is not None:
         rows = rows.filter(status=status)
-    for name in ("queue", "name"):
-        value = inputs.name_filter(params, name)
-        if value is not None:
-            rows = rows.filter(**{name: value})
+    queue = inputs.name_filter(params, "queue")
+    if queue is not None:
+        rows = rows.filter(queue=queue)
+    name = inputs.name_filter(params, "name")
+    if name is not None:  # a renamed job's rows under its former names (aliases) too
+        rows = rows.filter(name__in=registry.names_of(name))
     return page(params, rows, serialize.job)
 
 

@@ -112,6 +112,14 @@ class Job(models.Model):
         help_text="The run_at the last deferral set: a worker that knows the name makes the job "
         "due at once only while run_at is still this (no other write moved it).",
     )
+    # The @job(version=) the arguments were written for: a worker upgrades older ones before
+    # the call and defers newer ones (docs/deploying-changes.md). db_default: rows inserted by
+    # older code, and every row already there, are version 1.
+    version = models.PositiveIntegerField(
+        default=1,
+        db_default=1,
+        help_text="The job's version its arguments were written for (@job(version=)).",
+    )
     max_attempts = models.PositiveIntegerField(default=5)
     lease_seconds = models.FloatField(null=True, blank=True)
     lease_owner = models.CharField(max_length=200, blank=True, default="")

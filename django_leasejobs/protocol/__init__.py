@@ -24,7 +24,7 @@ per-hour counters), ``workers`` (the live workers' rows, written by their heartb
 
 from .base import Failure, Outcome, job_database
 from .cancels import Cancel, cancel, cancel_attempt, request_cancel
-from .completions import complete, complete_in_transaction, complete_many
+from .completions import Upgraded, complete, complete_in_transaction, complete_many
 from .dead_letter_groups import (
     Group,
     GroupDiscard,
@@ -97,6 +97,7 @@ __all__ = [
     "Recovered",
     "Renewal",
     "RuntimeCounts",
+    "Upgraded",
     "beat",
     "cancel",
     "cancel_attempt",

@@ -1,11 +1,16 @@
-"""Complete: a succeeded attempt, written only with the token that still owns the job."""
+"""Complete: a succeeded attempt, written only with the token that still owns the job.
+
+An attempt whose arguments a worker upgraded (``@job(upgrade=)``) writes them, with their
+version, in the same fenced statement: the row is rewritten only when the handler succeeded
+on them, so a failed upgrade or a failed handler leaves the arguments as they were enqueued.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
-from django.db import connections
+from django.db import connections, transaction
 
 from .. import dialects, signals, validation
 from ..deadlocks import retry_deadlocks
@@ -17,12 +22,32 @@ from .base import Failure, Outcome, announce, announce_finished, job_database, l
 from .failures import fail
 
 
+class Upgraded(NamedTuple):
+    """Arguments a worker brought to the handler's version, stored by the success write."""
+
+    version: int
+    args: list[Any]
+    kwargs: dict[str, Any]
+
+    def fields(self) -> dict[str, Any]:
+        return {"version": self.version, "args": self.args, "kwargs": self.kwargs}
+
+
 @retry_deadlocks
-def complete(job_id: int, attempt: int, result: Any = None, *, finished_by: str = "") -> Outcome:
+def complete(
+    job_id: int,
+    attempt: int,
+    result: Any = None,
+    *,
+    finished_by: str = "",
+    upgraded: Upgraded | None = None,
+) -> Outcome:
     """Mark the job succeeded, only if ``attempt`` still owns it.
 
     ``finished_by`` (a worker id) records who ran the successful attempt (the tasks backend
     reports it in ``worker_ids``). A result that cannot be stored fails the job instead.
+    ``upgraded``: the arguments the handler was called with, at its version, written in the
+    same fenced statement.
     """
     try:
         validation.check_json(result, "result")
@@ -30,10 +55,29 @@ def complete(job_id: int, attempt: int, result: Any = None, *, finished_by: str 
         return fail(job_id, attempt, Failure(f"Unstorable return value: {exc}"), retryable=False)
     using = job_database()
     completion = Completion(job_id, attempt, result)
-    changed = dialects.for_alias(using).complete_one(using, completion, finished_by)
+    if upgraded is None:
+        changed = dialects.for_alias(using).complete_one(using, completion, finished_by)
+    else:
+        changed = _complete_upgraded(using, completion, finished_by, upgraded)
     if changed:
         announce(signals.job_succeeded, using, {job_id: attempt}, result=result)
     return report(changed, "succeeded", job_id, attempt, Outcome.SUCCEEDED)
+
+
+def _complete_upgraded(
+    using: str, completion: Completion, finished_by: str, upgraded: Upgraded
+) -> bool:
+    """The success write of an upgraded attempt: one fenced UPDATE that also stores the
+    upgraded arguments (rare: once per row of an older version, so the ORM's statement)."""
+    with transaction.atomic(using=using):
+        changed = (
+            Job.objects.using(using)
+            .filter(pk=completion.id, attempt=completion.attempt, status=Status.RUNNING)
+            .update(**succeeded_fields(completion.result, finished_by), **upgraded.fields())
+        )
+        if changed:
+            announce_finished(using, [completion.id])
+    return bool(changed)
 
 
 def complete_many(
@@ -72,11 +116,13 @@ def complete_many(
     return outcomes
 
 
-def complete_in_transaction(job_id: int, attempt: int, result: Any = None) -> None:
+def complete_in_transaction(
+    job_id: int, attempt: int, result: Any = None, upgraded: Upgraded | None = None
+) -> None:
     """Complete the job inside the handler's own transaction (exactly-once database effects).
 
     Raises ``StaleAttemptError`` when the token no longer owns the job, so the handler's writes
-    roll back with it.
+    roll back with it. ``upgraded``: as for ``complete``.
     """
     using = job_database()
     if not connections[using].in_atomic_block:
@@ -85,7 +131,7 @@ def complete_in_transaction(job_id: int, attempt: int, result: Any = None) -> No
     changed = (
         Job.objects.using(using)
         .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
-        .update(**succeeded_fields(result))
+        .update(**succeeded_fields(result), **(upgraded.fields() if upgraded else {}))
     )
     if not changed:
         logger.warning("job.stale id=%s attempt=%s action=succeeded", job_id, attempt)

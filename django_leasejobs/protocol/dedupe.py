@@ -2,7 +2,10 @@
 
 A key belongs to its job name: a holder is looked up by ``(name, key)``, and the unique
 ``(name, live_dedupe_key)`` settles races, so an enqueue never meets, returns or rewrites a job
-of another name that happens to hold the same key.
+of another name that happens to hold the same key. A renamed job's former names
+(``@job(aliases=)``) are its names too: a holder is looked up under each of them (the unique
+key settles races within one name; the rows of a former name stop coming once the old
+producers are gone).
 
 Guarantees, per state (racing producers included, no ``IntegrityError`` reaching them):
 
@@ -26,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from django.db import transaction
+from django.db.models import Q
 
 from .. import dedupe_keys, registry, validation
 from ..dbtime import DbNow
@@ -102,12 +106,22 @@ class _Counted(Exception):
 
 
 def holder(name: str, key: str, rule: Rule | None, using: str) -> Job | None:
-    """The job of ``name`` holding ``key`` now: the live one, else a counted finished one."""
-    jobs = Job.objects.using(using).filter(name=name)
+    """The job of ``name`` holding ``key`` now: the live one, else a counted finished one.
+
+    A renamed job's rows may still carry a former name (``@job(aliases=)``): they hold its keys
+    too, so a producer of the new name finds the live job queued under the old one.
+    """
+    jobs = Job.objects.using(using).filter(_named(name))
     live = jobs.filter(live_dedupe_key=key).first()
     if live is not None or rule is None or not rule.finished:
         return live
     return jobs.filter(dedupe_key=key, status__in=rule.finished).order_by("-id").first()
+
+
+def _named(name: str) -> Q:
+    """Rows of this job: its name, or one of its former names (aliases)."""
+    names = registry.names_of(name)
+    return Q(name=names[0]) if len(names) == 1 else Q(name__in=names)
 
 
 def insert_checked(
@@ -123,7 +137,7 @@ def insert_checked(
             if rule is not None and rule.finished:
                 counted = (
                     Job.objects.using(using)
-                    .filter(name=name, dedupe_key=key, status__in=rule.finished)
+                    .filter(_named(name), dedupe_key=key, status__in=rule.finished)
                     .exclude(pk=job.pk)
                     .order_by("-id")
                     .first()
@@ -146,6 +160,7 @@ def met(found: Job, values: dict[str, Any], rule: Rule | None, using: str) -> Jo
             run_at=values.get("run_at", DbNow()),
             args=values["args"],
             kwargs=values["kwargs"],
+            version=values.get("version", 1),  # the new arguments' version
         )
     )
     if not changed:  # started, retrying or finished meanwhile: never rewritten

@@ -1,5 +1,8 @@
 """Deferral: a worker that cannot run a claimed job's name hands it back to wait for one that can.
 
+The same goes for a row of a known name whose ``version`` is newer than the worker's handler
+(enqueued by a later release): the worker never calls its older handler with those arguments.
+
 During a rolling deploy new code enqueues jobs that old workers do not know. Such a claim is
 not the job's fault, so it is not charged: like a snooze it adds one to ``released`` (the budget
 is ``attempt - released``) and the next claim raises ``attempt`` again, so fencing holds. The job
@@ -8,8 +11,8 @@ the deferral, and keeps the moment of its first one: only when ``LEASEJOBS_UNKNO
 has passed since then is it dead-lettered, as ``unregistered job``.
 
 ``deferred_until`` keeps the ``run_at`` the deferral wrote. ``wake_deferred`` (a worker that
-knows the names, at start and at each poll) makes due only rows whose ``run_at`` still equals
-it: a job is claimed only once due, so its first deferral happened after its own ``run_at``,
+knows the names, at start and at each poll) makes due only rows of a name and version it runs
+whose ``run_at`` still equals it: a job is claimed only once due, so its first deferral happened after its own ``run_at``,
 and any later write of ``run_at`` (a snooze, a retry, an operator's action) leaves the two
 different. Only delays that a deferral set are cut short; no job runs before its own time.
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
@@ -121,22 +124,43 @@ def after_grace(failure: Failure, grace: dt.timedelta) -> Failure:
 
 
 @retry_deadlocks
-def wake_deferred(names: Iterable[str]) -> int:
+def wake_deferred(names: Iterable[str] | Mapping[str, int]) -> int:
     """Make due now the deferred waiting jobs of these names whose ``run_at`` is still the one a
-    deferral set (one statement); the number of jobs made due."""
-    wanted = sorted(set(names))
-    if not wanted:
+    deferral set (one statement); the number of jobs made due.
+
+    ``names`` maps each name to the newest version the caller runs (a worker:
+    ``registry.runnable()``): a row of a newer version stays deferred, for a worker that runs
+    it. A plain list of names wakes them at any version.
+    """
+    runnable = _by_version(names)
+    if not runnable:
         return 0
     return (
         Job.objects.using(job_database())
         .filter(
+            runnable,
             deferred_until__gt=DbNow(),  # a range of leasejobs_deferred
             run_at=F("deferred_until"),
             status=Status.PENDING,
-            name__in=wanted,
         )
         .update(run_at=DbNow(), deferred_until=None)
     )
+
+
+def _by_version(names: Iterable[str] | Mapping[str, int]) -> Q | None:
+    """Rows of these names at a version they run: one ``name IN (...)`` per version (most jobs
+    are at version 1, so mostly one term); None for no name at all."""
+    if not isinstance(names, Mapping):
+        wanted = sorted(set(names))
+        return Q(name__in=wanted) if wanted else None
+    grouped: dict[int, list[str]] = {}
+    for name, version in names.items():
+        grouped.setdefault(version, []).append(name)
+    condition: Q | None = None
+    for version, group in sorted(grouped.items()):
+        term = Q(name__in=sorted(group), version__lte=version)
+        condition = term if condition is None else condition | term
+    return condition
 
 
 def waiting_unknown(using: str | None = None, limit: int = 10_000) -> dict[str, int]:

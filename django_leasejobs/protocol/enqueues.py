@@ -7,6 +7,7 @@ savepoint (so the caller's transaction survives) and returns the winner's row.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,8 @@ class Defaults:
     """``@job(dedupe_key=...)``: every enqueue makes a dedupe key of its arguments."""
     check_arguments: Callable[[Sequence[Any], dict[str, Any]], None] | None = None
     """Refuses arguments the handler could not take; None for a ``django.tasks`` task."""
+    version: int = 1
+    """``@job(version=)``: the version new rows store (1 for a ``django.tasks`` task)."""
 
     @classmethod
     def resolve(cls, name: str, task_backend: str = "") -> Defaults:
@@ -72,6 +75,7 @@ class Defaults:
             job_function.limits,
             job_function.dedupe_key is not None,
             job_function.check_arguments,
+            job_function.version,
         )
 
 
@@ -98,6 +102,7 @@ def row_values(
     now: dt.datetime | None = None,
     task_backend: str = "",
     defaults: Defaults | None = None,
+    version: int | None = None,
 ) -> dict[str, Any]:
     """Validate everything and return a new row's field values; raise before anything is written.
 
@@ -105,8 +110,18 @@ def row_values(
     ``task_backend`` marks a ``django.tasks`` task enqueued through that ``TASKS`` alias: its
     name is a module path, not a registered job, and its defaults come from the caller.
     ``defaults`` lets a bulk enqueue resolve them once for all its rows.
+
+    A job's former name (``@job(aliases=)``) is stored as its registered name, with the job's
+    version. ``version`` (a replay of an older row, unedited) stores the arguments at that
+    version instead: they are not the handler's, so they are not bound to its signature, nor
+    made into limit keys (the caller copies the old row's), and a worker upgrades them.
     """
+    if not task_backend:
+        name = registry.canonical(name)
     defaults = defaults or Defaults.resolve(name, task_backend)
+    current = version is None or version == defaults.version
+    if not current:
+        defaults = dataclasses.replace(defaults, check_arguments=None, limits=NO_LIMITS)
     args_list, kwargs_dict = _checked_arguments(defaults, args, kwargs)
     values = _call_values(
         name,
@@ -133,6 +148,9 @@ def row_values(
         on_conflict=on_conflict,
     )
     values["dedupe_key"] = values["live_dedupe_key"] = key
+    row_version = defaults.version if version is None else version
+    if row_version != 1:  # left out, the column's default: the INSERT of most jobs unchanged
+        values["version"] = row_version
     if rule is not None:
         values[dedupe.RULE] = rule
     return values
@@ -324,10 +342,13 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
         return []
     using = job_database()
     now = db_now(using)
+    name = registry.canonical(name)  # a former name (an alias) is stored as the job's own
     defaults = Defaults.resolve(name)
     # What items without options share (all but their arguments), validated once.
     shared = _call_values(name, defaults, now=now)
     shared["dedupe_key"] = shared["live_dedupe_key"] = None
+    if defaults.version != 1:
+        shared["version"] = defaults.version
     # In item order: None for a row of the bulk insert, the row itself for one with a dedupe
     # key (inserted alone). The bulk rows are the dialect's alone, so it may let them go.
     order: list[dict[str, Any] | None] = []

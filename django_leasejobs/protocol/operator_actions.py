@@ -111,6 +111,7 @@ def _replay_once(
             return Job.objects.using(alias).get(pk=dead_letter.replayed_job_id)
         original = dead_letter.job
         _check_replayable(dead_letter.name, original.task_backend)
+        edited = args is not None or kwargs is not None
         values = row_values(
             dead_letter.name,
             dead_letter.args if args is None else args,
@@ -120,7 +121,12 @@ def _replay_once(
             max_attempts=original.max_attempts,
             dedupe_key=original.dedupe_key,
             task_backend=original.task_backend,
+            # Edited arguments are the operator's, at the handler's version; as they were,
+            # they keep the version they were written for, and a worker upgrades them.
+            version=None if edited or original.task_backend else original.version,
         )
+        if values.get("version", 1) != _current_version(values["name"], original.task_backend):
+            values.update(_limit_columns(original))  # not recomputed from older arguments
         new, created = insert(values, alias)
         # insert() returns the live job holding the dedupe key instead of inserting. Such a
         # holder is not this replay's job (even while it is pending with attempt 0): linking
@@ -141,6 +147,25 @@ def _replay_once(
             "job.replayed dead_letter=%s old=%s new=%s", dead_letter.pk, original.pk, new.pk
         )
         return new
+
+
+def _current_version(name: str, task_backend: str) -> int:
+    spec = None if task_backend else registry.lookup(name)
+    return spec.version if spec is not None else 1
+
+
+def _limit_columns(original: Job) -> dict[str, Any]:
+    """The limit keys the replayed row stored, kept for a replay of its older arguments."""
+    return {
+        field: getattr(original, field)
+        for field in (
+            "concurrency_key",
+            "concurrency_limit",
+            "rate_key",
+            "rate_limit",
+            "rate_period",
+        )
+    }
 
 
 def record_effect(key: str, job_id: int | None = None) -> bool:

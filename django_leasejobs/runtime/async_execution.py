@@ -30,7 +30,7 @@ from ..errors import UnknownJobError
 from ..models import Job
 from ..protocol import Failure
 from ..tasks import execution as task_execution
-from . import execution
+from . import execution, upgrades
 from .connection_keeper import ConnectionKeeper
 from .context import Cancellation
 from .execution import Execution
@@ -76,8 +76,12 @@ async def execute(
         if job_function is None:  # ``is_async`` found it; it can only have gone since
             execution.unregistered(result, registry.unknown(job.name))
             return result
+        prepared = upgrades.prepared(result, job_function)  # no database here: plain code
+        if prepared is None:
+            return result
+        args, kwargs = prepared
         result.begin(job_function.get_timeout())
-        call = job_function.func(*execution.arguments(result, job_function), **job.kwargs)
+        call = job_function.func(*execution.arguments(result, job_function, args), **kwargs)
         result.result = await call
         result.ok = True
     except asyncio.CancelledError as exc:

@@ -22,10 +22,16 @@ class GroupedCompletions(WorkerState):
         """A success not yet written: its completion can share one statement with others.
 
         Not one the handler completed itself (``ctx.complete()``), nor one whose lease was
-        lost (nothing is written for it).
+        lost (nothing is written for it), nor one whose arguments were upgraded (its success
+        write stores them: ``execution.report``).
         """
         context = result.context
-        return result.ok and not context.completed and not context.lease_lost
+        return (
+            result.ok
+            and not context.completed
+            and not context.lease_lost
+            and result.upgraded is None
+        )
 
     def _flush_completions(self) -> None:
         """Complete every successful job waiting in one statement (each row fenced by its token).

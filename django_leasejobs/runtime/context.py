@@ -61,6 +61,8 @@ class JobContext:
     cancellation: Cancellation = field(default_factory=Cancellation)
     completed: bool = False
     result: Any = None
+    upgraded: protocol.Upgraded | None = None
+    """The arguments the worker upgraded for this call: ``complete()`` stores them too."""
 
     @property
     def lease_lost(self) -> bool:
@@ -99,6 +101,6 @@ class JobContext:
         If the lease was lost, ``StaleAttemptError`` is raised and the transaction rolls back,
         so database-only work takes effect exactly once.
         """
-        protocol.complete_in_transaction(self.job_id, self.attempt, result)
+        protocol.complete_in_transaction(self.job_id, self.attempt, result, self.upgraded)
         self.completed = True
         self.result = result

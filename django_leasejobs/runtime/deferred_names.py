@@ -37,8 +37,9 @@ class DeferredNames:
         if len(self._tried) > MOST_TRIED:
             self._tried.clear()
         found = []
+        known = registry.runnable()  # registered names and their aliases
         for name in protocol.deferred_names():
-            if name in self._tried or registry.lookup(name) is not None:
+            if name in self._tried or name in known:
                 continue
             self._tried.add(name)
             try:

@@ -24,7 +24,7 @@ from ..models import Job
 from ..protocol import Failure, Outcome
 from ..retries import Reschedule, Snooze, When
 from ..tasks import execution as task_execution
-from . import connection_keeper
+from . import connection_keeper, upgrades
 from .context import CANCELLED, Cancellation, JobContext
 
 logger = logging.getLogger("django_leasejobs")
@@ -58,6 +58,9 @@ class Execution:
     on_start: Callable[[Execution, float | None], None] | None = None
     """Called with the handler's timeout just before the handler is: the worker's watchdog
     starts counting there (after the name was looked up, a task resolved)."""
+    upgraded: protocol.Upgraded | None = None
+    """The row's arguments brought to the handler's version (``@job(upgrade=)``): the success
+    write stores them (``protocol.complete``), so such a success is never grouped."""
 
     def begin(self, timeout: float | None) -> None:
         """The handler is about to be called, with this timeout (None: none).
@@ -118,10 +121,9 @@ def start(
     return Execution(job=job, context=context, on_start=on_start)
 
 
-def arguments(execution: Execution, job_function: registry.JobSpec) -> list[Any]:
+def arguments(execution: Execution, job_function: registry.JobSpec, args: list[Any]) -> list[Any]:
     """The handler's positional arguments: its context first when it takes one."""
-    job = execution.job
-    return [execution.context, *job.args] if job_function.takes_context else list(job.args)
+    return [execution.context, *args] if job_function.takes_context else list(args)
 
 
 def find(job: Job) -> registry.JobSpec | UnknownJobError:
@@ -216,10 +218,15 @@ def execute(
         unregistered(execution, job_function)
         return execution
     close_old_connections()
+    prepared = upgrades.prepared(execution, job_function)  # upgraders may read the database
+    if prepared is None:
+        close_old_connections()
+        return execution
+    args, kwargs = prepared
     func = async_to_sync(job_function.func) if job_function.is_async else job_function.func
     try:
         execution.begin(job_function.get_timeout())
-        execution.result = func(*arguments(execution, job_function), **job.kwargs)
+        execution.result = func(*arguments(execution, job_function, args), **kwargs)
         execution.ok = True
     except BaseException as exc:  # SystemExit too: it ends the attempt, not the worker's thread
         if interrupts_process(exc):
@@ -250,7 +257,11 @@ def report(execution: Execution) -> Outcome:
         return Outcome.STALE
     if execution.ok:
         outcome = protocol.complete(
-            job.pk, job.attempt, execution.result, finished_by=context.worker_id
+            job.pk,
+            job.attempt,
+            execution.result,
+            finished_by=context.worker_id,
+            upgraded=execution.upgraded,
         )
     elif execution.unknown:
         assert execution.failure is not None
