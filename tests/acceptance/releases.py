@@ -11,12 +11,15 @@ the handler, the payload id (each enqueue has its own) and the arguments it rece
 only once the handler is done, so an attempt killed mid-job leaves no record. A ``ship`` whose
 payload id has a file in ``gates/`` blocks until that file is removed (the test's "mid-job").
 
-The producer is a management command: ``manage.py produce TAG ROUNDS`` enqueues, ROUNDS times,
-one job of each of the release's jobs, payload ids ``TAG-<round>-<job>``.
+Workers are ``manage.py work WORKER_ID ARGS``: ``runjobworker`` with those arguments, once it
+has written the database's time to ``started/WORKER_ID`` (the worker's start, its project
+loaded). The producer is a management command: ``manage.py produce TAG ROUNDS`` enqueues,
+ROUNDS times, one job of each of the release's jobs, payload ids ``TAG-<round>-<job>``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -58,6 +61,30 @@ COMMON = {
             def handle(self, *args, tag, rounds, **options):
                 for i in range(rounds):
                     produce(tag, i)
+    """,
+    "shop/orders/management/commands/work.py": """
+        import argparse
+        from pathlib import Path
+
+        from django.conf import settings
+        from django.core.management import call_command
+        from django.core.management.base import BaseCommand
+
+        from django_leasejobs.dbtime import db_now
+
+
+        class Command(BaseCommand):
+            # runjobworker, once it has written the database's time of its start to
+            # started/<worker id>: the moment the project is loaded and the worker starts.
+
+            def add_arguments(self, parser):
+                parser.add_argument("worker_id")
+                parser.add_argument("argv", nargs=argparse.REMAINDER)
+
+            def handle(self, *args, worker_id, argv, **options):
+                started = Path(settings.SHOP_FOLDER) / "started" / worker_id
+                started.write_text(db_now().isoformat())
+                call_command("runjobworker", "--worker-id", worker_id, *argv)
     """,
     "shop/orders/records.py": """
         import json
@@ -206,12 +233,18 @@ class Worker:
     worker_id: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    started_path: Path
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def started_at(self) -> dt.datetime | None:
+        """The database's time when the worker started (its project loaded), once it has."""
+        text = self.started_path.read_text() if self.started_path.exists() else ""
+        return dt.datetime.fromisoformat(text) if text else None
 
 
 @dataclass
@@ -242,10 +275,8 @@ class Release:
 
     def worker(self, name: str, *argv: str) -> Worker:
         worker_id = f"r{self.number}-{name}-{uuid.uuid4().hex[:6]}"
-        process, log_path = self._start(
-            worker_id, "runjobworker", "--worker-id", worker_id, "--no-scheduler", *argv
-        )
-        return Worker(worker_id, process, log_path)
+        process, log_path = self._start(worker_id, "work", worker_id, "--no-scheduler", *argv)
+        return Worker(worker_id, process, log_path, self.shared / "started" / worker_id)
 
     def producer(self, tag: str, rounds: int) -> subprocess.Popen[bytes]:
         """A web process of this release enqueuing ``rounds`` rounds (runs in the background)."""
@@ -292,7 +323,7 @@ def write_release(shared: Path, number: int) -> Release:
             """
         )
     )
-    for folder in ("calls", "gates"):
+    for folder in ("calls", "gates", "started"):
         (shared / folder).mkdir(exist_ok=True)
     return Release(number, root, shared)
 
