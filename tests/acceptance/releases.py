@@ -13,8 +13,9 @@ payload id has a file in ``gates/`` blocks until that file is removed (the test'
 
 Workers are ``manage.py work WORKER_ID ARGS``: ``runjobworker`` with those arguments, once it
 has written the database's time to ``started/WORKER_ID`` (the worker's start, its project
-loaded). The producer is a management command: ``manage.py produce TAG ROUNDS`` enqueues,
-ROUNDS times, one job of each of the release's jobs, payload ids ``TAG-<round>-<job>``.
+loaded). The producer is a management command: ``manage.py produce TAGS ROUNDS`` enqueues, for each
+tag once told to, ROUNDS times one job of each of the release's jobs, payload ids
+``TAG-<round>-<job>``.
 """
 
 from __future__ import annotations
@@ -48,19 +49,35 @@ COMMON = {
     "shop/orders/management/__init__.py": "",
     "shop/orders/management/commands/__init__.py": "",
     "shop/orders/management/commands/produce.py": """
+        import time
+        from pathlib import Path
+
+        from django.conf import settings
         from django.core.management.base import BaseCommand
 
         from shop.orders.jobs import produce
 
 
         class Command(BaseCommand):
+            # For each tag in turn: waits for the file go/<tag> (so the process starts ahead,
+            # and lives on as a web process does), then enqueues its rounds.
+
             def add_arguments(self, parser):
-                parser.add_argument("tag")
+                parser.add_argument("tags")
                 parser.add_argument("rounds", type=int)
 
-            def handle(self, *args, tag, rounds, **options):
-                for i in range(rounds):
-                    produce(tag, i)
+            def handle(self, *args, tags, rounds, **options):
+                for tag in tags.split(","):
+                    go = Path(settings.SHOP_FOLDER) / "go" / tag
+                    for _ in range(2400):
+                        if go.exists():
+                            break
+                        time.sleep(0.05)
+                    else:
+                        raise RuntimeError(f"never told to go: {go}")
+                    for i in range(rounds):
+                        produce(tag, i)
+                    self.stdout.write(f"produced {tag}")
     """,
     "shop/orders/management/commands/work.py": """
         import argparse
@@ -248,6 +265,20 @@ class Worker:
 
 
 @dataclass
+class Producer:
+    """One ``produce`` process of a release."""
+
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def produced(self, tag: str) -> bool:
+        """Whether it has enqueued every round of ``tag`` (it failed: an assertion error)."""
+        log = self.log_path.read_text(errors="replace")
+        assert self.process.poll() in (None, 0), log
+        return f"produced {tag}" in log
+
+
+@dataclass
 class Release:
     """One copy of the project; its processes run in its folder, so ``shop`` is its own."""
 
@@ -278,20 +309,13 @@ class Release:
         process, log_path = self._start(worker_id, "work", worker_id, "--no-scheduler", *argv)
         return Worker(worker_id, process, log_path, self.shared / "started" / worker_id)
 
-    def producer(self, tag: str, rounds: int) -> subprocess.Popen[bytes]:
-        """A web process of this release enqueuing ``rounds`` rounds (runs in the background)."""
-        return self._start(f"produce-{tag}", "produce", tag, str(rounds))[0]
-
-    def manage(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "manage.py", *argv],
-            cwd=self.root,
-            env=self._env(),
-            capture_output=True,
-            text=True,
-            timeout=120,  # bounds a hang only
-            check=False,
+    def producer(self, rounds: int, *tags: str) -> Producer:
+        """A web process of this release, in the background, that enqueues ``rounds`` rounds
+        for each tag in turn once told (:func:`go`)."""
+        process, log_path = self._start(
+            f"produce-{self.number}", "produce", ",".join(tags), str(rounds)
         )
+        return Producer(process, log_path)
 
     def kill_all(self) -> None:
         for process in self.processes:
@@ -323,9 +347,14 @@ def write_release(shared: Path, number: int) -> Release:
             """
         )
     )
-    for folder in ("calls", "gates", "started"):
+    for folder in ("calls", "gates", "started", "go"):
         (shared / folder).mkdir(exist_ok=True)
     return Release(number, root, shared)
+
+
+def go(shared: Path, tag: str) -> None:
+    """Let the producer of ``tag`` enqueue."""
+    (shared / "go" / tag).touch()
 
 
 def read_calls(shared: Path) -> list[dict[str, Any]]:

@@ -5,8 +5,8 @@ Release 1 and release 2 of the shop (:mod:`.releases`) run side by side on the t
 1. release 1's workers run; release 1's web processes and release 2's (deployed first) enqueue
    at the same time. The old workers run what they know and defer the rest: the new job, the
    renamed one (its new name) and the changed one (its version 2);
-2. release 2's first worker starts; release 1's workers stop (SIGTERM); a second release 2
-   worker starts; release 1's web processes, still up, enqueue once more (old name, version 1);
+2. release 2's workers start; release 1's workers stop (SIGTERM); release 1's web processes,
+   still up, enqueue once more (the old name, version 1);
 3. everything ends: no dead letter, every job succeeded, every payload handled exactly once by
    a handler that received the arguments of its own signature (release 1's handlers never
    release 2's arguments), and the deferred jobs started within 5 s of the start of the first
@@ -36,11 +36,19 @@ from django_leasejobs.models import Worker as WorkerRow
 
 from ..conftest import shifted
 from ..invariants import check_invariants, wait_for
-from .releases import Release, Worker, expected_calls, payload_ids, read_calls, write_release
+from .releases import (
+    Release,
+    Worker,
+    expected_calls,
+    go,
+    payload_ids,
+    read_calls,
+    write_release,
+)
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
-ROUNDS = 12
+ROUNDS = 8
 """Rounds each producer enqueues (one job of each of its release's jobs a round)."""
 START_BOUND = 5.0
 """Seconds within which a deferred job starts once a worker that knows it starts (the issue's)."""
@@ -83,17 +91,17 @@ def test_two_releases_on_one_database(releases: tuple[Release, Release], crash: 
     gate = one.shared / "gates" / HELD
     if crash:
         gate.touch()
-    for release in (one, two):  # one database, migrated once, serves both releases
-        checked = release.manage("migrate", "--check")
-        assert checked.returncode == 0, checked.stdout + checked.stderr
-
-    # 1. Release 1's workers; both releases' web processes enqueue at once.
+    # Every process starts now (loading a project takes seconds); each waits for its moment.
+    # Web processes: release 1's (a: before its workers stop, c: after) and release 2's (b).
+    web = {1: one.producer(ROUNDS, "a", "c"), 2: two.producer(ROUNDS, "b")}
     old = [one.worker(f"w{n}", *WORKER) for n in (1, 2)]
     for worker in old:
         started(worker)
-    producers = [one.producer("a", ROUNDS), two.producer("b", ROUNDS)]
-    for producer in producers:
-        assert producer.wait(timeout=120) == 0
+
+    # 1. Release 1's workers run while both releases' web processes enqueue.
+    go(one.shared, "a")
+    go(one.shared, "b")
+    wait_for(lambda: web[1].produced("a") and web[2].produced("b"), what="the producers")
     from_one, from_two = payload_ids("a", ROUNDS, 1), payload_ids("b", ROUNDS, 2)
     new_only = [pid for pid in from_two if pid.endswith(NEW_ONLY)]
     runnable = [pid for pid in from_one + from_two if pid not in new_only]
@@ -114,18 +122,18 @@ def test_two_releases_on_one_database(releases: tuple[Release, Release], crash: 
     ahead.update(run_at=shifted(3600))
     ahead.update(deferred_until=F("run_at"))
 
-    # 2. Release 2's first worker; release 1's stop; release 1's web processes enqueue again.
+    # 2. Release 2's workers start; release 1's stop; release 1's web processes enqueue again.
     spawned = db_now()
-    new = [two.worker("w1", *WORKER)]
-    started(new[0])
-    first_start = new[0].started_at()
-    assert first_start is not None
+    new = [two.worker(f"w{n}", *WORKER) for n in (1, 2)]
+    for worker in new:
+        started(worker)
+    first_start = min(at for at in (worker.started_at() for worker in new) if at is not None)
     for worker in old:
         worker.process.send_signal(signal.SIGTERM)
     for worker in old:
         assert worker.process.wait(timeout=60) == 0, worker.log()
-    new.append(two.worker("w2", *WORKER))
-    assert one.producer("c", ROUNDS).wait(timeout=120) == 0
+    go(one.shared, "c")
+    assert web[1].process.wait(timeout=120) == web[2].process.wait(timeout=120) == 0
     late = payload_ids("c", ROUNDS, 1)
     everything = from_one + from_two + late
 
