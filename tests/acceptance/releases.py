@@ -101,6 +101,7 @@ COMMON = {
             def handle(self, *args, worker_id, argv, **options):
                 started = Path(settings.SHOP_FOLDER) / "started" / worker_id
                 started.write_text(db_now().isoformat())
+                self.stderr.write(f"work: started at {started.read_text()}")
                 call_command("runjobworker", "--worker-id", worker_id, *argv)
     """,
     "shop/orders/records.py": """
@@ -208,7 +209,8 @@ JOBS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"timed": {"format": "%(asctime)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "timed"}},
     "loggers": {"django_leasejobs": {"handlers": ["console"], "level": "INFO"}},
 }
 """Worker logs (``job.deferred``, ``worker.woke_deferred`` ...) in each process's log file."""
