@@ -332,7 +332,8 @@ def job(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 
     Options (the site's reference lists them from here, one per line):
 
-    ``name``: the registered name; default ``module.function``. Rows keep it: rename with care.
+    ``name``: the registered name; default ``module.function``. Rows keep it: a renamed job
+    lists its former name in ``aliases``.
     ``queue``: the queue its jobs go to; default ``LEASEJOBS_DEFAULT_QUEUE``.
     ``priority``: higher runs first, -100 to 100.
     ``max_attempts``: attempts before the job is dead-lettered; default

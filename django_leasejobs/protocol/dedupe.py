@@ -48,6 +48,10 @@ class Rule(NamedTuple):
     finished: tuple[str, ...]
     """Finished states that count (the live ones always do)."""
     replace: bool
+    former: tuple[tuple[str, str], ...] = ()
+    """(former name, key) pairs: a ``dedupe_key=True`` key hashes the name with the arguments,
+    so a row a previous release queued under a former name (``@job(aliases=)``) holds the key
+    that name makes of the same call."""
 
 
 def resolve(
@@ -90,12 +94,22 @@ def resolve(
                 "dedupe_states, dedupe_period and on_conflict need a dedupe_key."
             )
         return None, None
+    hashed = dedupe_key is True or (
+        dedupe_key is None and spec is not None and spec.dedupe_key is True
+    )
+    former: list[tuple[str, str]] = []
+    for alias in spec.aliases if hashed and spec is not None else ():
+        former.append((alias, dedupe_keys.derive(True, alias, signature, args, kwargs)))
     if period:
-        key = dedupe_keys.bucketed(key, period, when())
+        moment = when()
+        key = dedupe_keys.bucketed(key, period, moment)
+        former = [(alias, dedupe_keys.bucketed(k, period, moment)) for alias, k in former]
     key = validation.check_dedupe_key(key)
     finished = tuple(s for s in states or () if s not in LIVE)
     replace = conflict == "replace"
-    return key, (Rule(finished, replace) if finished or replace else None)
+    if not (finished or replace or former):
+        return key, None
+    return key, Rule(finished, replace, tuple(former))
 
 
 class _Counted(Exception):
@@ -111,11 +125,21 @@ def holder(name: str, key: str, rule: Rule | None, using: str) -> Job | None:
     A renamed job's rows may still carry a former name (``@job(aliases=)``): they hold its keys
     too, so a producer of the new name finds the live job queued under the old one.
     """
-    jobs = Job.objects.using(using).filter(_named(name))
-    live = jobs.filter(live_dedupe_key=key).first()
+    jobs = Job.objects.using(using)
+    live = jobs.filter(_holding(name, key, rule, "live_dedupe_key")).first()
     if live is not None or rule is None or not rule.finished:
         return live
-    return jobs.filter(dedupe_key=key, status__in=rule.finished).order_by("-id").first()
+    counted = jobs.filter(_holding(name, key, rule, "dedupe_key"), status__in=rule.finished)
+    return counted.order_by("-id").first()
+
+
+def _holding(name: str, key: str, rule: Rule | None, field: str) -> Q:
+    """Rows of this job whose ``field`` is the call's key: under any of its names, and under a
+    former name with the key that name makes (``Rule.former``)."""
+    condition = _named(name) & Q(**{field: key})
+    for alias, former_key in rule.former if rule is not None else ():
+        condition |= Q(name=alias, **{field: former_key})
+    return condition
 
 
 def _named(name: str) -> Q:
@@ -137,7 +161,7 @@ def insert_checked(
             if rule is not None and rule.finished:
                 counted = (
                     Job.objects.using(using)
-                    .filter(_named(name), dedupe_key=key, status__in=rule.finished)
+                    .filter(_holding(name, key, rule, "dedupe_key"), status__in=rule.finished)
                     .exclude(pk=job.pk)
                     .order_by("-id")
                     .first()

@@ -12,9 +12,10 @@ has passed since then is it dead-lettered, as ``unregistered job``.
 
 ``deferred_until`` keeps the ``run_at`` the deferral wrote. ``wake_deferred`` (a worker that
 knows the names, at start and at each poll) makes due only rows of a name and version it runs
-whose ``run_at`` still equals it: a job is claimed only once due, so its first deferral happened after its own ``run_at``,
-and any later write of ``run_at`` (a snooze, a retry, an operator's action) leaves the two
-different. Only delays that a deferral set are cut short; no job runs before its own time.
+whose ``run_at`` still equals it: a job is claimed only once due, so its first deferral
+happened after its own ``run_at``, and any later write of ``run_at`` (a snooze, a retry, an
+operator's action) leaves the two different. Only delays that a deferral set are cut short;
+no job runs before its own time.
 """
 
 from __future__ import annotations

@@ -134,6 +134,21 @@ def test_a_template_key_held_under_the_former_name_is_matched() -> None:
     assert Job.objects.count() == 2
 
 
+def test_a_hashed_key_made_under_the_former_name_is_matched() -> None:
+    registry._registry.pop(NEW)
+    job(name=OLD, dedupe_key=True)(keyed_receipt)  # the release before the rename
+    held = protocol.enqueue(OLD, [7])
+    assert held.dedupe_key.startswith("args:")
+    registry._registry.pop(OLD)
+    renamed = job(name=NEW, aliases=[OLD], dedupe_key=True)(keyed_receipt)
+    assert renamed.enqueue(7).pk == held.pk
+    assert renamed.using(dedupe_key=True).enqueue(7).pk == held.pk
+    other_call = renamed.enqueue(8)
+    assert other_call.pk != held.pk
+    assert fields(other_call.pk, "name") == {"name": NEW}
+    assert Job.objects.count() == 2
+
+
 def test_another_jobs_key_is_still_never_matched() -> None:
     job(name="tests.other")(other)
     Job.objects.create(name="tests.other", dedupe_key="receipt:7", live_dedupe_key="receipt:7")

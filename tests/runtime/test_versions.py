@@ -247,3 +247,45 @@ def test_a_worker_upgrades_old_rows_and_groups_only_the_others() -> None:
         "kwargs": {"fast": False},
     }
     assert fields(current.pk, "status", "version")["status"] == Status.SUCCEEDED
+
+
+async def ship_async(order: dict[str, Any]) -> str:
+    CALLS.append(("async", order))
+    return "shipped"
+
+
+def ship_in_transaction(ctx: Any, order: dict[str, Any]) -> None:
+    from django.db import transaction
+
+    CALLS.append(("ctx", order))
+    with transaction.atomic():
+        ctx.complete("done in the handler's transaction")
+
+
+def test_a_handler_completing_in_its_transaction_stores_the_upgraded_arguments() -> None:
+    row = release(1).enqueue(7)
+    registry._registry.pop(NAME)
+    job(name=NAME, version=2, upgrade={1: to_v2}, takes_context=True)(ship_in_transaction)
+    assert run(claimed()) is Outcome.SUCCEEDED
+    assert CALLS == [("ctx", {"id": 7})]
+    assert fields(row.pk, "status", "version", "args", "result") == {
+        "status": Status.SUCCEEDED,
+        "version": 2,
+        "args": [{"id": 7}],
+        "result": "done in the handler's transaction",
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_async_handler_gets_upgraded_arguments_too() -> None:
+    row = release(1).enqueue(7)
+    registry._registry.pop(NAME)
+    job(name=NAME, version=2, upgrade={1: to_v2})(ship_async)
+    summary = Worker(lease=5.0, heartbeat=0.1, poll=0.05).run(burst=True)
+    assert summary.succeeded == 1
+    assert CALLS == [("async", {"id": 7})]
+    assert fields(row.pk, "version", "args", "result") == {
+        "version": 2,
+        "args": [{"id": 7}],
+        "result": "shipped",
+    }
