@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from django_leasejobs import job, registry, versions
+from django_leasejobs import job
+from django_leasejobs.core import registry, versions
 from django_leasejobs.errors import JobValidationError
 
 

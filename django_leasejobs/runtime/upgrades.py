@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .. import registry, versions
+from ..core import registry, versions
 from ..protocol import Failure, Upgraded
 
 if TYPE_CHECKING:

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from django_leasejobs import job, protocol, registry
+from django_leasejobs import job, protocol
+from django_leasejobs.core import registry
 from django_leasejobs.models import DeadLetter, Job
 from django_leasejobs.protocol import Failure, Outcome
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from django_leasejobs import job, registry
+from django_leasejobs import job
+from django_leasejobs.core import registry
 from django_leasejobs.models import Job
 
 pytestmark = pytest.mark.django_db

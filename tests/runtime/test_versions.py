@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from django.db.models import F
 
-from django_leasejobs import job, protocol, registry
+from django_leasejobs import job, protocol
+from django_leasejobs.core import registry
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome
 from django_leasejobs.runtime import execution
