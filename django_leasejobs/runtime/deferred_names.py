@@ -12,7 +12,8 @@ per process: a worker's code does not change while it runs.
 
 from __future__ import annotations
 
-from .. import protocol, registry
+from .. import protocol
+from ..core import registry
 from ..errors import UnknownJobError
 from ..protocol.deferrals import FIRST_DELAY
 

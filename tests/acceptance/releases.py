@@ -87,7 +87,7 @@ COMMON = {
         from django.core.management import call_command
         from django.core.management.base import BaseCommand
 
-        from django_leasejobs.dbtime import db_now
+        from django_leasejobs.db.dbtime import db_now
 
 
         class Command(BaseCommand):

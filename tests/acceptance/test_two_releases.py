@@ -30,7 +30,7 @@ import pytest
 from django.db import connection
 from django.db.models import F
 
-from django_leasejobs.dbtime import db_now
+from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.models import FINAL, DeadLetter, Job, Status
 from django_leasejobs.models import Worker as WorkerRow
 
