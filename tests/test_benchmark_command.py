@@ -97,6 +97,8 @@ def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
     assert {row["key"] for row in document["goals"]} >= {
         "bulk_per_s",
         "single_vs_raw",
+        "single_vs_django_cursor",
+        "bulk_vs_pgqueuer_1000",
         "claim_one_queue_growth",
     }
 

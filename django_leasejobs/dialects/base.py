@@ -1,14 +1,14 @@
 """The dialect interface, implemented with the ORM alone.
 
 One public method per operation whose SQL differs per database: ``insert``, ``insert_many``,
-``claim``, ``claim_limited``, ``renew``, ``complete_many``, ``announce``, ``announce_cancel``,
-``prune_limiters`` and ``upsert_worker``. Each owns its statements and, where it has several,
-its transaction; its steps are private to the dialect (a leading underscore), so a database
-overrides a step or the whole operation without the protocol knowing. The protocol guards and
-fences, the dialect only says how the database does it. These versions use querysets and work
-on every database Django supports; MariaDB and MySQL run them as they are. Every write here is
-guarded the same way as its SQL versions: by token (id, attempt) and status, so "zero rows
-changed" means stale on every database.
+``claim``, ``claim_limited``, ``renew``, ``complete_one``, ``complete_many``, ``announce``,
+``announce_cancel``, ``announce_finished``, ``prune_limiters`` and ``upsert_worker``. Each owns
+its statements and, where it has several, its transaction; its steps are private to the dialect
+(a leading underscore), so a database overrides a step or the whole operation without the
+protocol knowing. The protocol guards and fences, the dialect only says how the database does
+it. These versions use querysets and work on every database Django supports; MariaDB and MySQL
+run them as they are. Every write here is guarded the same way as its SQL versions: by token
+(id, attempt) and status, so "zero rows changed" means stale on every database.
 """
 
 from __future__ import annotations
@@ -280,17 +280,10 @@ class Dialect(LimitedClaimSteps):
         Elsewhere the worker learns it from its next renewal (``Renewed.cancel_requested``).
         """
 
-    def announces_finished(self, alias: str) -> bool:
-        """Whether finishing a job notifies callers waiting for it (``announce_finished``).
-
-        Where it does, a finish the protocol writes in autocommit is wrapped in a transaction
-        with its announcement, so the two commit together; elsewhere waiters poll.
-        """
-        return False
-
     def announce_finished(self, alias: str, ids: Sequence[int]) -> None:
         """Tell callers waiting for ``ids`` that these jobs finished, when the current
-        transaction commits (where it can)."""
+        transaction commits (where it can; elsewhere waiters poll). The protocol calls it in
+        the transaction that writes the finish, so the two commit together."""
 
     def complete_one(self, alias: str, completion: Completion, finished_by: str) -> bool:
         """Mark one attempt succeeded, fenced by its token, and announce it where finishes are

@@ -21,6 +21,8 @@ from django.db.models import QuerySet
 
 CAP = 10_000
 
+_EXPLAIN = "EXPLAIN (FORMAT JSON) "
+
 
 class Kind(str, enum.Enum):
     EXACT = "exact"
@@ -77,9 +79,11 @@ def estimate(queryset: QuerySet[Any]) -> int | None:
     connection = connections[queryset.db]
     if connection.vendor != "postgresql":
         return None
+    # The queryset's own statement and parameters, as Django compiles them: only the EXPLAIN
+    # in front is written here.
     sql, params = queryset.order_by().values("pk").query.sql_with_params()
     with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+        cursor.execute(_EXPLAIN + sql, params)
         plan = cursor.fetchone()[0]
     if isinstance(plan, str):
         plan = json.loads(plan)

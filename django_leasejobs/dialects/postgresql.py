@@ -74,6 +74,7 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 ){_TAKE_DUE}"""
 
+
 # Several queues, or all of them. The claimable index leads with the queue, so one ordered scan
 # cannot serve them all (PostgreSQL would sort every due row on each claim, a cost that grows
 # with the backlog). Instead: list the queues (given, or found with a loose index scan that
@@ -85,43 +86,30 @@ WITH due AS (
 # claimers: two of them read the same best rows, and the second takes the spares the first
 # did not lock. (An index without the queue in front would make this one ordered scan, at the
 # price of one more index entry written by every enqueue: docs/benchmarks.md.)
-_CLAIM_QUEUES = """
+def _claim_queues(queues: str) -> str:
+    """The claim of the queues listed by ``queues`` (the recursive CTE's first part)."""
+    return f"""
 WITH RECURSIVE queues(queue) AS ({queues}),
 candidates AS (
     SELECT c.id FROM queues AS q CROSS JOIN LATERAL (
-        SELECT id, priority, run_at FROM {job}
-        WHERE {due} AND queue = q.queue AND {without_limits}
-        ORDER BY {order}
+        SELECT id, priority, run_at FROM {JOB}
+        WHERE {DUE} AND queue = q.queue AND {WITHOUT_LIMITS}
+        ORDER BY {CLAIM_ORDER}
         LIMIT %(batch)s
     ) AS c
     -- A paused queue is dropped from the list before its rows are read.
-    WHERE q.queue IS NOT NULL AND {queue_not_paused}
+    WHERE q.queue IS NOT NULL AND {_queue_not_paused("q.queue")}
     ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT %(spare)s
 ),
 due AS (
-    SELECT id FROM {job}
+    SELECT id FROM {JOB}
     -- Read again under the lock: the candidates were read without one.
-    WHERE id = ANY(ARRAY(SELECT id FROM candidates)) AND {due} AND {job_not_paused}
-    ORDER BY {order}
+    WHERE id = ANY(ARRAY(SELECT id FROM candidates)) AND {DUE} AND {_JOB_NOT_PAUSED}
+    ORDER BY {CLAIM_ORDER}
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
-)"""
-
-
-def _claim_queues(queues: str) -> str:
-    return (
-        _CLAIM_QUEUES.format(
-            queues=queues,
-            job=JOB,
-            due=DUE,
-            without_limits=WITHOUT_LIMITS,
-            order=CLAIM_ORDER,
-            queue_not_paused=_queue_not_paused("q.queue"),
-            job_not_paused=_JOB_NOT_PAUSED,
-        )
-        + _TAKE_DUE
-    )
+){_TAKE_DUE}"""
 
 
 CLAIM_GIVEN_QUEUES = _claim_queues(GIVEN_QUEUES)
@@ -197,9 +185,6 @@ class PostgreSQLDialect(Dialect):
             with connections[alias].cursor() as cursor:
                 params = {"channel": notify.CANCEL_CHANNEL, "job_id": str(int(job_id))}
                 cursor.execute(ANNOUNCE_CANCEL, params)
-
-    def announces_finished(self, alias: str) -> bool:
-        return notify.supported(alias)
 
     def announce_finished(self, alias: str, ids: Sequence[int]) -> None:
         if ids and notify.supported(alias):

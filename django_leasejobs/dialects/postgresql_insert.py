@@ -32,13 +32,13 @@ from django.db.models.fields.json import JSONField
 from ..core import notify, validation
 from ..db import client_encoding
 from ..models import Job
+from . import job_rows
 
 CHUNK = 2000
 """Rows per bulk statement: small enough that the database has the first chunk to insert
 while the next is validated, large enough that a statement carries most of its cost."""
 
 _FIELDS = [f for f in Job._meta.concrete_fields if not f.primary_key]
-_ATTNAMES = [str(f.attname) for f in Job._meta.concrete_fields]
 
 
 class InsertShape:
@@ -71,23 +71,23 @@ class InsertShape:
             ),
         ]
         self._keys = list(given)
-        # Where each of the model's fields comes from, in model order, for Job.from_db: a
-        # constant default, or a slot filled per row from a given key, a returned column, or a
-        # fresh default (a callable: each instance its own list or dict).
-        returned_at = {f.attname: i for i, f in enumerate(self.returned)}
-        given_key = {f.attname: key for key, f in zip(given, self.given, strict=True)}
-        fields = Job._meta.concrete_fields
-        self._constants = [getattr(template, f.attname) for f in fields]
-        self._given_slots = [
-            (i, given_key[f.attname]) for i, f in enumerate(fields) if f.attname in given_key
+        # The loaded job's attributes: every field's model default, then per row the given
+        # values (by attname: a key given by field name is renamed), the returned columns (or
+        # later, by ``fill``) and a fresh default from each callable (its own list or dict).
+        self._template = {
+            str(f.attname): getattr(template, f.attname) for f in Job._meta.concrete_fields
+        }
+        self._renamed = [
+            (key, str(f.attname))
+            for key, f in zip(given, self.given, strict=True)
+            if key != f.attname
         ]
-        self._returned_slots = [
-            (i, returned_at[f.attname]) for i, f in enumerate(fields) if f.attname in returned_at
-        ]
-        self._fresh_slots = [
-            (i, f.default)
-            for i, f in enumerate(fields)
-            if f.attname not in given_key and f.has_default() and callable(f.default)
+        given_attnames = {f.attname for f in self.given}
+        self._returned_attnames = [(str(f.attname), i) for i, f in enumerate(self.returned)]
+        self._fresh = [
+            (str(f.attname), f.default)
+            for f in Job._meta.concrete_fields
+            if f.attname not in given_attnames and f.has_default() and callable(f.default)
         ]
 
     def params(self, given: dict[str, Any], connection: BaseDatabaseWrapper) -> list[Any]:
@@ -101,24 +101,29 @@ class InsertShape:
         ]
 
     def instance(
-        self, alias: str, given: dict[str, Any], returned: Sequence[Any] | None = None
+        self,
+        build: Callable[[dict[str, Any]], Job],
+        given: dict[str, Any],
+        returned: Sequence[Any] | None = None,
     ) -> Job:
-        """The inserted row as the ``Job`` a query would load: ``given`` (every key of the
-        shape), the ``returned`` columns (or later, by ``fill``), and the defaults."""
-        values = list(self._constants)
-        for i, key in self._given_slots:
-            values[i] = given[key]
+        """The inserted row as the ``Job`` a query would load (made by ``build``, a
+        ``job_rows.builder``): ``given`` (every key of the shape, no other), the ``returned``
+        columns (or later, by ``fill``), and the defaults."""
+        attrs = self._template.copy()
+        attrs.update(given)
+        for key, attname in self._renamed:
+            attrs[attname] = attrs.pop(key)
         if returned is not None:
-            for i, column in self._returned_slots:
-                values[i] = returned[column]
-        for i, default in self._fresh_slots:
-            values[i] = default()
-        return Job.from_db(alias, _ATTNAMES, values)
+            for attname, column in self._returned_attnames:
+                attrs[attname] = returned[column]
+        for attname, default in self._fresh:
+            attrs[attname] = default()
+        return build(attrs)
 
     def fill(self, job: Job, returned: Sequence[Any]) -> None:
         """Set the ``returned`` columns on a job built before the database sent them."""
-        for i, column in self._returned_slots:
-            setattr(job, _ATTNAMES[i], returned[column])
+        for attname, column in self._returned_attnames:
+            setattr(job, attname, returned[column])
 
 
 _NULL_BY_DEFAULT = frozenset(
@@ -169,7 +174,7 @@ def insert_one(values: dict[str, Any], alias: str) -> Job:
         timestamps_in_c(cursor.cursor)
         cursor.execute(_one_sql(alias, names, announce), params)
         returned = cursor.fetchone()
-    return row.instance(alias, given, returned[: len(row.returned)])
+    return row.instance(job_rows.builder(alias), given, returned[: len(row.returned)])
 
 
 @functools.lru_cache(maxsize=64)
@@ -212,13 +217,14 @@ def insert_many(rows: Iterable[dict[str, Any]], alias: str) -> list[Job]:
     """
     connection = connections[alias]
     sent: list[tuple[list[Job], InsertShape, Any]] = []
+    build = job_rows.builder(alias)
     with _pipeline(connection):
         for chunk in _chunks(rows):
             row, sql, params = _many_statement(chunk, connection, alias)
             cursor = connection.cursor()
             timestamps_in_c(cursor.cursor)
             cursor.execute(sql, params)
-            sent.append(([row.instance(alias, values) for values in chunk], row, cursor))
+            sent.append(([row.instance(build, values) for values in chunk], row, cursor))
         for jobs, row, cursor in sent:
             with cursor:
                 returned_rows = sorted(cursor.fetchall())

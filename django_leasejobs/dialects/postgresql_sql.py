@@ -1,33 +1,39 @@
 """PostgreSQL's fragments of SQL, each written once, for the statements that compose them.
 
-The app's tables are named literally (their ``db_table``; a test checks them against the
-models). Every fragment names its columns unqualified: each is used where the job row is the
-only table with those columns in scope. Values are never here: the statements that compose
-these fragments take named parameters (``%(name)s``) and are run with a dict.
+Those every database shares (the tables, the waiting test, the claim order, the limits'
+predicates) are in ``dialects.sql``; these are PostgreSQL's own: its clock, its advisory
+locks, the pause test as an anti-join, the loose index scan of the queues. Values are never
+here: the statements that compose these fragments take named parameters (``%(name)s``) and are
+run with a dict.
 """
 
 from __future__ import annotations
 
 from ..models import Job
+from .sql import CLAIM_ORDER, JOB, LIMITER, PAUSE, WAITING, WITH_LIMITS, WITHOUT_LIMITS
 
-JOB = "django_leasejobs_job"
-LIMITER = "django_leasejobs_limiter"
-PAUSE = "django_leasejobs_pause"
-
-WAITING = "status IN ('pending', 'failed')"
-"""A job that may be claimed: waiting for its first attempt or for a retry."""
+__all__ = [
+    "ATTEMPT_START",
+    "CLAIMED_COLUMNS",
+    "CLAIM_ORDER",
+    "CONCURRENCY_LOCK",
+    "DUE",
+    "GIVEN_QUEUES",
+    "JOB",
+    "LIMITER",
+    "NOT_CLAIMED",
+    "PAUSE",
+    "RATE_LOCK",
+    "WAITING",
+    "WITHOUT_LIMITS",
+    "WITH_LIMITS",
+    "not_paused",
+    "queue_scan",
+    "try_lock",
+]
 
 DUE = f"{WAITING} AND run_at <= STATEMENT_TIMESTAMP()"
 """A waiting job whose time has come (the database's clock)."""
-
-CLAIM_ORDER = "priority DESC, run_at, id"
-"""The claim order: priority (high first), then ``run_at``, then id (the claim indexes')."""
-
-WITH_LIMITS = "(concurrency_key IS NOT NULL OR rate_key IS NOT NULL)"
-"""Jobs with a limit (the predicate of ``leasejobs_limited``)."""
-
-WITHOUT_LIMITS = "concurrency_key IS NULL AND rate_key IS NULL"
-"""Jobs without limits (the predicate of ``leasejobs_claimable``)."""
 
 ATTEMPT_START = """status = 'running',
     attempt = attempt + 1,

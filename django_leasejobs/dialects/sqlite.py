@@ -1,39 +1,60 @@
-"""SQLite: one UPDATE ... RETURNING claims, under the database's single write lock."""
+"""SQLite: one UPDATE ... RETURNING claims, under the database's single write lock.
+
+Each statement is a module constant with named parameters (``%(name)s``, run with a dict:
+Django's SQLite backend turns them into SQLite's own ``:name``), the app's tables named
+literally and the fragments every database shares taken from ``dialects.sql``. The only text
+that varies is the list of queues a claim is given (``sql.placeholders``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from django.db import connections
 
 from ..db.dbtime import SQLITE_NOW
-from ..models import Job, Limiter, Pause
+from ..models import Job
 from .base import Dialect
+from .sql import (
+    CLAIM_ORDER,
+    JOB,
+    LIMITER,
+    PAUSE,
+    WAITING,
+    WITH_LIMITS,
+    WITHOUT_LIMITS,
+    placeholders,
+)
+
+DUE = f"{WAITING} AND run_at <= {SQLITE_NOW}"
+"""A waiting job whose time has come (the database's clock)."""
 
 # A write that changes nothing, but takes the database's write lock at once: what a limited
 # claim then reads (running jobs, rate buckets) cannot change before it commits.
-_WRITE_LOCK = "UPDATE {table} SET started = started WHERE 0 = 1"
+_WRITE_LOCK = f"UPDATE {LIMITER} SET started = started WHERE 0 = 1"
 
 # SQLite has no row locks: the whole UPDATE takes the database's single write lock, so the
 # subquery and the guarded update see one consistent state and two claimers cannot both win.
+# ``{queues}``: nothing (every queue) or ``AND queue IN (...)`` (``_for_queues``).
 _CLAIM = f"""
-UPDATE {{table}}
+UPDATE {JOB}
 SET status = 'running',
     attempt = attempt + 1,
-    lease_owner = %s,
+    lease_owner = %(worker_id)s,
     lease_expires_at = STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f000', 'NOW',
-        '+' || COALESCE(lease_seconds, %s) || ' seconds'),
+        '+' || COALESCE(lease_seconds, %(lease_seconds)s) || ' seconds'),
     started_at = {SQLITE_NOW}
 WHERE id IN (
-    SELECT id FROM {{table}}
-    WHERE status IN ('pending', 'failed') AND run_at <= {SQLITE_NOW} {{queue_filter}}
+    SELECT id FROM {JOB}
+    WHERE {DUE} {{queues}}
       -- Pauses: the paused names are read once into a temporary index, then tested per row.
-      AND queue NOT IN (SELECT p.name FROM {{pause}} AS p WHERE p.kind = 'queue')
-      AND name NOT IN (SELECT p.name FROM {{pause}} AS p WHERE p.kind = 'job')
-      AND concurrency_key IS NULL AND rate_key IS NULL
-    ORDER BY priority DESC, run_at, id
-    LIMIT %s
-) AND status IN ('pending', 'failed')
+      AND queue NOT IN (SELECT p.name FROM {PAUSE} AS p WHERE p.kind = 'queue')
+      AND name NOT IN (SELECT p.name FROM {PAUSE} AS p WHERE p.kind = 'job')
+      AND {WITHOUT_LIMITS}
+    ORDER BY {CLAIM_ORDER}
+    LIMIT %(batch)s
+) AND {WAITING}
 RETURNING *
 """
 
@@ -44,18 +65,20 @@ RETURNING *
 # written as the index's condition writes them.
 _LIMITED_DUE = f"""
 SELECT EXISTS (
-    SELECT 1 FROM {{table}} INDEXED BY leasejobs_limited
-    WHERE status IN ('pending', 'failed')
-      AND (concurrency_key IS NOT NULL OR rate_key IS NOT NULL)
-      AND run_at <= {SQLITE_NOW} {{queue_filter}}
+    SELECT 1 FROM {JOB} INDEXED BY leasejobs_limited
+    WHERE {WAITING}
+      AND {WITH_LIMITS}
+      AND run_at <= {SQLITE_NOW} {{queues}}
 )
 """
 
 
-def _queue_filter(queues: Sequence[str] | None) -> tuple[str, list[str]]:
+def _for_queues(statement: str, queues: Sequence[str] | None) -> tuple[str, dict[str, Any]]:
+    """``statement`` for every queue (None) or for the given ones, and their parameters."""
     if queues is None:
-        return "", []
-    return f"AND queue IN ({', '.join(['%s'] * len(queues))})", list(queues)
+        return statement.format(queues=""), {}
+    names, params = placeholders("queue", queues)
+    return statement.format(queues=f"AND queue IN ({names})"), params
 
 
 class SQLiteDialect(Dialect):
@@ -67,26 +90,20 @@ class SQLiteDialect(Dialect):
         batch: int,
         lease_seconds: float,
     ) -> list[Job]:
-        table = connections[alias].ops.quote_name(Job._meta.db_table)
-        queue_filter, queue_params = _queue_filter(queues)
-        pause = connections[alias].ops.quote_name(Pause._meta.db_table)
-        sql = _CLAIM.format(table=table, queue_filter=queue_filter, pause=pause)
-        params = [worker_id, lease_seconds, *queue_params, batch]
+        sql, params = _for_queues(_CLAIM, queues)
+        params.update(worker_id=worker_id, lease_seconds=lease_seconds, batch=batch)
         return list(Job.objects.using(alias).raw(sql, params))
 
     def _limited_due(self, alias: str, queues: Sequence[str] | None, batch: int) -> bool:
         # Any due job with limits, anywhere: leasejobs_limited holds only them.
-        table = connections[alias].ops.quote_name(Job._meta.db_table)
-        queue_filter, params = _queue_filter(queues)
+        sql, params = _for_queues(_LIMITED_DUE, queues)
         with connections[alias].cursor() as cursor:
-            cursor.execute(_LIMITED_DUE.format(table=table, queue_filter=queue_filter), params)
+            cursor.execute(sql, params)
             return bool(cursor.fetchone()[0])
 
     def _lock_limiters(self, alias: str, keys: Iterable[str]) -> set[str]:
         # No row locks: the database's write lock, taken by the first statement of the claim's
         # transaction, holds every key until it commits.
-        connection = connections[alias]
-        table = connection.ops.quote_name(Limiter._meta.db_table)
-        with connection.cursor() as cursor:
-            cursor.execute(_WRITE_LOCK.format(table=table))
+        with connections[alias].cursor() as cursor:
+            cursor.execute(_WRITE_LOCK)
         return set(keys)

@@ -5,7 +5,7 @@ one probe of ``leasejobs_waiting``: a skip scan where ``SELECT DISTINCT`` would 
 waiting row), and for each queue two correlated ``MIN(run_at)`` probes give its oldest due
 pending and failed job. One round trip instead of one query per queue: the anonymous health
 verdict costs the same queries with one queue or a thousand. The same SQL runs on PostgreSQL,
-SQLite and MariaDB/MySQL (recursive CTEs are standard there); values are parameters.
+SQLite and MariaDB/MySQL (recursive CTEs are standard there); values are named parameters.
 """
 
 from __future__ import annotations
@@ -16,24 +16,27 @@ from collections.abc import Collection
 from django.db import connections
 
 from ..db.dbtime import as_aware
+from .sql import JOB, WAITING, placeholders
 
-_STATEMENT = """
+# ``{names}``: nothing, or ``AND due.name NOT IN (...)`` with a placeholder per paused job name.
+_STATEMENT = f"""
 WITH RECURSIVE waiting_queues (queue) AS (
-    SELECT MIN(queue) FROM django_leasejobs_job WHERE status IN ('pending', 'failed')
+    SELECT MIN(queue) FROM {JOB} WHERE {WAITING}
     UNION ALL
     SELECT (
-        SELECT MIN(later.queue) FROM django_leasejobs_job later
+        SELECT MIN(later.queue) FROM {JOB} later
+        -- Every column qualified in the recursive step (``later``), as the statement always was.
         WHERE later.status IN ('pending', 'failed') AND later.queue > waiting_queues.queue
     )
     FROM waiting_queues WHERE waiting_queues.queue IS NOT NULL
 )
 SELECT waiting_queues.queue,
-    (SELECT MIN(due.run_at) FROM django_leasejobs_job due
+    (SELECT MIN(due.run_at) FROM {JOB} due
      WHERE due.queue = waiting_queues.queue AND due.status = 'pending'
-     AND due.run_at <= %s {names}),
-    (SELECT MIN(due.run_at) FROM django_leasejobs_job due
+     AND due.run_at <= %(now)s {{names}}),
+    (SELECT MIN(due.run_at) FROM {JOB} due
      WHERE due.queue = waiting_queues.queue AND due.status = 'failed'
-     AND due.run_at <= %s {names})
+     AND due.run_at <= %(now)s {{names}})
 FROM waiting_queues WHERE waiting_queues.queue IS NOT NULL
 ORDER BY waiting_queues.queue
 """
@@ -45,12 +48,12 @@ def oldest_due(
     """Each queue holding a pending or failed job -> the ``run_at`` of its oldest job due at
     ``now`` that no job-name pause holds back (None: nothing due), in queue name order."""
     connection = connections[alias]
-    names = sorted(paused_names)
     # Placeholders only: the paused names themselves go as parameters.
-    excluded = f"AND due.name NOT IN ({', '.join(['%s'] * len(names))})" if names else ""
-    at = connection.ops.adapt_datetimefield_value(now)
+    names, params = placeholders("name", sorted(paused_names))
+    excluded = f"AND due.name NOT IN ({names})" if params else ""
+    params["now"] = connection.ops.adapt_datetimefield_value(now)
     with connection.cursor() as cursor:
-        cursor.execute(_STATEMENT.format(names=excluded), [at, *names, at, *names])
+        cursor.execute(_STATEMENT.format(names=excluded), params)
         rows = cursor.fetchall()
     return {
         queue: min((as_aware(t) for t in (pending, failed) if t is not None), default=None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import logging
 import traceback as traceback_module
@@ -10,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, router, transaction
+from django.db import DEFAULT_DB_ALIAS, router
 
 from .. import dialects
 from ..db import signals
@@ -67,14 +66,6 @@ class Failure:
 def job_database() -> str:
     """The database the protocol writes jobs to (the router's choice for ``Job``)."""
     return router.db_for_write(Job) or DEFAULT_DB_ALIAS
-
-
-def finishing(using: str) -> contextlib.AbstractContextManager[Any]:
-    """Around a finish written outside the caller's transaction: a transaction where finishes
-    are announced (``announce_finished`` then commits with the row), nothing elsewhere."""
-    if dialects.for_alias(using).announces_finished(using):
-        return transaction.atomic(using=using)
-    return contextlib.nullcontext()
 
 
 def announce_finished(using: str, ids: Sequence[int]) -> None:

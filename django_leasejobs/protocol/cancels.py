@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 
+from django.db import transaction
 from django.db.models import Q
 
 from .. import dialects
@@ -19,7 +20,7 @@ from ..db import signals
 from ..db.dbtime import DbNow
 from ..db.deadlocks import retry_deadlocks
 from ..models import CLAIMABLE, FINAL, Job, Status
-from .base import Outcome, announce_finished, finishing, job_database, logger, report
+from .base import Outcome, announce_finished, job_database, logger, report
 
 
 class Cancel(enum.Enum):
@@ -57,7 +58,8 @@ def request_cancel(job_id: int) -> Cancel:
     using = job_database()
     jobs = Job.objects.using(using)
     for _ in range(_TRIES):
-        with finishing(using):
+        # One transaction: the announcement to waiting callers commits with the row.
+        with transaction.atomic(using=using):
             cancelled = jobs.filter(pk=job_id, status__in=CLAIMABLE).update(**cancelled_fields())
             if cancelled:
                 announce_finished(using, [job_id])
@@ -100,7 +102,7 @@ def cancel_attempt(job_id: int, attempt: int) -> Outcome:
     """
     guard = Q(pk=job_id, attempt=attempt, status=Status.RUNNING, cancel_requested_at__isnull=False)
     using = job_database()
-    with finishing(using):
+    with transaction.atomic(using=using):  # the announcement commits with the row
         changed = Job.objects.using(using).filter(guard).update(**cancelled_fields())
         if changed:
             announce_finished(using, [job_id])

@@ -3,14 +3,17 @@
 What the protocol's claim promises of it: each limit holds, the jobs without limits are taken
 beside them in one claim order, a key another claimer holds is passed over, and the keys a
 claim locks are those of the due jobs it may start (read from a second session while the
-claim's transaction is open).
+claim's transaction is open; on SQLite, the keys it takes while the database's write lock is
+held).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import sqlite3
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import pytest
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
@@ -81,15 +84,38 @@ def test_with_no_job_with_limits_due_it_is_the_plain_claim(
     assert not Limiter.objects.exists()
 
 
+def claim_under_write_lock(
+    dialect: Dialect, holder: Any, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[Job], set[str]]:
+    """SQLite: a limited claim, and the keys it held when it took them (``_lock_limiters``).
+
+    Each time it takes them, a second session must find the database's write lock taken: no
+    other claimer can then change what the claim counts before it commits.
+    """
+    held: set[str] = set()
+    take = dialect._lock_limiters
+
+    def recorded(alias: str, keys: Iterable[str]) -> set[str]:
+        taken = take(alias, keys)
+        holder.ensure_connection()
+        holder.connection.execute("PRAGMA busy_timeout = 0")
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            holder.connection.execute("BEGIN IMMEDIATE")
+        held.update(taken)
+        return taken
+
+    monkeypatch.setattr(dialect, "_lock_limiters", recorded)
+    return claim_limited(dialect, 10), held
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_keys_a_claim_locks_are_those_of_the_due_jobs_it_may_start(
-    dialect: Dialect, all_due: Callable[[], None]
+    dialect: Dialect, all_due: Callable[[], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Locked: the keys of due candidates. Not locked: a key whose jobs are not due, a key its
     running jobs fill, a spent rate bucket. The limiter rows exist beforehand, so a row lock
-    seen is the claim's, not an insert's."""
-    if connection.vendor == "sqlite":
-        pytest.skip("SQLite has no row locks: the claim holds the database's write lock")
+    seen is the claim's, not an insert's. SQLite has no row locks: there the keys the claim
+    holds are those it counts under the database's write lock, held from before it counts."""
     jobs.per_tenant.enqueue_many([(("a",), {})] * 2 + [(("b",), {}), (("full",), {})] * 1)
     jobs.per_tenant.enqueue_many([(("full",), {})])
     jobs.throttled.enqueue(1)
@@ -108,8 +134,11 @@ def test_the_keys_a_claim_locks_are_those_of_the_due_jobs_it_may_start(
     holder = connections.create_connection(DEFAULT_DB_ALIAS)
     try:
         with transaction.atomic():
-            claimed = claim_limited(dialect, 10)
-            locked = locked_keys(keys, holder, backend_pid())
+            if connection.vendor == "sqlite":
+                claimed, locked = claim_under_write_lock(dialect, holder, monkeypatch)
+            else:
+                claimed = claim_limited(dialect, 10)
+                locked = locked_keys(keys, holder, backend_pid())
     finally:
         holder.close()
     assert locked == {"c:tenant:a", "c:tenant:b", "r:testapp.jobs.throttled"}
