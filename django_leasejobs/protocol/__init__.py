@@ -36,7 +36,14 @@ from .dead_letter_groups import (
     latest_errors,
     replay_group,
 )
-from .deferrals import UNREGISTERED_JOB, defer, deferral_delay, waiting_unknown, wake_deferred
+from .deferrals import (
+    UNREGISTERED_JOB,
+    defer,
+    deferral_delay,
+    deferred_names,
+    waiting_unknown,
+    wake_deferred,
+)
 from .enqueues import (
     ENQUEUE_OPTIONS,
     Inserted,
@@ -77,6 +84,7 @@ __all__ = [
     "complete_many",
     "defer",
     "deferral_delay",
+    "deferred_names",
     "discard_group",
     "emit_occurrence",
     "enqueue",

@@ -177,3 +177,18 @@ def waiting_unknown(using: str | None = None, limit: int = 10_000) -> dict[str, 
     for name in rows.values_list("name", flat=True).order_by()[:limit]:
         counts[name] = counts.get(name, 0) + 1
     return dict(sorted(counts.items()))
+
+
+def deferred_names(limit: int = 200) -> list[str]:
+    """The names of the jobs waiting for a worker that knows them (distinct, at most ``limit``).
+
+    A worker reads them to import, where it may, the modules of those it has not registered:
+    a job defined outside ``jobs.py`` registers only when its module is first imported, so
+    without this its worker would not wake it (``wake_deferred`` takes registered names).
+    """
+    rows = Job.objects.using(job_database()).filter(
+        deferred_until__gt=DbNow(),  # a range of leasejobs_deferred
+        run_at=F("deferred_until"),
+        status=Status.PENDING,
+    )
+    return list(rows.values_list("name", flat=True).order_by("name").distinct()[:limit])

@@ -134,7 +134,11 @@ class ClaimLoop(GroupedCompletions, RuntimeFlush):
         """Make due now the jobs other workers deferred because they did not know the name (or
         its version), for the names (aliases included) and versions this worker runs (one
         guarded statement: only delays a deferral set are cut short,
-        ``protocol.wake_deferred``)."""
+        ``protocol.wake_deferred``). Names whose module nothing imported yet are looked for at
+        start and every few seconds (:mod:`.deferred_names`)."""
+        found = self._deferred_names.import_waiting(time.monotonic())
+        if found:
+            logger.info("worker.imported_deferred id=%s names=%s", self.worker_id, ",".join(found))
         woken = protocol.wake_deferred(registry.runnable())
         if woken:
             logger.info("worker.woke_deferred id=%s jobs=%s", self.worker_id, woken)

@@ -26,6 +26,7 @@ from .claim_sizing import ClaimSizer
 from .connection_keeper import ConnectionKeeper
 from .console import Console
 from .context import TIMEOUT, Cancellation
+from .deferred_names import DeferredNames
 from .execution import Execution
 from .runtime_tally import Tally
 
@@ -192,6 +193,8 @@ class WorkerState:
         """Held by the heartbeat around its snapshot and statement, and briefly by a pool thread
         to mark its slot ``reporting``: a job that has just been completed is never heartbeated
         (which would misread it as a lost lease)."""
+        self._deferred_names = DeferredNames()
+        """Deferred jobs whose module this worker has not imported yet, for the wake-up."""
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._stop_reason = ""
