@@ -41,6 +41,8 @@ class ClaimSizer:
         self.concurrency = concurrency
         self.batch = batch
         self.mean_duration: float | None = None
+        """Written by the runners of its lane (:meth:`observe`), read by the claim loop and
+        the runners, without a lock: see :meth:`observe`."""
 
     def observe(self, seconds: float) -> None:
         """Fold one handler's run time into the running mean (races between threads are

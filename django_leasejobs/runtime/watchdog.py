@@ -27,6 +27,7 @@ from . import execution
 from .connection_keeper import ConnectionKeeper
 from .context import CANCELLED, TIMEOUT
 from .ledger import Ledger
+from .options import WorkerOptions
 from .outage import RECONNECT, headline
 from .slots import InFlight, Slot
 
@@ -42,19 +43,17 @@ class Watchdog:
     def __init__(
         self,
         *,
-        worker_id: str,
-        heartbeat: float,
-        max_stuck: int | None,
+        options: WorkerOptions,
         slots: InFlight,
         ledger: Ledger,
         keeper: ConnectionKeeper,
         stop: Callable[[str], None],
         cancel_async: Callable[[Slot], bool],
     ) -> None:
-        self.worker_id = worker_id
-        self.heartbeat = heartbeat
-        """A handler still running this long after its attempt ended is stuck."""
-        self.max_stuck = max_stuck
+        self.worker_id = options.worker_id
+        self.options = options
+        """``heartbeat``: a handler still running this long after its attempt ended is stuck;
+        ``max_stuck``: how many stuck handlers stop the worker."""
         self.slots = slots
         self.ledger = ledger
         self.keeper = keeper
@@ -161,7 +160,7 @@ class Watchdog:
             assert slot.ended_at is not None
             if not slot.end_written:
                 self._write_end(slot)
-            elif not slot.stuck and now >= slot.ended_at + self.heartbeat:
+            elif not slot.stuck and now >= slot.ended_at + self.options.heartbeat:
                 self._mark_stuck(slot, now)
         return max(wait, 0.0)
 
@@ -209,11 +208,11 @@ class Watchdog:
             slot.end_reason,
             now - slot.ended_at,
             stuck_now,
-            self.max_stuck,
+            self.options.max_stuck,
         )
-        if self.max_stuck is not None and stuck_now >= self.max_stuck:
+        if self.options.max_stuck is not None and stuck_now >= self.options.max_stuck:
             self.stuck_limit_reached = True
-            self.stop_worker(f"max_stuck={self.max_stuck} reached")
+            self.stop_worker(f"max_stuck={self.options.max_stuck} reached")
 
     def ended_returned(self, slot: Slot) -> bool:
         """A handler returned: True if the worker had ended its attempt (the slot is then

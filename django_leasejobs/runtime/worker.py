@@ -67,7 +67,7 @@ class Worker:
     ``async_concurrency`` ``async def`` handlers run on one event loop. ``batch`` (most jobs
     per claim, and the prefetch's cap) defaults to ``max(capacity, 100)``; ``lease``,
     ``heartbeat`` and ``poll`` default to their ``LEASEJOBS_*`` settings. ``maintenance`` is a list
-    of callables the scheduler step runs (see ``Maintenance._run_scheduler``). ``max_stuck=N``
+    of callables the scheduler step runs (see :mod:`.maintenance`). ``max_stuck=N``
     stops the worker gracefully once N handlers are stuck (``stuck_limit_reached`` then says so).
     ``console`` gets one line per finished attempt (``runjobworker`` passes its own).
     """
@@ -115,9 +115,7 @@ class Worker:
         completer = Completer(worker_id, slots, ledger)
         room = ClaimRoom(lanes, slots, completer, options.async_slots)
         self.watchdog = watchdog = Watchdog(
-            worker_id=worker_id,
-            heartbeat=options.heartbeat,
-            max_stuck=options.max_stuck,
+            options=options,
             slots=slots,
             ledger=ledger,
             keeper=keeper,

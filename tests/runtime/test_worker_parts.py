@@ -55,9 +55,7 @@ class Parts:
         self.room = ClaimRoom(self.lanes, self.slots, self.completer, async_slots)
         self.cancelled: list[Slot] = []
         self.watchdog = Watchdog(
-            worker_id=WORKER,
-            heartbeat=5.0,
-            max_stuck=1,
+            options=build_options(max_stuck=1),
             slots=self.slots,
             ledger=self.ledger,
             keeper=ConnectionKeeper(),
