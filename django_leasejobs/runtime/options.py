@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import secrets
 import socket
 from collections.abc import Mapping, Sequence
@@ -188,3 +189,41 @@ def _check_grace(grace: float) -> None:
         or grace < 0
     ):
         raise ValueError(f"grace must be a number of seconds >= 0, not {grace!r}.")
+
+
+BUDGET = re.compile(r"(?P<name>.*):(?P<threads>\d+)")
+"""A queue with its threads: a trailing ``:<digits>`` is always a budget, never part of a name."""
+
+
+def parse_queues(text: str) -> list[str] | dict[str, int] | None:
+    """``"a,b"`` -> ``["a", "b"]``; ``"mail:10,reports:2"`` -> ``{"mail": 10, "reports": 2}``
+    (threads per queue); ``"*"`` -> ``None`` (every queue). Raises on an empty list, on a
+    budget given to some queues only, on a budget of 0 and on a queue named twice."""
+    if text.strip() == "*":
+        return None
+    names = [name.strip() for name in text.split(",")]
+    if not any(names) or not all(names):
+        raise ValueError(
+            f"--queues needs comma-separated queue names (or '*' for all), not {text!r}."
+        )
+    budgeted = [BUDGET.fullmatch(name) for name in names]
+    if not any(budgeted):
+        return names
+    if not all(budgeted):
+        plain = ", ".join(name for name, match in zip(names, budgeted, strict=True) if not match)
+        raise ValueError(
+            f"--queues {text}: give every queue its threads (name:threads) or none of them; "
+            f"{plain} has none."
+        )
+    budgets: dict[str, int] = {}
+    for match in budgeted:
+        assert match is not None
+        name, threads = match["name"].strip(), int(match["threads"])
+        if not name:
+            raise ValueError(f"--queues {text}: a budget needs a queue name before the ':'.")
+        if threads < 1:
+            raise ValueError(f"--queues {text}: queue {name} needs at least 1 thread, not 0.")
+        if name in budgets:
+            raise ValueError(f"--queues {text}: queue {name} is given twice.")
+        budgets[name] = threads
+    return budgets
