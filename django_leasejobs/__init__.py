@@ -6,7 +6,7 @@ when it runs again; ``JobFailedError`` is what waiting for a job that ended dead
 raises. State changes live in ``protocol``.
 """
 
-from .backoff import Backoff
+from .core.backoff import Backoff
 from .errors import JobFailedError, JobValidationError, PermanentError, UnknownJobError
 from .jobs import job
 from .retries import Retry, Snooze

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from django.db import Error as DatabaseError
 from django.db import connections
 
-from .. import protocol
+from .. import protocol, upkeep
 from . import execution
 from .connection_keeper import ConnectionKeeper
 from .ledger import Ledger
@@ -135,7 +135,7 @@ class Heartbeat:
         no later beat can bring it back."""
         try:
             execution.close_old_connections()
-            protocol.forget_worker(self.options.worker_id)
+            upkeep.forget_worker(self.options.worker_id)
         except DatabaseError as exc:  # the row is left to be called lost, then pruned
             logger.warning(
                 "worker.database_error id=%s where=forget error=%s",
@@ -148,8 +148,8 @@ class Heartbeat:
         options = self.options
         stuck = self.ledger.stuck_now
         self._row_written = True  # from the first try: an INSERT may commit and still raise
-        protocol.beat(
-            protocol.Beat(
+        upkeep.beat(
+            upkeep.Beat(
                 worker_id=options.worker_id,
                 host=socket.gethostname(),
                 pid=os.getpid(),

@@ -13,14 +13,14 @@ import threading
 
 from django.db import Error as DatabaseError
 
-from .. import protocol
+from .. import protocol, upkeep
 from ..protocol import Outcome
+from ..reports.summary import Summary
 from .console import Console
 from .context import TIMEOUT
 from .outage import headline
 from .runtime_tally import Tally
 from .slots import Slot
-from .summary import Summary
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -112,7 +112,7 @@ class Ledger:
         if not counts:
             return
         try:
-            protocol.record_runtimes(counts, heartbeat=self.heartbeat)
+            upkeep.record_runtimes(counts, heartbeat=self.heartbeat)
         except DatabaseError as exc:
             self.runtimes.put_back(counts)
             logger.warning(

@@ -17,12 +17,14 @@ from collections.abc import Callable, Sequence
 
 from django.db import Error as DatabaseError
 
-from .. import protocol, registry
-from . import execution, samples, schedule_settings, schedules
+from .. import protocol, upkeep
+from ..core import registry
+from ..reports import samples
+from ..upkeep.retention import Retention
+from . import execution, schedule_settings, schedules
 from .ledger import Ledger
 from .options import WorkerOptions
 from .outage import Outage, headline
-from .retention import Retention
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -101,7 +103,7 @@ class Maintenance:
             return
         self._next_worker_prune = now + self.lease
         try:
-            protocol.prune_workers(dt.timedelta(seconds=self.lease * protocol.PRUNE_AFTER_LEASES))
+            upkeep.prune_workers(dt.timedelta(seconds=self.lease * upkeep.PRUNE_AFTER_LEASES))
         except DatabaseError as exc:
             logger.warning(
                 "worker.database_error id=%s where=prune_workers error=%s",

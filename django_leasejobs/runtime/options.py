@@ -16,7 +16,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..conf import settings
+from ..core.conf import settings
 from . import async_execution
 
 DEFAULT_CONCURRENCY = 4

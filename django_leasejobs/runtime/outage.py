@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from ..backoff import Backoff
+from ..core.backoff import Backoff
 from . import execution
 
 logger = logging.getLogger("django_leasejobs")

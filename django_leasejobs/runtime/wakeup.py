@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from .. import notify
+from ..core import notify
 from . import listener
 
 

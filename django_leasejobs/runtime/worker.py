@@ -34,6 +34,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from ..reports.summary import Summary
 from .async_runner import AsyncPool
 from .claim_sizing import ClaimRoom, ClaimSizer
 from .completions import Completer
@@ -56,7 +57,6 @@ from .pool import ThreadPool
 from .reporting import Reporter
 from .shutdown import Shutdown
 from .slots import InFlight, Lane, Slot
-from .summary import Summary
 from .wakeup import Wakeup
 from .watchdog import Watchdog
 
