@@ -17,6 +17,11 @@ leases and shutdown releases them at once.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .completions import Completer
+    from .slots import InFlight, Lane
 
 HORIZON = 0.05
 """Seconds of work the prefetch should cover at the pool's measured pace."""
@@ -36,6 +41,8 @@ class ClaimSizer:
         self.concurrency = concurrency
         self.batch = batch
         self.mean_duration: float | None = None
+        """Written by the runners of its lane (:meth:`observe`), read by the claim loop and
+        the runners, without a lock: see :meth:`observe`."""
 
     def observe(self, seconds: float) -> None:
         """Fold one handler's run time into the running mean (races between threads are
@@ -69,3 +76,54 @@ class ClaimSizer:
         if free < self.low_mark:
             return 0
         return min(free, self.batch)
+
+
+class ClaimRoom:
+    """How many jobs the next claim may take, per lane, from what the worker holds now.
+
+    Read by the claim loop before each claim and by the runners when a handler returns (is
+    there room enough to wake the loop?).
+    """
+
+    def __init__(
+        self, lanes: list[Lane], slots: InFlight, completer: Completer, async_slots: int
+    ) -> None:
+        self.lanes = lanes
+        self.slots = slots
+        self.completer = completer
+        self.async_slots = async_slots
+        """``async_concurrency`` when the worker runs an event loop, else 0."""
+        self.async_recent = False
+        """Whether the latest claim that took jobs brought an async one. Written by the claim
+        loop only, read by it and (through :meth:`wanted`) by the runners without a lock: a
+        stale read only moves their wake-up of the loop by one turn."""
+
+    def held(self, lane: Lane | None = None) -> int:
+        """Jobs claimed and not finished: running or waiting to start (not those whose
+        completion only waits for the next flush), and handlers still running after the
+        worker ended their attempt (a stuck thread is not free); of ``lane`` alone when the
+        worker has several (``None``: all of them)."""
+        if lane is None or len(self.lanes) == 1:
+            return self.slots.total - self.completer.waiting()
+        return self.slots.held_by(lane) - self.completer.waiting(lane)
+
+    def wanted(self, lane: Lane | None = None) -> int:
+        """How many jobs the next claim may take (0 while below the low mark).
+
+        The pool's threads plus the prefetch of :class:`ClaimSizer`, plus the async slots
+        while the latest claim brought async jobs. A claim cannot tell which kind a due job is:
+        counting the async slots always would let a worker of a project that has any async
+        handler sit on a hundred long sync jobs its threads cannot start. The first async job
+        a claim brings opens them; a claim of sync jobs alone closes them, leaving room for one
+        job more than the threads, so async work is still found while every thread is busy.
+        Jobs beyond the free threads or ``async_concurrency`` wait, in flight, their leases
+        renewed by the heartbeat. While a handler whose attempt the worker ended still holds a
+        thread, that one job more is not taken: a sync job could wait behind a thread that may
+        never free, its lease renewed, when another worker could run it. With thread budgets
+        each lane is sized alone (``lane``; ``None``: the first).
+        """
+        lane = lane or self.lanes[0]
+        extra = 0
+        if self.async_slots:
+            extra = self.async_slots if self.async_recent else int(not self.slots.any_ended)
+        return lane.sizer.wanted(self.held(lane), extra)

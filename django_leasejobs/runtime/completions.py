@@ -1,24 +1,41 @@
 """Grouped completions: successes wait in a list and complete in one statement.
 
-A pool thread whose handler returned appends its slot here instead of writing; the claim loop
-(and shutdown) flushes the list with one ``protocol.complete_many`` call, each row fenced by its
-own attempt token, results included. A ``django.tasks`` task gets its ``task_finished`` signal
-once the flush has decided its outcome.
+A runner whose handler returned a plain success adds its slot here instead of writing; the claim
+loop (and shutdown) flushes the list with one ``protocol.complete_many`` call, each row fenced
+by its own attempt token, results included. A ``django.tasks`` task gets its ``task_finished``
+signal once the flush has decided its outcome.
 """
 
 from __future__ import annotations
+
+import threading
 
 from django.db import Error as DatabaseError
 
 from .. import protocol
 from ..protocol import Outcome
 from . import execution
-from .worker_state import WorkerState
+from .ledger import Ledger
+from .slots import InFlight, Lane, Slot
 
 
-class GroupedCompletions(WorkerState):
+class Completer:
+    """The successes waiting for the next flush.
+
+    ``_pending`` is appended to by the pool and reporter threads and taken whole by the main
+    thread (the claim loop, then shutdown), always under ``_lock``; its length is read without
+    it by the claim sizing (a count one job old moves a claim by one turn).
+    """
+
+    def __init__(self, worker_id: str, slots: InFlight, ledger: Ledger) -> None:
+        self.worker_id = worker_id
+        self.slots = slots
+        self.ledger = ledger
+        self._pending: list[Slot] = []
+        self._lock = threading.Lock()
+
     @staticmethod
-    def _groupable(result: execution.Execution) -> bool:
+    def groupable(result: execution.Execution) -> bool:
         """A success not yet written: its completion can share one statement with others.
 
         Not one the handler completed itself (``ctx.complete()``), nor one whose lease was
@@ -33,14 +50,26 @@ class GroupedCompletions(WorkerState):
             and result.upgraded is None
         )
 
-    def _flush_completions(self) -> None:
+    def add(self, slots: list[Slot]) -> None:
+        """Queue successes (their ``execution`` set) for the next flush."""
+        with self._lock:
+            self._pending.extend(slots)
+
+    def waiting(self, lane: Lane | None = None) -> int:
+        """Successes waiting for the flush (of ``lane`` alone, if given)."""
+        if lane is None:
+            return len(self._pending)
+        with self._lock:
+            return sum(1 for slot in self._pending if slot.lane is lane)
+
+    def flush(self) -> None:
         """Complete every successful job waiting in one statement (each row fenced by its token).
 
         On a commit-bound database one statement for many jobs is much cheaper than one each;
         the slots stay in flight (and count against concurrency) until this has run.
         """
-        with self._completions_lock:
-            slots, self._completions = self._completions, []
+        with self._lock:
+            slots, self._pending = self._pending, []
         if not slots:
             return
         try:
@@ -48,12 +77,12 @@ class GroupedCompletions(WorkerState):
                 [(*slot.token, slot.result) for slot in slots], finished_by=self.worker_id
             )
         except DatabaseError:
-            with self._completions_lock:
-                self._completions[:0] = slots  # fenced writes: safe to try again
+            with self._lock:
+                self._pending[:0] = slots  # fenced writes: safe to try again
             raise
         for slot in slots:
             outcome = outcomes.get(slot.job.pk, Outcome.STALE)
             if slot.execution is not None:
                 execution.finished(slot.execution, outcome)
-            self._count(slot, outcome)
-        self._forget(slots)
+            self.ledger.count(slot, outcome)
+        self.slots.forget(slots)

@@ -23,6 +23,7 @@ from ..core import registry
 from ..dialects import counting
 from ..models import Job
 from ..protocol import Outcome, job_database
+from .options import WorkerOptions
 
 LOGGER = "django_leasejobs"
 
@@ -32,22 +33,6 @@ class Output(Protocol):
 
     def write(self, msg: str = ...) -> object:
         """Write ``msg`` and a newline."""
-
-
-class WorkerOptions(Protocol):
-    """What the banner shows of a worker (``Worker`` has these attributes)."""
-
-    worker_id: str
-    queues: list[str] | None
-    budgets: dict[str, int] | None
-    concurrency: int
-    async_concurrency: int
-    _async_enabled: bool
-    lease: float
-    heartbeat: float
-    poll: float
-    scheduler: bool
-    max_jobs: int | None
 
 
 def logging_configured(name: str = LOGGER) -> bool:
@@ -110,7 +95,7 @@ class Console:
         names = sorted(registry.registered())
         async_slots = (
             f"{worker.async_concurrency} async slots"
-            if worker._async_enabled
+            if worker.async_enabled
             else "no async slots (no async handler)"
         )
         mode = "burst: runs what is due, then exits" if burst else "until stopped"

@@ -2,7 +2,7 @@
 
 A job whose lease was lost (another worker reclaimed it) gets its ``lease_lost`` event set, so
 its handler can stop; the worker never reports that attempt. Slots being reported or released
-are left out, under ``_gate``, so a job just completed is never misread as a lost lease, and
+are left out, under ``InFlight.gate``, so a job just completed is never misread as a lost lease, and
 so are attempts the worker ended under a running handler (a timeout, a cancel). The renewal
 also returns the held jobs an operator asked to cancel: the watchdog ends them.
 
@@ -21,14 +21,18 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 
 from django.db import Error as DatabaseError
 from django.db import connections
 
 from .. import protocol, upkeep
 from . import execution
-from .runtime_flush import RuntimeFlush
-from .worker_state import headline
+from .connection_keeper import ConnectionKeeper
+from .ledger import Ledger
+from .options import WorkerOptions
+from .outage import headline
+from .slots import InFlight
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -44,88 +48,117 @@ def _version() -> str:
 VERSION = _version()
 
 
-class HeartbeatThread(RuntimeFlush):
-    def _start_heartbeat(self) -> None:
-        self._heartbeat_thread = threading.Thread(
-            target=self._heartbeat_loop, name="leasejobs-heartbeat", daemon=True
-        )
-        self._heartbeat_thread.start()
+class Heartbeat:
+    """The heartbeat thread: renews, upserts the worker's row, flushes the runtime counts."""
 
-    def _heartbeat_loop(self) -> None:
-        self.connection_keeper.adopt()
+    def __init__(
+        self,
+        *,
+        options: WorkerOptions,
+        slots: InFlight,
+        ledger: Ledger,
+        keeper: ConnectionKeeper,
+        request_cancel: Callable[[set[int]], None],
+    ) -> None:
+        self.options = options
+        self.slots = slots
+        self.ledger = ledger
+        self.keeper = keeper
+        self.request_cancel = request_cancel
+        """``Watchdog.request_cancel``: the renewal brings the held jobs to cancel."""
+        self._stop = threading.Event()
+        """Set by shutdown (main thread); the heartbeat thread waits on it between beats."""
+        self._thread: threading.Thread | None = None
+        self._row_written = False
+        """The thread tried to write the worker's row: at a clean stop it deletes it (heartbeat
+        thread only)."""
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="leasejobs-heartbeat", daemon=True)
+        self._thread.start()
+
+    def signal_stop(self) -> None:
+        """Let the thread end after its current beat (it then deletes the worker's row)."""
+        self._stop.set()
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout=max(self.options.heartbeat, 1.0))
+
+    def _loop(self) -> None:
+        self.keeper.adopt()
         errors = 0
+        worker_id = self.options.worker_id
         try:
-            while not self._heartbeat_stop.wait(self.heartbeat):
+            while not self._stop.wait(self.options.heartbeat):
                 try:
-                    self._beat()
-                    self._flush_runtimes()  # the lease advisor's counts, once per beat
+                    self.beat()
+                    self.ledger.flush_runtimes()  # the lease advisor's counts, once per beat
                     errors = 0
                 except DatabaseError as exc:
                     errors += 1
                     logger.warning(
                         "worker.database_error id=%s where=heartbeat errors=%s error=%s",
-                        self.worker_id,
+                        worker_id,
                         errors,
                         headline(exc),
                     )
                     execution.close_old_connections()
                 except Exception:  # never lose the heartbeat thread
-                    logger.exception("worker.heartbeat_error id=%s", self.worker_id)
+                    logger.exception("worker.heartbeat_error id=%s", worker_id)
             if self._row_written:
                 self._forget_self()
         finally:
             connections.close_all()
 
-    def _beat(self) -> None:
+    def beat(self) -> None:
+        """One beat: renew every lease, then write the worker's row."""
         self._renew()
         self._report_self()
 
     def _renew(self) -> None:
-        with self._gate:
-            with self._in_flight_lock:
-                slots = [
-                    s
-                    for s in self._in_flight.values()
-                    if not (s.reporting or s.released or s.ended_at is not None)
-                ]
+        with self.slots.gate:
+            slots = self.slots.renewable()
             if not slots:
                 return
             execution.close_old_connections()
             renewal = protocol.renew(
-                self.worker_id, [s.token for s in slots], lease_seconds=self.lease
+                self.options.worker_id, [s.token for s in slots], lease_seconds=self.options.lease
             )
         for slot in slots:
             if slot.job.pk in renewal.lost:
                 slot.lease_lost.set()
-        self._request_cancel(renewal.cancel_requested)
+        self.request_cancel(renewal.cancel_requested)
 
     def _forget_self(self) -> None:
         """At a clean stop, delete the worker's row: here, on the connection that wrote it, so
         no later beat can bring it back."""
         try:
             execution.close_old_connections()
-            upkeep.forget_worker(self.worker_id)
+            upkeep.forget_worker(self.options.worker_id)
         except DatabaseError as exc:  # the row is left to be called lost, then pruned
             logger.warning(
-                "worker.database_error id=%s where=forget error=%s", self.worker_id, headline(exc)
+                "worker.database_error id=%s where=forget error=%s",
+                self.options.worker_id,
+                headline(exc),
             )
 
     def _report_self(self) -> None:
         """The worker's row: one upsert, with its numbers as they are at this beat."""
-        with self._summary_lock:
-            stuck = len(self._stuck)
+        options = self.options
+        stuck = self.ledger.stuck_now
         self._row_written = True  # from the first try: an INSERT may commit and still raise
         upkeep.beat(
             upkeep.Beat(
-                worker_id=self.worker_id,
+                worker_id=options.worker_id,
                 host=socket.gethostname(),
                 pid=os.getpid(),
-                queues=",".join(self.queues) if self.queues is not None else "*",
+                queues=",".join(options.queues) if options.queues is not None else "*",
                 version=VERSION,
-                concurrency=self.concurrency,
-                async_concurrency=self.async_concurrency if self._async_enabled else 0,
-                lease_seconds=self.lease,
-                running=self.running,
+                concurrency=options.concurrency,
+                async_concurrency=options.async_slots,
+                lease_seconds=options.lease,
+                running=self.slots.running,
                 stuck=stuck,
             )
         )

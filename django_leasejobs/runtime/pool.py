@@ -1,7 +1,8 @@
 """The pool threads: each runs one handler at a time, outside any transaction, and reports it.
 
-A report that fails on a database error is retried with capped backoff: the write is guarded by
-the attempt token, so a late or repeated write can never overwrite a newer result.
+Sync handlers run here, ``async def`` ones on :mod:`.async_runner`'s event loop; both are an
+:class:`Executor`, so the claim loop hands a slot to whichever accepts its job. Each lane (see
+:class:`~.slots.Lane`) has its own threads and its own queue of claimed slots.
 """
 
 from __future__ import annotations
@@ -9,37 +10,103 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Protocol
 
-from django.db import Error as DatabaseError
 from django.db import connections
 
-from ..protocol import Outcome
+from ..models import Job
 from . import execution
-from .completions import GroupedCompletions
+from .claim_sizing import ClaimRoom
+from .connection_keeper import ConnectionKeeper
+from .reporting import Reporter
+from .slots import Lane, Slot
 from .watchdog import Watchdog
-from .worker_state import RECONNECT, Lane, Slot, headline
 
 logger = logging.getLogger("django_leasejobs")
 
 
-class PoolThreads(GroupedCompletions, Watchdog):
-    def _start_pool(self) -> None:
-        for lane in self._lanes:
-            prefix = "leasejobs" if len(self._lanes) == 1 else f"leasejobs-{lane.name}"
+class Executor(Protocol):
+    """Runs claimed slots' handlers on threads of its own and reports them."""
+
+    @property
+    def capacity(self) -> int:
+        """Handlers it runs at once; slots beyond wait for one to return."""
+        ...
+
+    def accepts(self, job: Job) -> bool:
+        """Whether this executor runs ``job``'s handler."""
+        ...
+
+    def start(self) -> None: ...
+
+    def submit(self, slot: Slot) -> None:
+        """Run the slot's handler (already in flight) once there is room; from the claim loop."""
+        ...
+
+    def shutdown(self) -> None:
+        """After shutdown released what had not started: stop and join its threads."""
+        ...
+
+
+class ThreadPool:
+    """The pool threads of every lane."""
+
+    def __init__(
+        self,
+        *,
+        worker_id: str,
+        lanes: list[Lane],
+        keeper: ConnectionKeeper,
+        reporter: Reporter,
+        watchdog: Watchdog,
+        room: ClaimRoom,
+        wake: threading.Event,
+    ) -> None:
+        self.worker_id = worker_id
+        self.lanes = lanes
+        self.keeper = keeper
+        self.reporter = reporter
+        self.watchdog = watchdog
+        self.room = room
+        self.wake = wake
+        """``Control.wake``: set when a thread frees room enough for the claim loop."""
+        self.threads: list[threading.Thread] = []
+        """Started and joined by the main thread."""
+
+    @property
+    def capacity(self) -> int:
+        return sum(lane.threads for lane in self.lanes)
+
+    def accepts(self, job: Job) -> bool:
+        return True
+
+    def submit(self, slot: Slot) -> None:
+        (slot.lane or self.lanes[0]).work.put(slot)
+
+    def start(self) -> None:
+        for lane in self.lanes:
+            prefix = "leasejobs" if len(self.lanes) == 1 else f"leasejobs-{lane.name}"
             for index in range(lane.threads):
                 thread = threading.Thread(
-                    target=self._pool_thread, args=(lane,), name=f"{prefix}-{index}", daemon=True
+                    target=self._thread, args=(lane,), name=f"{prefix}-{index}", daemon=True
                 )
                 thread.start()
-                self._threads.append(thread)
+                self.threads.append(thread)
 
-    def _pool_thread(self, lane: Lane) -> None:
+    def shutdown(self) -> None:
+        for lane in self.lanes:
+            for _ in range(lane.threads):
+                lane.work.put(None)
+        for thread in self.threads:
+            thread.join(timeout=1.0)
+
+    def _thread(self, lane: Lane) -> None:
         # Daemon threads: after a grace period a handler that will not return must not keep
         # the process alive (its job has been released).
-        self.connection_keeper.adopt()
+        self.keeper.adopt()
         try:
             while True:
-                slot = self.connection_keeper.get(lane.work)  # closes an idle connection
+                slot = self.keeper.get(lane.work)  # closes an idle connection
                 if slot is None:
                     return
                 deferred = False
@@ -56,10 +123,10 @@ class PoolThreads(GroupedCompletions, Watchdog):
     def _returned(self, slot: Slot, deferred: bool) -> None:
         """The thread is free: its slot leaves the in-flight set, unless a grouped completion
         or the watchdog's unwritten end of the attempt still needs it."""
-        if not self._ended_returned(slot) and not deferred:
-            self._forget([slot])
-        if self._claim_room(self._lane_of(slot)) or not self._held():
-            self._wake.set()  # room for a claim (or nothing left): the loop's turn
+        if not self.watchdog.ended_returned(slot) and not deferred:
+            self.reporter.slots.forget([slot])
+        if self.room.wanted(slot.lane) or not self.room.held():
+            self.wake.set()  # room for a claim (or nothing left): the loop's turn
 
     def _work(self, slot: Slot) -> bool:
         """Run the handler and report it; True if its completion waits for the next flush."""
@@ -73,43 +140,8 @@ class PoolThreads(GroupedCompletions, Watchdog):
             self.worker_id,
             slot.lease_lost,
             cancellation=slot.cancellation,
-            on_start=self._on_start(slot),
+            on_start=self.watchdog.on_start(slot),
         )
         slot.duration = time.monotonic() - began
-        self._lane_of(slot).sizer.observe(slot.duration)
-        with self._gate, slot.lock:
-            if slot.released:
-                return False
-            if slot.ended_at is None:
-                slot.reporting = True
-        if slot.ended_at is not None:
-            self._refuse_late(slot)  # the worker ended this attempt: its token is spent
-            return False
-        if self._groupable(result):
-            slot.execution = result
-            with self._completions_lock:
-                self._completions.append(slot)
-            return True
-        self._count(slot, self._report(result))
-        return False
-
-    def _report(self, result: execution.Execution) -> Outcome:
-        """Write the result; on a database error retry with backoff (the write is fenced)."""
-        errors = 0
-        while True:
-            try:
-                return execution.report(result)
-            except DatabaseError as exc:
-                errors += 1
-                delay = RECONNECT.ceiling(errors)
-                logger.warning(
-                    "worker.database_error id=%s where=report job=%s retry_in=%.2f error=%s",
-                    self.worker_id,
-                    result.job.pk,
-                    delay,
-                    headline(exc),
-                )
-                execution.close_old_connections()
-                if self._abandon.wait(delay):
-                    # Shutdown gave up: the lease expires and the job runs again elsewhere.
-                    return Outcome.STALE
+        (slot.lane or self.lanes[0]).sizer.observe(slot.duration)
+        return self.reporter.finished(slot, result)

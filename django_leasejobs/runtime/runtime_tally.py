@@ -1,8 +1,8 @@
 """The worker's runtime counts: kept in memory per job name, added to the database per beat.
 
-Every outcome the worker counts (``WorkerState._count``) adds the handler's runtime here, and
+Every outcome the worker counts (``Ledger.count``) adds the handler's runtime here, and
 a refused (stale) report or a recovered expiry its count, under one small lock and without a
-statement. :mod:`.runtime_flush` writes them.
+statement. ``Ledger.flush_runtimes`` writes them.
 """
 
 from __future__ import annotations

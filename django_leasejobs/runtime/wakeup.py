@@ -10,42 +10,62 @@ lost notification delays a job by one poll interval at most.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from ..core import notify
 from . import listener
-from .worker_state import WorkerState
 
 
-class ListenerWakeup(WorkerState):
-    def _start_listener(self) -> None:
+class Wakeup:
+    """The LISTEN thread (PostgreSQL only; elsewhere :meth:`start` does nothing)."""
+
+    def __init__(
+        self,
+        *,
+        queues: list[str] | None,
+        poll: float,
+        wake: threading.Event,
+        stopping: threading.Event,
+        request_cancel: Callable[[set[int]], None],
+    ) -> None:
+        self.queues = queues
+        self.poll = poll
+        self.wake = wake
+        """``Control.wake``: set here on a notification for one of the worker's queues."""
+        self.stopping = stopping
+        self.request_cancel = request_cancel
+        """``Watchdog.request_cancel``."""
+        self.listener: listener.Listener | None = None
+        """Set by the main thread at the start, before the LISTEN thread runs."""
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
         """PostgreSQL: LISTEN now (before the first idle wait) and wake the loop on NOTIFY.
 
-        A notification only ends the idle wait early; the loop clears ``_wake`` before it
+        A notification only ends the idle wait early; the loop clears ``wake`` before it
         claims, so one that lands between the claim and the wait is not lost either. Polling
         every ``poll`` seconds stays the fallback (a dropped LISTEN connection is reopened).
         """
         if not notify.supported():
             return
-        self._listener = listener.Listener()
-        self._listener.start()
-        self._listener_thread = threading.Thread(
-            target=self._listen_loop, name="leasejobs-listen", daemon=True
-        )
-        self._listener_thread.start()
+        self.listener = listener.Listener()
+        self.listener.start()
+        self._thread = threading.Thread(target=self._loop, name="leasejobs-listen", daemon=True)
+        self._thread.start()
 
-    def _listen_loop(self) -> None:
-        listener = self._listener
-        assert listener is not None
-        while not self._stopping.is_set():
-            queues = listener.wait(self.poll)
+    def _loop(self) -> None:
+        listening = self.listener
+        assert listening is not None
+        while not self.stopping.is_set():
+            queues = listening.wait(self.poll)
             if queues and (self.queues is None or not queues.isdisjoint(self.queues)):
-                self._wake.set()
-            self._request_cancel(listener.take_cancels())
+                self.wake.set()
+            self.request_cancel(listening.take_cancels())
 
-    def _stop_listener(self) -> None:
-        if self._listener is None:
+    def stop(self) -> None:
+        if self.listener is None:
             return
-        self._listener.wake()
-        if self._listener_thread is not None:
-            self._listener_thread.join(timeout=max(self.poll, 1.0))
-        self._listener.close()
+        self.listener.wake()
+        if self._thread is not None:
+            self._thread.join(timeout=max(self.poll, 1.0))
+        self.listener.close()

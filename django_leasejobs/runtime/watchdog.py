@@ -4,9 +4,12 @@ A Python thread cannot be stopped from outside, so the worker does what it can d
 handler's ``ctx.cancelled`` and writes the attempt's end itself, fenced by the attempt token
 (``execution.end_attempt``); an ``async def`` handler's task is also cancelled. The handler's
 own result is refused when it returns, and its thread keeps its slot (it still runs) until
-then. A handler still running one heartbeat
-interval after its attempt ended is **stuck**: logged, counted, and with ``max_stuck`` the
-worker stops so that its supervisor starts a fresh process.
+then. A handler still running one heartbeat interval after its attempt ended is **stuck**:
+logged, counted, and with ``max_stuck`` the worker stops so that its supervisor starts a fresh
+process.
+
+The runners call in twice per job: :meth:`Watchdog.on_start` when the handler starts (its
+deadline), :meth:`Watchdog.ended_returned` when it returns (was its attempt ended meanwhile?).
 """
 
 from __future__ import annotations
@@ -21,8 +24,12 @@ from django.db import Error as DatabaseError
 from django.db import connections
 
 from . import execution
+from .connection_keeper import ConnectionKeeper
 from .context import CANCELLED, TIMEOUT
-from .worker_state import RECONNECT, Slot, WorkerState, headline
+from .ledger import Ledger
+from .options import WorkerOptions
+from .outage import RECONNECT, headline
+from .slots import InFlight, Slot
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -30,50 +37,91 @@ TICK = 0.25
 """Longest wait between two checks: a timeout fires at most this late."""
 
 
-class Watchdog(WorkerState):
-    stop: Callable[..., None]  # Shutdown.stop, on the assembled Worker
-    _cancel_async: Callable[[Slot], bool]  # AsyncRunner._cancel_async, likewise
+class Watchdog:
+    """The watchdog thread and the cancel requests waiting for it."""
 
-    def _start_watchdog(self) -> None:
-        self._watchdog_thread = threading.Thread(
-            target=self._watch_loop, name="leasejobs-watchdog", daemon=True
-        )
-        self._watchdog_thread.start()
+    def __init__(
+        self,
+        *,
+        options: WorkerOptions,
+        slots: InFlight,
+        ledger: Ledger,
+        keeper: ConnectionKeeper,
+        stop: Callable[[str], None],
+        cancel_async: Callable[[Slot], bool],
+    ) -> None:
+        self.worker_id = options.worker_id
+        self.options = options
+        """``heartbeat``: a handler still running this long after its attempt ended is stuck;
+        ``max_stuck``: how many stuck handlers stop the worker."""
+        self.slots = slots
+        self.ledger = ledger
+        self.keeper = keeper
+        self.stop_worker = stop
+        """``Control.stop``: called at ``max_stuck``."""
+        self.cancel_async = cancel_async
+        """The async pool's cancel: an async handler's task can be cancelled."""
+        self._wake = threading.Event()
+        """Wakes the watchdog at once: set by a runner (a handler with an early deadline
+        started) and by :meth:`request_cancel`; cleared by the watchdog."""
+        self._stop = threading.Event()
+        self._next = 0.0
+        """``time.monotonic()`` of the next pass: written by the watchdog thread, read by the
+        runners without a lock (a stale read wakes it once more, or a tick later)."""
+        self._thread: threading.Thread | None = None
+        self._requests: set[int] = set()
+        """Job ids an operator asked to cancel: added by the heartbeat and the LISTEN thread,
+        taken by the watchdog, under ``_requests_lock``."""
+        self._requests_lock = threading.Lock()
+        self.stuck_limit_reached = False
+        """``max_stuck`` stuck threads were reached and the worker stopped for it (written by
+        the watchdog, read once the run ended)."""
 
-    def _stop_watchdog(self) -> None:
-        self._watch_stop.set()
-        self._watch_wake.set()
-        if self._watchdog_thread is not None:
-            self._watchdog_thread.join(timeout=max(TICK * 4, 1.0))
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="leasejobs-watchdog", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=max(TICK * 4, 1.0))
+
+    def request_cancel(self, job_ids: set[int]) -> None:
+        """Hand cancel requests to the watchdog (from the heartbeat or the LISTEN thread)."""
+        if job_ids:
+            with self._requests_lock:
+                self._requests |= job_ids
+            self._wake.set()
 
     def _handler_started(
         self, slot: Slot, started: execution.Execution, timeout: float | None
     ) -> None:
-        """``Execution.on_start``, in the pool thread: the deadline counts from here."""
+        """``Execution.on_start``, in the runner: the deadline counts from here."""
         slot.handled = started
         slot.timeout = timeout
         slot.handler_started = time.monotonic()
         if timeout is not None:
             slot.deadline = slot.handler_started + timeout
-            if slot.deadline < self._watch_next:  # rare: most timeouts outlast a tick
-                self._watch_wake.set()
+            if slot.deadline < self._next:  # rare: most timeouts outlast a tick
+                self._wake.set()
 
-    def _on_start(self, slot: Slot) -> Callable[[execution.Execution, float | None], None]:
+    def on_start(self, slot: Slot) -> Callable[[execution.Execution, float | None], None]:
         return functools.partial(self._handler_started, slot)
 
-    def _watch_loop(self) -> None:
-        self.connection_keeper.adopt()
+    def _loop(self) -> None:
+        self.keeper.adopt()
         errors = 0
         wait = TICK
         try:
-            while not self._watch_stop.is_set():
-                self._watch_next = time.monotonic() + wait
-                self._watch_wake.wait(wait)
-                self._watch_wake.clear()
-                self.connection_keeper.close_if_idle()
+            while not self._stop.is_set():
+                self._next = time.monotonic() + wait
+                self._wake.wait(wait)
+                self._wake.clear()
+                self.keeper.close_if_idle()
                 wait = TICK
                 try:
-                    wait = self._watch_once()
+                    wait = self.watch_once()
                     errors = 0
                 except DatabaseError as exc:
                     errors += 1
@@ -84,23 +132,21 @@ class Watchdog(WorkerState):
                         headline(exc),
                     )
                     execution.close_old_connections()
-                    self._watch_stop.wait(RECONNECT.ceiling(errors))
+                    self._stop.wait(RECONNECT.ceiling(errors))
                 except Exception:  # never lose the watchdog
                     logger.exception("worker.watchdog_error id=%s", self.worker_id)
         finally:
             connections.close_all()
 
-    def _watch_once(self) -> float:
+    def watch_once(self) -> float:
         """One pass: act on cancel requests and deadlines, retry unwritten ends, spot stuck.
 
         Returns how long to wait before the next pass: until the nearest deadline, at most
         ``TICK``.
         """
-        with self._cancel_lock:
-            requested, self._cancel_requests = self._cancel_requests, set()
-        with self._in_flight_lock:
-            live = list(self._in_flight.values())
-            ended = list(self._ended.values())
+        with self._requests_lock:
+            requested, self._requests = self._requests, set()
+        live, ended = self.slots.snapshot()
         now = time.monotonic()
         wait = TICK
         for slot in live:
@@ -114,7 +160,7 @@ class Watchdog(WorkerState):
             assert slot.ended_at is not None
             if not slot.end_written:
                 self._write_end(slot)
-            elif not slot.stuck and now >= slot.ended_at + self.heartbeat:
+            elif not slot.stuck and now >= slot.ended_at + self.options.heartbeat:
                 self._mark_stuck(slot, now)
         return max(wait, 0.0)
 
@@ -127,18 +173,12 @@ class Watchdog(WorkerState):
             slot.end_reason = reason
             if slot.handler_started is not None:  # for the log line of the outcome
                 slot.duration = slot.ended_at - slot.handler_started
-        with self._in_flight_lock:  # its thread stays taken; the job id is free for a retry
-            if self._in_flight.get(slot.job.pk) is slot:
-                del self._in_flight[slot.job.pk]
-                if slot.is_async:
-                    self._async_in_flight -= 1
-            self._ended[slot.token] = slot
+        self.slots.end(slot)  # its thread stays taken; the job id is free for a retry
         slot.cancellation.set(reason)
         if slot.is_async:
-            self._cancel_async(slot)  # an async handler can be stopped: its task is cancelled
+            self.cancel_async(slot)  # an async handler can be stopped: its task is cancelled
         if reason == TIMEOUT:  # its line is the protocol's, with the outcome (job.timeout)
-            with self._summary_lock:
-                self.summary.timed_out += 1
+            self.ledger.timed_out()
         self._write_end(slot)
 
     def _write_end(self, slot: Slot) -> None:
@@ -150,18 +190,14 @@ class Watchdog(WorkerState):
         with slot.lock:
             slot.end_written = True
             returned = slot.returned
-        self._count(slot, outcome)
+        self.ledger.count(slot, outcome)
         if returned:  # the handler returned while the write waited for the database
-            with self._in_flight_lock:
-                self._ended.pop(slot.token, None)
+            self.slots.settle(slot)
 
     def _mark_stuck(self, slot: Slot, now: float) -> None:
         assert slot.ended_at is not None
         slot.stuck = True
-        with self._summary_lock:
-            self.summary.stuck += 1
-            self._stuck.add(slot.job.pk)
-            stuck_now = len(self._stuck)
+        stuck_now = self.ledger.stuck(slot.job.pk)
         logger.warning(
             "worker.stuck id=%s job=%s name=%s attempt=%s reason=%s seconds_since_end=%.1f "
             "stuck=%s max_stuck=%s",
@@ -172,13 +208,13 @@ class Watchdog(WorkerState):
             slot.end_reason,
             now - slot.ended_at,
             stuck_now,
-            self.max_stuck,
+            self.options.max_stuck,
         )
-        if self.max_stuck is not None and stuck_now >= self.max_stuck:
+        if self.options.max_stuck is not None and stuck_now >= self.options.max_stuck:
             self.stuck_limit_reached = True
-            self.stop(f"max_stuck={self.max_stuck} reached")
+            self.stop_worker(f"max_stuck={self.options.max_stuck} reached")
 
-    def _ended_returned(self, slot: Slot) -> bool:
+    def ended_returned(self, slot: Slot) -> bool:
         """A handler returned: True if the worker had ended its attempt (the slot is then
         settled here), False if the caller reports it as usual. From here the watchdog leaves
         the slot alone."""
@@ -188,12 +224,12 @@ class Watchdog(WorkerState):
         if not ended:
             return False
         if written:  # else the watchdog's write, when it lands, takes the slot out
-            with self._in_flight_lock:
-                self._ended.pop(slot.token, None)
+            self.slots.settle(slot)
         self._thread_returned(slot)
         return True
 
-    def _refuse_late(self, slot: Slot) -> None:
+    @staticmethod
+    def refuse_late(slot: Slot) -> None:
         """The handler of an attempt the worker ended has returned: nothing of it is written.
 
         Not a stale write: the attempt's end (``job.cancelled``, ``job.timeout``) is logged
@@ -210,9 +246,7 @@ class Watchdog(WorkerState):
         """A pool thread's handler returned at last: a stuck thread is free again."""
         if not slot.stuck:
             return
-        with self._summary_lock:
-            self._stuck.discard(slot.job.pk)
-            stuck_now = len(self._stuck)
+        stuck_now = self.ledger.unstuck(slot.job.pk)
         logger.info(
             "worker.unstuck id=%s job=%s attempt=%s stuck=%s",
             self.worker_id,

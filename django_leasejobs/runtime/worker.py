@@ -2,114 +2,68 @@
 
 It changes job state only through :mod:`django_leasejobs.protocol` (claim, heartbeat, release,
 recover_expired) and :mod:`.execution` (run a handler, report its result under its attempt
-token). Its own job is timing and threads, one module each:
+token). ``Worker`` builds its parts and wires them together; each owns its state and gets what
+it needs by constructor, one module each:
 
-* :mod:`.loop`, the **main thread**: claims a batch whenever threads are free, hands jobs to
-  the pool, and every ``poll`` seconds recovers expired leases, runs the scheduler and
-  (:mod:`.retention`) prunes finished jobs by ``LEASEJOBS_RETENTION``.
-* :mod:`.pool`, the **pool threads**: run one handler each, outside any transaction, then
-  report the result; :mod:`.completions` groups plain successes into one statement.
-* :mod:`.async_runner`, **one event-loop thread** (when the process has ``async def``
-  handlers): runs up to ``async_concurrency`` of them at once; two reporter threads report them.
+* :mod:`.options`: the options, checked once (``WorkerOptions``, frozen).
+* :mod:`.slots`: the in-flight slots (``InFlight``, one lock) and the flags on each ``Slot``.
+* :mod:`.ledger`: the run's summary, stuck handlers and runtime counts.
+* :mod:`.control`: ``stop()``, the signal handlers, and the events every thread watches.
+* :mod:`.loop`, the **main thread**: claims a batch whenever threads are free
+  (:mod:`.claim_sizing`), hands jobs to an executor, and every ``poll`` seconds runs
+  :mod:`.maintenance` (lease recovery, samples, pruning, the scheduler).
+* :mod:`.pool`, the **pool threads**, and :mod:`.async_runner`, **one event-loop thread** (when
+  the process has ``async def`` handlers) with two reporter threads: the two executors. Both
+  report through :mod:`.reporting`; :mod:`.completions` groups plain successes into one
+  statement.
 * :mod:`.heartbeat`, **one heartbeat thread**: extends all in-flight leases in one call and
   sets ``lease_lost`` on a job whose lease was lost; the worker never reports that attempt.
 * :mod:`.watchdog`, **one watchdog thread**: ends attempts past their timeout or cancelled by
   an operator (``ctx.cancelled``, a fenced write), and counts handlers that will not return
   as stuck (``max_stuck`` of them stop the worker).
 * :mod:`.wakeup`: on PostgreSQL, a NOTIFY ends the main thread's idle wait early.
-* :mod:`.shutdown`: stop, grace, release, and the signal handlers.
+* :mod:`.shutdown`: grace, release, join.
 
-:mod:`.worker_state` holds what they share. Database outages are logged and waited out with
-capped exponential backoff on every thread: no busy loop, no thread dies.
+Database outages are logged and waited out with capped exponential backoff on every thread
+(:mod:`.outage`): no busy loop, no thread dies.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import os
-import re
-import secrets
-import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from ..core.conf import settings
 from ..reports.summary import Summary
-from . import async_execution
-from .async_runner import AsyncRunner
+from .async_runner import AsyncPool
+from .claim_sizing import ClaimRoom, ClaimSizer
+from .completions import Completer
+from .connection_keeper import ConnectionKeeper
 from .console import Console
-from .heartbeat import HeartbeatThread
+from .control import Control
+from .heartbeat import Heartbeat
+from .ledger import Ledger
 from .loop import ClaimLoop
+from .maintenance import Maintenance
+from .options import (
+    DEFAULT_BATCH,
+    DEFAULT_CONCURRENCY,
+    WorkerOptions,
+    default_worker_id,
+    parse_queues,
+)
+from .outage import Outage
+from .pool import ThreadPool
+from .reporting import Reporter
 from .shutdown import Shutdown
+from .slots import InFlight, Lane, Slot
+from .wakeup import Wakeup
+from .watchdog import Watchdog
 
 logger = logging.getLogger("django_leasejobs")
 
-DEFAULT_CONCURRENCY = 4
-"""Threads running sync handlers, shared by every queue, unless queues have their own."""
 
-DEFAULT_BATCH = 100
-"""Most jobs one claim takes, and most a worker prefetches, unless ``batch`` is given."""
-
-
-def default_worker_id() -> str:
-    """``host-pid-random``: unique per process start, so a restarted worker never inherits leases.
-
-    Ownership follows the attempt token, not the name, but a fresh name also keeps logs and the
-    admin's ``lease_owner`` column unambiguous.
-    """
-    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
-
-
-def _positive(name: str, value: float | None, *, integer: bool = False) -> None:
-    if value is None:
-        return
-    kind: type | tuple[type, ...] = int if integer else (int, float)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, kind)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        wanted = "a positive integer" if integer else "a positive number"
-        raise ValueError(f"{name} must be {wanted}, not {value!r}.")
-
-
-def _checked_budgets(queues: Mapping[str, int]) -> dict[str, int]:
-    """Queue names and their threads: each a positive integer."""
-    budgets = dict(queues)
-    if not budgets:
-        raise ValueError("queues must name at least one queue.")
-    for name, threads in budgets.items():
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"queues must be non-empty names, not {name!r}.")
-        _positive(f"the threads of queue {name!r}", threads, integer=True)
-    return budgets
-
-
-def _checked_queues(queues: Sequence[str] | None) -> list[str] | None:
-    """A list of non-empty names, or ``None`` (every queue); a bare string is refused."""
-    if queues is None:
-        return None
-    if isinstance(queues, str):
-        raise ValueError("queues must be a list of queue names, not a string.")
-    names = list(queues)
-    if not names or not all(isinstance(q, str) and q.strip() for q in names):
-        raise ValueError(f"queues must be a non-empty list of non-empty names, not {names!r}.")
-    return names
-
-
-def _check_grace(grace: float) -> None:
-    if (
-        isinstance(grace, bool)
-        or not isinstance(grace, int | float)
-        or not math.isfinite(grace)
-        or grace < 0
-    ):
-        raise ValueError(f"grace must be a number of seconds >= 0, not {grace!r}.")
-
-
-class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
+class Worker:
     """Claims and runs jobs until stopped; usable in-process: ``Worker(...).run(burst=True)``.
 
     ``queues=None`` takes every queue. ``concurrency`` threads (4) run sync handlers for all of
@@ -118,8 +72,8 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
     ``async_concurrency`` ``async def`` handlers run on one event loop. ``batch`` (most jobs
     per claim, and the prefetch's cap) defaults to ``max(capacity, 100)``; ``lease``,
     ``heartbeat`` and ``poll`` default to their ``LEASEJOBS_*`` settings. ``maintenance`` is a list
-    of callables the scheduler step runs (see :meth:`_run_scheduler`). ``max_stuck=N`` stops the
-    worker gracefully once N handlers are stuck (``stuck_limit_reached`` then says so).
+    of callables the scheduler step runs (see :mod:`.maintenance`). ``max_stuck=N``
+    stops the worker gracefully once N handlers are stuck (``stuck_limit_reached`` then says so).
     ``console`` gets one line per finished attempt (``runjobworker`` passes its own).
     """
 
@@ -141,92 +95,236 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
         max_stuck: int | None = None,
         console: Console | None = None,
     ) -> None:
-        _positive("concurrency", concurrency, integer=True)
-        if isinstance(queues, Mapping):
-            if concurrency is not None:
-                raise ValueError(
-                    "Give each queue its threads (queues={name: threads}) or one concurrency "
-                    "for all of them, not both."
-                )
-            self.budgets = _checked_budgets(queues)
-            self.queues = list(self.budgets)
-            concurrency = sum(self.budgets.values())
-        else:
-            self.budgets = None
-            self.queues = _checked_queues(queues)
-            concurrency = DEFAULT_CONCURRENCY if concurrency is None else concurrency
-        _positive("async_concurrency", async_concurrency, integer=True)
-        _positive("batch", batch, integer=True)
-        _positive("lease", lease)
-        _positive("heartbeat", heartbeat)
-        _positive("poll", poll)
-        _positive("max_jobs", max_jobs, integer=True)
-        _positive("max_stuck", max_stuck, integer=True)
-        _check_grace(grace)
-        self.concurrency = concurrency
-        self.async_concurrency = async_concurrency
-        self._async_enabled = async_execution.possible()
-        capacity = concurrency + (async_concurrency if self._async_enabled else 0)
-        self.batch = batch or max(capacity, DEFAULT_BATCH)
-        self.lease = float(lease if lease is not None else settings.LEASE_SECONDS)
-        self.heartbeat = float(heartbeat if heartbeat is not None else settings.HEARTBEAT_SECONDS)
-        self.poll = float(poll if poll is not None else settings.POLL_SECONDS)
-        if self.heartbeat >= self.lease:
-            raise ValueError(
-                f"heartbeat ({self.heartbeat:g} s) must be shorter than the lease "
-                f"({self.lease:g} s), or leases expire between renewals."
-            )
-        self.max_jobs = max_jobs
-        self.max_stuck = max_stuck
-        settings.RETENTION  # noqa: B018  a bad LEASEJOBS_RETENTION stops the start, clearly
-        if worker_id is not None and (not worker_id.strip() or len(worker_id) > 200):
-            raise ValueError("worker_id must be a non-empty string of at most 200 characters.")
-        self.worker_id = worker_id or default_worker_id()
-        self.scheduler = scheduler
-        self.grace = float(grace)
-        self.maintenance = list(maintenance)
-        self.console = console
-        self._init_state()
+        self.options = options = WorkerOptions.build(
+            queues,
+            concurrency=concurrency,
+            async_concurrency=async_concurrency,
+            batch=batch,
+            lease=lease,
+            heartbeat=heartbeat,
+            poll=poll,
+            max_jobs=max_jobs,
+            worker_id=worker_id,
+            scheduler=scheduler,
+            grace=grace,
+            max_stuck=max_stuck,
+        )
+        worker_id = options.worker_id
+        self.connection_keeper = keeper = ConnectionKeeper()
+        """Keeps the threads' connections between jobs, whatever ``CONN_MAX_AGE`` says."""
+        self.slots = slots = InFlight()
+        self.ledger = ledger = Ledger(worker_id, options.lease, options.heartbeat, console)
+        self.control = control = Control(worker_id, options.grace, slots)
+        outage = Outage(worker_id, control.stopping)
+        lanes = _lanes(options)
+        completer = Completer(worker_id, slots, ledger)
+        room = ClaimRoom(lanes, slots, completer, options.async_slots)
+        self.watchdog = watchdog = Watchdog(
+            options=options,
+            slots=slots,
+            ledger=ledger,
+            keeper=keeper,
+            stop=control.stop,
+            cancel_async=self._cancel_async,
+        )
+        reporter = Reporter(
+            worker_id=worker_id,
+            slots=slots,
+            completer=completer,
+            ledger=ledger,
+            watchdog=watchdog,
+            abandon=control.abandon,
+        )
+        self.pool = ThreadPool(
+            worker_id=worker_id,
+            lanes=lanes,
+            keeper=keeper,
+            reporter=reporter,
+            watchdog=watchdog,
+            room=room,
+            wake=control.wake,
+        )
+        self.async_pool = AsyncPool(
+            worker_id=worker_id,
+            async_slots=options.async_slots,
+            keeper=keeper,
+            reporter=reporter,
+            watchdog=watchdog,
+            wake=control.wake,
+        )
+        self.heartbeat_thread = Heartbeat(
+            options=options,
+            slots=slots,
+            ledger=ledger,
+            keeper=keeper,
+            request_cancel=watchdog.request_cancel,
+        )
+        self.wakeup = Wakeup(
+            queues=options.queues,
+            poll=options.poll,
+            wake=control.wake,
+            stopping=control.stopping,
+            request_cancel=watchdog.request_cancel,
+        )
+        self.loop = ClaimLoop(
+            options=options,
+            room=room,
+            slots=slots,
+            ledger=ledger,
+            completer=completer,
+            control=control,
+            outage=outage,
+            maintenance=Maintenance(
+                options=options, tasks=maintenance, ledger=ledger, outage=outage
+            ),
+            pool=self.pool,
+            async_pool=self.async_pool,
+        )
+        self.shutdown = Shutdown(
+            control=control,
+            slots=slots,
+            lanes=lanes,
+            completer=completer,
+            ledger=ledger,
+            outage=outage,
+            wakeup=self.wakeup,
+            watchdog=watchdog,
+            pool=self.pool,
+            async_pool=self.async_pool,
+            heartbeat=self.heartbeat_thread,
+        )
 
     def run(self, burst: bool = False) -> Summary:
         """Run until stopped (or, with ``burst``, until nothing is due and nothing runs)."""
         with self.connection_keeper.adopted():  # the claim loop runs on the caller's thread
             return self._run(burst)
 
+    def stop(self, reason: str = "stop requested", *, grace: float | None = None) -> None:
+        """Stop claiming; in-flight jobs get ``grace`` seconds, then the rest is released.
+
+        ``grace`` overrides the worker's own for this stop: ``0`` releases every in-flight job
+        at once (``runjobworker --reload`` does so when code changes). Safe from any thread.
+        """
+        self.control.stop(reason, grace=grace)
+
+    def install_signal_handlers(self) -> Callable[[], None]:
+        """SIGTERM/SIGINT: the first stops gracefully, a second exits at once (see
+        :meth:`.Control.install_signal_handlers`); returns a function that restores the
+        previous handlers."""
+        return self.control.install_signal_handlers()
+
+    @property
+    def summary(self) -> Summary:
+        """The run's counts (complete once ``run`` returned)."""
+        return self.ledger.summary
+
+    @property
+    def in_flight(self) -> int:
+        """Slots holding a runner, stuck ones included: the capacity they take is real."""
+        return self.slots.total
+
+    @property
+    def running(self) -> int:
+        """In-flight attempts the worker still has to report (not ended under their handler)."""
+        return self.slots.running
+
+    @property
+    def stuck_limit_reached(self) -> bool:
+        """``max_stuck`` stuck threads were reached and the worker stopped for it."""
+        return self.watchdog.stuck_limit_reached
+
+    @property
+    def worker_id(self) -> str:
+        return self.options.worker_id
+
+    @property
+    def queues(self) -> list[str] | None:
+        return self.options.queues
+
+    @property
+    def budgets(self) -> dict[str, int] | None:
+        return self.options.budgets
+
+    @property
+    def concurrency(self) -> int:
+        return self.options.concurrency
+
+    @property
+    def async_concurrency(self) -> int:
+        return self.options.async_concurrency
+
+    @property
+    def batch(self) -> int:
+        return self.options.batch
+
+    @property
+    def lease(self) -> float:
+        return self.options.lease
+
+    @property
+    def heartbeat(self) -> float:
+        return self.options.heartbeat
+
+    @property
+    def poll(self) -> float:
+        return self.options.poll
+
+    @property
+    def max_jobs(self) -> int | None:
+        return self.options.max_jobs
+
+    @property
+    def max_stuck(self) -> int | None:
+        return self.options.max_stuck
+
+    @property
+    def scheduler(self) -> bool:
+        return self.options.scheduler
+
+    @property
+    def grace(self) -> float:
+        """The grace of the next (or the current) stop."""
+        return self.control.grace
+
+    def _cancel_async(self, slot: Slot) -> bool:
+        """The watchdog's way to the event loop (built after it): cancel an async handler."""
+        return self.async_pool.cancel(slot)
+
     def _run(self, burst: bool) -> Summary:
+        options = self.options
         started = time.monotonic()
         logger.info(
             "worker.started id=%s queues=%s concurrency=%s async_concurrency=%s batch=%s "
             "lease=%g heartbeat=%g poll=%g burst=%s max_jobs=%s scheduler=%s grace=%g "
             "max_stuck=%s",
-            self.worker_id,
-            _queues_text(self.queues, self.budgets),
-            self.concurrency,
-            self.async_concurrency if self._async_enabled else 0,
-            self.batch,
-            self.lease,
-            self.heartbeat,
-            self.poll,
+            options.worker_id,
+            options.queues_text,
+            options.concurrency,
+            options.async_slots,
+            options.batch,
+            options.lease,
+            options.heartbeat,
+            options.poll,
             burst,
-            self.max_jobs,
-            self.scheduler,
-            self.grace,
-            self.max_stuck,
+            options.max_jobs,
+            options.scheduler,
+            self.control.grace,
+            options.max_stuck,
         )
-        if self.scheduler:
-            self._sync_schedules()
-        self._start_pool()
-        self._start_async()
-        self._start_heartbeat()
-        self._start_watchdog()
+        if options.scheduler:
+            self.loop.maintenance.sync_schedules()
+        self.pool.start()
+        self.async_pool.start()
+        self.heartbeat_thread.start()
+        self.watchdog.start()
         if not burst:
-            self._start_listener()
+            self.wakeup.start()
         try:
-            self._loop(burst)
+            self.loop.run(burst)
         finally:
-            self._shutdown()
-            self._flush_runtimes()  # what the last beat did not write
-            self._release_retention()
+            self.shutdown.run()
+            self.ledger.flush_runtimes()  # what the last beat did not write
+            self.loop.maintenance.release_retention()
             self.summary.seconds = time.monotonic() - started
             self._log_stopped()
         return self.summary
@@ -237,7 +335,7 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
             "worker.stopped id=%s reason=%s claimed=%s succeeded=%s retried=%s dead=%s "
             "stale=%s released=%s snoozed=%s cancelled=%s timed_out=%s stuck=%s seconds=%.2f",
             self.worker_id,
-            self._stop_reason or "done",
+            self.control.reason or "done",
             s.claimed,
             s.succeeded,
             s.retried,
@@ -252,49 +350,25 @@ class Worker(ClaimLoop, AsyncRunner, HeartbeatThread, Shutdown):
         )
 
 
-def _queues_text(queues: list[str] | None, budgets: dict[str, int] | None) -> str:
-    """``mail:10,reports:2``, ``a,b`` or ``*``, for the log."""
-    if budgets is not None:
-        return ",".join(f"{name}:{threads}" for name, threads in budgets.items())
-    return ",".join(queues) if queues is not None else "*"
+def _lanes(options: WorkerOptions) -> list[Lane]:
+    """One lane for every queue, or one per queue with a thread budget (see :class:`Lane`)."""
+    if options.budgets is None:
+        return [
+            Lane(
+                options.queues, options.concurrency, ClaimSizer(options.concurrency, options.batch)
+            )
+        ]
+    return [
+        Lane([name], threads, ClaimSizer(threads, options.batch))
+        for name, threads in options.budgets.items()
+    ]
 
 
-BUDGET = re.compile(r"(?P<name>.*):(?P<threads>\d+)")
-"""A queue with its threads: a trailing ``:<digits>`` is always a budget, never part of a name."""
-
-
-def parse_queues(text: str) -> list[str] | dict[str, int] | None:
-    """``"a,b"`` -> ``["a", "b"]``; ``"mail:10,reports:2"`` -> ``{"mail": 10, "reports": 2}``
-    (threads per queue); ``"*"`` -> ``None`` (every queue). Raises on an empty list, on a
-    budget given to some queues only, on a budget of 0 and on a queue named twice."""
-    if text.strip() == "*":
-        return None
-    names = [name.strip() for name in text.split(",")]
-    if not any(names) or not all(names):
-        raise ValueError(
-            f"--queues needs comma-separated queue names (or '*' for all), not {text!r}."
-        )
-    budgeted = [BUDGET.fullmatch(name) for name in names]
-    if not any(budgeted):
-        return names
-    if not all(budgeted):
-        plain = ", ".join(name for name, match in zip(names, budgeted, strict=True) if not match)
-        raise ValueError(
-            f"--queues {text}: give every queue its threads (name:threads) or none of them; "
-            f"{plain} has none."
-        )
-    budgets: dict[str, int] = {}
-    for match in budgeted:
-        assert match is not None
-        name, threads = match["name"].strip(), int(match["threads"])
-        if not name:
-            raise ValueError(f"--queues {text}: a budget needs a queue name before the ':'.")
-        if threads < 1:
-            raise ValueError(f"--queues {text}: queue {name} needs at least 1 thread, not 0.")
-        if name in budgets:
-            raise ValueError(f"--queues {text}: queue {name} is given twice.")
-        budgets[name] = threads
-    return budgets
-
-
-__all__ = ["Summary", "Worker", "default_worker_id", "parse_queues"]
+__all__ = [
+    "DEFAULT_BATCH",
+    "DEFAULT_CONCURRENCY",
+    "Summary",
+    "Worker",
+    "default_worker_id",
+    "parse_queues",
+]

@@ -31,7 +31,7 @@ def last_error_kind(job: Job) -> str:
 
 
 def slot_of(worker: Worker, job: Job):
-    return wait_for(lambda: worker._in_flight.get(job.pk), what=f"job {job.pk} in flight")
+    return wait_for(lambda: worker.slots.get(job.pk), what=f"job {job.pk} in flight")
 
 
 class TestRun:
@@ -98,8 +98,8 @@ class TestRun:
         assert row["last_error"].startswith(expected[kind])
         assert fields(after.pk, "status", "result") == {"status": Status.SUCCEEDED, "result": 2}
         assert (summary.dead, summary.retried) == (1, 2)
-        assert worker._async_thread is not None
-        assert not worker._async_thread.is_alive()  # stopped by the shutdown, not by the error
+        assert worker.async_pool.thread is not None
+        assert not worker.async_pool.thread.is_alive()  # stopped by the shutdown, not by the error
 
     def test_async_django_tasks_run_on_the_loop(self) -> None:
         from testapp import tasks
@@ -207,20 +207,20 @@ class TestStop:
         # Released: whether it saw lease_lost or was cancelled, its end was never reported.
         assert (running.summary.succeeded, running.summary.released) == (1, 1)
         assert running.summary.retried == running.summary.stale == 0
-        assert worker._async_thread is not None
-        assert not worker._async_thread.is_alive()
-        assert worker._async_loop is not None
-        assert worker._async_loop.is_closed()
-        assert not any(thread.is_alive() for thread in worker._reporters)
+        assert worker.async_pool.thread is not None
+        assert not worker.async_pool.thread.is_alive()
+        assert worker.async_pool.loop is not None
+        assert worker.async_pool.loop.is_closed()
+        assert not any(thread.is_alive() for thread in worker.async_pool.reporters)
 
 
 class TestCapacity:
     def test_a_process_with_async_handlers_claims_for_both_kinds(self) -> None:
         worker = Worker(concurrency=2, async_concurrency=3, **FAST)
-        assert worker._async_enabled
-        assert (worker.batch, worker._claim_room()) == (100, 3)  # threads + one to find async
-        worker._async_recent = True  # as after a claim that brought an async job
-        assert worker._claim_room() == 5
+        assert worker.options.async_enabled
+        assert (worker.batch, worker.loop.room.wanted()) == (100, 3)  # threads + one to find async
+        worker.loop.room.async_recent = True  # as after a claim that brought an async job
+        assert worker.loop.room.wanted() == 5
 
     def test_a_process_without_async_handlers_claims_for_its_threads_only(
         self, monkeypatch
@@ -228,14 +228,16 @@ class TestCapacity:
         monkeypatch.setattr(async_execution, "possible", lambda: False)
         jobs.noop.enqueue_many([((), {})] * 3)
         worker = Worker(concurrency=2, async_concurrency=3, **FAST, scheduler=False)
-        assert (worker.batch, worker._claim_room()) == (100, 2)
+        assert (worker.batch, worker.loop.room.wanted()) == (100, 2)
         assert worker.run(burst=True).succeeded == 3
-        assert worker._async_thread is None  # no loop thread started
+        assert worker.async_pool.thread is None  # no loop thread started
 
     def test_claimed_jobs_beyond_the_async_limit_wait_leased(self) -> None:
         naps = jobs.async_sleep.enqueue_many([((60,), {})] * 3)
         worker = Worker(concurrency=1, async_concurrency=1, batch=3, grace=0, **FAST)
-        worker._sizer.observe(0.001)  # as after short jobs: a prefetch of up to the batch
+        worker.loop.room.lanes[0].sizer.observe(
+            0.001
+        )  # as after short jobs: a prefetch of up to the batch
         with Background(worker):
             ids = [j.pk for j in naps]
             running = Job.objects.filter(pk__in=ids, status=Status.RUNNING)

@@ -87,7 +87,9 @@ class TestWorkerClaims:
         long = jobs.sleep.enqueue(60, label="long", priority=10)
         waiting = jobs.noop.enqueue_many([((), {})] * 5)
         worker = Worker(concurrency=1, grace=5.0, **FAST, scheduler=False)
-        worker._sizer.observe(0.001)  # as if short jobs had run: the first claim prefetches
+        worker.loop.room.lanes[0].sizer.observe(
+            0.001
+        )  # as if short jobs had run: the first claim prefetches
         with Background(worker) as running:
             wait_for(lambda: Job.objects.filter(status=Status.RUNNING).count() == 6, what="6")
             worker.stop("test")

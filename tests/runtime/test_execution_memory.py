@@ -12,7 +12,7 @@ import weakref
 
 from django_leasejobs.models import Job
 from django_leasejobs.runtime import execution
-from django_leasejobs.runtime.worker_state import Slot
+from django_leasejobs.runtime.slots import Slot
 
 
 def _noted(

@@ -57,7 +57,7 @@ class TestParse:
             Worker({})
         worker = Worker({"mail": 3, "reports": 1})
         assert (worker.queues, worker.concurrency) == (["mail", "reports"], 4)
-        assert [(lane.queues, lane.threads) for lane in worker._lanes] == [
+        assert [(lane.queues, lane.threads) for lane in worker.loop.room.lanes] == [
             (["mail"], 3),
             (["reports"], 1),
         ]

@@ -19,7 +19,7 @@ from testapp import jobs
 
 from django_leasejobs import metrics, protocol
 from django_leasejobs.models import Job, Status
-from django_leasejobs.runtime.worker import Worker
+from django_leasejobs.runtime.completions import Completer
 
 from ..exporter import NOTHING, free_port, leftovers, listening, scrape
 from ..invariants import wait_for
@@ -253,7 +253,7 @@ def test_metrics_port_serves_each_runs_own_counters_and_leaves_nothing_behind(co
         assert leftovers() == NOTHING, f"after run {run_number}"
 
 
-def raise_in_the_loop(worker: Worker) -> None:
+def raise_in_the_loop(completer: Completer) -> None:
     raise RuntimeError("a bug in the worker loop")
 
 
@@ -270,7 +270,7 @@ def test_a_failing_worker_takes_its_metrics_down(
     if failure == "schedules":  # Worker.run raises ScheduleError before its loop starts
         settings.LEASEJOBS_SCHEDULES = {"broken": {"job": jobs.noop.name, "cron": "61 * * * *"}}
     else:  # an exception out of the loop itself, after the server and the counters started
-        monkeypatch.setattr(Worker, "_flush_completions", raise_in_the_loop)
+        monkeypatch.setattr(Completer, "flush", raise_in_the_loop)
     jobs.noop.enqueue()
     port = free_port()
     with pytest.raises(error, match=message):

@@ -237,7 +237,7 @@ class TestWorkerMaintenance:
     def test_a_worker_s_maintenance_writes_the_sample(self) -> None:
         job = jobs.noop.enqueue(queue="sampled")
         worker = Worker(**FAST, scheduler=False)
-        worker._sampler = due_sampler()
+        worker.loop.maintenance.sampler = due_sampler()
         summary = worker.run(burst=True)
         assert summary.succeeded == 1
         assert Job.objects.get(pk=job.pk).status == Status.SUCCEEDED
@@ -250,7 +250,7 @@ class TestWorkerMaintenance:
         monkeypatch.setattr(stats, "collect", broken)
         job = jobs.noop.enqueue()
         worker = Worker(**FAST)
-        worker._sampler = due_sampler()
+        worker.loop.maintenance.sampler = due_sampler()
         with caplog.at_level(logging.ERROR, logger="django_leasejobs"):
             summary = worker.run(burst=True)
         assert summary.succeeded == 1

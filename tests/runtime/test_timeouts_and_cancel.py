@@ -20,8 +20,8 @@ from django_leasejobs import job, protocol
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import FINAL, DeadLetter, Job, Status
 from django_leasejobs.runtime.listener import Listener
+from django_leasejobs.runtime.slots import Slot
 from django_leasejobs.runtime.worker import Worker
-from django_leasejobs.runtime.worker_state import Slot
 
 from ..conftest import fields
 from ..invariants import check_invariants, wait_for
@@ -165,16 +165,18 @@ class TestCancelRunning:
         worker = Worker(concurrency=1, **FAST)
         (claimed,) = protocol.claim(worker.worker_id, batch=1)
         slot = Slot(claimed)
-        worker._in_flight[claimed.pk] = slot
+        worker.slots.add(slot)
         protocol.request_cancel(job.pk)
-        worker._request_cancel(protocol.renew(worker.worker_id, [slot.token]).cancel_requested)
-        worker._watch_once()
+        worker.watchdog.request_cancel(
+            protocol.renew(worker.worker_id, [slot.token]).cancel_requested
+        )
+        worker.watchdog.watch_once()
         assert fields(job.pk, "status")["status"] == Status.CANCELLED
         assert slot.cancellation.reason == "cancelled"
-        assert worker._work(slot) is False
+        assert worker.pool._work(slot) is False
         assert hits(job) == []
         assert (worker.summary.cancelled, worker.in_flight) == (1, 1)
-        worker._returned(slot, deferred=False)
+        worker.pool._returned(slot, deferred=False)
         assert worker.in_flight == 0
 
 
@@ -253,7 +255,9 @@ class TestCancelNotify:
         worker = Worker(concurrency=1, lease=120.0, heartbeat=30.0, poll=0.05)
         job = jobs.until_cancelled.enqueue(seconds=60)
         with Background(worker):
-            wait_for(lambda: worker._listener is not None and worker._listener.connected())
+            wait_for(
+                lambda: worker.wakeup.listener is not None and worker.wakeup.listener.connected()
+            )
             wait_for(lambda: fields(job.pk, "status")["status"] == Status.RUNNING)
             protocol.request_cancel(job.pk)
             wait_for(lambda: hits(job) == [(1, "cancelled")], timeout=20, what="NOTIFY")

@@ -230,7 +230,7 @@ class TestDatabaseErrors:
         assert status(job) == Status.SUCCEEDED
         delays = re.findall(r"where=maintenance retry_in=([\d.]+)", caplog.text)
         assert delays == ["0.25", "0.50", "1.00"]
-        assert all(t.is_alive() is False for t in worker._threads)
+        assert all(t.is_alive() is False for t in worker.pool.threads)
 
 
 class TestThreads:
@@ -310,14 +310,18 @@ class TestNotify:
     def test_an_idle_worker_wakes_on_enqueue(self) -> None:
         worker = Worker(concurrency=1, lease=120.0, heartbeat=30.0, poll=60.0)
         with Background(worker):
-            wait_for(lambda: worker._listener is not None and worker._listener.connected())
+            wait_for(
+                lambda: worker.wakeup.listener is not None and worker.wakeup.listener.connected()
+            )
             job = jobs.noop.enqueue()
             wait_for(lambda: status(job) == Status.SUCCEEDED, timeout=20, what="woken by NOTIFY")
 
     def test_a_notification_for_another_queue_does_not_start_its_job(self) -> None:
         worker = Worker(queues=["default"], concurrency=1, lease=120.0, heartbeat=30.0, poll=60.0)
         with Background(worker):
-            wait_for(lambda: worker._listener is not None and worker._listener.connected())
+            wait_for(
+                lambda: worker.wakeup.listener is not None and worker.wakeup.listener.connected()
+            )
             other = jobs.other_queue.enqueue()
             mine = jobs.noop.enqueue()
             wait_for(lambda: status(mine) == Status.SUCCEEDED, timeout=20, what="own queue")
@@ -326,4 +330,4 @@ class TestNotify:
     def test_burst_workers_do_not_listen(self) -> None:
         worker = Worker(concurrency=1, **FAST)
         worker.run(burst=True)
-        assert worker._listener is None
+        assert worker.wakeup.listener is None

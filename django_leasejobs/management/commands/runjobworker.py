@@ -200,7 +200,7 @@ class Command(LeaseJobsCommand):
         options: dict[str, Any],
     ) -> None:
         """Announce the worker, run it until it stops, say how it went."""
-        console.banner(worker, burst=options["burst"], version=VERSION)
+        console.banner(worker.options, burst=options["burst"], version=VERSION)
         if options["reload"] and options["verbosity"] >= 1:
             console.write("Restarts when project code changes: in-flight jobs are released then.")
         # Undone however the run ends, for a process that lives on after it (call_command).

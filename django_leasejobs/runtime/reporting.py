@@ -1,0 +1,116 @@
+"""What a runner does once a handler returned: decide whether and how its result is written.
+
+Shared by the pool threads (one slot at a time) and the async reporter threads (many slots per
+turn). A result is refused when the watchdog ended its attempt meanwhile and dropped when
+shutdown released the job; a plain success joins the grouped completions; anything else is
+written at once, through ``execution.report``, retried with capped backoff on database errors:
+the write is guarded by the attempt token, so a late or repeated write can never overwrite a
+newer result.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.db import Error as DatabaseError
+
+from ..protocol import Outcome
+from . import execution
+from .completions import Completer
+from .ledger import Ledger
+from .outage import RECONNECT, headline
+from .slots import InFlight, Slot
+from .watchdog import Watchdog
+
+logger = logging.getLogger("django_leasejobs")
+
+Finished = tuple[Slot, execution.Execution | None]
+"""An async slot and its result (``None``: nothing to write, the job was released)."""
+
+
+class Reporter:
+    """Writes (or groups, or refuses) results; called on the runners' threads. It keeps no
+    state of its own: the slots' flags and the objects it is given hold it."""
+
+    def __init__(
+        self,
+        *,
+        worker_id: str,
+        slots: InFlight,
+        completer: Completer,
+        ledger: Ledger,
+        watchdog: Watchdog,
+        abandon: threading.Event,
+    ) -> None:
+        self.worker_id = worker_id
+        self.slots = slots
+        self.completer = completer
+        self.ledger = ledger
+        self.watchdog = watchdog
+        self.abandon = abandon
+        """Set by shutdown when it gives up: a report retrying a database error stops."""
+
+    def finished(self, slot: Slot, result: execution.Execution) -> bool:
+        """A pool thread's handler returned: report it. True if its completion waits for the
+        next flush (the slot stays in flight until then)."""
+        with self.slots.gate, slot.lock:
+            if slot.released:
+                return False
+            if slot.ended_at is None:
+                slot.reporting = True
+        if slot.ended_at is not None:
+            self.watchdog.refuse_late(slot)  # the worker ended this attempt: its token is spent
+            return False
+        if self.completer.groupable(result):
+            slot.execution = result
+            self.completer.add([slot])
+            return True
+        self.ledger.count(slot, self.report(result))
+        return False
+
+    def finished_many(self, batch: list[Finished]) -> None:
+        """What :meth:`finished` does, for many async slots under one ``gate``; every slot
+        leaves flight here or, for a grouped success, at the next flush."""
+        with self.slots.gate:
+            for slot, result in batch:
+                with slot.lock:
+                    if not slot.released and result is not None and slot.ended_at is None:
+                        slot.reporting = True
+        deferred: list[Slot] = []
+        done: list[Slot] = []
+        for slot, result in batch:
+            if self.watchdog.ended_returned(slot):
+                self.watchdog.refuse_late(slot)  # the watchdog ended it and cancelled its task
+            elif not slot.reporting or result is None:
+                done.append(slot)  # released at shutdown: never reported
+            elif self.completer.groupable(result):
+                slot.execution = result
+                deferred.append(slot)  # the claim loop's next flush completes and forgets it
+            else:
+                self.ledger.count(slot, self.report(result))
+                self.slots.forget([slot])
+        if deferred:
+            self.completer.add(deferred)
+        self.slots.forget(done)
+
+    def report(self, result: execution.Execution) -> Outcome:
+        """Write the result; on a database error retry with backoff (the write is fenced)."""
+        errors = 0
+        while True:
+            try:
+                return execution.report(result)
+            except DatabaseError as exc:
+                errors += 1
+                delay = RECONNECT.ceiling(errors)
+                logger.warning(
+                    "worker.database_error id=%s where=report job=%s retry_in=%.2f error=%s",
+                    self.worker_id,
+                    result.job.pk,
+                    delay,
+                    headline(exc),
+                )
+                execution.close_old_connections()
+                if self.abandon.wait(delay):
+                    # Shutdown gave up: the lease expires and the job runs again elsewhere.
+                    return Outcome.STALE
