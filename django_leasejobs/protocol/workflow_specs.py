@@ -6,9 +6,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.signatures import Signature
 from ..errors import WorkflowError
 from ..models import Policy, TakesResult
-from ..signatures import Signature
 from .enqueues import check_options
 from .workflow_steps import encode_options
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..core.signatures import Signature
 from ..errors import WorkflowError
-from ..signatures import Signature
 from .building import Group, Step, Workflow, chain, group
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.signatures import Signature, signatures
 from ..errors import WorkflowError
-from ..signatures import Signature, signatures
 
 if TYPE_CHECKING:
     from ..models import WorkflowRun

@@ -8,9 +8,9 @@ import pytest
 from testapp import workflow_jobs as w
 
 from django_leasejobs import Workflow, chain, group, workflows
+from django_leasejobs.core.signatures import Signature
 from django_leasejobs.errors import JobArgumentsError, JobValidationError, WorkflowError
 from django_leasejobs.models import Job, WorkflowRun, WorkflowStep
-from django_leasejobs.signatures import Signature
 
 from .helpers import states
 
