@@ -21,6 +21,7 @@ from ..db.dbtime import DbNow
 from ..db.deadlocks import retry_deadlocks
 from ..models import CLAIMABLE, FINAL, Job, Status
 from .base import Outcome, announce_finished, job_database, logger, report
+from .workflow_steps import job_ended
 
 
 class Cancel(enum.Enum):
@@ -63,6 +64,7 @@ def request_cancel(job_id: int) -> Cancel:
             cancelled = jobs.filter(pk=job_id, status__in=CLAIMABLE).update(**cancelled_fields())
             if cancelled:
                 announce_finished(using, [job_id])
+                _step_cancelled(using, job_id)
         if cancelled:
             _cancelled(using, job_id)
             return Cancel.CANCELLED
@@ -106,9 +108,16 @@ def cancel_attempt(job_id: int, attempt: int) -> Outcome:
         changed = Job.objects.using(using).filter(guard).update(**cancelled_fields())
         if changed:
             announce_finished(using, [job_id])
+            _step_cancelled(using, job_id)
     if changed:
         _cancelled(using, job_id)
     return report(changed, "cancelled", job_id, attempt, Outcome.CANCELLED)
+
+
+def _step_cancelled(using: str, job_id: int) -> None:
+    """A workflow's job just cancelled: its step, in the same transaction (one row read)."""
+    step_id = Job.objects.using(using).filter(pk=job_id).values_list("workflow_step_id").get()[0]
+    job_ended(using, step_id, job_id, Status.CANCELLED)
 
 
 def _cancelled(using: str, job_id: int) -> None:

@@ -22,6 +22,7 @@ from ..errors import JobValidationError, StaleAttemptError
 from ..models import Job, Status
 from .base import Failure, Outcome, announce, announce_finished, job_database, logger, report
 from .failures import fail
+from .workflow_steps import complete_step_job
 
 
 class Upgraded(NamedTuple):
@@ -61,6 +62,10 @@ def complete(
         changed = dialects.for_alias(using).complete_one(using, completion, finished_by)
     else:
         changed = _complete_upgraded(using, completion, finished_by, upgraded)
+    if not changed:  # a workflow's job is completed with its step, or the token is stale
+        changed = complete_step_job(
+            using, job_id, attempt, result, finished_by, upgraded.fields() if upgraded else None
+        )
     if changed:
         announce(signals.job_succeeded, using, {job_id: attempt}, result=result)
     return report(changed, "succeeded", job_id, attempt, Outcome.SUCCEEDED)
@@ -74,7 +79,12 @@ def _complete_upgraded(
     with transaction.atomic(using=using):
         changed = (
             Job.objects.using(using)
-            .filter(pk=completion.id, attempt=completion.attempt, status=Status.RUNNING)
+            .filter(
+                pk=completion.id,
+                attempt=completion.attempt,
+                status=Status.RUNNING,
+                workflow_step__isnull=True,  # a workflow's job is completed with its step
+            )
             .update(**succeeded_fields(completion.result, finished_by), **upgraded.fields())
         )
         if changed:
@@ -104,6 +114,9 @@ def complete_many(
         return outcomes
     using = job_database()
     succeeded = dialects.for_alias(using).complete_many(using, storable, finished_by)
+    for done in storable:  # a workflow's job is completed with its step, or the token is stale
+        if done.id not in succeeded and _complete_step(using, done, finished_by):
+            succeeded.add(done.id)
     for done in storable:
         outcomes[done.id] = report(
             int(done.id in succeeded), "succeeded", done.id, done.attempt, Outcome.SUCCEEDED
@@ -116,6 +129,11 @@ def complete_many(
             if c.id in succeeded and c.result is not None:
                 announce(signals.job_succeeded, using, {c.id: c.attempt}, result=c.result)
     return outcomes
+
+
+@retry_deadlocks
+def _complete_step(using: str, done: Completion, finished_by: str) -> bool:
+    return complete_step_job(using, done.id, done.attempt, done.result, finished_by)
 
 
 def complete_in_transaction(
@@ -132,8 +150,10 @@ def complete_in_transaction(
     validation.check_json(result, "result")
     changed = (
         Job.objects.using(using)
-        .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
+        .filter(pk=job_id, attempt=attempt, status=Status.RUNNING, workflow_step__isnull=True)
         .update(**succeeded_fields(result), **(upgraded.fields() if upgraded else {}))
+    ) or complete_step_job(
+        using, job_id, attempt, result, fields=upgraded.fields() if upgraded else None
     )
     if not changed:
         logger.warning("job.stale id=%s attempt=%s action=succeeded", job_id, attempt)

@@ -17,6 +17,7 @@ from ..errors import InvalidTransitionError, JobValidationError, TaskRefusedErro
 from ..models import CLAIMABLE, DeadLetter, Effect, Job, Status
 from .base import job_database, logger
 from .enqueues import insert, row_values
+from .workflow_runs import rearm
 
 
 def run_now(job_id: int) -> bool:
@@ -127,6 +128,7 @@ def _replay_once(
         )
         if values.get("version", 1) != _current_version(values["name"], original.task_backend):
             values.update(_limit_columns(original))  # not recomputed from older arguments
+        values["workflow_step_id"] = original.workflow_step_id
         new, created = insert(values, alias)
         # insert() returns the live job holding the dedupe key instead of inserting. Such a
         # holder is not this replay's job (even while it is pending with attempt 0): linking
@@ -143,6 +145,8 @@ def _replay_once(
         )
         if not changed:
             raise _ReplayRace
+        # A workflow's step waits for the new job, and so do the dependants its death ended.
+        rearm(alias, original.workflow_step_id, original.pk, new.pk)
         logger.info(
             "job.replayed dead_letter=%s old=%s new=%s", dead_letter.pk, original.pk, new.pk
         )
