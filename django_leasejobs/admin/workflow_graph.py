@@ -10,9 +10,10 @@ As in :mod:`.svg`, the markup carries no colour: each step gets the class of its
 variables, and the state is also written in the box, so it reads without colour. Every text
 that comes from a row (step names, links) is escaped.
 
-A run may hold thousands of steps (a group of 10,000 members): a column shows at most
-``MAX_PER_COLUMN`` steps and one box counting the rest, and edges to steps not drawn are left
-out; the table under the graph lists every step.
+A run may hold thousands of steps (a group of 10,000 members, a chain of 1,000): a column
+shows at most ``MAX_PER_COLUMN`` steps and one box counting the rest, at most ``MAX_COLUMNS``
+columns are drawn and one box counts the steps further right, and edges to steps not drawn are
+left out; the table under the graph lists the steps.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ COLUMN_GAP, ROW_GAP = 50, 14
 MARGIN = 10
 MAX_PER_COLUMN = 30
 """Steps drawn per column; past it, one box says how many more the column holds."""
+MAX_COLUMNS = 40
+"""Columns drawn; past it (a long chain), one last box says how many steps lie further."""
 MAX_LABEL = 22
 """Characters of a step's name in its box (the title tooltip has the whole name)."""
 
@@ -98,7 +101,11 @@ def layout(nodes: Sequence[Node]) -> list[Placed]:
         columns.setdefault(depth[node.key], []).append(node)
     row: dict[Hashable, int] = {}
     placed: list[Placed] = []
-    for column in sorted(columns):
+    ordered = sorted(columns)
+    beyond = sum(len(columns[c]) for c in ordered[MAX_COLUMNS - 1 :])
+    if len(ordered) > MAX_COLUMNS:
+        ordered = ordered[: MAX_COLUMNS - 1]
+    for column in ordered:
 
         def place(node: Node) -> tuple[float, int]:
             rows = [row[p] for p in node.parents if p in row]
@@ -111,6 +118,8 @@ def layout(nodes: Sequence[Node]) -> list[Placed]:
             placed.append(Placed(node, column, index))
         if len(shown) < len(members):
             placed.append(Placed(None, column, len(shown), hidden=len(members) - len(shown)))
+    if len(ordered) < len(columns):
+        placed.append(Placed(None, len(ordered), 0, hidden=beyond))
     return placed
 
 

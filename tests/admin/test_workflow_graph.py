@@ -96,3 +96,11 @@ def test_a_crowded_column_draws_its_first_steps_and_counts_the_rest() -> None:
 def test_an_empty_run_draws_an_empty_picture() -> None:
     root = ET.fromstring(graph.render([], "g", "nothing"))
     assert root.findall("svg:g", NS) == []
+
+
+def test_a_long_chain_draws_its_first_columns_and_counts_the_rest() -> None:
+    nodes = [Node(i, f"s{i}", "waiting", (i - 1,) if i else ()) for i in range(1000)]
+    root = ET.fromstring(graph.render(nodes, "g", "chain"))
+    texts = [t.text for t in root.iter(f"{{{NS['svg']}}}text")]
+    assert f"\u2026 {1000 - graph.MAX_COLUMNS + 1} more" in texts
+    assert len(root.findall("svg:path", NS)) == graph.MAX_COLUMNS - 2
