@@ -1,6 +1,6 @@
 """The tables, one module per concern: jobs (with dead letters and effects), cron schedules,
 flow control (pauses, limiters), API tokens, runtime statistics (the lease advisor's), queue
-samples (the dashboard's history), live workers, maintenance leases.
+samples (the dashboard's history), live workers, maintenance leases, workflows.
 
 Every state change of a ``Job`` is made by :mod:`django_leasejobs.protocol`; nothing else writes
 ``status``, ``attempt`` or the lease columns. The models only describe the rows.
@@ -25,6 +25,16 @@ from .runtimes import RuntimeStat
 from .samples import RUN_TIME_EDGES, QueueSample
 from .schedules import Misfire, Schedule, ScheduleSkip
 from .workers import Worker
+from .workflows import (
+    STEP_FINAL,
+    Policy,
+    RunStatus,
+    StepState,
+    TakesResult,
+    WorkflowEdge,
+    WorkflowRun,
+    WorkflowStep,
+)
 
 __all__ = [
     "CLAIMABLE",
@@ -34,6 +44,7 @@ __all__ = [
     "IS_WAITING",
     "LIVE",
     "RUN_TIME_EDGES",
+    "STEP_FINAL",
     "ApiToken",
     "DeadLetter",
     "Effect",
@@ -43,10 +54,17 @@ __all__ = [
     "Misfire",
     "Pause",
     "PauseKind",
+    "Policy",
     "QueueSample",
+    "RunStatus",
     "RuntimeStat",
     "Schedule",
     "ScheduleSkip",
     "Status",
+    "StepState",
+    "TakesResult",
     "Worker",
+    "WorkflowEdge",
+    "WorkflowRun",
+    "WorkflowStep",
 ]

@@ -187,6 +187,20 @@ class Job(models.Model):
         "Task instance.",
     )
 
+    # The workflow step this job runs (docs/workflows.md); NULL for a job enqueued alone. Its
+    # finish also moves the step and releases its dependants, in the same transaction.
+    # Neither indexed nor constrained: a job is found from its step (``WorkflowStep.job``).
+    workflow_step = models.ForeignKey(
+        "WorkflowStep",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="jobs",
+        editable=False,
+    )
+
     class Meta:
         ordering = ["-id"]
         indexes = [
