@@ -23,7 +23,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
-from .. import protocol, workflows
+from .. import protocol
 from ..errors import InvalidTransitionError, JobValidationError
 from ..models import RunStatus, WorkflowRun
 from ..runtime import workflow_reads
@@ -108,7 +108,7 @@ class WorkflowRunAdmin(ReadOnlyAdmin):
         rows = self._steps(run)
         body = format_html_join(
             "",
-            "<tr><td>{}</td><td>{}</td><td class=\"leasejobs-status-{}\">{}</td><td>{}</td>"
+            '<tr><td>{}</td><td>{}</td><td class="leasejobs-status-{}">{}</td><td>{}</td>'
             "<td>{}</td><td>{}</td><td>{}</td></tr>",
             (
                 (
@@ -155,6 +155,8 @@ class WorkflowRunAdmin(ReadOnlyAdmin):
         if run.status != RunStatus.RUNNING:
             self.refused(request, refusal(run))
             return False
+        from django_leasejobs import workflows  # the engine: imported when used
+
         workflows.cancel(run.pk)
         run.refresh_from_db()
         self.done(request, run, f"Cancelled workflow run #{run.pk} ({run.status} now).")
@@ -177,7 +179,9 @@ class WorkflowRunAdmin(ReadOnlyAdmin):
             try:
                 job = protocol.replay(letter.pk)
             except (JobValidationError, InvalidTransitionError) as exc:
-                self.refused(request, f"Step {step} (dead letter #{letter.pk}) was not replayed: {exc}")
+                self.refused(
+                    request, f"Step {step} (dead letter #{letter.pk}) was not replayed: {exc}"
+                )
                 continue
             self.done(
                 request,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 
-from .. import protocol, workflows
+from .. import protocol
 from ..models import RunStatus, WorkflowRun
 from ..runtime import workflow_reads
 from . import inputs, serialize
@@ -48,6 +48,8 @@ def cancel(request: HttpRequest, run_id: int) -> JsonResponse:
             "invalid_state",
             f"Workflow run #{run.pk} is {run.status}: only running runs can be cancelled.",
         )
+    from django_leasejobs import workflows  # the engine: imported when used
+
     workflows.cancel(run.pk)
     run.refresh_from_db()
     audit(request, run, "Cancelled")

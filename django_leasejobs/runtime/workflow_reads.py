@@ -87,7 +87,7 @@ def steps(run: WorkflowRun, limit: int | None = None) -> list[StepRow]:
     if limit is not None:
         rows = rows[:limit]
     found = [
-        StepRow(job_status=None, **values)  # type: ignore[arg-type]
+        StepRow(job_status=None, **values)
         for values in rows.values(*STEP_COLUMNS)
     ]
     by_id = {row.id: row for row in found}

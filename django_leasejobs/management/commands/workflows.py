@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from django_leasejobs import dbtime, protocol, workflows
+from django_leasejobs import dbtime, protocol
 from django_leasejobs.durations import format_age
 from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.models import RunStatus, WorkflowRun
@@ -117,6 +117,8 @@ class Command(LeaseJobsCommand):
                 f"Workflow run {run.pk} is {run.status}: only running runs can be cancelled; "
                 "nothing changed."
             )
+        from django_leasejobs import workflows  # the engine: imported when used
+
         workflows.cancel(run.pk)
         run.refresh_from_db()
         self.stdout.write(f"workflow run {run.pk}: cancelled ({run.status} now)")
