@@ -24,6 +24,11 @@ class JobArgumentsError(JobValidationError, TypeError):
         self.field = field
 
 
+class WorkflowError(JobValidationError):
+    """A workflow that cannot be enqueued or changed as asked: a cycle, an ``after`` naming no
+    step, a name used twice, a policy that does not exist (docs/workflows.md)."""
+
+
 class UnknownJobError(JobValidationError):
     """A job name that is not registered with ``@job``.
 

@@ -29,6 +29,7 @@ from asgiref.sync import sync_to_async
 from . import registry, validation
 from .backoff import Backoff
 from .errors import JobValidationError
+from .signatures import Signature
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -176,6 +177,26 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
         job = protocol.enqueue(self.name, args, kwargs, **options)
         inprocess.enqueued(job)  # LEASEJOBS_EAGER (tests): run it at commit
         return job
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """A signature of this job with these arguments, for a workflow step
+        (docs/workflows.md): its parents' result is bound as its first argument when the step
+        is released. Keywords are taken as ``enqueue()`` takes them (on a ``.using()`` copy,
+        all go to the handler)."""
+        return self._signature(args, kwargs, takes_result=True)
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        """``s()`` for a step that ignores its parents' results (immutable arguments)."""
+        return self._signature(args, kwargs, takes_result=False)
+
+    def _signature(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], *, takes_result: bool
+    ) -> Signature:
+        kwargs = dict(kwargs)
+        options: dict[str, Any] = dict(self._options or {})
+        if self._options is None:
+            options = self._options_in(kwargs)
+        return Signature(self, tuple(args), kwargs, options, takes_result)
 
     def get_result(self, job_id: int | str) -> Job:
         """This function's job ``job_id``, read now: its ``status``, ``result``,

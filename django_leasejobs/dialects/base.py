@@ -95,6 +95,8 @@ def refresh_defaults(job: Job, alias: str) -> None:
 def _complete_group(alias: str, tokens: list[Token], finished_by: str) -> set[int]:
     """One fenced UPDATE for every token, then the ids it succeeded."""
     jobs = Job.objects.using(alias)
+    # A workflow's job is completed with its step (protocol.workflow_steps), never here.
+    jobs = jobs.filter(workflow_step__isnull=True)
     jobs.filter(tokens_q(tokens), status=Status.RUNNING).update(
         **succeeded_fields(None, finished_by)
     )
@@ -108,6 +110,7 @@ def _complete_one(alias: str, completion: Completion, finished_by: str) -> int:
     return (
         Job.objects.using(alias)
         .filter(pk=completion.id, attempt=completion.attempt, status=Status.RUNNING)
+        .filter(workflow_step__isnull=True)
         .update(**succeeded_fields(completion.result, finished_by))
     )
 
@@ -294,10 +297,12 @@ class Dialect(LimitedClaimSteps):
 
     def complete_one(self, alias: str, completion: Completion, finished_by: str) -> bool:
         """Mark one attempt succeeded, fenced by its token, and announce it where finishes are
-        announced, in one statement; whether it was."""
+        announced, in one statement; whether it was. Not a workflow's job (``workflow_step``
+        set): the protocol completes those with their step."""
         return bool(
             Job.objects.using(alias)
             .filter(pk=completion.id, attempt=completion.attempt, status=Status.RUNNING)
+            .filter(workflow_step__isnull=True)
             .update(**succeeded_fields(completion.result, finished_by))
         )
 

@@ -148,6 +148,8 @@ SET status = 'succeeded', finished_at = STATEMENT_TIMESTAMP(), lease_owner = '',
     result = NULLIF(%(results)s::jsonb -> (t.n::int - 1), 'null'::jsonb)
 FROM unnest(%(ids)s::bigint[], %(attempts)s::bigint[]) WITH ORDINALITY AS t(id, attempt, n)
 WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running'
+    -- A workflow's job is completed with its step (protocol.workflow_steps), never here.
+    AND j.workflow_step_id IS NULL
 RETURNING j.id
 """
 

@@ -128,9 +128,14 @@ class Migration(migrations.Migration):
                 (
                     "on_parent_failure",
                     models.CharField(
-                        choices=[("cancel", "Cancel"), ("run", "Run"), ("hold", "Hold")],
+                        choices=[
+                            ("cancel", "Cancel"),
+                            ("run", "Run"),
+                            ("hold", "Hold"),
+                            ("on_failure", "Only on a failure"),
+                        ],
                         default="cancel",
-                        max_length=8,
+                        max_length=16,
                     ),
                 ),
                 (
@@ -143,6 +148,7 @@ class Migration(migrations.Migration):
                             ("succeeded", "Succeeded"),
                             ("failed", "Failed"),
                             ("cancelled", "Cancelled"),
+                            ("skipped", "Skipped"),
                         ],
                         default="waiting",
                         max_length=16,
@@ -251,7 +257,15 @@ class Migration(migrations.Migration):
                 condition=models.Q(
                     (
                         "state__in",
-                        ["waiting", "held", "released", "succeeded", "failed", "cancelled"],
+                        [
+                            "waiting",
+                            "held",
+                            "released",
+                            "succeeded",
+                            "failed",
+                            "cancelled",
+                            "skipped",
+                        ],
                     )
                 ),
                 name="leasejobs_step_state_valid",

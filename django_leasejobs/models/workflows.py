@@ -41,9 +41,11 @@ class StepState(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
     """Its job was cancelled, or it never started: a parent failed under the ``cancel``
     policy, or the run was cancelled (``reason`` says which)."""
+    SKIPPED = "skipped", "Skipped"
+    """Not needed: an ``on_failure`` step whose parents all succeeded. Not a failure."""
 
 
-STEP_FINAL = (StepState.SUCCEEDED, StepState.FAILED, StepState.CANCELLED)
+STEP_FINAL = (StepState.SUCCEEDED, StepState.FAILED, StepState.CANCELLED, StepState.SKIPPED)
 
 
 class Policy(models.TextChoices):
@@ -55,6 +57,9 @@ class Policy(models.TextChoices):
     """The step runs anyway once every parent has ended (a cleanup step)."""
     HOLD = "hold", "Hold"
     """The step is held for an operator; its descendants keep waiting."""
+    ON_FAILURE = "on_failure", "Only on a failure"
+    """A group's ``.on_failure(cb)``: released once, as soon as a parent ends dead or
+    cancelled; skipped when every parent succeeded."""
 
 
 class TakesResult(models.TextChoices):
@@ -124,7 +129,7 @@ class WorkflowStep(models.Model):
         max_length=8, choices=TakesResult.choices, default=TakesResult.NONE
     )
     on_parent_failure = models.CharField(
-        max_length=8, choices=Policy.choices, default=Policy.CANCEL
+        max_length=16, choices=Policy.choices, default=Policy.CANCEL
     )
     state = models.CharField(max_length=16, choices=StepState.choices, default=StepState.WAITING)
     reason = models.CharField(

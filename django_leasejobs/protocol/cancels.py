@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import enum
 
+from django.db import transaction
 from django.db.models import Q
 
 from .. import dialects, signals
 from ..dbtime import DbNow
 from ..deadlocks import retry_deadlocks
 from ..models import CLAIMABLE, FINAL, Job, Status
-from .base import Outcome, announce_finished, finishing, job_database, logger, report
+from .base import Outcome, announce_finished, job_database, logger, report
+from .workflow_steps import job_ended
 
 
 class Cancel(enum.Enum):
@@ -56,10 +58,11 @@ def request_cancel(job_id: int) -> Cancel:
     using = job_database()
     jobs = Job.objects.using(using)
     for _ in range(_TRIES):
-        with finishing(using):
+        with transaction.atomic(using=using):
             cancelled = jobs.filter(pk=job_id, status__in=CLAIMABLE).update(**cancelled_fields())
             if cancelled:
                 announce_finished(using, [job_id])
+                _step_cancelled(using, job_id)
         if cancelled:
             _cancelled(using, job_id)
             return Cancel.CANCELLED
@@ -99,13 +102,20 @@ def cancel_attempt(job_id: int, attempt: int) -> Outcome:
     """
     guard = Q(pk=job_id, attempt=attempt, status=Status.RUNNING, cancel_requested_at__isnull=False)
     using = job_database()
-    with finishing(using):
+    with transaction.atomic(using=using):
         changed = Job.objects.using(using).filter(guard).update(**cancelled_fields())
         if changed:
             announce_finished(using, [job_id])
+            _step_cancelled(using, job_id)
     if changed:
         _cancelled(using, job_id)
     return report(changed, "cancelled", job_id, attempt, Outcome.CANCELLED)
+
+
+def _step_cancelled(using: str, job_id: int) -> None:
+    """A workflow's job just cancelled: its step, in the same transaction (one row read)."""
+    step_id = Job.objects.using(using).filter(pk=job_id).values_list("workflow_step_id").get()[0]
+    job_ended(using, step_id, job_id, Status.CANCELLED)
 
 
 def _cancelled(using: str, job_id: int) -> None:

@@ -15,6 +15,7 @@ from ..errors import JobValidationError, StaleAttemptError
 from ..models import Job, Status
 from .base import Failure, Outcome, announce, announce_finished, job_database, logger, report
 from .failures import fail
+from .workflow_steps import complete_step_job
 
 
 @retry_deadlocks
@@ -31,6 +32,8 @@ def complete(job_id: int, attempt: int, result: Any = None, *, finished_by: str 
     using = job_database()
     completion = Completion(job_id, attempt, result)
     changed = dialects.for_alias(using).complete_one(using, completion, finished_by)
+    if not changed:  # a workflow's job is completed with its step, or the token is stale
+        changed = complete_step_job(using, job_id, attempt, result, finished_by)
     if changed:
         announce(signals.job_succeeded, using, {job_id: attempt}, result=result)
     return report(changed, "succeeded", job_id, attempt, Outcome.SUCCEEDED)
@@ -58,6 +61,9 @@ def complete_many(
         return outcomes
     using = job_database()
     succeeded = dialects.for_alias(using).complete_many(using, storable, finished_by)
+    for done in storable:  # a workflow's job is completed with its step, or the token is stale
+        if done.id not in succeeded and _complete_step(using, done, finished_by):
+            succeeded.add(done.id)
     for done in storable:
         outcomes[done.id] = report(
             int(done.id in succeeded), "succeeded", done.id, done.attempt, Outcome.SUCCEEDED
@@ -72,6 +78,11 @@ def complete_many(
     return outcomes
 
 
+@retry_deadlocks
+def _complete_step(using: str, done: Completion, finished_by: str) -> bool:
+    return complete_step_job(using, done.id, done.attempt, done.result, finished_by)
+
+
 def complete_in_transaction(job_id: int, attempt: int, result: Any = None) -> None:
     """Complete the job inside the handler's own transaction (exactly-once database effects).
 
@@ -84,9 +95,9 @@ def complete_in_transaction(job_id: int, attempt: int, result: Any = None) -> No
     validation.check_json(result, "result")
     changed = (
         Job.objects.using(using)
-        .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
+        .filter(pk=job_id, attempt=attempt, status=Status.RUNNING, workflow_step__isnull=True)
         .update(**succeeded_fields(result))
-    )
+    ) or complete_step_job(using, job_id, attempt, result)
     if not changed:
         logger.warning("job.stale id=%s attempt=%s action=succeeded", job_id, attempt)
         raise StaleAttemptError(f"Job {job_id} attempt {attempt} no longer holds its lease.")

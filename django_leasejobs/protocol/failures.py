@@ -24,6 +24,7 @@ from ..models import DeadLetter, Job, Status
 from ..retries import When
 from .base import Failure, Outcome, announce_finished, job_database, logger, report
 from .cancels import announce_cancelled, cancel_attempt, cancelled_fields
+from .workflow_steps import job_ended
 
 _READ = (
     "name",
@@ -35,6 +36,7 @@ _READ = (
     "released",
     "lease_owner",
     "cancel_requested_at",
+    "workflow_step_id",
 )
 
 
@@ -145,6 +147,7 @@ def _bury(failed: _FailedAttempt, reason: str) -> Outcome:
     if not changed:
         return report(0, "dead", job_id, attempt, Outcome.STALE)
     announce_finished(using, [job_id])
+    job_ended(using, row["workflow_step_id"], job_id, Status.DEAD)
     dead_letter = DeadLetter.objects.using(using).create(
         job_id=job_id,
         name=row["name"],
@@ -187,6 +190,9 @@ def _cancel(failed: _FailedAttempt) -> Outcome:
     )
     if changed:
         announce_finished(failed.guarded.db, [failed.job_id])
+        job_ended(
+            failed.guarded.db, failed.row["workflow_step_id"], failed.job_id, Status.CANCELLED
+        )
         logger.info(
             "job.cancelled id=%s name=%s attempt=%s queue=%s error=%s",
             failed.job_id,

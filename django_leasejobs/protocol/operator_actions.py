@@ -17,6 +17,7 @@ from ..models import CLAIMABLE, DeadLetter, Effect, Job, Status
 from ..tasks import results as task_results
 from .base import job_database, logger
 from .enqueues import insert, row_values
+from .workflow_runs import rearm
 
 
 def run_now(job_id: int) -> bool:
@@ -121,6 +122,7 @@ def _replay_once(
             dedupe_key=original.dedupe_key,
             task_backend=original.task_backend,
         )
+        values["workflow_step_id"] = original.workflow_step_id
         new, created = insert(values, alias)
         # insert() returns the live job holding the dedupe key instead of inserting. Such a
         # holder is not this replay's job (even while it is pending with attempt 0): linking
@@ -137,6 +139,8 @@ def _replay_once(
         )
         if not changed:
             raise _ReplayRace
+        # A workflow's step waits for the new job, and so do the dependants its death ended.
+        rearm(alias, original.workflow_step_id, original.pk, new.pk)
         logger.info(
             "job.replayed dead_letter=%s old=%s new=%s", dead_letter.pk, original.pk, new.pk
         )

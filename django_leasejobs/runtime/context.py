@@ -61,6 +61,39 @@ class JobContext:
     cancellation: Cancellation = field(default_factory=Cancellation)
     completed: bool = False
     result: Any = None
+    workflow_step_id: int | None = None
+    """The workflow step this job runs (docs/workflows.md); None for a job alone."""
+    _step: Any = field(default=None, repr=False)
+    _parent_results: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def step(self) -> Any:
+        """The ``WorkflowStep`` this job runs (read once), or None for a job alone; pass it in
+        ``ctx.workflow.add(sig, after=[ctx.step])``."""
+        if self._step is None and self.workflow_step_id is not None:
+            from .workflow_context import step_of
+
+            self._step = step_of(self.workflow_step_id)
+        return self._step
+
+    @property
+    def workflow(self) -> Any:
+        """The step's run, to add steps to it (``ctx.workflow.add(...)``); None for a job
+        alone."""
+        from .workflow_context import RunHandle
+
+        step = self.step
+        return None if step is None else RunHandle(step.run_id)
+
+    @property
+    def parent_results(self) -> dict[str, Any]:
+        """The results of the step's parents by step name, in ``after`` order (None for a
+        parent that did not succeed); {} for a job alone or a step without parents."""
+        if self._parent_results is None:
+            from .workflow_context import parent_results
+
+            self._parent_results = parent_results(self.workflow_step_id)
+        return self._parent_results
 
     @property
     def lease_lost(self) -> bool:

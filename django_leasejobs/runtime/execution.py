@@ -112,6 +112,7 @@ def start(
         name=job.name,
         queue=job.queue,
         worker_id=worker_id,
+        workflow_step_id=job.workflow_step_id,
         lease_lost_event=lease_lost or threading.Event(),
         cancellation=cancellation or Cancellation(),
     )

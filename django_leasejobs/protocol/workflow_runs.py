@@ -1,0 +1,269 @@
+"""A workflow run as a whole: enqueue it, add steps to it while it runs, cancel it, release a
+held step, and re-arm a step whose dead job was replayed. Each one transaction; the steps'
+own transitions are in ``workflow_steps``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+
+from django.db import connections, transaction
+from django.db.models import F
+
+from ..dbtime import DbNow
+from ..deadlocks import retry_deadlocks
+from ..errors import InvalidTransitionError, WorkflowError
+from ..models import (
+    RunStatus,
+    StepState,
+    WorkflowEdge,
+    WorkflowRun,
+    WorkflowStep,
+)
+from .base import job_database, logger
+from .cancels import request_cancel
+from .workflow_specs import StepSpec, free_name
+from .workflow_steps import count_ended, finish_if_done, parent_ended, propagate, release
+
+
+def enqueue_run(name: str, specs: Sequence[StepSpec]) -> tuple[WorkflowRun, dict[str, int]]:
+    """Insert the run, its steps and edges, and the jobs of the steps without parents, in one
+    transaction (the caller's, when it has one). ``specs`` come in an order where parents come
+    first (the builder's). Returns the run and its steps' ids by name."""
+    using = job_database()
+    with transaction.atomic(using=using):
+        run = WorkflowRun.objects.using(using).create(name=name, steps_total=len(specs))
+        ids = _insert_steps(using, run.pk, specs, {})
+        for spec in specs:
+            if not spec.after:
+                _release_root(using, ids[spec.name])
+    logger.info("workflow.enqueued id=%s name=%s steps=%s", run.pk, name, len(specs))
+    return run, ids
+
+
+def _release_root(using: str, step_id: int) -> None:
+    WorkflowStep.objects.using(using).filter(pk=step_id).update(
+        state=StepState.RELEASED, released_at=DbNow()
+    )
+    release(using, step_id, raise_errors=True)
+
+
+def _insert_steps(
+    using: str, run_id: int, specs: Sequence[StepSpec], known: dict[str, int]
+) -> dict[str, int]:
+    """Insert steps and their edges; ``known`` names the run's steps already there."""
+    rows = [
+        WorkflowStep(
+            run_id=run_id,
+            name=spec.name,
+            job_name=spec.job_name,
+            args=spec.args,
+            kwargs=spec.kwargs,
+            options=spec.options,
+            takes_result=spec.takes_result,
+            on_parent_failure=spec.on_parent_failure,
+            pending_parents=len(spec.after),
+        )
+        for spec in specs
+    ]
+    manager = WorkflowStep.objects.using(using)
+    if connections[using].features.can_return_rows_from_bulk_insert:
+        manager.bulk_create(rows, batch_size=1000)
+    else:
+        for row in rows:
+            row.save(using=using, force_insert=True)
+    ids = {**known, **{row.name: row.pk for row in rows}}
+    edges = [
+        WorkflowEdge(parent_id=ids[parent], child_id=ids[spec.name], position=position)
+        for spec in specs
+        for position, parent in enumerate(spec.after)
+    ]
+    WorkflowEdge.objects.using(using).bulk_create(edges, batch_size=1000)
+    return ids
+
+
+@retry_deadlocks
+def add_steps(run_id: int, specs: Sequence[StepSpec]) -> dict[str, int]:
+    """Add steps to a running run (``ctx.workflow.add``); their ``after`` may name the run's
+    steps. A parent that has already ended counts as it ended: succeeded, it is not waited
+    for; failed or cancelled, the new step's policy applies at once."""
+    using = job_database()
+    with transaction.atomic(using=using):
+        if not (
+            WorkflowRun.objects.using(using)
+            .filter(pk=run_id, status=RunStatus.RUNNING, cancel_requested_at=None)
+            .update(steps_total=F("steps_total") + len(specs))
+        ):
+            raise InvalidTransitionError(f"Workflow run {run_id} is not running: no step added.")
+        new = {spec.name for spec in specs}
+        named = {parent for spec in specs for parent in spec.after if parent not in new}
+        # Locked: a parent ending now either ends first (its state read here) or waits for
+        # this commit and then finds the new edge.
+        parents = {
+            name: (pk, state)
+            for pk, name, state in WorkflowStep.objects.using(using)
+            .select_for_update()
+            .filter(run_id=run_id, name__in=sorted(named))
+            .order_by("pk")
+            .values_list("pk", "name", "state")
+        }
+        missing = sorted(named - parents.keys())
+        if missing:
+            raise WorkflowError(f"No step named {', '.join(missing)} in run {run_id}.")
+        specs = _named(using, run_id, specs)
+        new = {spec.name for spec in specs}
+        taken = set(
+            WorkflowStep.objects.using(using)
+            .filter(run_id=run_id, name__in=sorted(new))
+            .values_list("name", flat=True)
+        )
+        if taken:
+            raise WorkflowError(f"Run {run_id} already has steps named {sorted(taken)}.")
+        ids = _insert_steps(using, run_id, specs, {n: pk for n, (pk, _) in parents.items()})
+        ended = [
+            (pk, state)
+            for pk, state in parents.values()
+            if state in (StepState.SUCCEEDED, StepState.FAILED, StepState.CANCELLED)
+        ]
+        for spec in specs:
+            if not spec.after:
+                _release_root(using, ids[spec.name])
+        _replay_ended(using, run_id, ended, {ids[spec.name] for spec in specs})
+    return {spec.name: ids[spec.name] for spec in specs}
+
+
+def _named(using: str, run_id: int, specs: Sequence[StepSpec]) -> list[StepSpec]:
+    """Number the steps added under their function's name after the run's steps of that name
+    (``-2``, ``-3``...); the names given are kept."""
+    named: list[StepSpec] = []
+    chosen: set[str] = set()
+    for spec in specs:
+        if not spec.named:
+            taken = WorkflowStep.objects.using(using).filter(
+                run_id=run_id, name__startswith=spec.name
+            )
+            name = free_name(spec.name, [*taken.values_list("name", flat=True), *chosen])
+            spec = replace(spec, name=name)
+        chosen.add(spec.name)
+        named.append(spec)
+    return named
+
+
+def _replay_ended(using: str, run_id: int, ended: list[tuple[int, str]], new: set[int]) -> None:
+    """Apply parents that had already ended to the new steps only, as if each ended now (the
+    run's counters counted those parents already)."""
+    for parent_id, state in ended:
+        children = (
+            WorkflowEdge.objects.using(using)
+            .filter(parent_id=parent_id, child_id__in=new)
+            .order_by("child_id")
+            .values_list("child_id", "child__on_parent_failure")
+        )
+        for child_id, policy in list(children):
+            ended_as = parent_ended(using, child_id, policy, state)
+            if ended_as is not None:
+                propagate(using, run_id, [(child_id, ended_as)])
+
+
+@retry_deadlocks
+def cancel_run(run_id: int) -> bool:
+    """Cancel the steps that have not started (waiting or held) and request the cancel of the
+    released ones' jobs (a waiting job is cancelled at once, a running one by its worker).
+    The run ends ``cancelled`` when its last step has ended. False: it had finished."""
+    using = job_database()
+    with transaction.atomic(using=using):
+        runs = WorkflowRun.objects.using(using)
+        if not runs.filter(pk=run_id, status=RunStatus.RUNNING).update(cancel_requested_at=DbNow()):
+            return False
+        cancelled = (
+            WorkflowStep.objects.using(using)
+            .filter(run_id=run_id, state__in=[StepState.WAITING, StepState.HELD])
+            .update(state=StepState.CANCELLED, reason="run cancelled", finished_at=DbNow())
+        )
+        count_ended(using, run_id, Counter({StepState.CANCELLED: cancelled}))
+        finish_if_done(using, run_id)
+    logger.info("workflow.cancel_requested id=%s not_started=%s", run_id, cancelled)
+    released = (
+        WorkflowStep.objects.using(using)
+        .filter(run_id=run_id, state=StepState.RELEASED, job__isnull=False)
+        .values_list("job_id", flat=True)
+    )
+    for job_id in list(released):
+        request_cancel(job_id)
+    return True
+
+
+@retry_deadlocks
+def release_held(step_id: int) -> bool:
+    """An operator lets a held step go: released now when no parent is pending, else back to
+    waiting for the rest. False when the step is not held."""
+    using = job_database()
+    steps = WorkflowStep.objects.using(using)
+    with transaction.atomic(using=using):
+        if steps.filter(pk=step_id, state=StepState.HELD, pending_parents=0).update(
+            state=StepState.RELEASED, released_at=DbNow(), reason=""
+        ):
+            if release(using, step_id):
+                run_id = steps.filter(pk=step_id).values_list("run_id", flat=True).get()
+                propagate(using, run_id, [(step_id, StepState.FAILED)])
+            logger.info("workflow.step_released step=%s", step_id)
+            return True
+        return bool(
+            steps.filter(pk=step_id, state=StepState.HELD).update(
+                state=StepState.WAITING, reason=""
+            )
+        )
+
+
+def rearm(using: str, step_id: int | None, old_job_id: int, new_job_id: int) -> None:
+    """A replay of the step's dead job ``old_job_id`` made ``new_job_id``, in the caller's
+    transaction: the step is released again with the new job, and the dependants its failure
+    cancelled or held (and theirs) wait for it again, unless another parent of theirs still
+    failed. The run's counters take them back, and a finished run is running again."""
+    if step_id is None:
+        return
+    steps = WorkflowStep.objects.using(using)
+    if not steps.filter(pk=step_id, job_id=old_job_id, state=StepState.FAILED).update(
+        state=StepState.RELEASED, job_id=new_job_id, reason="", finished_at=None
+    ):
+        return
+    run_id, cancelled_run = (
+        WorkflowRun.objects.using(using)
+        .filter(steps__pk=step_id)
+        .values_list("pk", "cancel_requested_at")
+        .get()
+    )
+    counts: Counter[str] = Counter({StepState.FAILED: 1})
+    todo = [step_id] if cancelled_run is None else []
+    while todo:
+        parent_id = todo.pop()
+        children = (
+            WorkflowEdge.objects.using(using)
+            .select_for_update()
+            .filter(parent_id=parent_id)
+            .order_by("child_id")
+            .values_list("child_id", flat=True)
+        )
+        for child_id in list(children):
+            child = steps.filter(pk=child_id)
+            child.update(pending_parents=F("pending_parents") + 1)
+            if _has_failed_parent(using, child_id):
+                continue
+            if child.filter(state=StepState.CANCELLED, job__isnull=True).update(
+                state=StepState.WAITING, reason="", finished_at=None
+            ):
+                counts[StepState.CANCELLED] += 1
+                todo.append(child_id)
+            else:
+                child.filter(state=StepState.HELD).update(state=StepState.WAITING, reason="")
+    count_ended(using, run_id, counts, sign=-1)
+    logger.info("workflow.rearmed id=%s step=%s job=%s", run_id, step_id, new_job_id)
+
+
+def _has_failed_parent(using: str, step_id: int) -> bool:
+    return (
+        WorkflowEdge.objects.using(using)
+        .filter(child_id=step_id, parent__state__in=[StepState.FAILED, StepState.CANCELLED])
+        .exists()
+    )
