@@ -23,7 +23,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
-from .. import protocol
+from .. import protocol, workflows
 from ..errors import InvalidTransitionError, JobValidationError
 from ..models import RunStatus, WorkflowRun
 from ..runtime import workflow_reads
@@ -36,6 +36,16 @@ MAX_LISTED_STEPS = 500
 
 def refusal(run: WorkflowRun) -> str:
     return f"Workflow run #{run.pk} is {run.status}: only running runs can be cancelled."
+
+
+def cancelled(run: WorkflowRun) -> str:
+    """What a cancel did, read from the run afterwards."""
+    if run.status == RunStatus.CANCELLED:
+        return f"Cancelled workflow run #{run.pk}."
+    return (
+        f"Cancelled workflow run #{run.pk}: its steps not started are cancelled, its running "
+        "steps' workers are asked to end them; the run ends cancelled when they have."
+    )
 
 
 @admin.register(WorkflowRun)
@@ -152,14 +162,14 @@ class WorkflowRunAdmin(ReadOnlyAdmin):
     # ------------------------------------------------------------------ cancel and replay
 
     def _cancel(self, request: HttpRequest, run: WorkflowRun) -> bool:
-        if run.status != RunStatus.RUNNING:
+        """Cancel through the library, whose guarded update decides: a run that finished
+        since the page was shown is refused there, and nothing changes."""
+        if not workflows.cancel(run.pk):
+            run.refresh_from_db(fields=["status"])
             self.refused(request, refusal(run))
             return False
-        from django_leasejobs import workflows  # the engine: imported when used
-
-        workflows.cancel(run.pk)
         run.refresh_from_db()
-        self.done(request, run, f"Cancelled workflow run #{run.pk} ({run.status} now).")
+        self.done(request, run, cancelled(run))
         return True
 
     @admin.action(description="Cancel selected running workflow runs", permissions=["cancel_run"])

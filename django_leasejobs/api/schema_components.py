@@ -57,7 +57,10 @@ QUEUES_OMITTED: Schema = {
 
 STATUSES = ["pending", "running", "succeeded", "failed", "dead", "cancelled"]
 RUN_STATUSES = ["running", "succeeded", "failed", "cancelled"]
-STEP_STATES = ["waiting", "held", "released", "succeeded", "failed", "cancelled"]
+STEP_STATES = ["waiting", "held", "released", "succeeded", "failed", "cancelled", "skipped"]
+POLICIES = ["cancel", "run", "hold", "on_failure"]
+"""The workflow models' choices, written out: ``python -m django_leasejobs.api.schema`` builds
+the document without settings, so without importing the models (a test compares them)."""
 
 _CUT = "a longer one is cut in its middle, where a marker says how many bytes went"
 ERROR_TEXT = {
@@ -357,7 +360,7 @@ SCHEMAS |= {
                 "enum": sorted({*STATUSES, *STEP_STATES}),
                 "description": "Its job's status when it has a job, else its state.",
             },
-            "on_parent_failure": {"type": "string", "enum": ["cancel", "run", "hold"]},
+            "on_parent_failure": {"type": "string", "enum": POLICIES},
             "reason": {**nullable("string"), "description": "Why it was cancelled or held."},
             "job_id": nullable("integer"),
             "parents": {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 
-from .. import protocol
+from .. import protocol, workflows
 from ..models import RunStatus, WorkflowRun
 from ..runtime import workflow_reads
 from . import inputs, serialize
@@ -43,14 +43,12 @@ def cancel(request: HttpRequest, run_id: int) -> JsonResponse:
     """Cancel the run's steps that have not started and ask its running ones to end; the run
     afterwards, with its steps. A finished run is 409 ``invalid_state`` and stays as it was."""
     run = get_row(WorkflowRun, run_id, "workflow run")
-    if run.status != RunStatus.RUNNING:
+    if not workflows.cancel(run.pk):  # its guarded update decides, not the row read above
+        run.refresh_from_db(fields=["status"])
         raise ApiError(
             "invalid_state",
             f"Workflow run #{run.pk} is {run.status}: only running runs can be cancelled.",
         )
-    from django_leasejobs import workflows  # the engine: imported when used
-
-    workflows.cancel(run.pk)
     run.refresh_from_db()
     audit(request, run, "Cancelled")
     return _detail(run)

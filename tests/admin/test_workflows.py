@@ -121,6 +121,39 @@ class TestRunPage:
 
 
 class TestCancel:
+    def test_cancel_a_running_run_from_its_page(self, run_operator) -> None:
+        run = workflow_rows.diamond()
+        response = run_operator.post(url("workflowrun_cancel", run.pk), follow=True)
+        assert messages(response) == [
+            f"Cancelled workflow run #{run.pk}: its steps not started are cancelled, its running "
+            "steps' workers are asked to end them; the run ends cancelled when they have."
+        ]
+        steps = {s.name: s for s in WorkflowStep.objects.filter(run=run).select_related("job")}
+        assert (steps["publish"].state, steps["publish"].reason) == ("cancelled", "run cancelled")
+        assert steps["parse"].job.cancel_requested_at is not None  # its worker will end it
+        assert WorkflowRun.objects.get(pk=run.pk).cancel_requested_at is not None
+        entry = LogEntry.objects.get(object_id=str(run.pk))
+        assert entry.change_message.startswith(f"Cancelled workflow run #{run.pk}")
+        # The run is no longer offered a cancel once it has finished.
+        page = run_operator.get(url("workflowrun_change", run.pk)).content.decode()
+        assert "run cancelled" in page
+
+    def test_cancel_selected_runs_cancels_running_and_refuses_finished(self, run_operator) -> None:
+        running = workflow_rows.diamond()
+        done = workflow_rows.finished()
+        response = run_operator.post(
+            url("workflowrun_changelist"),
+            {"action": "cancel_runs", "_selected_action": [running.pk, done.pk]},
+            follow=True,
+        )
+        said = messages(response)
+        assert said[0].startswith(f"Cancelled workflow run #{running.pk}")
+        assert (
+            said[1] == f"Workflow run #{done.pk} is succeeded: only running runs can be cancelled."
+        )
+        assert WorkflowRun.objects.get(pk=running.pk).cancel_requested_at is not None
+        assert WorkflowRun.objects.get(pk=done.pk).cancel_requested_at is None
+
     def test_cancelling_a_finished_run_says_so_and_changes_nothing(self, run_operator) -> None:
         run = workflow_rows.finished()
         response = run_operator.post(url("workflowrun_cancel", run.pk), follow=True)
@@ -156,6 +189,12 @@ class TestReplay:
             f"#{letter.replayed_job_id}."
         ]
         assert LogEntry.objects.filter(object_id=str(run.pk)).count() == 1
+        # The engine re-armed the step with its new job; its dependant waits for it again.
+        thumbs = WorkflowStep.objects.get(run=run, name="thumbs")
+        assert (thumbs.state, thumbs.job_id) == ("released", letter.replayed_job_id)
+        assert WorkflowRun.objects.get(pk=run.pk).steps_failed == 0
+        again = run_operator.post(url("workflowrun_replay", run.pk), follow=True)
+        assert messages(again) == [f"Workflow run #{run.pk} has no dead step to replay."]
 
     def test_a_run_without_a_dead_step_says_so(self, run_operator) -> None:
         run = workflow_rows.finished()

@@ -95,6 +95,22 @@ def test_cancelling_a_finished_run_is_409_and_changes_nothing(operator):
     assert not LogEntry.objects.exists()
 
 
+def test_cancel_a_running_run(operator):
+    run = workflow_rows.diamond()
+    status, body = operator.post(f"workflows/{run.pk}/cancel/")
+    assert status == 200
+    validate("WorkflowRunDetail", body)
+    assert body["cancel_requested_at"] is not None
+    steps = {s["name"]: s for s in body["steps"]}
+    assert (steps["publish"]["status"], steps["publish"]["reason"]) == (
+        "cancelled",
+        "run cancelled",
+    )
+    assert steps["parse"]["status"] == "running"  # its worker is asked to end it
+    entry = LogEntry.objects.get(object_id=str(run.pk))
+    assert entry.change_message == "Cancelled (API)"
+
+
 def test_cancel_takes_post_only(operator):
     run = workflow_rows.diamond()
     status, body = operator.get(f"workflows/{run.pk}/cancel/")
@@ -120,3 +136,12 @@ def test_permissions(caller):
 def test_without_credentials_it_is_401(client):
     response = client.get("/jobs/api/workflows/")
     assert (response.status_code, response.json()["code"]) == (401, "not_authenticated")
+
+
+def test_the_documents_choices_are_the_models():
+    from django_leasejobs.api import schema_components as c
+    from django_leasejobs.models import Policy, StepState
+
+    assert c.RUN_STATUSES == RunStatus.values
+    assert c.STEP_STATES == StepState.values
+    assert c.POLICIES == Policy.values

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from django_leasejobs import dbtime, protocol
+from django_leasejobs import dbtime, protocol, workflows
 from django_leasejobs.durations import format_age
 from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.models import RunStatus, WorkflowRun
@@ -112,16 +112,20 @@ class Command(LeaseJobsCommand):
             self.stdout.write(f"{step.name:<{width}}  {step.status:<10}{job:>10}  {after}{reason}")
 
     def cancel(self, run: WorkflowRun) -> None:
-        if run.status != RunStatus.RUNNING:
+        if not workflows.cancel(run.pk):
+            run.refresh_from_db(fields=["status"])
             raise CommandError(
                 f"Workflow run {run.pk} is {run.status}: only running runs can be cancelled; "
                 "nothing changed."
             )
-        from django_leasejobs import workflows  # the engine: imported when used
-
-        workflows.cancel(run.pk)
         run.refresh_from_db()
-        self.stdout.write(f"workflow run {run.pk}: cancelled ({run.status} now)")
+        if run.status == RunStatus.CANCELLED:
+            self.stdout.write(f"workflow run {run.pk}: cancelled")
+        else:
+            self.stdout.write(
+                f"workflow run {run.pk}: cancel requested (steps not started cancelled; "
+                "running steps' workers asked to end them)"
+            )
 
 
 def _get(pk: Any) -> WorkflowRun:
