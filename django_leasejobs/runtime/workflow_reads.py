@@ -86,10 +86,7 @@ def steps(run: WorkflowRun, limit: int | None = None) -> list[StepRow]:
     rows = WorkflowStep.objects.using(alias).filter(run_id=run.pk).order_by("id")
     if limit is not None:
         rows = rows[:limit]
-    found = [
-        StepRow(job_status=None, **values)
-        for values in rows.values(*STEP_COLUMNS)
-    ]
+    found = [StepRow(job_status=None, **values) for values in rows.values(*STEP_COLUMNS)]
     by_id = {row.id: row for row in found}
     edges = (
         WorkflowEdge.objects.using(alias)

@@ -39,9 +39,9 @@ def test_list_newest_first_filtered_by_status_as_documented(operator):
 
 def test_pages_follow_the_cursor(operator):
     runs = [workflow_rows.finished(f"r{i}") for i in range(3)]
-    status, first = operator.get("workflows/", limit=2)
+    _, first = operator.get("workflows/", limit=2)
     assert [r["id"] for r in first["results"]] == [runs[2].pk, runs[1].pk]
-    status, second = operator.get("workflows/", limit=2, cursor=first["next_cursor"])
+    _, second = operator.get("workflows/", limit=2, cursor=first["next_cursor"])
     assert [r["id"] for r in second["results"]] == [runs[0].pk]
     assert second["next_cursor"] is None
 
@@ -142,6 +142,6 @@ def test_the_documents_choices_are_the_models():
     from django_leasejobs.api import schema_components as c
     from django_leasejobs.models import Policy, StepState
 
-    assert c.RUN_STATUSES == RunStatus.values
-    assert c.STEP_STATES == StepState.values
-    assert c.POLICIES == Policy.values
+    assert RunStatus.values == c.RUN_STATUSES
+    assert StepState.values == c.STEP_STATES
+    assert Policy.values == c.POLICIES
