@@ -12,7 +12,7 @@ from django.http import HttpRequest, JsonResponse
 from .. import cron, protocol
 from ..errors import InvalidTransitionError, JobArgumentsError, JobValidationError, ScheduleError
 from ..models import DeadLetter, Schedule
-from ..runtime import inprocess, schedules, stats
+from ..runtime import inprocess, schedules, stats, workflow_reads
 from ..runtime.health import Thresholds, evaluate
 from . import inputs, serialize
 from .endpoint import audit
@@ -128,7 +128,9 @@ def occurrences(request: HttpRequest, schedule_id: int) -> JsonResponse:
 
 def queue_stats(request: HttpRequest) -> JsonResponse:
     inputs.query(request, ())
-    return JsonResponse(stats.collect().as_dict())
+    return JsonResponse(
+        {**stats.collect().as_dict(), "workflow_runs": workflow_reads.counts_as_dict()}
+    )
 
 
 def health(request: HttpRequest) -> JsonResponse:
@@ -142,5 +144,6 @@ def health(request: HttpRequest) -> JsonResponse:
         "problems": [problem.as_dict() for problem in problems],
         "thresholds": thresholds.as_dict(),
         **result.as_dict(),
+        "workflow_runs": workflow_reads.counts_as_dict(),
     }
     return JsonResponse(body, status=503 if problems else 200)

@@ -103,6 +103,14 @@ UNKNOWN_JOBS: dict[str, Schema] = {
 }
 
 
+WORKFLOW_COUNTS: dict[str, Schema] = {
+    "workflow_runs": obj({status: {"type": "integer", "minimum": 0} for status in RUN_STATUSES})
+    | {
+        "description": "Workflow runs by status: each exact up to 10,000, past it PostgreSQL's "
+        "planner's estimate or 10,000 on other databases."
+    },
+}
+
 SCHEMAS: dict[str, Schema] = {
     "Error": obj(
         {
@@ -296,6 +304,7 @@ SCHEMAS: dict[str, Schema] = {
             },
             **WORKERS,
             **UNKNOWN_JOBS,
+            **WORKFLOW_COUNTS,
         }
     ),
     "Health": obj(
@@ -314,6 +323,7 @@ SCHEMAS: dict[str, Schema] = {
             },
             **WORKERS,
             **UNKNOWN_JOBS,
+            **WORKFLOW_COUNTS,
         }
     ),
 }

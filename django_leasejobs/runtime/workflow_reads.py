@@ -127,3 +127,18 @@ def counts(using: str | None = None) -> dict[str, counting.Count]:
     """Runs by status, each through the status index and stopped at ``counting.CAP``."""
     rows = WorkflowRun.objects.using(using)
     return {status: counting.count(rows.filter(status=status)) for status in RunStatus.values}
+
+
+def counts_as_dict(using: str | None = None) -> dict[str, int]:
+    """:func:`counts` as JSON-ready numbers (``jobstats --json``, the API's ``queues/`` and
+    ``health/``): exact up to ``counting.CAP``, past it the estimate or the cap."""
+    return {status: count.value for status, count in counts(using).items()}
+
+
+def counts_line(using: str | None = None) -> str | None:
+    """``jobstats``' line, or None when the database holds no run (a project without
+    workflows sees its table unchanged)."""
+    found = counts(using)
+    if not any(count.value for count in found.values()):
+        return None
+    return "workflow runs: " + ", ".join(f"{status} {c.text()}" for status, c in found.items())

@@ -145,3 +145,19 @@ def test_the_documents_choices_are_the_models():
     assert RunStatus.values == c.RUN_STATUSES
     assert StepState.values == c.STEP_STATES
     assert Policy.values == c.POLICIES
+
+
+def test_queue_stats_and_health_count_runs_by_status(operator, settings):
+    settings.LEASEJOBS_HEALTH_MAX_UNSERVED_AGE = None
+    workflow_rows.diamond()
+    workflow_rows.finished()
+    for path, component in (("queues/", "Stats"), ("health/", "Health")):
+        status, body = operator.get(path)
+        assert status == 200, body
+        validate(component, body)
+        assert body["workflow_runs"] == {
+            "running": 1,
+            "succeeded": 1,
+            "failed": 0,
+            "cancelled": 0,
+        }, path
