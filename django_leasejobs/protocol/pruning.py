@@ -13,7 +13,7 @@ from django.db.models.fields import DateTimeField
 from .. import dialects, registry
 from ..dbtime import DbNow
 from ..dialects import limiter_pruning
-from ..models import DeadLetter, Effect, Job, QueueSample, Status
+from ..models import DeadLetter, Effect, Job, QueueSample, RunStatus, Status, WorkflowStep
 from .base import job_database, logger
 
 PRUNABLE = (Status.SUCCEEDED, Status.DEAD, Status.CANCELLED)
@@ -27,6 +27,13 @@ def _prunable(alias: str, status: str, older_than: dt.timedelta) -> QuerySet[Job
         # A job a replay created is kept while its dead letter exists: deleting it would clear
         # the dead letter's link, and the dead letter could then be replayed a second time.
         ~Exists(DeadLetter.objects.using(alias).filter(replayed_job=OuterRef("pk"))),
+        # A workflow's jobs are kept while its run has not finished: their results are its
+        # later steps' arguments, and a dead one's replay re-arms what follows it.
+        ~Exists(
+            WorkflowStep.objects.using(alias).filter(
+                pk=OuterRef("workflow_step_id"), run__status=RunStatus.RUNNING
+            )
+        ),
         status=status,
         finished_at__lt=cutoff,
     )

@@ -79,3 +79,12 @@ def spawner(ctx: JobContext, n: int) -> int:
 @job
 def cleanup(label: str = "cleanup") -> None:
     _hit(label)
+
+
+@job(max_attempts=1)
+def fails_until_allowed(label: str) -> str:
+    """Ends dead until a ``Hit`` labelled ``allow:<label>`` exists (a replay then succeeds)."""
+    _hit(label)
+    if not Hit.objects.filter(label=f"allow:{label}").exists():
+        raise PermanentError(f"{label} not allowed yet")
+    return label
