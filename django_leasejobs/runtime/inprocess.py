@@ -93,6 +93,26 @@ def enqueued(jobs: Job | list[Job]) -> None:
         )
 
 
+def workflow_enqueued(run_id: int) -> None:
+    """With ``LEASEJOBS_EAGER``: run the workflow's jobs when the transaction commits, each
+    step as its parents release it, until none is due (a failure propagates as for a job)."""
+    if not settings.EAGER:
+        return
+    transaction.on_commit(functools.partial(_run_workflow, run_id), using=protocol.job_database())
+
+
+def _run_workflow(run_id: int) -> None:
+    from ..dbtime import DbNow
+    from ..models import Status
+
+    due = Job.objects.using(protocol.job_database()).filter(
+        workflow_step__run_id=run_id, status=Status.PENDING, run_at__lte=DbNow()
+    )
+    while ids := list(due.order_by("pk").values_list("pk", flat=True)):
+        for job_id in ids:
+            run_eagerly(job_id, rescheduled=False)
+
+
 __all__ = [
     "JobFailedError",
     "enqueued",
@@ -101,4 +121,5 @@ __all__ = [
     "run_eagerly",
     "run_one",
     "worker_id",
+    "workflow_enqueued",
 ]

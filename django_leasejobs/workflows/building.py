@@ -134,6 +134,7 @@ class Workflow:
         one) and return it; the steps' ``id`` are set."""
         from ..protocol.workflow_runs import enqueue_run
         from ..protocol.workflow_specs import spec_of
+        from ..runtime import inprocess
 
         ordered = self._ordered()
         specs = [
@@ -149,6 +150,7 @@ class Workflow:
         run, ids = enqueue_run(self.name, specs)
         for step in ordered:
             step.id = ids[step.name]
+        inprocess.workflow_enqueued(run.pk)  # LEASEJOBS_EAGER (tests): run it at commit
         return run
 
     def _ordered(self) -> list[Step]:

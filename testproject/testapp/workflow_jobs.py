@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from typing import Any
+
+from django.db import transaction
 
 from django_leasejobs import Backoff, PermanentError, job
 from django_leasejobs.runtime.context import JobContext
@@ -88,3 +92,25 @@ def fails_until_allowed(label: str) -> str:
     if not Hit.objects.filter(label=f"allow:{label}").exists():
         raise PermanentError(f"{label} not allowed yet")
     return label
+
+
+CRASH_POINTS = ("handler", "before_commit", "after_commit")
+
+
+@job(takes_context=True, max_attempts=10, backoff=NO_WAIT)
+def crashing_square(ctx: JobContext, n: int, crash_at: str) -> int:
+    """On its first attempt, kills its own worker (SIGKILL) at ``crash_at``: ``handler``
+    (mid-run), ``before_commit`` (its completion, the step's move and the callback's release
+    written, not committed) or ``after_commit`` (committed, the worker killed before it
+    learns). Later attempts return ``n * n``."""
+    _hit("crashing", n, ctx.attempt)
+    if ctx.attempt > 1:
+        return n * n
+    if crash_at == "handler":
+        os.kill(os.getpid(), signal.SIGKILL)
+    with transaction.atomic():
+        ctx.complete(n * n)
+        if crash_at == "before_commit":
+            os.kill(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+    return n * n

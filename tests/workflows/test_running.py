@@ -221,3 +221,10 @@ def test_pruning_keeps_the_jobs_of_a_run_that_has_not_finished() -> None:
     assert counters(run)[0] == "succeeded"
     Job.objects.update(finished_at=shifted(-3600))
     assert protocol.prune_finished("succeeded", dt.timedelta(minutes=1))[0] == 2
+
+
+def test_eager_mode_runs_the_whole_workflow_at_commit(settings) -> None:
+    settings.LEASEJOBS_EAGER = True
+    run = chain(w.fetch.s("u"), w.parse.s()).enqueue()
+    assert received("parse") == ["page of u"]
+    assert counters(run)[0] == "succeeded"
