@@ -24,6 +24,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
 from .. import protocol, workflows
+from ..dbtime import DbNow
 from ..errors import InvalidTransitionError, JobValidationError
 from ..models import RunStatus, WorkflowRun
 from ..runtime import workflow_reads
@@ -31,7 +32,7 @@ from . import display, workflow_graph
 from .base import ReadOnlyAdmin, has_operator_permission, row_id
 
 MAX_LISTED_STEPS = 500
-"""Steps the run's page reads and lists; the counters above the table give the totals."""
+"""Steps the run's table lists (the graph counts every step)."""
 
 
 def refusal(run: WorkflowRun) -> str:
@@ -87,9 +88,14 @@ class WorkflowRunAdmin(ReadOnlyAdmin):
         ]
         return f"{text} ({', '.join(bad)})" if bad else text
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WorkflowRun]:
+        # The database's clock, as the workers see it, for the age.
+        return super().get_queryset(request).annotate(db_now=DbNow())
+
     @admin.display(description="age", ordering="created_at")
     def age(self, run: WorkflowRun) -> str:
-        return display.human_duration((timezone.now() - run.created_at).total_seconds())
+        now = getattr(run, "db_now", None) or timezone.now()
+        return display.human_duration((now - run.created_at).total_seconds())
 
     @admin.display(description="graph")
     def graph(self, run: WorkflowRun) -> SafeString:
@@ -115,7 +121,7 @@ class WorkflowRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="steps")
     def step_table(self, run: WorkflowRun) -> SafeString:
-        rows = self._steps(run)
+        rows = self._steps(run)[:MAX_LISTED_STEPS]
         body = format_html_join(
             "",
             '<tr><td>{}</td><td>{}</td><td class="leasejobs-status-{}">{}</td><td>{}</td>'
@@ -152,10 +158,11 @@ class WorkflowRunAdmin(ReadOnlyAdmin):
         return format_html('<a href="{}">#{}</a>', url, row.job_id)
 
     def _steps(self, run: WorkflowRun) -> list[workflow_reads.StepRow]:
-        """The run's steps, read once per page (the graph and the table share them)."""
+        """The run's steps, read once per page (the graph and the table share them): every
+        step, as the graph counts the steps it does not draw (three queries whatever the size)."""
         cached = getattr(run, "_leasejobs_steps", None)
         if cached is None:
-            cached = workflow_reads.steps(run, limit=MAX_LISTED_STEPS)
+            cached = workflow_reads.steps(run)
             run._leasejobs_steps = cached  # type: ignore[attr-defined]
         return cached
 

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from django.contrib.admin.models import LogEntry
 
+from django_leasejobs.admin import workflows as workflow_admin
 from django_leasejobs.models import DeadLetter, RunStatus, WorkflowRun, WorkflowStep
 
 from .. import workflow_rows
@@ -98,6 +99,16 @@ class TestRunPage:
         page = admin_client.get(url("workflowrun_change", run.pk)).content.decode()
         assert "<td>parse, thumbs</td>" in page
         assert 'class="leasejobs-status-dead"' in page
+
+    def test_the_table_lists_the_first_steps_and_the_graph_counts_them_all(
+        self, admin_client, monkeypatch
+    ) -> None:
+        monkeypatch.setattr(workflow_admin, "MAX_LISTED_STEPS", 2)
+        run = workflow_rows.diamond()
+        page = admin_client.get(url("workflowrun_change", run.pk)).content.decode()
+        assert "The first 2 of 4 steps." in page
+        assert "<td>parse, thumbs</td>" not in page  # publish, the fourth, is not listed
+        assert len(list(graph_of(page).iter(f"{{{NS['svg']}}}g"))) == 4
 
     def test_names_from_rows_are_escaped(self, admin_client) -> None:
         run = workflow_rows.diamond(name=SCRIPT)
