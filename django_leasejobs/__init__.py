@@ -7,7 +7,7 @@ raises; ``Workflow``, ``chain`` and ``group`` run jobs after one another (``work
 State changes live in ``protocol``.
 """
 
-from .backoff import Backoff
+from .core.backoff import Backoff
 from .errors import JobFailedError, JobValidationError, PermanentError, UnknownJobError
 from .jobs import job
 from .retries import Retry, Snooze

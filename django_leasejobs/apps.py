@@ -1,5 +1,5 @@
 """App config: imports every installed app's ``jobs`` module so that ``@job`` functions register,
-and puts MySQL sessions in UTC (see :mod:`django_leasejobs.dbsession`)."""
+and puts MySQL sessions in UTC (see :mod:`django_leasejobs.db.dbsession`)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,16 @@ class LeaseJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from .dbsession import use_utc_on_mysql
+        from .db.dbsession import use_utc_on_mysql
 
         connection_created.connect(use_utc_on_mysql, dispatch_uid="leasejobs_mysql_utc")
         autodiscover_modules("jobs")
-        from . import checks, metrics, migration_state
+        from . import checks, metrics
+        from .db import migration_state
 
         checks.register()
         migration_state.register()
         metrics.install_if_enabled()
+        from .tasks import rows
+
+        rows.register()  # the worker and the protocol reach django.tasks rows through it

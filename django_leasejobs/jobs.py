@@ -26,8 +26,8 @@ from typing import (
 
 from asgiref.sync import sync_to_async
 
-from . import registry, validation
-from .backoff import Backoff
+from .core import registry, validation
+from .core.backoff import Backoff
 from .errors import JobValidationError
 from .signatures import Signature
 
@@ -203,7 +203,7 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
         ``last_error`` and ``replayed_by``. ``Job.DoesNotExist`` for an unknown id, and for the
         id of another function's job. Read from the database jobs are written to.
         """
-        from .results import fetch
+        from .models.results import fetch
 
         return fetch(job_id, name=self.name)
 

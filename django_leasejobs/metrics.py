@@ -10,7 +10,7 @@ Two kinds of numbers, because they live in different places:
   are the numbers of :func:`django_leasejobs.stats.collect`, read from the database at scrape
   time. Any one process can export them for the whole system; the ``metrics`` view does.
 * **Counters** (``leasejobs_jobs_succeeded_total{queue="mail"}`` ...) count the state changes
-  *this process* made, from the signals in :mod:`django_leasejobs.signals`. Workers make most of
+  *this process* made, from the signals in :mod:`django_leasejobs.db.signals`. Workers make most of
   them, so each worker exports its own (``serve(port)``), and Prometheus sums them.
 
 The counters are installed for good by :func:`install` (``LEASEJOBS_METRICS``), or only for as
@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from . import signals
-from .conf import settings
-from .runtime import stats
+from .core.conf import settings
+from .db import signals
+from .reports import stats
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer

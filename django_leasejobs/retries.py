@@ -21,7 +21,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from .backoff import Backoff
+from .core.backoff import Backoff
 from .errors import LeaseJobsError, PermanentError
 
 MAX_AFTER_SECONDS = 100 * 366 * 86400

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import registry, validation
+from .core import registry, validation
 from .errors import JobValidationError
 
 PLACEHOLDER = None

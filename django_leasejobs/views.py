@@ -19,12 +19,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
-from . import validation
-from .conf import settings
-from .durations import parse_duration
+from .core import validation
+from .core.conf import settings
+from .core.durations import parse_duration
 from .errors import JobValidationError
-from .runtime import stats
-from .runtime.health import Thresholds, evaluate
+from .reports import stats
+from .reports.health import Thresholds, evaluate
 
 logger = logging.getLogger("django_leasejobs")
 

@@ -173,7 +173,7 @@ def kill_own_connection() -> Iterator[Callable[[], None]]:
 
 def worker_row(worker_id: str, *, seconds_ago: float = 0, **changes: Any) -> None:
     """A worker's row as its heartbeat writes it, last seen ``seconds_ago`` (by moving rows)."""
-    from django_leasejobs import protocol
+    from django_leasejobs import upkeep
     from django_leasejobs.models import Worker
 
     values: dict[str, Any] = {
@@ -188,7 +188,7 @@ def worker_row(worker_id: str, *, seconds_ago: float = 0, **changes: Any) -> Non
         "running": 2,
         "stuck": 0,
     }
-    protocol.beat(protocol.Beat(**{**values, **changes}))
+    upkeep.beat(upkeep.Beat(**{**values, **changes}))
     if seconds_ago:
         Worker.objects.filter(worker_id=worker_id).update(
             started_at=shifted(-seconds_ago), last_seen_at=shifted(-seconds_ago)
@@ -207,7 +207,7 @@ def late_jobs(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     ``LEASEJOBS_TASK_MODULES`` lists it); afterwards it is forgotten again, so every test that
     uses this meets it unimported.
     """
-    from django_leasejobs import registry
+    from django_leasejobs.core import registry
 
     monkeypatch.setattr(registry, "_registry", dict(registry._registry))
     monkeypatch.setattr(registry, "_late", set(registry._late))

@@ -11,7 +11,9 @@ from django.core import checks as django_checks
 from django.db.utils import ConnectionHandler
 from django.test import override_settings
 
-from django_leasejobs import checks, job_checks, job_modules, registry
+from django_leasejobs import checks
+from django_leasejobs.checks import jobs as job_checks
+from django_leasejobs.core import job_modules, registry
 from django_leasejobs.jobs import job
 
 from .conftest import forget_module

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from django_leasejobs import Backoff
-from django_leasejobs.conf import settings
+from django_leasejobs.core.conf import settings
 
 
 def test_defaults() -> None:

@@ -14,7 +14,7 @@ from croniter import croniter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from django_leasejobs.cron import (
+from django_leasejobs.core.cron import (
     UTC,
     Cron,
     CronError,
@@ -134,7 +134,7 @@ class TestRangeAndValidation:
 
     @pytest.mark.django_db
     def test_next_occurrences_default_to_after_the_database_now(self) -> None:
-        from django_leasejobs.dbtime import db_now
+        from django_leasejobs.db.dbtime import db_now
 
         before = db_now()
         (first,) = schedules.next_occurrences(schedule("* * * * *"), 1)

@@ -15,7 +15,7 @@ sys.path.insert(0, str(DOCS / "_ext"))
 
 import reference_data as data  # noqa: E402
 
-from django_leasejobs import conf  # noqa: E402
+from django_leasejobs.core import conf  # noqa: E402
 from django_leasejobs.models import Status  # noqa: E402
 
 

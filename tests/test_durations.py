@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from django_leasejobs.durations import format_age, parse_duration
+from django_leasejobs.core.durations import format_age, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,10 @@ import pytest
 from django.utils import timezone
 from testapp import jobs
 
-from django_leasejobs import JobValidationError, job, registry
-from django_leasejobs.dbtime import db_now
-from django_leasejobs.job_checks import check_option_parameters
+from django_leasejobs import JobValidationError, job
+from django_leasejobs.checks.jobs import check_option_parameters
+from django_leasejobs.core import registry
+from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.jobs import OPTION_NAMES, JobFunction, option_parameters
 from django_leasejobs.models import Job
 from django_leasejobs.protocol import ENQUEUE_OPTIONS

@@ -9,9 +9,10 @@ from collections.abc import Callable
 import pytest
 from testapp import jobs
 
-from django_leasejobs import error_history, fingerprints, job, protocol, registry
-from django_leasejobs.backoff import Backoff
-from django_leasejobs.error_history import ERROR_BYTES, TRACEBACK_BYTES, stored
+from django_leasejobs import job, protocol
+from django_leasejobs.core import error_history, fingerprints, registry
+from django_leasejobs.core.backoff import Backoff
+from django_leasejobs.core.error_history import ERROR_BYTES, TRACEBACK_BYTES, stored
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Failure, Outcome
 from django_leasejobs.runtime import execution

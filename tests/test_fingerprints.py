@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from django_leasejobs import fingerprints
+from django_leasejobs.core import fingerprints
 
 from .conftest import examples
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from django_leasejobs import histogram
+from django_leasejobs.core import histogram
 
 RUNTIMES = st.lists(
     st.one_of(

@@ -10,10 +10,10 @@ import pytest
 from testapp import jobs
 
 from django_leasejobs import JobValidationError, protocol
+from django_leasejobs.core.registry import ArgumentCheck
 from django_leasejobs.errors import JobArgumentsError
 from django_leasejobs.models import DeadLetter, Job, Schedule
 from django_leasejobs.protocol.base import Failure
-from django_leasejobs.registry import ArgumentCheck
 
 
 def plain(a, b): ...

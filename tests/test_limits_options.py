@@ -9,8 +9,8 @@ import pytest
 from testapp import jobs
 
 from django_leasejobs import job
+from django_leasejobs.core.limits import Rate, parse_rate
 from django_leasejobs.errors import JobValidationError
-from django_leasejobs.limits import Rate, parse_rate
 from django_leasejobs.models import Job
 
 

@@ -259,7 +259,7 @@ def test_0016_scopes_the_live_key_by_name_and_goes_back() -> None:
 
 
 def test_0006_fingerprints_the_dead_letters_already_there() -> None:
-    from django_leasejobs import fingerprints
+    from django_leasejobs.core import fingerprints
     from django_leasejobs.models import DeadLetter
 
     traceback = (

@@ -8,8 +8,8 @@ import pytest
 from django.core.management import call_command
 from django.db import IntegrityError, transaction
 
+from django_leasejobs.core.validation import MAX_PRIORITY, MIN_PRIORITY
 from django_leasejobs.models import Job, Status
-from django_leasejobs.validation import MAX_PRIORITY, MIN_PRIORITY
 
 
 def test_status_constraint_lists_exactly_the_documented_states() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from django_leasejobs import job_modules, registry
+from django_leasejobs.core import job_modules, registry
 from django_leasejobs.errors import UnknownJobError
 
 from .conftest import LATE_JOBS as LATE

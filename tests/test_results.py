@@ -16,7 +16,8 @@ from django.db import transaction
 from testapp import jobs
 
 import django_leasejobs
-from django_leasejobs import JobFailedError, notify, protocol
+from django_leasejobs import JobFailedError, protocol
+from django_leasejobs.core import notify
 from django_leasejobs.errors import LeaseJobsError
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.testing import drain

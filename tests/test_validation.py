@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from testapp import jobs
 
-from django_leasejobs import validation
+from django_leasejobs.core import validation
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job
 

@@ -16,8 +16,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from ..api import tokens
 from ..models import ApiToken
+from ..upkeep import api_tokens as tokens
 from .base import NulRefusingLists
 
 

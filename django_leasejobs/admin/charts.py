@@ -1,6 +1,6 @@
 """The dashboard's charts: per queue, four line charts of a range and a table of their numbers.
 
-The history comes from :func:`django_leasejobs.runtime.history.collect`; this module only turns
+The history comes from :func:`django_leasejobs.reports.history.collect`; this module only turns
 its points into :mod:`.svg` charts, axis labels in the admin's time zone, and table rows, so
 that a screen reader (or anyone who wants the exact figure) reads the same numbers the lines
 draw.
@@ -16,7 +16,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from ..runtime import history
+from ..reports import history
 from . import display, svg
 
 ChartSpec = tuple[str, str, Sequence[tuple[str, str, str]], bool]

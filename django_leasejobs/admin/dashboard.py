@@ -18,9 +18,9 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from .. import protocol
-from ..durations import format_age
+from ..core.durations import format_age
 from ..models import PauseKind
-from ..runtime import health, stats
+from ..reports import health, stats
 from . import charts, display, pauses
 
 COLUMNS = (

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from ..error_history import DROPPED, FIRST, LAST, is_dropped
+from ..core.error_history import DROPPED, FIRST, LAST, is_dropped
 
 LIST_PREVIEW_CHARS = 80
 """Arguments longer than this are cut in change lists (the detail page shows them in full)."""
@@ -81,7 +81,7 @@ def admin_link(obj: Any, text: str | None = None) -> SafeString | str:
 
 def error_history(errors: Any) -> SafeString:
     """The attempt history (``Job.errors``/``DeadLetter.errors``) as a table, tracebacks folded;
-    the attempts a long history dropped (``django_leasejobs.error_history``) are one row that
+    the attempts a long history dropped (``django_leasejobs.core.error_history``) are one row that
     counts them."""
     if not isinstance(errors, list) or not errors:
         return format_html("<p>{}</p>", "No failed attempt recorded.")

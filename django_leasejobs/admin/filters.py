@@ -17,10 +17,10 @@ from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from .. import registry
-from ..conf import settings
+from ..core import registry
+from ..core.conf import settings
 from ..models import Job, Status
-from ..runtime import stats
+from ..reports import stats
 from . import job_search
 
 

@@ -15,7 +15,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.text import smart_split, unescape_string_literal
 
-from .. import registry
+from ..core import registry
 from ..models import Job
 from .base import row_id
 

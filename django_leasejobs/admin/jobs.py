@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
 from .. import protocol
-from ..dbtime import DbNow
+from ..db.dbtime import DbNow
 from ..models import CLAIMABLE, Job, Status
 from . import dashboard, display, job_search, leases, pauses
 from .base import PayloadDisplay, ReadOnlyAdmin, fieldset_fields, row_id

@@ -1,6 +1,6 @@
 """The lease advisor page: each job name's runtimes, lease, heartbeat and a suggestion.
 
-Numbers come from :func:`django_leasejobs.runtime.advisor.collect`, the same as
+Numbers come from :func:`django_leasejobs.reports.advisor.collect`, the same as
 ``jobstats --leases`` and the ``W005``/``W006`` checks, so the page, the command and the checks
 agree. Read-only: it needs the permission to view jobs, nothing more.
 """
@@ -13,8 +13,8 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from ..runtime import advisor
-from ..runtime.lease_advice import seconds_text
+from ..reports import advisor
+from ..reports.lease_advice import seconds_text
 
 
 def _seconds(value: float | None) -> str:

@@ -20,8 +20,8 @@ from itertools import islice, takewhile
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .. import dbtime
-from ..cron import representable
+from ..core.cron import representable
+from ..db import dbtime
 from ..models import Job, Schedule
 from ..runtime import schedules
 from . import display

@@ -24,10 +24,10 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
 from .. import protocol, workflows
-from ..dbtime import DbNow
+from ..db.dbtime import DbNow
 from ..errors import InvalidTransitionError, JobValidationError
 from ..models import RunStatus, WorkflowRun
-from ..runtime import workflow_reads
+from ..reports import workflow_reads
 from . import display, workflow_graph
 from .base import ReadOnlyAdmin, has_operator_permission, row_id
 

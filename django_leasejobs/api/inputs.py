@@ -17,7 +17,7 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, QueryDict
 
-from ..conf import settings
+from ..core.conf import settings
 from ..errors import JobValidationError
 from .errors import ApiError
 

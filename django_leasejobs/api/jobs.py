@@ -20,8 +20,9 @@ from django.contrib.admin.models import ADDITION
 from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 
-from .. import protocol, registry, validation
-from ..conf import settings
+from .. import protocol
+from ..core import registry, validation
+from ..core.conf import settings
 from ..errors import JobArgumentsError, JobValidationError
 from ..models import CLAIMABLE, Job, Status
 from ..runtime import inprocess

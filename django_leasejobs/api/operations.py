@@ -9,11 +9,13 @@ from itertools import islice, takewhile
 from django.contrib.admin.models import ADDITION
 from django.http import HttpRequest, JsonResponse
 
-from .. import cron, protocol
+from .. import protocol
+from ..core import cron
 from ..errors import InvalidTransitionError, JobArgumentsError, JobValidationError, ScheduleError
 from ..models import DeadLetter, Schedule
-from ..runtime import inprocess, schedules, stats, workflow_reads
-from ..runtime.health import Thresholds, evaluate
+from ..reports import stats, workflow_reads
+from ..reports.health import Thresholds, evaluate
+from ..runtime import inprocess, schedules
 from . import inputs, serialize
 from .endpoint import audit
 from .errors import ApiError

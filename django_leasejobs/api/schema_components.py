@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import error_history
-from ..conf import settings
+from ..core import error_history
+from ..core.conf import settings
 from .errors import CODES
 
 Schema = dict[str, Any]

@@ -6,18 +6,12 @@ admin's figure), ``claims`` the fencing token itself.
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
+from ..core.durations import iso
 from ..models import DeadLetter, Job, Schedule, WorkflowRun
+from ..reports.workflow_reads import StepRow
 from ..runtime.schedules import Occurrence
-from ..runtime.workflow_reads import StepRow
-
-
-def iso(value: dt.datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def job(row: Job) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The workflow endpoints: list runs, get a run with its steps, cancel a run.
 
-Reads go through :mod:`django_leasejobs.runtime.workflow_reads`, as the admin's run page and
+Reads go through :mod:`django_leasejobs.reports.workflow_reads`, as the admin's run page and
 ``manage.py workflows show`` do, so the three show the same step states; the cancel is
 ``django_leasejobs.workflows.cancel``, refused (409 ``invalid_state``) for a run that has
 already finished, which it leaves unchanged.
@@ -12,7 +12,7 @@ from django.http import HttpRequest, JsonResponse
 
 from .. import protocol, workflows
 from ..models import RunStatus, WorkflowRun
-from ..runtime import workflow_reads
+from ..reports import workflow_reads
 from . import inputs, serialize
 from .endpoint import audit
 from .errors import ApiError

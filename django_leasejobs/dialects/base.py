@@ -21,8 +21,8 @@ from django.db import connections, transaction
 from django.db.models import Q
 from django.db.models.expressions import DatabaseDefault
 
-from ..dbtime import DbNow
-from ..deadlocks import retry_deadlocks
+from ..db.dbtime import DbNow
+from ..db.deadlocks import retry_deadlocks
 from ..models import CLAIMABLE, Job, Limiter, Status, Worker
 from . import limiter_pruning
 from .expressions import after, start_attempts

@@ -13,7 +13,7 @@ from django.db.models import F, QuerySet
 from django.db.models.expressions import ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
 
-from ..dbtime import DbNow
+from ..db.dbtime import DbNow
 from ..models import Job, Status
 
 

@@ -24,7 +24,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.expressions import ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
 
-from ..dbtime import DbNow
+from ..db.dbtime import DbNow
 from ..models import Job, Limiter, Status
 
 

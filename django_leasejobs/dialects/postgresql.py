@@ -17,8 +17,8 @@ from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DEFERRED, JSONField
 
-from .. import notify
-from ..deadlocks import retry_deadlocks
+from ..core import notify
+from ..db.deadlocks import retry_deadlocks
 from ..models import Job
 from . import postgresql_insert, postgresql_limited
 from .base import Completion, Dialect, Renewed, Token

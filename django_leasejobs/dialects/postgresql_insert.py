@@ -29,7 +29,8 @@ from django.db.models import Field
 from django.db.models.expressions import DatabaseDefault
 from django.db.models.fields.json import JSONField
 
-from .. import client_encoding, notify, validation
+from ..core import notify, validation
+from ..db import client_encoding
 from ..models import Job
 
 CHUNK = 2000

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from django.db import connections
 
-from ..dbtime import SQLITE_NOW
+from ..db.dbtime import SQLITE_NOW
 from ..models import Job, Limiter, Pause
 from .base import Dialect
 

@@ -15,7 +15,7 @@ from collections.abc import Collection
 
 from django.db import connections
 
-from ..dbtime import as_aware
+from ..db.dbtime import as_aware
 
 _STATEMENT = """
 WITH RECURSIVE waiting_queues (queue) AS (

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from django_leasejobs.durations import parse_duration
+from django_leasejobs.core.durations import parse_duration
 
 MAX_BATCH = 10_000
 """Rows a batch of a pruning or backfill command may take: enough to be quick, few enough to

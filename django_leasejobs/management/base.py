@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_leasejobs import migration_state
+from django_leasejobs.db import migration_state
 from django_leasejobs.protocol import job_database
 
 Key = TypeVar("Key")

@@ -7,8 +7,8 @@ suggestion follows the table, one sentence a job.
 
 from __future__ import annotations
 
-from django_leasejobs.runtime.advisor import JobLeases
-from django_leasejobs.runtime.lease_advice import seconds_text
+from django_leasejobs.reports.advisor import JobLeases
+from django_leasejobs.reports.lease_advice import seconds_text
 
 HEADERS = (
     "job",

@@ -13,7 +13,7 @@ from django.db import models
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 
-from ..validation import MAX_PRIORITY, MIN_PRIORITY
+from ..core.validation import MAX_PRIORITY, MIN_PRIORITY
 
 
 class Status(models.TextChoices):
@@ -341,13 +341,13 @@ class Job(models.Model):
         ``JobFailedError`` (its ``status``, ``error`` and ``replayed_by``). Refused inside
         ``transaction.atomic()`` unless the job has already finished (docs/results.md).
         """
-        from ..results import wait
+        from .results import wait
 
         return wait(self, timeout)
 
     async def await_result(self, timeout: float | dt.timedelta | None = None) -> Any:
         """``wait()`` for async code: the event loop is never blocked."""
-        from ..results import await_result
+        from .results import await_result
 
         return await await_result(self, timeout)
 

@@ -2,7 +2,7 @@
 
 The lease advisor (``jobstats --leases``, the admin's lease page, the ``W005``/``W006``
 checks) reads these rows. Workers never write one per job: each counts its runs in memory
-and adds them here at most once per heartbeat (:mod:`django_leasejobs.protocol.runtime_stats`),
+and adds them here at most once per heartbeat (:mod:`django_leasejobs.upkeep.runtime_stats`),
 so the hot path stays one statement per claim and per report.
 """
 
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from django.db import models
 
-from ..histogram import field_names
+from ..core.histogram import field_names
 
 
 class RuntimeStat(models.Model):
     """What the workers saw of one job name in one hour (database time).
 
     ``h00``..``h47`` count handler runtimes in the log-spaced buckets of
-    :mod:`django_leasejobs.histogram`; rows of several hours merge by adding them.
+    :mod:`django_leasejobs.core.histogram`; rows of several hours merge by adding them.
     ``stale`` counts reports refused because the attempt's lease was lost while its worker was
     alive; ``recovered`` counts leases that expired and were taken back by lease recovery (a
     worker died or stalled). ``lease_seconds`` and ``heartbeat_seconds`` are the newest flush's.

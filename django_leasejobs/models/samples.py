@@ -1,6 +1,6 @@
 """Queue history: one row per queue and minute, the numbers the dashboard's charts draw.
 
-Written by :mod:`django_leasejobs.runtime.samples` once a minute, by whichever worker's
+Written by :mod:`django_leasejobs.reports.samples` once a minute, by whichever worker's
 maintenance gets there first: the unique (minute, queue) key makes the write an
 insert-or-ignore, so any number of workers may try and no leader is needed. Deleted by
 ``prunejobs`` with the jobs.

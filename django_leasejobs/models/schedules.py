@@ -8,8 +8,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models.functions import Now
 
-from .. import cron as cron_module
-from .. import registry, validation
+from ..core import cron as cron_module
+from ..core import registry, validation
 from ..errors import JobValidationError
 
 

@@ -9,7 +9,7 @@ from django.db.models.functions import Now
 class Worker(models.Model):
     """A worker process as its heartbeat last described it.
 
-    Written only by :mod:`django_leasejobs.protocol.workers`: one upsert per heartbeat beat
+    Written only by :mod:`django_leasejobs.upkeep.workers`: one upsert per heartbeat beat
     (never per job), deleted at a clean stop, and pruned when not seen for a long time (a
     killed worker leaves its row behind). Times are the database's. Informational: no job's
     state depends on these rows, so a missing or late row never changes what runs.

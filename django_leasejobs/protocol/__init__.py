@@ -47,38 +47,15 @@ from .enqueues import (
 )
 from .failures import Recovered, fail, recover_expired, release
 from .lease import Renewal, claim, claim_job, heartbeat, renew
-from .maintenance import RETENTION, release_lease, take_lease
 from .occurrences import emit_occurrence, skip_occurrences
 from .operator_actions import record_effect, replay, retry_now, run_now
 from .pauses import Paused, pause, paused, resume
-from .pruning import (
-    PRUNABLE,
-    count_prunable,
-    count_prunable_limiters,
-    count_prunable_samples,
-    prune_finished,
-    prune_limiters,
-    prune_samples,
-)
-from .runtime_stats import RuntimeCounts, prune_runtime_stats, record_runtimes
 from .snoozes import SNOOZED_TOO_OFTEN, snooze
-from .workers import (
-    PRUNE_AFTER_LEASES,
-    Beat,
-    beat,
-    count_lost_workers,
-    forget_worker,
-    prune_workers,
-)
 
 __all__ = [
     "ENQUEUE_OPTIONS",
-    "PRUNABLE",
-    "PRUNE_AFTER_LEASES",
-    "RETENTION",
     "SNOOZED_TOO_OFTEN",
     "UNREGISTERED_JOB",
-    "Beat",
     "Cancel",
     "Failure",
     "Group",
@@ -89,8 +66,6 @@ __all__ = [
     "Paused",
     "Recovered",
     "Renewal",
-    "RuntimeCounts",
-    "beat",
     "cancel",
     "cancel_attempt",
     "check_fingerprint",
@@ -99,10 +74,6 @@ __all__ = [
     "complete",
     "complete_in_transaction",
     "complete_many",
-    "count_lost_workers",
-    "count_prunable",
-    "count_prunable_limiters",
-    "count_prunable_samples",
     "defer",
     "deferral_delay",
     "discard_group",
@@ -113,23 +84,15 @@ __all__ = [
     "enqueue_task",
     "fail",
     "fingerprint_letters",
-    "forget_worker",
     "groups",
     "heartbeat",
     "job_database",
     "latest_errors",
     "pause",
     "paused",
-    "prune_finished",
-    "prune_limiters",
-    "prune_runtime_stats",
-    "prune_samples",
-    "prune_workers",
     "record_effect",
-    "record_runtimes",
     "recover_expired",
     "release",
-    "release_lease",
     "renew",
     "replay",
     "replay_group",
@@ -139,7 +102,6 @@ __all__ = [
     "run_now",
     "skip_occurrences",
     "snooze",
-    "take_lease",
     "waiting_unknown",
     "wake_deferred",
 ]

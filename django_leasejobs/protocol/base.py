@@ -12,7 +12,8 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, router, transaction
 
-from .. import dialects, signals
+from .. import dialects
+from ..db import signals
 from ..models import Job
 
 logger = logging.getLogger("django_leasejobs")

@@ -15,9 +15,10 @@ import enum
 from django.db import transaction
 from django.db.models import Q
 
-from .. import dialects, signals
-from ..dbtime import DbNow
-from ..deadlocks import retry_deadlocks
+from .. import dialects
+from ..db import signals
+from ..db.dbtime import DbNow
+from ..db.deadlocks import retry_deadlocks
 from ..models import CLAIMABLE, FINAL, Job, Status
 from .base import Outcome, announce_finished, job_database, logger, report
 from .workflow_steps import job_ended

@@ -7,8 +7,10 @@ from typing import Any
 
 from django.db import connections
 
-from .. import dialects, signals, validation
-from ..deadlocks import retry_deadlocks
+from .. import dialects
+from ..core import validation
+from ..db import signals
+from ..db.deadlocks import retry_deadlocks
 from ..dialects import Completion
 from ..dialects.base import succeeded_fields
 from ..errors import JobValidationError, StaleAttemptError

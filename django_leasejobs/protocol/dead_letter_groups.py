@@ -1,6 +1,6 @@
 """Dead letters grouped by error: the groups, and replaying or discarding a whole group.
 
-A group is every dead letter of one fingerprint (:mod:`django_leasejobs.fingerprints`): an
+A group is every dead letter of one fingerprint (:mod:`django_leasejobs.core.fingerprints`): an
 operator fixes a bug once, then replays what it killed. A group's replay is
 :func:`operator_actions.replay` per letter, with every check a single replay makes, so a
 letter that can no longer run is refused and reported while the others go through. Both walks
@@ -19,8 +19,8 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Max, Min, Q
 
-from .. import fingerprints
-from ..deadlocks import retry_deadlocks
+from ..core import fingerprints
+from ..db.deadlocks import retry_deadlocks
 from ..errors import InvalidTransitionError, JobValidationError
 from ..models import DeadLetter, Effect, Job, Status
 from .base import job_database, logger

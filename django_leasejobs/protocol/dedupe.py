@@ -27,8 +27,8 @@ from typing import Any, NamedTuple
 
 from django.db import transaction
 
-from .. import dedupe_keys, registry, validation
-from ..dbtime import DbNow
+from ..core import dedupe_keys, registry, validation
+from ..db.dbtime import DbNow
 from ..errors import JobValidationError
 from ..models import LIVE, Job, Status
 from .base import logger

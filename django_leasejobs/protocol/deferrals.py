@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 
-from ..dbtime import DbNow
-from ..deadlocks import retry_deadlocks
+from ..db.dbtime import DbNow
+from ..db.deadlocks import retry_deadlocks
 from ..dialects.base import after
 from ..models import Job, Status
 from .base import Failure, Outcome, job_database, report

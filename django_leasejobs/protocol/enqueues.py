@@ -14,9 +14,11 @@ from typing import Any, NamedTuple
 
 from django.db import IntegrityError, connections, transaction
 
-from .. import client_encoding, dialects, limits, registry, signals, validation
-from ..conf import settings as conf_settings
-from ..dbtime import db_now
+from .. import dialects
+from ..core import limits, registry, validation
+from ..core.conf import settings as conf_settings
+from ..db import client_encoding, signals
+from ..db.dbtime import db_now
 from ..errors import JobArgumentsError, JobValidationError
 from ..models import Job
 from . import dedupe

@@ -15,10 +15,11 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F, Q, QuerySet
 
-from .. import error_history, fingerprints, registry, signals
-from ..backoff import Backoff
-from ..dbtime import DbNow, as_aware
-from ..deadlocks import retry_deadlocks
+from ..core import error_history, fingerprints, registry
+from ..core.backoff import Backoff
+from ..db import signals
+from ..db.dbtime import DbNow, as_aware
+from ..db.deadlocks import retry_deadlocks
 from ..dialects.base import after
 from ..models import DeadLetter, Job, Status
 from ..retries import When

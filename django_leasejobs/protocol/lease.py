@@ -12,9 +12,10 @@ from typing import NamedTuple
 
 from django.db.models import F
 
-from .. import dialects, signals
-from ..dbtime import DbNow
-from ..deadlocks import retry_deadlocks
+from .. import dialects
+from ..db import signals
+from ..db.dbtime import DbNow
+from ..db.deadlocks import retry_deadlocks
 from ..dialects import Token
 from ..dialects.base import after
 from ..models import CLAIMABLE, Job, Status

@@ -10,11 +10,11 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connections, transaction
 
-from .. import client_encoding, registry
-from ..dbtime import DbNow
+from ..core import registry, task_rows
+from ..db import client_encoding
+from ..db.dbtime import DbNow
 from ..errors import InvalidTransitionError, JobValidationError, TaskRefusedError
 from ..models import CLAIMABLE, DeadLetter, Effect, Job, Status
-from ..tasks import results as task_results
 from .base import job_database, logger
 from .enqueues import insert, row_values
 from .workflow_runs import rearm
@@ -64,7 +64,7 @@ def _check_replayable(name: str, task_backend: str) -> None:
         registry.find(name)
         return
     try:
-        task_results.resolve(name)
+        task_rows.handler().resolve(name)
     except (TaskRefusedError, ImproperlyConfigured) as exc:
         raise JobValidationError(f"The task cannot be replayed: {exc}") from None
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
-from .. import registry
-from ..dbtime import DbNow, as_aware, db_now
+from ..core import registry
+from ..core.validation import check_queue, check_text
+from ..db.dbtime import DbNow, as_aware, db_now
 from ..errors import JobValidationError
 from ..models import Job, Pause, PauseKind
-from ..validation import check_queue, check_text
 from .base import job_database, logger
 
 JOB_NAME = re.compile(r"[^\s\x00]{1,200}")

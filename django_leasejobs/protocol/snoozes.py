@@ -20,7 +20,7 @@ import datetime as dt
 
 from django.db.models import F
 
-from ..deadlocks import retry_deadlocks
+from ..db.deadlocks import retry_deadlocks
 from ..dialects.base import after
 from ..models import Job, Status
 from ..retries import When

@@ -11,8 +11,8 @@ from dataclasses import replace
 from django.db import connections, transaction
 from django.db.models import F
 
-from ..dbtime import DbNow
-from ..deadlocks import retry_deadlocks
+from ..db.dbtime import DbNow
+from ..db.deadlocks import retry_deadlocks
 from ..errors import InvalidTransitionError, WorkflowError
 from ..models import (
     RunStatus,

@@ -23,7 +23,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
-from ..dbtime import DbNow
+from ..db.dbtime import DbNow
 from ..dialects.base import succeeded_fields
 from ..errors import JobArgumentsError, JobValidationError, UnknownJobError
 from ..models import (

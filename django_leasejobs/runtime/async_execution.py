@@ -25,11 +25,10 @@ from collections.abc import Callable
 
 from asgiref.sync import sync_to_async
 
-from .. import registry
+from ..core import registry, task_rows
 from ..errors import UnknownJobError
 from ..models import Job
 from ..protocol import Failure
-from ..tasks import execution as task_execution
 from . import execution
 from .connection_keeper import ConnectionKeeper
 from .context import Cancellation
@@ -45,7 +44,7 @@ def is_async(job: Job) -> bool:
     A row that names nothing runnable is not async: the sync path records why it did not run.
     """
     if job.task_backend and registry.lookup(job.name) is None:
-        return task_execution.is_async(job)
+        return task_rows.handler().is_async(job)
     job_function = execution.find(job)  # on the claim loop: imports the module if allowed
     return not isinstance(job_function, UnknownJobError) and job_function.is_async
 
@@ -53,7 +52,7 @@ def is_async(job: Job) -> bool:
 def possible() -> bool:
     """Whether this process can meet an async handler: an async ``@job`` is registered, or the
     tasks backend is configured (any of its rows may name an ``async def`` task)."""
-    return registry.any_async() or task_execution.backend_configured()
+    return registry.any_async() or task_rows.handler().backend_configured()
 
 
 async def execute(
@@ -71,7 +70,7 @@ async def execute(
     job_function = registry.lookup(job.name)
     try:
         if job_function is None and job.task_backend:
-            await task_execution.aexecute(result)
+            await task_rows.handler().aexecute(result)
             return result
         if job_function is None:  # ``is_async`` found it; it can only have gone since
             execution.unregistered(result, registry.unknown(job.name))

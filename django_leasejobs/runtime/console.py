@@ -19,7 +19,7 @@ from typing import Protocol
 
 from django.db import connections
 
-from .. import registry
+from ..core import registry
 from ..dialects import counting
 from ..models import Job
 from ..protocol import Outcome, job_database

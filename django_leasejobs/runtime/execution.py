@@ -16,14 +16,14 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.db import connections
 
-from .. import protocol, registry
-from ..backoff import Backoff
-from ..conf import settings
+from .. import protocol
+from ..core import registry, task_rows
+from ..core.backoff import Backoff
+from ..core.conf import settings
 from ..errors import PermanentError, UnknownJobError
 from ..models import Job
 from ..protocol import Failure, Outcome
 from ..retries import Reschedule, Snooze, When
-from ..tasks import execution as task_execution
 from . import connection_keeper
 from .context import CANCELLED, Cancellation, JobContext
 
@@ -208,7 +208,7 @@ def execute(
     if job.task_backend and registry.lookup(job.name) is None:
         close_old_connections()
         try:
-            task_execution.execute(execution)
+            task_rows.handler().execute(execution)
         finally:
             close_old_connections()
         return execution
@@ -284,7 +284,7 @@ def report(execution: Execution) -> Outcome:
             backoff=execution.backoff or _backoff(job, execution),
             when=execution.when,
         )
-    task_execution.finished(execution, outcome)  # task_finished, for a task at a final state
+    task_rows.handler().finished(execution, outcome)  # task_finished, for a task at a final state
     return outcome
 
 
@@ -293,7 +293,7 @@ def _backoff(job: Job, execution: Execution | None) -> Backoff | None:
     job_function = registry.lookup(job.name)
     if job_function is not None:
         return job_function.get_backoff()
-    return task_execution.backoff(execution) if execution is not None else None
+    return task_rows.handler().backoff(execution) if execution is not None else None
 
 
 def end_attempt(
@@ -314,13 +314,13 @@ def end_attempt(
         )
         outcome = protocol.fail(job.pk, job.attempt, failure, backoff=_backoff(job, execution))
     if execution is not None:
-        task_execution.finished(execution, outcome)
+        task_rows.handler().finished(execution, outcome)
     return outcome
 
 
 def finished(execution: Execution, outcome: Outcome) -> None:
     """``task_finished`` for a ``django.tasks`` task whose grouped completion was written."""
-    task_execution.finished(execution, outcome)
+    task_rows.handler().finished(execution, outcome)
 
 
 def run(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Outcome:
@@ -334,4 +334,4 @@ def recovered(outcomes: dict[int, Outcome]) -> None:
     Recovery runs no handler code, so this is the only place a ``django.tasks`` task whose last
     worker died reaches its final signal. Native jobs need nothing here.
     """
-    task_execution.recovered(outcomes)
+    task_rows.handler().recovered(outcomes)

@@ -25,7 +25,7 @@ import threading
 from django.db import Error as DatabaseError
 from django.db import connections
 
-from .. import protocol
+from .. import protocol, upkeep
 from . import execution
 from .runtime_flush import RuntimeFlush
 from .worker_state import headline
@@ -104,7 +104,7 @@ class HeartbeatThread(RuntimeFlush):
         no later beat can bring it back."""
         try:
             execution.close_old_connections()
-            protocol.forget_worker(self.worker_id)
+            upkeep.forget_worker(self.worker_id)
         except DatabaseError as exc:  # the row is left to be called lost, then pruned
             logger.warning(
                 "worker.database_error id=%s where=forget error=%s", self.worker_id, headline(exc)
@@ -115,8 +115,8 @@ class HeartbeatThread(RuntimeFlush):
         with self._summary_lock:
             stuck = len(self._stuck)
         self._row_written = True  # from the first try: an INSERT may commit and still raise
-        protocol.beat(
-            protocol.Beat(
+        upkeep.beat(
+            upkeep.Beat(
                 worker_id=self.worker_id,
                 host=socket.gethostname(),
                 pid=os.getpid(),

@@ -14,7 +14,7 @@ from typing import Any
 from django.db import transaction
 
 from .. import protocol
-from ..conf import settings
+from ..core.conf import settings
 from ..errors import JobFailedError
 from ..models import Job
 from ..protocol import Outcome

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from ..notify import CANCEL_CHANNEL, CHANNEL
+from ..core.notify import CANCEL_CHANNEL, CHANNEL
 
 logger = logging.getLogger("django_leasejobs")
 

@@ -19,7 +19,8 @@ from collections.abc import Callable
 
 from django.db import Error as DatabaseError
 
-from .. import protocol, registry
+from .. import protocol, upkeep
+from ..core import registry
 from ..models import Job
 from . import execution, schedule_settings, schedules
 from .completions import GroupedCompletions
@@ -149,7 +150,7 @@ class ClaimLoop(GroupedCompletions, RuntimeFlush):
             return
         self._next_worker_prune = now + self.lease
         try:
-            protocol.prune_workers(dt.timedelta(seconds=self.lease * protocol.PRUNE_AFTER_LEASES))
+            upkeep.prune_workers(dt.timedelta(seconds=self.lease * upkeep.PRUNE_AFTER_LEASES))
         except DatabaseError as exc:
             logger.warning(
                 "worker.database_error id=%s where=prune_workers error=%s",

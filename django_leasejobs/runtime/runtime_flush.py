@@ -11,7 +11,7 @@ import logging
 
 from django.db import Error as DatabaseError
 
-from .. import protocol
+from .. import protocol, upkeep
 from ..protocol import Outcome
 from .worker_state import WorkerState, headline
 
@@ -25,7 +25,7 @@ class RuntimeFlush(WorkerState):
         if not counts:
             return
         try:
-            protocol.record_runtimes(counts, heartbeat=self.heartbeat)
+            upkeep.record_runtimes(counts, heartbeat=self.heartbeat)
         except DatabaseError as exc:
             self.runtimes.put_back(counts)
             logger.warning(

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 
-from ..protocol import Outcome, RuntimeCounts
+from ..protocol import Outcome
+from ..upkeep import RuntimeCounts
 
 NOT_RUNS = (Outcome.RELEASED, Outcome.CANCELLED)
 """Outcomes whose handler time says nothing of the job's runtime: handed back at shutdown,

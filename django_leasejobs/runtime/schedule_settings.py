@@ -18,8 +18,8 @@ from typing import Any
 from django.db import IntegrityError, models, transaction
 from django.db.models import Q
 
-from .. import registry
-from ..conf import settings
+from ..core import registry
+from ..core.conf import settings
 from ..errors import ScheduleError
 from ..models import Misfire, Schedule
 

@@ -30,9 +30,11 @@ from typing import Any
 
 from django.db import DatabaseError
 
-from .. import cron, dbtime, protocol, registry
-from ..conf import settings
-from ..dbtime import DbNow
+from .. import protocol
+from ..core import cron, registry
+from ..core.conf import settings
+from ..db import dbtime
+from ..db.dbtime import DbNow
 from ..errors import ScheduleError
 from ..models import Job, Misfire, Schedule, ScheduleSkip
 
@@ -75,7 +77,8 @@ def occurrences_between(
     """The occurrences ``t`` of ``schedule`` with ``start < t <= end``, as aware UTC datetimes.
 
     These are the exact occurrence keys a scheduler emits (``Job.occurrence_at``): the cron
-    expression read in the schedule's timezone, with the DST rule of :mod:`django_leasejobs.cron`.
+    expression read in the schedule's timezone, with the DST rule of
+    :mod:`django_leasejobs.core.cron`.
     """
     return _cron(schedule).between(_aware(start, "start"), _aware(end, "end"))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from .. import notify
+from ..core import notify
 from . import listener
 from .worker_state import WorkerState
 

@@ -34,14 +34,14 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from ..conf import settings
+from ..core.conf import settings
+from ..reports.summary import Summary
 from . import async_execution
 from .async_runner import AsyncRunner
 from .console import Console
 from .heartbeat import HeartbeatThread
 from .loop import ClaimLoop
 from .shutdown import Shutdown
-from .summary import Summary
 
 logger = logging.getLogger("django_leasejobs")
 

@@ -15,18 +15,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backoff import Backoff
+from ..core.backoff import Backoff
 from ..models import Job
 from ..protocol import Outcome
-from . import execution, listener, samples
+from ..reports import samples
+from ..reports.summary import Summary
+from ..upkeep.retention import Retention
+from . import execution, listener
 from .claim_sizing import ClaimSizer
 from .connection_keeper import ConnectionKeeper
 from .console import Console
 from .context import TIMEOUT, Cancellation
 from .execution import Execution
-from .retention import Retention
 from .runtime_tally import Tally
-from .summary import Summary
 
 logger = logging.getLogger("django_leasejobs")
 

@@ -1,7 +1,9 @@
-"""The ``django.tasks`` backend: ``backend`` (the face), ``execution`` (run by the worker),
-``results`` and ``framework`` (read by the protocol when it replays a task).
+"""The ``django.tasks`` face: ``backend`` (what Django calls), ``execution`` and ``results``
+(running a marked row, building its ``TaskResult``), ``framework`` (``django.tasks`` or the
+``django_tasks`` package) and ``rows`` (the handler the app registers in
+:mod:`django_leasejobs.core.task_rows`, through which the worker and the protocol reach it).
 
-Deliberately imports nothing: ``protocol`` imports ``tasks.results``, and importing the backend
-here would pull the protocol back in and import the framework in every process that loads the
-app. Settings name ``django_leasejobs.backends.LeaseJobsBackend``, a re-export of ``backend``.
+Imports nothing itself, so that loading the app does not import the framework until
+``apps.ready`` registers the handler. Settings name ``django_leasejobs.backends.LeaseJobsBackend``,
+a re-export of ``backend``.
 """

@@ -21,11 +21,12 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
-from .. import job_modules, protocol, results, validation
-from ..backoff import Backoff
-from ..conf import settings
+from .. import protocol
+from ..core import job_modules, validation
+from ..core.backoff import Backoff
+from ..core.conf import settings
 from ..errors import JobValidationError, TaskRefusedError
-from ..models import Job
+from ..models import Job, results
 from ..runtime import inprocess
 from . import framework as tasks_framework
 from . import results as task_results

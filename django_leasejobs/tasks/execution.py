@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from ..backoff import Backoff
-from ..conf import settings
+from ..core.backoff import Backoff
+from ..core.conf import settings
 from ..errors import PermanentError, TaskNotImportedError, TaskRefusedError
 from ..models import Job
 from ..protocol import Failure, Outcome
@@ -203,7 +203,7 @@ def is_async(job: Job) -> bool:
 
 def backend_configured() -> bool:
     """Whether a ``TASKS`` alias here is this app's backend (or a subclass): its rows may name
-    async tasks. Matched by class path, since this layer may not import the backend."""
+    async tasks. Matched by class path, so that nothing imports the backend for this."""
     frameworks = tasks_framework.installed()
     if not frameworks:
         return False

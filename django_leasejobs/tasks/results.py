@@ -12,7 +12,7 @@ from typing import Any
 from django.apps import apps
 from django.utils.module_loading import import_string
 
-from .. import error_history, job_modules
+from ..core import error_history, job_modules
 from ..errors import TaskNotImportedError, TaskRefusedError
 from ..models import Job, Status
 from . import framework as tasks_framework

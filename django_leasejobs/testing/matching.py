@@ -18,9 +18,9 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import Max
 
+from ..core.registry import JobSpec
 from ..models import CLAIMABLE, Job
 from ..protocol import job_database
-from ..registry import JobSpec
 
 RUN_AT_TOLERANCE = dt.timedelta(seconds=1)
 """How far ``run_at`` may be from the expected time: delays are added to the database clock."""

@@ -18,8 +18,8 @@ from django.db.models.expressions import ExpressionWrapper
 from django.db.models.fields import DateTimeField
 
 from .. import protocol
-from ..conf import settings
-from ..dbtime import DbNow
+from ..core.conf import settings
+from ..db.dbtime import DbNow
 from ..models import CLAIMABLE, Job, Schedule, Status
 from ..protocol import Outcome
 from ..runtime import inprocess, schedule_settings, schedules

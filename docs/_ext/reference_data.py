@@ -58,7 +58,7 @@ class Setting:
 
 def settings() -> list[Setting]:
     """Every ``LEASEJOBS_*`` setting: ``conf.DEFAULTS`` and its typed property's docstring."""
-    from django_leasejobs import conf
+    from django_leasejobs.core import conf
 
     rows = []
     for name, default in conf.DEFAULTS.items():
@@ -98,7 +98,8 @@ def _described(docstring: str) -> dict[str, str]:
 
 def job_options() -> list[Option]:
     """``@job``'s keyword options: ``JobSpec``'s signature, described by ``job``'s docstring."""
-    from django_leasejobs import jobs, registry
+    from django_leasejobs import jobs
+    from django_leasejobs.core import registry
 
     described = _described(jobs.job.__doc__ or "")
     signature = inspect.signature(registry.JobSpec.__init__)

@@ -17,7 +17,7 @@ from typing import Any
 
 from testapp import jobs
 
-from django_leasejobs import dbtime
+from django_leasejobs.db import dbtime
 
 from . import database
 from .database import Target

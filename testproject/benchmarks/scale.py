@@ -23,7 +23,7 @@ from django.test import Client
 
 from django_leasejobs import protocol
 from django_leasejobs.models import DeadLetter, Job, Schedule
-from django_leasejobs.runtime import stats
+from django_leasejobs.reports import stats
 
 ADMIN_USER = "scale-benchmark"
 EXPLAIN_OVER_MS = 20.0

@@ -11,7 +11,7 @@ import pytest
 from testapp import retry_jobs
 from testapp.models import Hit
 
-from django_leasejobs.dbtime import db_now
+from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.models import DeadLetter, Job, Status
 
 from ..conftest import shifted

@@ -24,7 +24,7 @@ from collections import Counter
 import pytest
 from testapp import jobs
 
-from django_leasejobs.dbtime import DbNow
+from django_leasejobs.db.dbtime import DbNow
 from django_leasejobs.dialects.within_limits import window_start
 from django_leasejobs.models import Job, Limiter, Status
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 from testapp import jobs
 
-from django_leasejobs import protocol
+from django_leasejobs import protocol, upkeep
 from django_leasejobs.models import Job, MaintenanceLease
 from django_leasejobs.runtime import execution
 
@@ -40,7 +40,7 @@ def test_two_workers_prune_old_jobs_and_only_one_of_them_does(
         wait_started(worker)
     wait_for(lambda: Job.objects.count() == 1, what="the old jobs pruned")
     assert Job.objects.get().pk == recent.pk  # run by a worker, kept: it is recent
-    holder = MaintenanceLease.objects.get(name=protocol.RETENTION).holder
+    holder = MaintenanceLease.objects.get(name=upkeep.RETENTION).holder
     assert holder in {w.worker_id for w in workers}
     wait_for(lambda: any("worker.retention" in w.log() for w in workers), what="the log line")
     for worker in workers:

@@ -17,7 +17,8 @@ import pytest
 from django.contrib.auth.models import User
 from testapp import jobs
 
-from django_leasejobs import dbtime, protocol
+from django_leasejobs import protocol
+from django_leasejobs.db import dbtime
 from django_leasejobs.models import (
     RUN_TIME_EDGES,
     DeadLetter,

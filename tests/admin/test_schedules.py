@@ -11,8 +11,9 @@ from django.contrib.auth.models import Permission, User
 from django.http import HttpResponse
 from django.test import Client
 
-from django_leasejobs import cron, dbtime
 from django_leasejobs.admin import occurrences
+from django_leasejobs.core import cron
+from django_leasejobs.db import dbtime
 from django_leasejobs.models import Schedule, ScheduleSkip, Status
 
 from .conftest import SCRIPT, occurrence_job, url

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from django_leasejobs.api import tokens
+from django_leasejobs.upkeep import api_tokens as tokens
 
 ALL = [
     "add_job",

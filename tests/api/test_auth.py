@@ -10,8 +10,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from testapp import jobs
 
-from django_leasejobs.api import tokens
 from django_leasejobs.models import ApiToken, DeadLetter, Job, Schedule
+from django_leasejobs.upkeep import api_tokens as tokens
 
 from .conftest import ALL, Caller, make_user
 

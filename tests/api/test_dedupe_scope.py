@@ -18,7 +18,7 @@ FAR = "9999-01-01T00:00:00Z"
 @pytest.fixture
 def enqueuer() -> Caller:
     """May enqueue the allow-listed jobs and nothing else: no view_job."""
-    from django_leasejobs.api import tokens
+    from django_leasejobs.upkeep import api_tokens as tokens
 
     user = make_user("enqueuer", ["add_job"])
     return Caller(user, tokens.issue(user)[1])

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.admin.models import ADDITION, LogEntry
 from testapp import jobs
 
-from django_leasejobs import validation
+from django_leasejobs.core import validation
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job
 

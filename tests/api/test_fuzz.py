@@ -23,9 +23,10 @@ from schemathesis import GenerationMode, checks
 from testapp import jobs
 
 from django_leasejobs import protocol
-from django_leasejobs.api import schema, tokens
+from django_leasejobs.api import schema
 from django_leasejobs.models import DeadLetter, Job, Pause, Schedule, Status, WorkflowRun
 from django_leasejobs.protocol import Failure
+from django_leasejobs.upkeep import api_tokens as tokens
 
 from .. import workflow_rows
 from ..conftest import examples, shifted

@@ -12,7 +12,7 @@ from testapp import jobs
 
 from django_leasejobs import protocol
 from django_leasejobs.api import schema
-from django_leasejobs.dbtime import DbNow
+from django_leasejobs.db.dbtime import DbNow
 from django_leasejobs.models import Job
 from django_leasejobs.protocol import Failure
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from django_leasejobs import checks, registry
-from django_leasejobs.conf import settings as conf
+from django_leasejobs import checks
+from django_leasejobs.core import registry
+from django_leasejobs.core.conf import settings as conf
 
 
 @pytest.mark.parametrize("value", ["testapp.jobs.add", [1], [""], 5])

@@ -10,8 +10,8 @@ from django.contrib.admin.models import LogEntry
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from django_leasejobs.api import tokens
 from django_leasejobs.models import ApiToken
+from django_leasejobs.upkeep import api_tokens as tokens
 
 from .conftest import Caller, make_user
 

@@ -9,8 +9,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from django_leasejobs.api import schema, tokens
+from django_leasejobs.api import schema
 from django_leasejobs.models import Job, Pause
+from django_leasejobs.upkeep import api_tokens as tokens
 
 from .conftest import make_user
 

@@ -20,8 +20,9 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import JSONField
 from django.test.utils import CaptureQueriesContext
 
-from django_leasejobs import dialects, notify
-from django_leasejobs.dbtime import db_now
+from django_leasejobs import dialects
+from django_leasejobs.core import notify
+from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.dialects import Completion, Token, postgresql_sql
 from django_leasejobs.dialects.mysql import MySQLDialect
 from django_leasejobs.dialects.postgresql import PostgreSQLDialect

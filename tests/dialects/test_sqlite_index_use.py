@@ -18,9 +18,9 @@ from django.db import connection
 from testapp import jobs
 
 from django_leasejobs import protocol, stats
-from django_leasejobs.dbtime import db_now
+from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.models import Job, Status
-from django_leasejobs.runtime import samples
+from django_leasejobs.reports import samples
 
 from ..conftest import shifted
 from ..plans import sqlite_steps, statements

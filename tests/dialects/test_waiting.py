@@ -9,7 +9,7 @@ import pytest
 from django.db import DEFAULT_DB_ALIAS, connection
 from testapp import jobs
 
-from django_leasejobs.dbtime import db_now
+from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.dialects import waiting
 from django_leasejobs.models import Job, Status
 

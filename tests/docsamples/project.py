@@ -77,7 +77,7 @@ class DocProject:
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self.cache: dict[str, Any] = {}
         self._modules: list[str] = []
-        from django_leasejobs import registry
+        from django_leasejobs.core import registry
 
         self._registry = (
             dict(registry._registry),
@@ -91,7 +91,7 @@ class DocProject:
         logger.propagate = False
 
     def end(self) -> None:
-        from django_leasejobs import registry
+        from django_leasejobs.core import registry
 
         for override in reversed(self._overrides):
             override.disable()

@@ -115,7 +115,7 @@ def run_python(block: Block, namespace: dict[str, Any], project: DocProject) -> 
 def run_settings(block: Block, project: DocProject) -> None:
     from django.conf import settings
 
-    from django_leasejobs.conf import settings as app_settings
+    from django_leasejobs.core.conf import settings as app_settings
 
     values: dict[str, Any] = {"__name__": "settings"}
     exec(compile("\n" * block.line + block.source, str(block.path), "exec"), values)

@@ -8,7 +8,8 @@ import pytest
 from django.db import connection
 from testapp import jobs
 
-from django_leasejobs import fingerprints, protocol
+from django_leasejobs import protocol
+from django_leasejobs.core import fingerprints
 from django_leasejobs.models import DeadLetter, Effect, Job, Status
 from django_leasejobs.protocol import Failure
 from django_leasejobs.runtime import execution

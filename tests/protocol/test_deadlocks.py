@@ -14,7 +14,8 @@ import pytest
 from django.db import DatabaseError, OperationalError, connection, transaction
 from testapp import jobs
 
-from django_leasejobs import deadlocks, protocol
+from django_leasejobs import protocol
+from django_leasejobs.db import deadlocks
 from django_leasejobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)

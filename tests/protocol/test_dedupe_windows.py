@@ -10,7 +10,7 @@ from django.db import connection
 from testapp import jobs
 
 from django_leasejobs import job, protocol
-from django_leasejobs.dbtime import db_now
+from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job, Status
 from django_leasejobs.protocol import dedupe

@@ -12,7 +12,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from django_leasejobs import protocol
-from django_leasejobs.conf import settings as conf
+from django_leasejobs.core.conf import settings as conf
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Failure, Outcome
 

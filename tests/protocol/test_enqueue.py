@@ -13,7 +13,7 @@ from django.utils import timezone
 from testapp import jobs
 
 from django_leasejobs import JobValidationError, UnknownJobError, protocol
-from django_leasejobs.dbtime import db_now
+from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.models import Job, Status
 
 from ..conftest import race

@@ -27,7 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from testapp import jobs
 
-from django_leasejobs import job, registry
+from django_leasejobs import job
+from django_leasejobs.core import registry
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job, Status
 

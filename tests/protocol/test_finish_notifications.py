@@ -14,7 +14,8 @@ from django.db import connection, transaction
 from django.test import override_settings
 from testapp import jobs
 
-from django_leasejobs import notify, protocol
+from django_leasejobs import protocol
+from django_leasejobs.core import notify
 from django_leasejobs.protocol import Failure, Outcome
 
 pytestmark = [

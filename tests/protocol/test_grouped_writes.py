@@ -23,7 +23,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from testapp import jobs
 
-from django_leasejobs import notify, protocol
+from django_leasejobs import protocol
+from django_leasejobs.core import notify
 from django_leasejobs.dialects import postgresql_insert as pg_insert
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import DeadLetter, Job, Status

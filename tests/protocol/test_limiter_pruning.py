@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 from django.db import connection, connections
 from testapp import jobs
 
-from django_leasejobs import protocol
+from django_leasejobs import protocol, upkeep
 from django_leasejobs.models import Job, Limiter, Status
 
 from ..conftest import shifted
@@ -40,7 +40,7 @@ def prune_all(older_than: dt.timedelta = DAY, batch: int = 1000) -> list[int]:
     """Walk every batch; the rows each one deleted."""
     counts, after = [], ""
     while True:
-        deleted, last = protocol.prune_limiters(older_than, batch=batch, after_key=after)
+        deleted, last = upkeep.prune_limiters(older_than, batch=batch, after_key=after)
         if last == after:
             return counts
         counts.append(deleted)
@@ -55,7 +55,7 @@ def test_rows_of_long_past_windows_and_idle_keys_go_others_stay() -> None:
     Job.objects.filter(pk=running.pk).update(status=Status.RUNNING)
     for customer in (1, 2):
         Limiter.objects.create(key=f"c:customer:{customer}", name=f"customer:{customer}")
-    assert protocol.count_prunable_limiters(DAY) == 3
+    assert upkeep.count_prunable_limiters(DAY) == 3
     assert prune_all() == [3]
     assert keys() == {"r:current", "c:customer:1"}
 
@@ -86,9 +86,9 @@ def test_after_pruning_a_rate_key_starts_afresh_and_keeps_its_limit(
 def test_an_age_shorter_than_the_longest_rate_period_is_refused() -> None:
     rate_row("old", window_seconds_ago=2 * DAY.total_seconds())
     with pytest.raises(ValueError, match="longest rate period"):
-        protocol.prune_limiters(dt.timedelta(minutes=59))  # throttled_per_account: 3/h
+        upkeep.prune_limiters(dt.timedelta(minutes=59))  # throttled_per_account: 3/h
     with pytest.raises(ValueError, match="positive integer"):
-        protocol.prune_limiters(DAY, batch=0)
+        upkeep.prune_limiters(DAY, batch=0)
     assert keys() == {"r:old"}
 
 

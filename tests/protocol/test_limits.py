@@ -186,7 +186,7 @@ def test_the_counts_that_decide_are_read_after_the_locks(all_due: Callable[[], N
     that read. Here they are made right after the locks are taken, in the claim's own
     transaction (which its later statements see, as they would see them committed): two more
     jobs of the key running, and the rate bucket filled. The claim must start none."""
-    from django_leasejobs.dbtime import db_now
+    from django_leasejobs.db.dbtime import db_now
     from django_leasejobs.dialects import for_alias
     from django_leasejobs.dialects.within_limits import window_start
 

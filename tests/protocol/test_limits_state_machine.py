@@ -32,7 +32,7 @@ from hypothesis.stateful import (
 from testapp import jobs
 
 from django_leasejobs import protocol
-from django_leasejobs.dbtime import DbNow, as_aware
+from django_leasejobs.db.dbtime import DbNow, as_aware
 from django_leasejobs.dialects.within_limits import Bucket, room
 from django_leasejobs.models import CLAIMABLE, Job, Limiter, Pause, Status
 

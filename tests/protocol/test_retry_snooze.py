@@ -12,7 +12,7 @@ import pytest
 from testapp import jobs
 
 from django_leasejobs import protocol
-from django_leasejobs.dbtime import db_now
+from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Failure, Outcome
 

@@ -7,9 +7,11 @@ import datetime as dt
 import pytest
 from testapp import jobs
 
-from django_leasejobs import histogram, protocol
+from django_leasejobs import protocol, upkeep
+from django_leasejobs.core import histogram
 from django_leasejobs.models import RuntimeStat, Status
-from django_leasejobs.protocol import Outcome, RuntimeCounts
+from django_leasejobs.protocol import Outcome
+from django_leasejobs.upkeep import RuntimeCounts
 
 from ..conftest import race, shifted
 
@@ -23,8 +25,8 @@ def counts(*runtimes: float, stale: int = 0, recovered: int = 0, lease: float = 
 
 @pytest.mark.django_db
 def test_two_flushes_of_one_hour_add_their_counts() -> None:
-    protocol.record_runtimes({"a.job": counts(1.0, 2.0, stale=1)}, heartbeat=15.0)
-    protocol.record_runtimes({"a.job": counts(30.0, recovered=2, lease=90.0)}, heartbeat=10.0)
+    upkeep.record_runtimes({"a.job": counts(1.0, 2.0, stale=1)}, heartbeat=15.0)
+    upkeep.record_runtimes({"a.job": counts(30.0, recovered=2, lease=90.0)}, heartbeat=10.0)
     row = RuntimeStat.objects.get(name="a.job")
     assert (row.runs, row.seconds, row.max_seconds) == (3, 33.0, 30.0)
     assert (row.stale, row.recovered) == (1, 2)
@@ -35,22 +37,22 @@ def test_two_flushes_of_one_hour_add_their_counts() -> None:
 
 @pytest.mark.django_db
 def test_a_new_hour_starts_a_new_row() -> None:
-    protocol.record_runtimes({"a.job": counts(1.0)}, heartbeat=15.0)
+    upkeep.record_runtimes({"a.job": counts(1.0)}, heartbeat=15.0)
     RuntimeStat.objects.update(hour=shifted(-3600))  # that flush was an hour ago
-    protocol.record_runtimes({"a.job": counts(2.0)}, heartbeat=15.0)
+    upkeep.record_runtimes({"a.job": counts(2.0)}, heartbeat=15.0)
     assert sorted(RuntimeStat.objects.values_list("runs", flat=True)) == [1, 1]
 
 
 @pytest.mark.django_db
 def test_nothing_to_flush_writes_nothing() -> None:
-    protocol.record_runtimes({}, heartbeat=15.0)
+    upkeep.record_runtimes({}, heartbeat=15.0)
     assert not RuntimeStat.objects.exists()
 
 
 @pytest.mark.django_db(transaction=True)
 def test_racing_workers_add_every_count_once() -> None:
     def flush(seconds: float):
-        return lambda: protocol.record_runtimes(
+        return lambda: upkeep.record_runtimes(
             {"raced": counts(seconds, seconds), "other": counts(seconds)}, heartbeat=15.0
         )
 
@@ -65,12 +67,12 @@ def test_racing_workers_add_every_count_once() -> None:
 
 @pytest.mark.django_db
 def test_pruning_deletes_only_old_hours() -> None:
-    protocol.record_runtimes({"old": counts(1.0), "new": counts(1.0)}, heartbeat=15.0)
+    upkeep.record_runtimes({"old": counts(1.0), "new": counts(1.0)}, heartbeat=15.0)
     RuntimeStat.objects.filter(name="old").update(hour=shifted(-10 * 86400))
     week = dt.timedelta(days=7)
-    assert protocol.prune_runtime_stats(week, dry_run=True) == 1
+    assert upkeep.prune_runtime_stats(week, dry_run=True) == 1
     assert RuntimeStat.objects.count() == 2
-    assert protocol.prune_runtime_stats(week) == 1
+    assert upkeep.prune_runtime_stats(week) == 1
     assert list(RuntimeStat.objects.values_list("name", flat=True)) == ["new"]
 
 

@@ -10,7 +10,8 @@ import pytest
 from django.db import transaction
 from testapp import jobs
 
-from django_leasejobs import Backoff, protocol, signals
+from django_leasejobs import Backoff, protocol
+from django_leasejobs.db import signals
 from django_leasejobs.models import DeadLetter, Job
 from django_leasejobs.protocol import Failure, Outcome
 from django_leasejobs.runtime import execution

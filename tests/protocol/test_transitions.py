@@ -9,7 +9,8 @@ from django.db import transaction
 from testapp import jobs
 from testapp.models import Hit
 
-from django_leasejobs import job_modules, protocol
+from django_leasejobs import protocol
+from django_leasejobs.core import job_modules
 from django_leasejobs.errors import JobValidationError, StaleAttemptError
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Failure, Outcome

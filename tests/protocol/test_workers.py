@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from django_leasejobs import protocol
+from django_leasejobs import upkeep
 from django_leasejobs.models import Worker
 
 from ..conftest import shifted, worker_row
@@ -68,8 +68,8 @@ def test_values_are_parameters_and_long_text_is_cut_to_the_column() -> None:
 def test_forget_worker_deletes_its_row_only() -> None:
     beat("w1")
     beat("w2")
-    assert protocol.forget_worker("w1") is True
-    assert protocol.forget_worker("w1") is False
+    assert upkeep.forget_worker("w1") is True
+    assert upkeep.forget_worker("w1") is False
     assert list(Worker.objects.values_list("worker_id", flat=True)) == ["w2"]
 
 
@@ -77,14 +77,14 @@ def test_prune_deletes_rows_not_seen_for_the_given_age_only() -> None:
     for worker_id, age in (("fresh", 0), ("recent", 60), ("old", 3600)):
         beat(worker_id)
         move_back(worker_id, age)
-    assert protocol.count_lost_workers(dt.timedelta(minutes=10)) == 1
-    assert protocol.prune_workers(dt.timedelta(minutes=10)) == 1
+    assert upkeep.count_lost_workers(dt.timedelta(minutes=10)) == 1
+    assert upkeep.prune_workers(dt.timedelta(minutes=10)) == 1
     assert sorted(Worker.objects.values_list("worker_id", flat=True)) == ["fresh", "recent"]
-    assert protocol.prune_workers(dt.timedelta(seconds=30)) == 1
+    assert upkeep.prune_workers(dt.timedelta(seconds=30)) == 1
     assert list(Worker.objects.values_list("worker_id", flat=True)) == ["fresh"]
 
 
 @pytest.mark.parametrize("age", [dt.timedelta(0), dt.timedelta(seconds=-1), 60])
 def test_prune_refuses_an_age_that_is_not_positive(age) -> None:
     with pytest.raises(ValueError, match="positive timedelta"):
-        protocol.prune_workers(age)
+        upkeep.prune_workers(age)

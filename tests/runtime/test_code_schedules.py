@@ -17,8 +17,10 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from django_leasejobs import job, protocol, registry, schedule_checks
-from django_leasejobs.code_schedules import MISFIRE_POLICIES
+from django_leasejobs import job, protocol
+from django_leasejobs.checks import schedules as schedule_checks
+from django_leasejobs.core import registry
+from django_leasejobs.core.code_schedules import MISFIRE_POLICIES
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.models import Job, Misfire, Schedule, Status
 from django_leasejobs.runtime import execution, schedule_settings, schedules

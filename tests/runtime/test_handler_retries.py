@@ -14,7 +14,7 @@ from testapp import retry_jobs
 from testapp.models import Hit
 
 from django_leasejobs import Retry, Snooze
-from django_leasejobs.dbtime import db_now
+from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.runtime.worker import Worker
 from django_leasejobs.testing import drain, run_job, travel

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from django_leasejobs.dbtime import db_now
+from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.models import RUN_TIME_EDGES, QueueSample
-from django_leasejobs.runtime import history
+from django_leasejobs.reports import history
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from django_leasejobs.runtime.lease_advice import heartbeat_keeps, seconds_text, suggest
+from django_leasejobs.reports.lease_advice import heartbeat_keeps, seconds_text, suggest
 
 
 def test_a_job_of_41_seconds_gets_a_minute_renewed_every_15_seconds() -> None:

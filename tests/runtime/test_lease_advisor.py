@@ -1,6 +1,6 @@
 """The lease advisor's faces: collect(), ``jobstats --leases``, the W005/W006 checks, the admin.
 
-Rows are written through the worker's own flush (``protocol.record_runtimes``); their hour is
+Rows are written through the worker's own flush (``upkeep.record_runtimes``); their hour is
 moved in the database to put runs in the past.
 """
 
@@ -16,10 +16,11 @@ from django.core.management import call_command
 from django.db.models import F
 from django.test import Client
 
-from django_leasejobs import lease_checks, protocol
+from django_leasejobs import upkeep
+from django_leasejobs.checks import leases as lease_checks
 from django_leasejobs.models import RuntimeStat
-from django_leasejobs.protocol import RuntimeCounts
-from django_leasejobs.runtime import advisor
+from django_leasejobs.reports import advisor
+from django_leasejobs.upkeep import RuntimeCounts
 
 from ..admin.conftest import VIEW, staff_client, url
 
@@ -40,7 +41,7 @@ def flush(
     counts = RuntimeCounts(stale=stale, recovered=recovered, lease_seconds=lease)
     for seconds in runtimes:
         counts.run(seconds)
-    protocol.record_runtimes({name: counts}, heartbeat=heartbeat)
+    upkeep.record_runtimes({name: counts}, heartbeat=heartbeat)
 
 
 def older(days: int) -> None:

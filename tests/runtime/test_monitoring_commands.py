@@ -14,12 +14,12 @@ from django.db import connection, transaction
 from django.test import override_settings
 from testapp import jobs
 
-from django_leasejobs import protocol
+from django_leasejobs import protocol, upkeep
 from django_leasejobs.management.commands.jobstats import Command as JobStatsCommand
 from django_leasejobs.models import DeadLetter, Effect, Job, Schedule, Status
 from django_leasejobs.protocol import Outcome
-from django_leasejobs.protocol import pruning as prune
 from django_leasejobs.runtime import execution
+from django_leasejobs.upkeep import pruning as prune
 
 from ..conftest import shifted
 
@@ -338,7 +338,7 @@ class TestPruneJobs:
         seen, after = [], 0
         while True:
             before = set(Job.objects.values_list("pk", flat=True))
-            deleted, last = protocol.prune_finished(Status.SUCCEEDED, age, batch=2, after_id=after)
+            deleted, last = upkeep.prune_finished(Status.SUCCEEDED, age, batch=2, after_id=after)
             if last == after:
                 assert deleted == 0
                 break
@@ -352,9 +352,9 @@ class TestPruneJobs:
     def test_live_states_cannot_be_pruned(self) -> None:
         for status in (Status.PENDING, Status.RUNNING, Status.FAILED):
             with pytest.raises(ValueError, match="Only finished jobs are pruned"):
-                protocol.prune_finished(status, dt.timedelta(days=1))
+                upkeep.prune_finished(status, dt.timedelta(days=1))
         with pytest.raises(ValueError, match="batch must be a positive integer"):
-            protocol.prune_finished(Status.SUCCEEDED, dt.timedelta(days=1), batch=0)
+            upkeep.prune_finished(Status.SUCCEEDED, dt.timedelta(days=1), batch=0)
 
     def test_dry_run_counts_and_deletes_nothing(self) -> None:
         finish(3, days_ago=8)

@@ -6,7 +6,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from django_leasejobs.conf import settings
+from django_leasejobs.core.conf import settings
 
 
 def test_defaults_check_only_unserved_queues_and_declare_no_queues() -> None:

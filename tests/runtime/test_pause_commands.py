@@ -14,7 +14,7 @@ from testapp import jobs
 
 from django_leasejobs import protocol
 from django_leasejobs.models import Pause
-from django_leasejobs.runtime import health, stats
+from django_leasejobs.reports import health, stats
 
 from ..conftest import shifted
 

@@ -13,7 +13,7 @@ import pytest
 from testapp import jobs
 
 from django_leasejobs import protocol
-from django_leasejobs.dbtime import db_now
+from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.models import Job, Status
 from django_leasejobs.runtime.worker import Worker
 

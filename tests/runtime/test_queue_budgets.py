@@ -14,9 +14,10 @@ from django.core.management import CommandError, call_command
 from testapp import jobs
 from testapp.models import Hit
 
-from django_leasejobs import JobValidationError, job, validation
+from django_leasejobs import JobValidationError, job
+from django_leasejobs.checks.queues import check_budget_like_queues
+from django_leasejobs.core import validation
 from django_leasejobs.models import Job, Pause, Status
-from django_leasejobs.queue_checks import check_budget_like_queues
 from django_leasejobs.runtime.worker import Worker, parse_queues
 
 from ..invariants import wait_for
@@ -89,7 +90,7 @@ class TestNames:
         settings.LEASEJOBS_QUEUES = ["mail", "reports:2"]
         from django.core.exceptions import ImproperlyConfigured
 
-        from django_leasejobs.conf import settings as leasejobs
+        from django_leasejobs.core.conf import settings as leasejobs
 
         with pytest.raises(ImproperlyConfigured, match="not ending in ':' and digits"):
             leasejobs.QUEUES  # noqa: B018

@@ -14,12 +14,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 from testapp import jobs
 
-from django_leasejobs import checks, protocol
-from django_leasejobs.conf import settings as leasejobs_settings
+from django_leasejobs import checks, protocol, upkeep
+from django_leasejobs.core.conf import settings as leasejobs_settings
 from django_leasejobs.models import DeadLetter, Job, MaintenanceLease, Schedule, Status
 from django_leasejobs.runtime import execution, schedules
-from django_leasejobs.runtime.retention import Retention
 from django_leasejobs.runtime.worker import Worker
+from django_leasejobs.upkeep.retention import Retention
 
 from ..conftest import race, shifted
 
@@ -76,7 +76,7 @@ def pruner(worker_id: str, clock: Clock | None = None, **options: Any) -> Retent
 
 
 def expire_retention_lease() -> None:
-    MaintenanceLease.objects.filter(name=protocol.RETENTION).update(expires_at=shifted(-1))
+    MaintenanceLease.objects.filter(name=upkeep.RETENTION).update(expires_at=shifted(-1))
 
 
 # --------------------------------------------------------------------------- the setting
@@ -138,32 +138,32 @@ class TestSetting:
 
 class TestLease:
     def test_one_holder_until_it_expires_then_the_next(self) -> None:
-        assert protocol.take_lease("retention", "a", 60)
-        assert not protocol.take_lease("retention", "b", 60)
-        assert protocol.take_lease("retention", "a", 60)  # a renewal
+        assert upkeep.take_lease("retention", "a", 60)
+        assert not upkeep.take_lease("retention", "b", 60)
+        assert upkeep.take_lease("retention", "a", 60)  # a renewal
         assert MaintenanceLease.objects.get(name="retention").holder == "a"
         expire_retention_lease()
-        assert protocol.take_lease("retention", "b", 60)
-        assert not protocol.take_lease("retention", "a", 60)
+        assert upkeep.take_lease("retention", "b", 60)
+        assert not upkeep.take_lease("retention", "a", 60)
         assert MaintenanceLease.objects.get().holder == "b"
 
     def test_the_lease_runs_in_database_time(self) -> None:
-        assert protocol.take_lease("retention", "a", 90)
+        assert upkeep.take_lease("retention", "a", 90)
         row = MaintenanceLease.objects.annotate(left=shifted(0)).get()
         seconds = (row.expires_at - row.left).total_seconds()
         assert 85 < seconds <= 90
 
     def test_release_frees_it_for_another_holder_only_by_its_holder(self) -> None:
-        assert protocol.take_lease("retention", "a", 60)
-        assert not protocol.release_lease("retention", "b")
-        assert not protocol.take_lease("retention", "b", 60)
-        assert protocol.release_lease("retention", "a")
-        assert not protocol.release_lease("retention", "a")  # already free
-        assert protocol.take_lease("retention", "b", 60)
+        assert upkeep.take_lease("retention", "a", 60)
+        assert not upkeep.release_lease("retention", "b")
+        assert not upkeep.take_lease("retention", "b", 60)
+        assert upkeep.release_lease("retention", "a")
+        assert not upkeep.release_lease("retention", "a")  # already free
+        assert upkeep.take_lease("retention", "b", 60)
 
     def test_leases_of_different_work_are_apart(self) -> None:
-        assert protocol.take_lease("retention", "a", 60)
-        assert protocol.take_lease("other", "b", 60)
+        assert upkeep.take_lease("retention", "a", 60)
+        assert upkeep.take_lease("other", "b", 60)
         assert MaintenanceLease.objects.count() == 2
 
     @pytest.mark.parametrize(
@@ -179,15 +179,13 @@ class TestLease:
     )
     def test_bad_arguments(self, args: tuple[Any, ...], message: str) -> None:
         with pytest.raises(ValueError, match=message):
-            protocol.take_lease(*args)
+            upkeep.take_lease(*args)
 
 
 @pytest.mark.django_db(transaction=True)
 def test_workers_racing_for_the_lease_get_one_holder() -> None:
     for _ in range(3):  # a fresh row the first time (insert-or-ignore), then an expired one
-        results = race(
-            *(lambda i=i: protocol.take_lease("retention", f"w{i}", 60) for i in range(4))
-        )
+        results = race(*(lambda i=i: upkeep.take_lease("retention", f"w{i}", 60) for i in range(4)))
         assert sorted(results) == [False, False, False, True]
         assert MaintenanceLease.objects.get().holder == f"w{results.index(True)}"
         expire_retention_lease()
@@ -326,7 +324,7 @@ def test_a_database_error_is_logged_and_the_worker_goes_on(
     def broken(*args: Any, **kwargs: Any) -> bool:
         raise OperationalError("lock wait timeout")
 
-    monkeypatch.setattr(protocol, "take_lease", broken)
+    monkeypatch.setattr(upkeep, "take_lease", broken)
     jobs.noop.enqueue()
     with override_settings(LEASEJOBS_RETENTION={"succeeded": "7d"}):
         summary = Worker(concurrency=1, poll=0.05, scheduler=False).run(burst=True)
@@ -358,7 +356,7 @@ def test_after_a_database_error_the_next_try_waits_a_quarter_lease(
         raise OperationalError('relation "django_leasejobs_maintenancelease" does not exist')
 
     settings.LEASEJOBS_RETENTION = {"succeeded": "7d"}
-    monkeypatch.setattr(protocol, "take_lease", broken)
+    monkeypatch.setattr(upkeep, "take_lease", broken)
     clock = Clock()
     retention = pruner("a", clock)
     with pytest.raises(OperationalError):

@@ -10,7 +10,8 @@ import pytest
 from django.db import transaction
 from testapp import jobs
 
-from django_leasejobs import histogram, protocol
+from django_leasejobs import protocol
+from django_leasejobs.core import histogram
 from django_leasejobs.models import Job, RuntimeStat, Status
 from django_leasejobs.runtime.worker import Worker
 

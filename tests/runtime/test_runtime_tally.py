@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django_leasejobs import histogram
+from django_leasejobs.core import histogram
 from django_leasejobs.protocol import Outcome
 from django_leasejobs.runtime.runtime_tally import Tally
 

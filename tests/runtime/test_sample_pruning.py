@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from django_leasejobs import protocol
-from django_leasejobs.dbtime import db_now
+from django_leasejobs import upkeep
+from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.models import QueueSample
 
 pytestmark = pytest.mark.django_db
@@ -44,18 +44,18 @@ def test_prune_samples_deletes_only_the_old_ones_in_batches() -> None:
     kept = [dt.timedelta(days=6), MINUTE]
     samples_aged(*old, *kept, queues=("a", "b"))
     week = dt.timedelta(days=7)
-    assert protocol.count_prunable_samples(week) == 10
-    assert protocol.prune_samples(week, batch=4) == 4
-    assert protocol.prune_samples(week, batch=4) == 4
-    assert protocol.prune_samples(week, batch=4) == 2
-    assert protocol.prune_samples(week, batch=4) == 0
+    assert upkeep.count_prunable_samples(week) == 10
+    assert upkeep.prune_samples(week, batch=4) == 4
+    assert upkeep.prune_samples(week, batch=4) == 4
+    assert upkeep.prune_samples(week, batch=4) == 2
+    assert upkeep.prune_samples(week, batch=4) == 0
     assert ages_left() == sorted(kept)
 
 
 def test_a_batch_must_be_a_positive_whole_number() -> None:
     for batch in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="batch must be a positive integer"):
-            protocol.prune_samples(dt.timedelta(days=7), batch=batch)  # type: ignore[arg-type]
+            upkeep.prune_samples(dt.timedelta(days=7), batch=batch)  # type: ignore[arg-type]
 
 
 def test_prunejobs_prunes_samples_older_than_a_week_by_default() -> None:

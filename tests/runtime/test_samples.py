@@ -17,10 +17,10 @@ import pytest
 from testapp import jobs
 
 from django_leasejobs import protocol
-from django_leasejobs.dbtime import db_now
+from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.models import RUN_TIME_EDGES, Job, QueueSample, Status
 from django_leasejobs.protocol import Failure, Outcome
-from django_leasejobs.runtime import samples, stats
+from django_leasejobs.reports import samples, stats
 from django_leasejobs.runtime.worker import Worker
 
 from ..conftest import race

@@ -17,8 +17,9 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from django_leasejobs import job_modules, protocol
-from django_leasejobs.dbtime import db_now
+from django_leasejobs import protocol, upkeep
+from django_leasejobs.core import job_modules
+from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.models import Job, Schedule, ScheduleSkip
 from django_leasejobs.runtime import schedules
 
@@ -174,7 +175,7 @@ class TestOncePerOccurrence:
         start = schedule.last_occurrence_at
         assert schedules.tick() == 6
         Job.objects.filter(schedule=schedule).update(status="succeeded", finished_at=shifted(-10))
-        assert protocol.prune_finished("succeeded", dt.timedelta(seconds=1))[0] == 6
+        assert upkeep.prune_finished("succeeded", dt.timedelta(seconds=1))[0] == 6
         assert schedules.tick() == 0
         assert not Job.objects.exists()
         schedule.refresh_from_db()
@@ -387,7 +388,7 @@ def test_occurrence_history_shows_jobs_skips_pruned_and_due_occurrences() -> Non
 def test_an_emitted_job_is_announced_like_an_enqueued_one(
     django_capture_on_commit_callbacks,
 ) -> None:
-    from django_leasejobs import signals
+    from django_leasejobs.db import signals
 
     seen: list[Job] = []
 

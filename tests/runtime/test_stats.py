@@ -13,7 +13,7 @@ from django_leasejobs import Backoff, protocol
 from django_leasejobs.dialects import counting
 from django_leasejobs.models import DeadLetter
 from django_leasejobs.protocol import Failure, Outcome
-from django_leasejobs.runtime import stats
+from django_leasejobs.reports import stats
 
 from ..conftest import shifted
 

@@ -13,7 +13,7 @@ from django.test import override_settings
 from django_leasejobs import protocol
 from django_leasejobs.models import Job
 from django_leasejobs.protocol import Failure, Outcome
-from django_leasejobs.runtime import health, stats
+from django_leasejobs.reports import health, stats
 
 from .test_monitoring_commands import check, run
 

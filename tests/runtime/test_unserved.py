@@ -7,7 +7,7 @@ import pytest
 from testapp import jobs
 
 from django_leasejobs.dialects.counting import Count
-from django_leasejobs.runtime import unserved
+from django_leasejobs.reports import unserved
 
 pytestmark = pytest.mark.django_db
 

@@ -15,8 +15,9 @@ from django.db import connection
 from django.test import override_settings
 from testapp import jobs
 
-from django_leasejobs import JobFailedError, notify, protocol, results
-from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs import JobFailedError, protocol
+from django_leasejobs.core import notify
+from django_leasejobs.models import DeadLetter, Job, Status, results
 from django_leasejobs.runtime.worker import Worker
 
 from ..invariants import wait_for

@@ -13,7 +13,7 @@ from testapp import jobs
 
 from django_leasejobs import protocol
 from django_leasejobs.models import Worker
-from django_leasejobs.runtime import health, stats
+from django_leasejobs.reports import health, stats
 
 from ..conftest import worker_row
 from .test_monitoring_commands import check, run

@@ -15,12 +15,12 @@ from typing import Any
 from django.core.management.base import CommandError
 from django.db import DatabaseError
 
-from django_leasejobs import validation
-from django_leasejobs.durations import format_age
+from django_leasejobs.core import validation
+from django_leasejobs.core.durations import format_age
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.management import arguments
 from django_leasejobs.management.base import LeaseJobsCommand
-from django_leasejobs.runtime import health, stats
+from django_leasejobs.reports import health, stats
 
 UNHEALTHY = 1
 USAGE = 2  # the exit status argparse gives a bad option: a broken probe is not "unhealthy"

@@ -13,11 +13,11 @@ from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
-from django_leasejobs.api import tokens
-from django_leasejobs.api.serialize import iso
+from django_leasejobs.core.durations import iso
 from django_leasejobs.management.arguments import whole_number
 from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.models import ApiToken
+from django_leasejobs.upkeep import api_tokens as tokens
 
 MAX_DAYS = 36500
 

@@ -14,7 +14,7 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from django_leasejobs import protocol
-from django_leasejobs.durations import format_age
+from django_leasejobs.core.durations import format_age
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.management.base import LeaseJobsCommand
 

@@ -16,10 +16,10 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from django_leasejobs.durations import format_age
+from django_leasejobs.core.durations import format_age
 from django_leasejobs.management import arguments, leases
 from django_leasejobs.management.base import LeaseJobsCommand
-from django_leasejobs.runtime import advisor, stats, workflow_reads
+from django_leasejobs.reports import advisor, stats, workflow_reads
 from django_leasejobs.runtime.execution import close_old_connections
 
 COLUMNS = (

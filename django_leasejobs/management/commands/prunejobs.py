@@ -20,12 +20,12 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from django_leasejobs import protocol
-from django_leasejobs.durations import format_age, parse_duration
+from django_leasejobs import upkeep
+from django_leasejobs.core.durations import format_age, parse_duration
 from django_leasejobs.management import arguments
 from django_leasejobs.management.base import LeaseJobsCommand, in_batches
 from django_leasejobs.models import Status
-from django_leasejobs.runtime.advisor import WINDOW
+from django_leasejobs.reports.advisor import WINDOW
 
 SAMPLES_KEPT = dt.timedelta(days=7)
 """The dashboard's longest chart range: older samples are never drawn."""
@@ -101,7 +101,7 @@ class Command(LeaseJobsCommand):
         batch = arguments.batch(options["batch"])
         for status, age in ages.items():
             if options["dry_run"]:
-                found = protocol.count_prunable(status, age)
+                found = upkeep.count_prunable(status, age)
                 self.stdout.write(
                     f"{status}: would delete {found} jobs finished over {_label(age)} ago"
                 )
@@ -116,7 +116,7 @@ class Command(LeaseJobsCommand):
 
     def _prune(self, status: str, age: dt.timedelta, batch: int) -> None:
         deleted, batches = in_batches(
-            lambda after: protocol.prune_finished(status, age, batch=batch, after_id=after), 0
+            lambda after: upkeep.prune_finished(status, age, batch=batch, after_id=after), 0
         )
         self.stdout.write(
             f"{status}: deleted {deleted} jobs finished over {_label(age)} ago "
@@ -126,17 +126,17 @@ class Command(LeaseJobsCommand):
     def _prune_samples(self, age: dt.timedelta, options: dict[str, Any]) -> None:
         """The dashboard's history goes with the jobs, whichever job ages were given."""
         if options["dry_run"]:
-            found = protocol.count_prunable_samples(age)
+            found = upkeep.count_prunable_samples(age)
             self.stdout.write(f"samples: would delete {found} older than {_label(age)}")
             return
         deleted = 0
-        while count := protocol.prune_samples(age, batch=options["batch"]):
+        while count := upkeep.prune_samples(age, batch=options["batch"]):
             deleted += count
         self.stdout.write(f"samples: deleted {deleted} older than {_label(age)}")
 
     def _prune_runtimes(self, age: dt.timedelta, dry_run: bool) -> None:
         """The runtime rows of hours older than ``age``, for the lease advisor."""
-        count = protocol.prune_runtime_stats(age, dry_run=dry_run)
+        count = upkeep.prune_runtime_stats(age, dry_run=dry_run)
         verb = "would delete" if dry_run else "deleted"
         self.stdout.write(f"runtime stats: {verb} {count} hourly rows over {_label(age)} old")
 
@@ -144,20 +144,20 @@ class Command(LeaseJobsCommand):
         if age <= dt.timedelta(0):
             raise CommandError("--workers-older-than must be a positive age.")
         if dry_run:
-            found = protocol.count_lost_workers(age)
+            found = upkeep.count_lost_workers(age)
             self.stdout.write(f"workers: would delete {found} not seen for {_label(age)}")
             return
-        deleted = protocol.prune_workers(age)
+        deleted = upkeep.prune_workers(age)
         self.stdout.write(f"workers: deleted {deleted} not seen for {_label(age)}")
 
     def _prune_limiters(self, age: dt.timedelta, dry_run: bool, batch: int) -> None:
         try:
             if dry_run:
-                found = protocol.count_prunable_limiters(age)
+                found = upkeep.count_prunable_limiters(age)
                 self.stdout.write(f"limiters: would delete {found} rows")
                 return
             deleted, batches = in_batches(
-                lambda after: protocol.prune_limiters(age, batch=batch, after_key=after), ""
+                lambda after: upkeep.prune_limiters(age, batch=batch, after_key=after), ""
             )
         except ValueError as exc:
             raise CommandError(f"--limiters-older-than: {exc}") from None

@@ -10,12 +10,13 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
 from django.db import DatabaseError
 
-from django_leasejobs import metrics, validation
-from django_leasejobs.conf import settings
+from django_leasejobs import metrics
+from django_leasejobs.core import validation
+from django_leasejobs.core.conf import settings
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.management import reloading
 from django_leasejobs.management.base import LeaseJobsCommand
-from django_leasejobs.runtime import unserved
+from django_leasejobs.reports import unserved
 from django_leasejobs.runtime.console import Console
 from django_leasejobs.runtime.heartbeat import VERSION
 from django_leasejobs.runtime.worker import Worker, parse_queues

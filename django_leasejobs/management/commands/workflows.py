@@ -13,11 +13,12 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from django_leasejobs import dbtime, protocol, workflows
-from django_leasejobs.durations import format_age
+from django_leasejobs import protocol, workflows
+from django_leasejobs.core.durations import format_age
+from django_leasejobs.db import dbtime
 from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.models import RunStatus, WorkflowRun
-from django_leasejobs.runtime import workflow_reads
+from django_leasejobs.reports import workflow_reads
 
 MAX_ID = 2**63 - 1
 
