@@ -102,7 +102,7 @@ def workflow_enqueued(run_id: int) -> None:
 
 
 def _run_workflow(run_id: int) -> None:
-    from ..dbtime import DbNow
+    from ..db.dbtime import DbNow
     from ..models import Status
 
     due = Job.objects.using(protocol.job_database()).filter(

@@ -9,7 +9,7 @@ import pytest
 from testapp import workflow_jobs as w
 from testapp.models import Hit
 
-from django_leasejobs import Workflow, chain, group, protocol, workflows
+from django_leasejobs import Workflow, chain, group, protocol, upkeep, workflows
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.testing.running import drain
 
@@ -214,13 +214,13 @@ def test_pruning_keeps_the_jobs_of_a_run_that_has_not_finished() -> None:
         protocol.complete(other.pk, other.attempt)
     protocol.complete(first.pk, first.attempt, "page")
     Job.objects.update(finished_at=shifted(-3600))
-    assert protocol.count_prunable("succeeded", dt.timedelta(minutes=1)) == 1
-    assert protocol.prune_finished("succeeded", dt.timedelta(minutes=1))[0] == 1
+    assert upkeep.count_prunable("succeeded", dt.timedelta(minutes=1)) == 1
+    assert upkeep.prune_finished("succeeded", dt.timedelta(minutes=1))[0] == 1
     assert Job.objects.filter(pk=first.pk).exists()  # its run still waits on parse
     drain()
     assert counters(run)[0] == "succeeded"
     Job.objects.update(finished_at=shifted(-3600))
-    assert protocol.prune_finished("succeeded", dt.timedelta(minutes=1))[0] == 2
+    assert upkeep.prune_finished("succeeded", dt.timedelta(minutes=1))[0] == 2
 
 
 def test_eager_mode_runs_the_whole_workflow_at_commit(settings) -> None:
