@@ -29,6 +29,7 @@ PERMISSIONS = {
     "replay": "replay_deadletter",
     "replay_group": "replay_deadletter_group",
     "discard_group": "discard_deadletter_group",
+    "cancel_run": "cancel_workflowrun",
 }
 """Operator permission name (as used by ``allowed_permissions``) -> model permission codename."""
 

@@ -13,7 +13,7 @@ from .. import protocol
 from ..core import cron
 from ..errors import InvalidTransitionError, JobArgumentsError, JobValidationError, ScheduleError
 from ..models import DeadLetter, Schedule
-from ..reports import stats
+from ..reports import stats, workflow_reads
 from ..reports.health import Thresholds, evaluate
 from ..runtime import inprocess, schedules
 from . import inputs, serialize
@@ -130,7 +130,9 @@ def occurrences(request: HttpRequest, schedule_id: int) -> JsonResponse:
 
 def queue_stats(request: HttpRequest) -> JsonResponse:
     inputs.query(request, ())
-    return JsonResponse(stats.collect().as_dict())
+    return JsonResponse(
+        {**stats.collect().as_dict(), "workflow_runs": workflow_reads.counts_as_dict()}
+    )
 
 
 def health(request: HttpRequest) -> JsonResponse:
@@ -144,5 +146,6 @@ def health(request: HttpRequest) -> JsonResponse:
         "problems": [problem.as_dict() for problem in problems],
         "thresholds": thresholds.as_dict(),
         **result.as_dict(),
+        "workflow_runs": workflow_reads.counts_as_dict(),
     }
     return JsonResponse(body, status=503 if problems else 200)

@@ -17,7 +17,7 @@ from django.conf import ENVIRONMENT_VARIABLE
 from django.conf import settings as django_settings
 from django.http import HttpRequest, JsonResponse
 
-from .schema_components import STATUSES, Schema, ref, schemas
+from .schema_components import RUN_STATUSES, STATUSES, Schema, ref, schemas
 from .schema_links import linked
 
 
@@ -265,6 +265,38 @@ PATHS: dict[str, Schema] = {
             "view_job and pause_queue",
             reply(200, "Pause", "Resumed: the pause lifted, age is how long it lasted"),
             body="PauseRequest",
+        )
+    },
+    "/workflows/": {
+        "get": operation(
+            "listWorkflows",
+            "List workflow runs, newest first",
+            "view_workflowrun",
+            reply(200, "WorkflowRunPage", "A page of runs"),
+            parameters=[
+                query("status", {"type": "string", "enum": RUN_STATUSES}, "Only this status."),
+                query("name", {"type": "string"}, "Only runs of this name."),
+                *PAGING,
+            ],
+        )
+    },
+    "/workflows/{run_id}/": {
+        "get": operation(
+            "getWorkflow",
+            "A workflow run with its steps",
+            "view_workflowrun",
+            reply(200, "WorkflowRunDetail", "The run"),
+            parameters=[path_id("run_id")],
+        )
+    },
+    "/workflows/{run_id}/cancel/": {
+        "post": operation(
+            "cancelWorkflow",
+            "Cancel a running run: its steps not started are cancelled, its running ones asked "
+            "to end",
+            "view_workflowrun and cancel_workflowrun",
+            reply(200, "WorkflowRunDetail", "The run after the cancel"),
+            parameters=[path_id("run_id")],
         )
     },
     "/health/": {

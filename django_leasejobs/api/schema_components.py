@@ -56,6 +56,11 @@ QUEUES_OMITTED: Schema = {
 }
 
 STATUSES = ["pending", "running", "succeeded", "failed", "dead", "cancelled"]
+RUN_STATUSES = ["running", "succeeded", "failed", "cancelled"]
+STEP_STATES = ["waiting", "held", "released", "succeeded", "failed", "cancelled", "skipped"]
+POLICIES = ["cancel", "run", "hold", "on_failure"]
+"""The workflow models' choices, written out: ``python -m django_leasejobs.api.schema`` builds
+the document without settings, so without importing the models (a test compares them)."""
 
 _CUT = "a longer one is cut in its middle, where a marker says how many bytes went"
 ERROR_TEXT = {
@@ -97,6 +102,14 @@ UNKNOWN_JOBS: dict[str, Schema] = {
     },
 }
 
+
+WORKFLOW_COUNTS: dict[str, Schema] = {
+    "workflow_runs": obj({status: {"type": "integer", "minimum": 0} for status in RUN_STATUSES})
+    | {
+        "description": "Workflow runs by status: each exact up to 10,000, past it PostgreSQL's "
+        "planner's estimate or 10,000 on other databases."
+    },
+}
 
 SCHEMAS: dict[str, Schema] = {
     "Error": obj(
@@ -291,6 +304,7 @@ SCHEMAS: dict[str, Schema] = {
             },
             **WORKERS,
             **UNKNOWN_JOBS,
+            **WORKFLOW_COUNTS,
         }
     ),
     "Health": obj(
@@ -309,6 +323,61 @@ SCHEMAS: dict[str, Schema] = {
             },
             **WORKERS,
             **UNKNOWN_JOBS,
+            **WORKFLOW_COUNTS,
+        }
+    ),
+}
+
+
+WORKFLOW_RUN: dict[str, Schema] = {
+    "id": {"type": "integer"},
+    "name": {"type": "string"},
+    "status": {"type": "string", "enum": RUN_STATUSES},
+    "created_at": {"type": "string", "format": "date-time"},
+    "finished_at": TIME,
+    "cancel_requested_at": TIME,
+    "steps_total": {"type": "integer", "minimum": 0},
+    "steps_finished": {
+        "type": "integer",
+        "minimum": 0,
+        "description": "Steps ended: succeeded, failed (dead) or cancelled.",
+    },
+    "steps_succeeded": {"type": "integer", "minimum": 0},
+    "steps_failed": {"type": "integer", "minimum": 0},
+    "steps_cancelled": {"type": "integer", "minimum": 0},
+}
+
+SCHEMAS |= {
+    "WorkflowRun": obj(WORKFLOW_RUN),
+    "WorkflowRunDetail": obj(
+        WORKFLOW_RUN
+        | {
+            "steps": {
+                "type": "array",
+                "items": ref("WorkflowStep"),
+                "description": "Every step, in the order they were added.",
+            }
+        }
+    ),
+    "WorkflowStep": obj(
+        {
+            "id": {"type": "integer"},
+            "name": {"type": "string", "description": "Unique within the run."},
+            "job_name": {"type": "string"},
+            "state": {"type": "string", "enum": STEP_STATES},
+            "status": {
+                "type": "string",
+                "enum": sorted({*STATUSES, *STEP_STATES}),
+                "description": "Its job's status when it has a job, else its state.",
+            },
+            "on_parent_failure": {"type": "string", "enum": POLICIES},
+            "reason": {**nullable("string"), "description": "Why it was cancelled or held."},
+            "job_id": nullable("integer"),
+            "parents": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "The names of the steps it runs after, in order.",
+            },
         }
     ),
 }
@@ -320,7 +389,9 @@ def page_of(item: str) -> Schema:
     )
 
 
-SCHEMAS |= {f"{name}Page": page_of(name) for name in ("Job", "DeadLetter", "Schedule")}
+SCHEMAS |= {
+    f"{name}Page": page_of(name) for name in ("Job", "DeadLetter", "Schedule", "WorkflowRun")
+}
 SCHEMAS["OccurrencePage"] = obj(
     {
         "schedule": ref("Schedule"),

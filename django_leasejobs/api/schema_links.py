@@ -78,6 +78,16 @@ LINKS: dict[tuple[str, str, str], dict[str, Schema]] = {
     ("/pauses/", "post", "201"): to_pause(*SAME_PAUSE, "resume", "Resume it."),
     ("/pauses/", "post", "200"): to_pause(*SAME_PAUSE, "resume", "Resume it."),
     ("/pauses/resume/", "post", "200"): to_pause(*SAME_PAUSE, "pause", "Pause it again."),
+    ("/workflows/", "get", "200"): {
+        "GetWorkflow": link("getWorkflow", "The run, with its steps.", run_id=FIRST),
+        "CancelWorkflow": link("cancelWorkflow", "Cancel it.", run_id=FIRST),
+    },
+    ("/workflows/{run_id}/", "get", "200"): {
+        "CancelWorkflow": link("cancelWorkflow", "Cancel it.", run_id=ID),
+    },
+    ("/workflows/{run_id}/cancel/", "post", "200"): {
+        "GetWorkflow": link("getWorkflow", "The run, with its steps.", run_id=ID),
+    },
 }
 
 

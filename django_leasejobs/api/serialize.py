@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.durations import iso
-from ..models import DeadLetter, Job, Schedule
+from ..models import DeadLetter, Job, Schedule, WorkflowRun
+from ..reports.workflow_reads import StepRow
 from ..runtime.schedules import Occurrence
 
 
@@ -82,3 +83,23 @@ def occurrence(item: Occurrence) -> dict[str, Any]:
         "job_status": item.job.status if item.job is not None else None,
         "skip_reason": item.skip.reason if item.skip is not None else None,
     }
+
+
+def workflow_run(row: WorkflowRun, steps: list[StepRow] | None = None) -> dict[str, Any]:
+    """A run and its counters; with ``steps``, the run's page (``WorkflowRunDetail``)."""
+    found = {
+        "id": row.pk,
+        "name": row.name,
+        "status": row.status,
+        "created_at": iso(row.created_at),
+        "finished_at": iso(row.finished_at),
+        "cancel_requested_at": iso(row.cancel_requested_at),
+        "steps_total": row.steps_total,
+        "steps_finished": row.steps_finished,
+        "steps_succeeded": row.steps_succeeded,
+        "steps_failed": row.steps_failed,
+        "steps_cancelled": row.steps_cancelled,
+    }
+    if steps is not None:
+        found["steps"] = [step.as_dict() for step in steps]
+    return found

@@ -2,15 +2,15 @@
 
 Each path lists its methods and the ``django_leasejobs`` permissions each needs: the same
 ones as the admin action it mirrors (``view_*`` to read, ``cancel_job``, ``run_job_now``,
-``replay_deadletter``, ``pause_queue`` to act), and ``add_job`` to enqueue. docs/api.md has
-the table.
+``replay_deadletter``, ``pause_queue``, ``cancel_workflowrun`` to act), and ``add_job`` to
+enqueue. docs/api.md has the table.
 """
 
 from __future__ import annotations
 
 from django.urls import path, re_path
 
-from . import jobs, operations, pauses, schema
+from . import jobs, operations, pauses, schema, workflows
 from .endpoint import Action, not_found, resource
 
 app_name = "leasejobs_api"
@@ -18,6 +18,7 @@ app_name = "leasejobs_api"
 VIEW_JOB = ("view_job",)
 VIEW_DEAD = ("view_deadletter",)
 PAUSE = (*VIEW_JOB, "pause_queue")
+VIEW_RUN = ("view_workflowrun",)
 
 urlpatterns = [
     path("", resource(GET=Action(schema.document_view, public=True)), name="root"),
@@ -76,6 +77,21 @@ urlpatterns = [
         name="pauses",
     ),
     path("pauses/resume/", resource(POST=Action(pauses.resume, PAUSE)), name="resume"),
+    path(
+        "workflows/",
+        resource(GET=Action(workflows.list_workflows, VIEW_RUN)),
+        name="workflows",
+    ),
+    path(
+        "workflows/<int:run_id>/",
+        resource(GET=Action(workflows.get_workflow, VIEW_RUN)),
+        name="workflow",
+    ),
+    path(
+        "workflows/<int:run_id>/cancel/",
+        resource(POST=Action(workflows.cancel, (*VIEW_RUN, "cancel_workflowrun"))),
+        name="cancel_workflow",
+    ),
     path("health/", resource(GET=Action(operations.health, VIEW_JOB)), name="health"),
     # [\s\S], not ".": a path holding a newline is an unknown path too, answered in JSON. (An
     # inline (?s) flag would break reverse() for every URL of the project.)

@@ -161,6 +161,24 @@ GOALS = [
         lambda v: v >= 0.9,
         ">= 0.90",
     ),
+    Goal(
+        "a group of no-op members with a callback vs a plain drain, same workers",
+        "workflows_group_ratio",
+        lambda v: v >= 0.8,
+        ">= 0.80",
+    ),
+    Goal(
+        "the group's callback starts after its last member's end",
+        "workflows_callback_delay_s",
+        lambda v: v <= 1.0,
+        "<= 1 s",
+    ),
+    Goal(
+        "a chain of 1,000 steps: each step's start after its parent's end, p99",
+        "workflows_chain_gap_p99_ms",
+        lambda v: v <= 50,
+        "<= 50 ms",
+    ),
     Goal("claim at 1M vs 10k", "claim_one_queue_growth", lambda v: v <= 1.5, "<= 1.5x"),
     Goal(
         "claim of 100 at 1M, 10,000 concurrency keys vs none, jobs left running",

@@ -30,6 +30,7 @@ from django_leasejobs.models import (
 )
 from django_leasejobs.protocol import Failure
 
+from .. import workflow_rows
 from .conftest import occurrence_job
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -354,3 +355,21 @@ def test_the_dashboard_charts_in_the_light_and_dark_themes(
         assert page.locator("strong[aria-current=page]").inner_text() == "last 24 hours"
     finally:
         page.context.close()
+
+
+def test_a_workflow_runs_graph_links_to_its_jobs_and_the_run_is_cancelled(page) -> None:
+    run = workflow_rows.diamond()
+    page.goto("/admin/django_leasejobs/workflowrun/")
+    page.click(f"a[href$='/workflowrun/{run.pk}/change/']")
+    graph = page.locator("svg#leasejobs-workflow-graph")
+    expect(graph).to_be_visible()
+    box = graph.locator("g.leasejobs-step-dead rect")
+    expect(box).to_be_visible()
+    assert box.bounding_box()["width"] > 0
+    screenshot(page, "admin-workflow-run.png")
+    page.click("#leasejobs-cancel-run")
+    expect(page.locator(".messagelist")).to_contain_text(f"Cancelled workflow run #{run.pk}")
+    expect(graph.locator("g.leasejobs-step-cancelled")).to_contain_text("publish")
+    graph.locator("g.leasejobs-step-dead").click()
+    page.wait_for_url("**/job/*/change/")
+    expect(page.locator(".field-status")).to_contain_text("Dead")

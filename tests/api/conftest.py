@@ -21,6 +21,8 @@ ALL = [
     "replay_deadletter",
     "view_schedule",
     "pause_queue",
+    "view_workflowrun",
+    "cancel_workflowrun",
 ]
 API = "/jobs/api/"
 

@@ -24,10 +24,11 @@ from testapp import jobs
 
 from django_leasejobs import protocol
 from django_leasejobs.api import schema
-from django_leasejobs.models import DeadLetter, Job, Pause, Schedule, Status
+from django_leasejobs.models import DeadLetter, Job, Pause, Schedule, Status, WorkflowRun
 from django_leasejobs.protocol import Failure
 from django_leasejobs.upkeep import api_tokens as tokens
 
+from .. import workflow_rows
 from ..conftest import examples, shifted
 from .conftest import ALL, make_user
 
@@ -61,6 +62,8 @@ LINKED = {
     ("POST /dead-letters/{dead_letter_id}/replay/", 201),
     ("GET /schedules/{schedule_id}/occurrences/", 200),
     ("POST /pauses/resume/", 200),
+    ("GET /workflows/{run_id}/", 200),
+    ("POST /workflows/{run_id}/cancel/", 200),
 }
 """Answers a call can only get with an id (or a pause) an earlier answer gave."""
 
@@ -123,8 +126,9 @@ def stateful_document() -> dict:
 
 
 def make_rows() -> None:
-    """A dead letter, a failed job and a schedule, so the list operations' links have rows to
-    follow (replay, retry, occurrences) from a scenario's first step."""
+    """A dead letter, a failed job, a schedule and a workflow run, so the list operations'
+    links have rows to follow (replay, retry, occurrences, a run) from a scenario's first
+    step."""
     dead = jobs.add.enqueue(1, 2, max_attempts=1)
     failed = jobs.add.enqueue(3, 4, max_attempts=5)
     Job.objects.filter(pk__in=[dead.pk, failed.pk]).update(run_at=shifted(-1))
@@ -133,6 +137,7 @@ def make_rows() -> None:
     assert DeadLetter.objects.count() == 1
     assert Job.objects.filter(status=Status.FAILED).count() == 1
     Schedule.objects.create(name="hourly", cron="0 * * * *", job="testapp.jobs.noop")
+    workflow_rows.diamond()
 
 
 def reset_rows() -> None:
@@ -140,6 +145,7 @@ def reset_rows() -> None:
     not change which links the next can follow, or hypothesis sees its generation change."""
     DeadLetter.objects.all().delete()
     Job.objects.all().delete()
+    WorkflowRun.objects.all().delete()
     Pause.objects.all().delete()
     Schedule.objects.all().delete()
     make_rows()

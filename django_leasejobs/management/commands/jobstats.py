@@ -1,5 +1,5 @@
-"""``manage.py jobstats``: queue depth, oldest due age, dead letters and the live workers, as a
-table or JSON.
+"""``manage.py jobstats``: queue depth, oldest due age, dead letters, the live workers and the
+workflow runs by status, as a table or JSON.
 
 ``--leases`` shows the lease advisor instead: each job name's runtimes, lease, heartbeat, stale
 reports and a suggested lease and heartbeat (``docs/operations.md``).
@@ -19,7 +19,7 @@ from django.core.management.base import CommandError
 from django_leasejobs.core.durations import format_age
 from django_leasejobs.management import arguments, leases
 from django_leasejobs.management.base import LeaseJobsCommand
-from django_leasejobs.reports import advisor, stats
+from django_leasejobs.reports import advisor, stats, workflow_reads
 from django_leasejobs.runtime.execution import close_old_connections
 
 COLUMNS = (
@@ -86,7 +86,7 @@ class Command(LeaseJobsCommand):
         "Show each queue's pending, due, running, failed and expired-lease counts, dead letters "
         "of the last hour and day, the age of the oldest due job (database time), and how long "
         "each paused queue or job name has been paused; then each worker with its last seen "
-        "age, running jobs and stuck handlers."
+        "age, running jobs and stuck handlers, and the workflow runs by status."
     )
     sleep: Callable[[float], None] = staticmethod(time.sleep)
 
@@ -136,12 +136,16 @@ class Command(LeaseJobsCommand):
     def show(self, as_json: bool, *, clear: bool) -> None:
         result = stats.collect()
         if as_json:
-            self.stdout.write(json.dumps(result.as_dict()))
+            runs = workflow_reads.counts_as_dict()
+            self.stdout.write(json.dumps({**result.as_dict(), "workflow_runs": runs}))
             return
         if clear:
             self.stdout.write("\033[H\033[2J", ending="")
         when = result.now.strftime("%Y-%m-%d %H:%M:%S %Z") if result.now else ""
         self.stdout.write(f"Jobs at {when} (database time)\n{table(result)}")
+        runs_line = workflow_reads.counts_line()
+        if runs_line is not None:
+            self.stdout.write(runs_line)
 
     def show_leases(self, as_json: bool, window: dt.timedelta) -> None:
         jobs = advisor.collect(window)

@@ -88,6 +88,8 @@ class Command(BaseCommand):
             default=1_000_000,
             help="Old succeeded rows the retention section's workers prune while draining.",
         )
+        add("--workflow-jobs", type=int, default=10_000, help="Members of the workflows group.")
+        add("--chain-steps", type=int, default=1000, help="Steps of the workflows chain.")
         add("--timeout", type=float, default=900, help="Seconds before a drain is given up.")
         add("--scratch-db", help="Scratch database name (default: <configured name>_bench).")
         add("--keep-db", action="store_true", help="Keep the scratch database afterwards.")
@@ -205,6 +207,8 @@ class Command(BaseCommand):
             "limits_batch",
             "limits_threads",
             "retention_rows",
+            "workflow_jobs",
+            "chain_steps",
         ):
             if o[name] < 1:
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1, not {o[name]}.")
@@ -242,6 +246,8 @@ class Command(BaseCommand):
             "limits_batch": o["limits_batch"],
             "limits_threads": o["limits_threads"],
             "retention_rows": o["retention_rows"],
+            "workflow_jobs": o["workflow_jobs"],
+            "chain_steps": o["chain_steps"],
             "timeout": o["timeout"],
             **parsed,
         }
@@ -250,7 +256,7 @@ class Command(BaseCommand):
         """Leave out (and say so) what this installation cannot run."""
         missing = {}
         if "runjobworker" not in get_commands():
-            for name in ("worker", "async", "latency", "spike", "limits", "retention"):
+            for name in ("worker", "async", "latency", "spike", "limits", "retention", "workflows"):
                 missing[name] = "no runjobworker command in this installation"
         try:
             import django_tasks_db  # noqa: F401

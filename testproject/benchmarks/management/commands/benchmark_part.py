@@ -13,7 +13,15 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks import claim_cost, drain, enqueue_rate, latency, limits_drain, retention_drain
+from benchmarks import (
+    claim_cost,
+    drain,
+    enqueue_rate,
+    latency,
+    limits_drain,
+    retention_drain,
+    workflows_drain,
+)
 from benchmarks.database import Target
 
 SECTIONS = (
@@ -29,6 +37,7 @@ SECTIONS = (
     "spike",
     "limits",
     "retention",
+    "workflows",
 )
 
 
@@ -126,6 +135,16 @@ def run_section(section: str, target: Target, o: dict[str, Any]) -> dict[str, An
             procs=o["procs"],
             batch=o["batches"][0],
             threads=o["threads"][0],
+            timeout=timeout,
+        )
+    if section == "workflows":
+        return workflows_drain.run(
+            target,
+            jobs_count=o["workflow_jobs"],
+            procs=max(o["procs"]),
+            batch=o["batches"][0],
+            threads=o["threads"][0],
+            chain_steps=o["chain_steps"],
             timeout=timeout,
         )
     raise CommandError(f"Unknown section {section!r}.")

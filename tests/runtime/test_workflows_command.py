@@ -1,0 +1,106 @@
+"""``manage.py workflows list|show|cancel`` and the runs in ``jobstats``."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from django_leasejobs.models import RunStatus, WorkflowRun, WorkflowStep
+
+from .. import workflow_rows
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*argv: str, command: str = "workflows") -> str:
+    out = io.StringIO()
+    call_command(command, *argv, stdout=out)
+    return out.getvalue()
+
+
+def test_list_newest_first_and_by_status() -> None:
+    running = workflow_rows.diamond()
+    done = workflow_rows.finished("nightly")
+    lines = run("list").splitlines()
+    assert lines[0].split() == ["id", "name", "status", "steps", "age"]
+    assert lines[1].split()[:4] == [str(done.pk), "nightly", "succeeded", "1/1"]
+    assert lines[2].split()[:4] == [str(running.pk), "order-42", "running", "2/4"]
+    only = json.loads(run("list", "--status", "running", "--json"))
+    assert [(r["id"], r["status"], r["steps_failed"]) for r in only] == [(running.pk, "running", 1)]
+    assert run("list", "--status", "cancelled") == "No workflow runs.\n"
+
+
+def test_show_lists_every_step_with_its_state_job_and_parents() -> None:
+    run_row = workflow_rows.diamond()
+    text = run("show", str(run_row.pk))
+    assert text.splitlines()[0] == (
+        f"workflow run {run_row.pk} order-42: running, 2/4 steps ended "
+        "(1 succeeded, 1 failed, 0 cancelled)"
+    )
+    rows = {line.split()[0]: line.split() for line in text.splitlines()[2:]}
+    thumbs = WorkflowStep.objects.get(run=run_row, name="thumbs")
+    assert rows["thumbs"][:3] == ["thumbs", "dead", str(thumbs.job_id)]
+    assert rows["publish"] == ["publish", "waiting", "-", "parse,", "thumbs"]
+    data = json.loads(run("show", str(run_row.pk), "--json"))
+    assert [s["name"] for s in data["steps"]] == ["fetch", "parse", "thumbs", "publish"]
+
+
+def test_cancel_a_running_run() -> None:
+    run_row = workflow_rows.diamond()
+    assert run("cancel", str(run_row.pk)) == (
+        f"workflow run {run_row.pk}: cancel requested (steps not started cancelled; running "
+        "steps' workers asked to end them)\n"
+    )
+    assert WorkflowRun.objects.get(pk=run_row.pk).cancel_requested_at is not None
+    assert WorkflowStep.objects.get(run=run_row, name="publish").state == "cancelled"
+
+
+def test_cancelling_a_finished_run_is_an_error_and_changes_nothing() -> None:
+    done = workflow_rows.finished()
+    with pytest.raises(CommandError, match="is succeeded: only running runs can be cancelled"):
+        run("cancel", str(done.pk))
+    after = WorkflowRun.objects.get(pk=done.pk)
+    assert (after.status, after.cancel_requested_at) == (RunStatus.SUCCEEDED, None)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["show", "999999"], "There is no workflow run 999999."),
+        (["cancel", "999999"], "There is no workflow run 999999."),
+        (["show", "x"], "invalid run id value: 'x'"),
+        (["cancel", "0"], "invalid run id value: '0'"),
+        (["show", "9" * 30], "invalid run id value"),
+        (["list", "--status", "done"], "invalid choice: 'done'"),
+        (["list", "--limit", "0"], "invalid run id value: '0'"),
+        ([], "ACTION"),
+    ],
+)
+def test_bad_input_is_a_command_error(argv, message) -> None:
+    with pytest.raises(CommandError, match=message.replace("(", r"\(")):
+        run(*argv)
+
+
+def test_jobstats_counts_runs_by_status() -> None:
+    assert "workflow runs" not in run(command="jobstats")  # none yet: the table as before
+    assert json.loads(run("--json", command="jobstats"))["workflow_runs"] == {
+        "running": 0,
+        "succeeded": 0,
+        "failed": 0,
+        "cancelled": 0,
+    }
+    workflow_rows.diamond()
+    workflow_rows.finished()
+    workflow_rows.finished("other")
+    table = run(command="jobstats")
+    assert "workflow runs: running 1, succeeded 2, failed 0, cancelled 0" in table
+    assert json.loads(run("--json", command="jobstats"))["workflow_runs"] == {
+        "running": 1,
+        "succeeded": 2,
+        "failed": 0,
+        "cancelled": 0,
+    }
