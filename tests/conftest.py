@@ -74,6 +74,31 @@ def shifted(seconds: float) -> ExpressionWrapper:
     )
 
 
+def take_over(job_id: int, worker_id: str = "second-worker") -> Job:
+    """Another worker takes a running job over between two of its worker's heartbeats: the
+    lease expires, is recovered and the job claimed again, in one transaction so no heartbeat
+    lands between. The heartbeat's UPDATE may deadlock with it on MariaDB (InnoDB's index
+    locks): the whole transaction is then tried again, as the app's own writes are
+    (``db.deadlocks.retry_deadlocks``)."""
+    from django.db import OperationalError, transaction
+
+    from django_leasejobs import protocol
+    from django_leasejobs.db.deadlocks import is_deadlock
+
+    for _ in range(10):
+        try:
+            with transaction.atomic():
+                Job.objects.filter(pk=job_id).update(lease_expires_at=shifted(-1))
+                protocol.recover_expired()
+                Job.objects.filter(pk=job_id).update(run_at=shifted(-1))
+                (taken,) = protocol.claim(worker_id, batch=1, lease_seconds=60)
+            return taken
+        except OperationalError as exc:
+            if not is_deadlock(exc):
+                raise
+    raise AssertionError(f"job {job_id} could not be taken over: deadlocked ten times")
+
+
 @pytest.fixture
 def make_due() -> Callable[..., None]:
     """Move jobs' run_at into the past, as if their time had come."""

@@ -19,7 +19,7 @@ from django_leasejobs.protocol import Outcome
 from django_leasejobs.runtime import async_execution
 from django_leasejobs.runtime.worker import Worker
 
-from ..conftest import fields, shifted
+from ..conftest import fields, shifted, take_over
 from ..invariants import check_invariants, wait_for
 from .test_worker import FAST, Background, status
 
@@ -141,11 +141,7 @@ class TestLease:
         worker = Worker(concurrency=1, **FAST)
         with Background(worker) as running:
             wait_for(lambda: status(job) == Status.RUNNING, what="job claimed")
-            with transaction.atomic():  # another worker takes it over, between two heartbeats
-                Job.objects.filter(pk=job.pk).update(lease_expires_at=shifted(-1))
-                protocol.recover_expired()
-                Job.objects.filter(pk=job.pk).update(run_at=shifted(-1))
-                (second,) = protocol.claim("second-worker", batch=1, lease_seconds=60)
+            second = take_over(job.pk)  # another worker takes it over, between two heartbeats
             # The handler sees ctx.lease_lost, stops early and records its run.
             wait_for(lambda: Hit.objects.filter(job_id=job.pk, attempt=1).exists(), what="stop")
             wait_for(lambda: running.worker.in_flight == 0, what="slot freed")

@@ -7,7 +7,6 @@ own connections). Time is moved in the database; waits poll the database.
 from __future__ import annotations
 
 import pytest
-from django.db import transaction
 from testapp import jobs
 
 from django_leasejobs import protocol
@@ -15,7 +14,7 @@ from django_leasejobs.core import histogram
 from django_leasejobs.models import Job, RuntimeStat, Status
 from django_leasejobs.runtime.worker import Worker
 
-from ..conftest import fields, shifted
+from ..conftest import fields, shifted, take_over
 from ..invariants import wait_for
 from .test_worker import FAST, Background
 
@@ -65,11 +64,7 @@ def test_a_lost_lease_is_counted_as_a_stale_report() -> None:
     worker = Worker(concurrency=1, **FAST)
     with Background(worker) as running:
         wait_for(lambda: fields(job.pk, "status")["status"] == Status.RUNNING, what="claimed")
-        with transaction.atomic():  # another worker takes it over between two beats
-            Job.objects.filter(pk=job.pk).update(lease_expires_at=shifted(-1))
-            protocol.recover_expired()
-            Job.objects.filter(pk=job.pk).update(run_at=shifted(-1))
-            protocol.claim("second-worker", batch=1, lease_seconds=60)
+        take_over(job.pk)  # another worker takes it over between two beats
         wait_for(lambda: running.worker.in_flight == 0, what="handler stopped")
     assert running.summary is not None
     assert running.summary.stale == 1

@@ -12,7 +12,7 @@ import re
 import threading
 
 import pytest
-from django.db import OperationalError, connection, transaction
+from django.db import OperationalError, connection
 from testapp import jobs
 from testapp.models import Hit
 
@@ -21,7 +21,7 @@ from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome
 from django_leasejobs.runtime.worker import Summary, Worker, default_worker_id, parse_queues
 
-from ..conftest import fields, shifted
+from ..conftest import fields, shifted, take_over
 from ..invariants import check_invariants, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -144,12 +144,7 @@ class TestHeartbeat:
         worker = Worker(concurrency=1, **FAST)
         with Background(worker) as running:
             wait_for(lambda: status(job) == Status.RUNNING, what="job claimed")
-            # Another worker takes the job over, in one transaction so no heartbeat lands between.
-            with transaction.atomic():
-                Job.objects.filter(pk=job.pk).update(lease_expires_at=shifted(-1))
-                protocol.recover_expired()
-                Job.objects.filter(pk=job.pk).update(run_at=shifted(-1))
-                (second,) = protocol.claim("second-worker", batch=1, lease_seconds=60)
+            second = take_over(job.pk)  # another worker takes the job over between two beats
             assert second.attempt == 2
             # The heartbeat finds the lease lost; the handler stops early and records its run.
             wait_for(lambda: Hit.objects.filter(job_id=job.pk, attempt=1).exists(), what="stop")
