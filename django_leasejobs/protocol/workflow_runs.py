@@ -173,14 +173,17 @@ def cancel_run(run_id: int) -> bool:
     The run ends ``cancelled`` when its last step has ended. False: it had finished."""
     using = job_database()
     with transaction.atomic(using=using):
-        runs = WorkflowRun.objects.using(using)
-        if not runs.filter(pk=run_id, status=RunStatus.RUNNING).update(cancel_requested_at=DbNow()):
-            return False
+        # Steps before the run row, the order a step's completion takes them (its step, its
+        # children, then the run): the other order deadlocked with members finishing.
         cancelled = (
             WorkflowStep.objects.using(using)
             .filter(run_id=run_id, state__in=[StepState.WAITING, StepState.HELD])
             .update(state=StepState.CANCELLED, reason="run cancelled", finished_at=DbNow())
         )
+        runs = WorkflowRun.objects.using(using)
+        if not runs.filter(pk=run_id, status=RunStatus.RUNNING).update(cancel_requested_at=DbNow()):
+            transaction.set_rollback(True, using=using)  # finished: nothing of it may change
+            return False
         count_ended(using, run_id, Counter({StepState.CANCELLED: cancelled}))
         finish_if_done(using, run_id)
     logger.info("workflow.cancel_requested id=%s not_started=%s", run_id, cancelled)
