@@ -22,7 +22,7 @@ from ..errors import JobValidationError, StaleAttemptError
 from ..models import Job, Status
 from .base import Failure, Outcome, announce, announce_finished, job_database, logger, report
 from .failures import fail
-from .workflow_steps import complete_step_job
+from .workflow_completions import complete_step_job, complete_step_jobs
 
 
 class Upgraded(NamedTuple):
@@ -114,9 +114,9 @@ def complete_many(
         return outcomes
     using = job_database()
     succeeded = dialects.for_alias(using).complete_many(using, storable, finished_by)
-    for done in storable:  # a workflow's job is completed with its step, or the token is stale
-        if done.id not in succeeded and _complete_step(using, done, finished_by):
-            succeeded.add(done.id)
+    rest = [done for done in storable if done.id not in succeeded]
+    if rest:  # workflow jobs are completed with their steps, or the tokens are stale
+        succeeded |= complete_step_jobs(using, rest, finished_by)
     for done in storable:
         outcomes[done.id] = report(
             int(done.id in succeeded), "succeeded", done.id, done.attempt, Outcome.SUCCEEDED
@@ -129,11 +129,6 @@ def complete_many(
             if c.id in succeeded and c.result is not None:
                 announce(signals.job_succeeded, using, {c.id: c.attempt}, result=c.result)
     return outcomes
-
-
-@retry_deadlocks
-def _complete_step(using: str, done: Completion, finished_by: str) -> bool:
-    return complete_step_job(using, done.id, done.attempt, done.result, finished_by)
 
 
 def complete_in_transaction(
