@@ -93,12 +93,18 @@ def _complete_upgraded(
 
 
 def complete_many(
-    completions: Iterable[tuple[int, int] | tuple[int, int, Any]], *, finished_by: str = ""
+    completions: Iterable[tuple[int, int] | tuple[int, int, Any]],
+    *,
+    finished_by: str = "",
+    workflow_jobs: bool = False,
 ) -> dict[int, Outcome]:
     """Mark many jobs succeeded in as few statements as the database allows, each row fenced
     by its own token; an item is ``(id, attempt)`` or ``(id, attempt, result)``.
 
-    A result that cannot be stored fails its job, as ``complete()`` does.
+    A result that cannot be stored fails its job, as ``complete()`` does. A workflow's job is
+    completed with its step (``workflow_completions``), after the plain jobs' statement has
+    passed it over; ``workflow_jobs``: the caller knows these are workflow jobs (the worker
+    does), so their statement goes first and the plain one only for what it left.
     """
     outcomes: dict[int, Outcome] = {}
     storable: list[Completion] = []
@@ -113,10 +119,12 @@ def complete_many(
     if not storable:
         return outcomes
     using = job_database()
-    succeeded = dialects.for_alias(using).complete_many(using, storable, finished_by)
-    rest = [done for done in storable if done.id not in succeeded]
-    if rest:  # workflow jobs are completed with their steps, or the tokens are stale
-        succeeded |= complete_step_jobs(using, rest, finished_by)
+    writes = [_complete_plain, complete_step_jobs]
+    succeeded: set[int] = set()
+    for write in reversed(writes) if workflow_jobs else writes:
+        rest = [done for done in storable if done.id not in succeeded]
+        if rest:  # what one statement left: the other kind of job, or stale tokens
+            succeeded |= write(using, rest, finished_by)
     for done in storable:
         outcomes[done.id] = report(
             int(done.id in succeeded), "succeeded", done.id, done.attempt, Outcome.SUCCEEDED
@@ -129,6 +137,10 @@ def complete_many(
             if c.id in succeeded and c.result is not None:
                 announce(signals.job_succeeded, using, {c.id: c.attempt}, result=c.result)
     return outcomes
+
+
+def _complete_plain(using: str, completions: list[Completion], finished_by: str) -> set[int]:
+    return dialects.for_alias(using).complete_many(using, completions, finished_by)
 
 
 def complete_in_transaction(

@@ -62,16 +62,10 @@ def job_ended(using: str, step_id: int | None, job_id: int, status: str) -> None
         propagate(using, run_id, [(step_id, state)])
 
 
-def propagate(
-    using: str,
-    run_id: int,
-    ended: list[tuple[int, str]],
-    counted: Counter[str] | None = None,
-) -> None:
+def propagate(using: str, run_id: int, ended: list[tuple[int, str]]) -> None:
     """Steps just ended (id, final state): apply each child's policy, release the children
-    left without a pending parent, and count every step that ended on the run (with
-    ``counted``, steps the caller ended already, in the same UPDATE)."""
-    counts: Counter[str] = Counter(counted)
+    left without a pending parent, and count every step that ended on the run."""
+    counts: Counter[str] = Counter()
     todo = deque(ended)
     while todo:
         step_id, state = todo.popleft()
