@@ -22,6 +22,7 @@ from typing import Any
 
 from django.db.models import F
 
+from ..core import registry
 from ..db.dbtime import DbNow
 from ..errors import JobArgumentsError, JobValidationError, UnknownJobError
 from ..models import (
@@ -189,6 +190,9 @@ def release(using: str, step_id: int, *, raise_errors: bool = False) -> bool:
         bound = list(results.values())
         args.insert(0, bound[0] if step.takes_result == TakesResult.ONE and bound else bound)
     try:
+        # Found as a worker finds a row's job: its module imported where allowed, for a
+        # releasing process that has not imported it yet (a shell, a worker new to it).
+        registry.find(step.job_name)
         values = row_values(step.job_name, args, step.kwargs, **decode_options(step.options))
     except (JobValidationError, JobArgumentsError, UnknownJobError) as exc:
         if raise_errors:

@@ -7,9 +7,7 @@ enqueue: No job is registered") and the run with it, although any worker could r
 an operator releasing a held step from ``manage.py shell`` (which imports only ``jobs.py``
 modules), or a worker finishing a parent whose child's job is in a module it has not used yet.
 
-Both are known failures of ``protocol.workflow_steps.release`` (it enqueues through
-``registry.get``, which imports nothing, where a worker uses ``registry.find``): strict xfail,
-so the mark has to go when it is fixed.
+``protocol.workflow_steps.release`` looks the job up with ``registry.find``, as a worker does.
 """
 
 from __future__ import annotations
@@ -26,13 +24,7 @@ from django_leasejobs.testing.running import drain
 from ..conftest import forget_module
 from .helpers import counters, job_of, states
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.xfail(
-        strict=True,
-        reason="workflow_steps.release looks the step's job up with registry.get (no import)",
-    ),
-]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def as_another_process(module_name: str) -> None:
