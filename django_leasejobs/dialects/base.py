@@ -1,8 +1,9 @@
 """The dialect interface, implemented with the ORM alone.
 
 One public method per operation whose SQL differs per database: ``insert``, ``insert_many``,
-``claim``, ``claim_limited``, ``renew``, ``complete_one``, ``complete_many``, ``announce``,
-``announce_cancel``, ``announce_finished``, ``prune_limiters`` and ``upsert_worker``. Each owns
+``claim``, ``claim_limited``, ``renew``, ``complete_one``, ``complete_many``,
+``complete_steps``, ``announce``, ``announce_cancel``, ``announce_finished``,
+``prune_limiters`` and ``upsert_worker``. Each owns
 its statements and, where it has several, its transaction; its steps are private to the dialect
 (a leading underscore), so a database overrides a step or the whole operation without the
 protocol knowing. The protocol guards and fences, the dialect only says how the database does
@@ -18,7 +19,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from django.db import connections, transaction
-from django.db.models import Q
 from django.db.models.expressions import DatabaseDefault
 
 from ..db.dbtime import DbNow
@@ -28,16 +28,20 @@ from . import limiter_pruning
 from .expressions import after, start_attempts
 from .limited import ORDER, UNLIMITED, LimitedClaimSteps
 from .pauses import not_paused
+from .tokens import Completion, Token, succeeded_fields, tokens_q
 from .within_limits import CANDIDATES_PER_SLOT, Held, limiter_keys
+from .workflow_steps import StepsCompleted, complete_steps
 
-__all__ = ["Completion", "Dialect", "Renewed", "Token", "after"]
-
-
-class Token(NamedTuple):
-    """A running attempt: the job's id and its fencing token."""
-
-    id: int
-    attempt: int
+__all__ = [
+    "Completion",
+    "Dialect",
+    "Renewed",
+    "StepsCompleted",
+    "Token",
+    "after",
+    "succeeded_fields",
+    "tokens_q",
+]
 
 
 class Renewed(NamedTuple):
@@ -49,38 +53,6 @@ class Renewed(NamedTuple):
 
     kept: set[int]
     cancel_requested: set[int]
-
-
-class Completion(NamedTuple):
-    """A succeeded attempt and what its handler returned (None: no result)."""
-
-    id: int
-    attempt: int
-    result: Any = None
-
-
-def tokens_q(tokens: Iterable[Token]) -> Q:
-    """Rows held by these tokens: ``id IN (...)`` first, so the primary key is used."""
-    tokens = list(tokens)
-    q = Q(pk__in=[])
-    for job_id, attempt in tokens:
-        q |= Q(pk=job_id, attempt=attempt)
-    # With only the OR of (id, attempt) pairs beside ``status = ...``, PostgreSQL chose the
-    # status index and read every finished row of the table.
-    return Q(pk__in=[job_id for job_id, _ in tokens]) & q
-
-
-def succeeded_fields(result: Any = None, finished_by: str = "") -> dict[str, Any]:
-    """What a succeeded attempt writes on its row."""
-    return {
-        "status": Status.SUCCEEDED,
-        "finished_at": DbNow(),
-        "lease_owner": "",
-        "finished_by": finished_by,
-        "lease_expires_at": None,
-        "live_dedupe_key": None,
-        "result": result,
-    }
 
 
 def refresh_defaults(job: Job, alias: str) -> None:
@@ -309,6 +281,17 @@ class Dialect(LimitedClaimSteps):
                 alias, [Token(c.id, c.attempt) for c in completions], finished_by
             )
         return {c.id for c in completions if _complete_one(alias, c, finished_by)}
+
+    def complete_steps(
+        self, alias: str, completions: list[Completion], finished_by: str
+    ) -> StepsCompleted:
+        """Mark the workflow jobs among these attempts succeeded, each row fenced, and move
+        their steps, their children's pending counts and their runs' counters, in the
+        caller's transaction (see ``workflow_steps``), and announce the jobs
+        (``announce_finished``). Plain jobs and stale tokens are left as they are."""
+        done = complete_steps(alias, completions, finished_by)
+        self.announce_finished(alias, sorted(done.jobs))
+        return done
 
     def prune_limiters(
         self, alias: str, older_than: dt.timedelta, batch: int, after_key: str

@@ -20,8 +20,8 @@ from django.db.models import DEFERRED, JSONField
 from ..core import notify
 from ..db.deadlocks import retry_deadlocks
 from ..models import Job
-from . import postgresql_insert, postgresql_limited
-from .base import Completion, Dialect, Renewed, Token
+from . import postgresql_insert, postgresql_limited, postgresql_steps
+from .base import Completion, Dialect, Renewed, StepsCompleted, Token
 from .postgresql_sql import (
     ATTEMPT_START,
     CLAIM_ORDER,
@@ -297,6 +297,11 @@ class PostgreSQLDialect(Dialect):
             params["finished_channel"] = notify.FINISHED_CHANNEL
             cursor.execute(COMPLETE_MANY_ANNOUNCED, params)
             return {job_id for row in cursor.fetchall() for job_id in row[0]}
+
+    def complete_steps(
+        self, alias: str, completions: list[Completion], finished_by: str
+    ) -> StepsCompleted:
+        return postgresql_steps.complete_steps(alias, completions, finished_by)
 
 
 _COLUMN_ATTNAME = {str(f.column): str(f.attname) for f in Job._meta.concrete_fields}

@@ -22,7 +22,7 @@ from ..errors import JobValidationError, StaleAttemptError
 from ..models import Job, Status
 from .base import Failure, Outcome, announce, announce_finished, job_database, logger, report
 from .failures import fail
-from .workflow_steps import complete_step_job
+from .workflow_completions import complete_step_job, complete_step_jobs
 
 
 class Upgraded(NamedTuple):
@@ -93,12 +93,18 @@ def _complete_upgraded(
 
 
 def complete_many(
-    completions: Iterable[tuple[int, int] | tuple[int, int, Any]], *, finished_by: str = ""
+    completions: Iterable[tuple[int, int] | tuple[int, int, Any]],
+    *,
+    finished_by: str = "",
+    workflow_jobs: bool = False,
 ) -> dict[int, Outcome]:
     """Mark many jobs succeeded in as few statements as the database allows, each row fenced
     by its own token; an item is ``(id, attempt)`` or ``(id, attempt, result)``.
 
-    A result that cannot be stored fails its job, as ``complete()`` does.
+    A result that cannot be stored fails its job, as ``complete()`` does. A workflow's job is
+    completed with its step (``workflow_completions``), after the plain jobs' statement has
+    passed it over; ``workflow_jobs``: the caller knows these are workflow jobs (the worker
+    does), so their statement goes first and the plain one only for what it left.
     """
     outcomes: dict[int, Outcome] = {}
     storable: list[Completion] = []
@@ -113,10 +119,12 @@ def complete_many(
     if not storable:
         return outcomes
     using = job_database()
-    succeeded = dialects.for_alias(using).complete_many(using, storable, finished_by)
-    for done in storable:  # a workflow's job is completed with its step, or the token is stale
-        if done.id not in succeeded and _complete_step(using, done, finished_by):
-            succeeded.add(done.id)
+    writes = [_complete_plain, complete_step_jobs]
+    succeeded: set[int] = set()
+    for write in reversed(writes) if workflow_jobs else writes:
+        rest = [done for done in storable if done.id not in succeeded]
+        if rest:  # what one statement left: the other kind of job, or stale tokens
+            succeeded |= write(using, rest, finished_by)
     for done in storable:
         outcomes[done.id] = report(
             int(done.id in succeeded), "succeeded", done.id, done.attempt, Outcome.SUCCEEDED
@@ -131,9 +139,8 @@ def complete_many(
     return outcomes
 
 
-@retry_deadlocks
-def _complete_step(using: str, done: Completion, finished_by: str) -> bool:
-    return complete_step_job(using, done.id, done.attempt, done.result, finished_by)
+def _complete_plain(using: str, completions: list[Completion], finished_by: str) -> set[int]:
+    return dialects.for_alias(using).complete_many(using, completions, finished_by)
 
 
 def complete_in_transaction(

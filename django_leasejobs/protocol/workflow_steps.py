@@ -20,11 +20,10 @@ import datetime as dt
 from collections import Counter, deque
 from typing import Any
 
-from django.db import transaction
 from django.db.models import F
 
+from ..core import registry
 from ..db.dbtime import DbNow
-from ..dialects.base import succeeded_fields
 from ..errors import JobArgumentsError, JobValidationError, UnknownJobError
 from ..models import (
     Job,
@@ -38,7 +37,7 @@ from ..models import (
     WorkflowStep,
 )
 from . import dedupe
-from .base import announce_finished, logger
+from .base import logger
 from .enqueues import insert, row_values
 
 _ENDED_BY_JOB = {
@@ -46,31 +45,6 @@ _ENDED_BY_JOB = {
     Status.DEAD: StepState.FAILED,
     Status.CANCELLED: StepState.CANCELLED,
 }
-
-
-def complete_step_job(
-    using: str,
-    job_id: int,
-    attempt: int,
-    result: Any,
-    finished_by: str = "",
-    fields: dict[str, Any] | None = None,
-) -> bool:
-    """Complete a workflow job by its token and move its step, in one transaction; whether the
-    token still owned the job (the grouped completion leaves workflow jobs to this path).
-    ``fields`` are more columns the success writes (upgraded arguments)."""
-    with transaction.atomic(using=using):
-        guarded = Job.objects.using(using).filter(
-            pk=job_id, attempt=attempt, status=Status.RUNNING, workflow_step__isnull=False
-        )
-        step_id = guarded.values_list("workflow_step_id", flat=True).first()
-        if step_id is None or not guarded.update(
-            **succeeded_fields(result, finished_by), **(fields or {})
-        ):
-            return False
-        announce_finished(using, [job_id])
-        job_ended(using, step_id, job_id, Status.SUCCEEDED)
-    return True
 
 
 def job_ended(using: str, step_id: int | None, job_id: int, status: str) -> None:
@@ -126,14 +100,15 @@ def parent_ended(using: str, child_id: int, policy: str, state: str) -> str | No
         return None
     if policy == Policy.ON_FAILURE:
         if state != StepState.SUCCEEDED:  # the first failure releases it, once
-            return _released(using, child_id, child.filter(state=StepState.WAITING))
+            return released_if_ready(using, child_id, child.filter(state=StepState.WAITING))
         if child.filter(state=StepState.WAITING, pending_parents=0).update(
             state=StepState.SKIPPED, reason="every parent succeeded", finished_at=DbNow()
         ):
             return StepState.SKIPPED
         return None
     if state == StepState.SUCCEEDED or policy == Policy.RUN:
-        return _released(using, child_id, child.filter(state=StepState.WAITING, pending_parents=0))
+        ready = child.filter(state=StepState.WAITING, pending_parents=0)
+        return released_if_ready(using, child_id, ready)
     reason = f"a parent ended {state}"
     if policy == Policy.CANCEL:
         if child.filter(state=StepState.WAITING).update(
@@ -147,7 +122,7 @@ def parent_ended(using: str, child_id: int, policy: str, state: str) -> str | No
     return None
 
 
-def _released(using: str, child_id: int, ready: Any) -> str | None:
+def released_if_ready(using: str, child_id: int, ready: Any) -> str | None:
     """Release the child if ``ready`` (its guarded rows) still matches: failed when its job
     could not be made."""
     if ready.update(state=StepState.RELEASED, released_at=DbNow()) and release(using, child_id):
@@ -215,6 +190,9 @@ def release(using: str, step_id: int, *, raise_errors: bool = False) -> bool:
         bound = list(results.values())
         args.insert(0, bound[0] if step.takes_result == TakesResult.ONE and bound else bound)
     try:
+        # Found as a worker finds a row's job: its module imported where allowed, for a
+        # releasing process that has not imported it yet (a shell, a worker new to it).
+        registry.find(step.job_name)
         values = row_values(step.job_name, args, step.kwargs, **decode_options(step.options))
     except (JobValidationError, JobArgumentsError, UnknownJobError) as exc:
         if raise_errors:

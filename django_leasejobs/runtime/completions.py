@@ -63,23 +63,33 @@ class Completer:
             return sum(1 for slot in self._pending if slot.lane is lane)
 
     def flush(self) -> None:
-        """Complete every successful job waiting in one statement (each row fenced by its token).
+        """Complete every successful job waiting in one statement (each row fenced by its token);
+        a workflow's jobs in a second one, with their steps.
 
         On a commit-bound database one statement for many jobs is much cheaper than one each;
         the slots stay in flight (and count against concurrency) until this has run.
         """
         with self._lock:
             slots, self._pending = self._pending, []
-        if not slots:
-            return
-        try:
-            outcomes = protocol.complete_many(
-                [(*slot.token, slot.result) for slot in slots], finished_by=self.worker_id
-            )
-        except DatabaseError:
-            with self._lock:
-                self._pending[:0] = slots  # fenced writes: safe to try again
-            raise
+        plain = [slot for slot in slots if slot.job.workflow_step_id is None]
+        steps = [slot for slot in slots if slot.job.workflow_step_id is not None]
+        for part, workflow_jobs in ((plain, False), (steps, True)):
+            if not part:
+                continue
+            try:
+                outcomes = protocol.complete_many(
+                    [(*slot.token, slot.result) for slot in part],
+                    finished_by=self.worker_id,
+                    workflow_jobs=workflow_jobs,
+                )
+            except DatabaseError:
+                untried = part + steps if part is plain else part
+                with self._lock:
+                    self._pending[:0] = untried  # fenced writes: safe to try again
+                raise
+            self._finished(part, outcomes)
+
+    def _finished(self, slots: list[Slot], outcomes: dict[int, Outcome]) -> None:
         for slot in slots:
             outcome = outcomes.get(slot.job.pk, Outcome.STALE)
             if slot.execution is not None:

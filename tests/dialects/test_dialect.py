@@ -351,6 +351,8 @@ OPERATIONS = {
     "announce", "announce_cancel", "prune_limiters", "upsert_worker",
     # Finishes wake callers waiting for a job (``job.wait()``) where the database can.
     "complete_one", "announce_finished",
+    # A batch of workflow successes, with their steps and runs (test_complete_steps.py).
+    "complete_steps",
 }  # fmt: skip
 
 
