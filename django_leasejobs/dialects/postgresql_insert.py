@@ -29,7 +29,7 @@ from django.db.models import Field
 from django.db.models.expressions import DatabaseDefault
 from django.db.models.fields.json import JSONField
 
-from ..core import notify, validation
+from ..core import json_values, notify
 from ..db import client_encoding
 from ..models import Job
 from . import job_rows
@@ -251,7 +251,7 @@ def _many_statement(
         f.get_db_prep_save(first[name], connection)
         for name, f in zip(fixed, row.given[len(varying) :], strict=True)
     ]
-    payload = validation.COMPACT_JSON.encode(
+    payload = json_values.COMPACT_JSON.encode(
         [[_jsonable(values[name]) for name in varying] for values in chunk]
     )
     sql = _many_sql(alias, varying, fixed)
