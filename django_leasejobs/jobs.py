@@ -1,16 +1,15 @@
 """The public face: ``@job`` registers a function, ``fn.enqueue()`` persists a job.
 
 A ``JobFunction`` is its registered spec (``registry.JobSpec``) that can also be called inline
-and enqueued. The protocol is imported when an enqueue runs, not when this module loads, so
+and enqueued; the rules of its enqueue options are in :mod:`.core.enqueue_options`. The
+protocol is imported when an enqueue runs, not when this module loads, so
 ``from django_leasejobs import job`` works before Django's apps are ready.
 """
 
 from __future__ import annotations
 
 import copy
-import datetime as dt
 import functools
-import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import (
     TYPE_CHECKING,
@@ -26,10 +25,10 @@ from typing import (
 
 from asgiref.sync import sync_to_async
 
-from .core import registry, validation
+from .core import enqueue_options, registry
 from .core.backoff import Backoff
+from .core.enqueue_options import EnqueueOptions
 from .core.signatures import Signature
-from .errors import JobValidationError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -40,57 +39,6 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 _Job = TypeVar("_Job", bound="JobFunction[Any, Any]")
-
-
-class EnqueueOptions(TypedDict, total=False):
-    """What ``fn.using(...)`` takes: one enqueue's options, apart from the handler's arguments.
-
-    ``None`` for any of them means the job's own default (``@job``, then the settings).
-    """
-
-    run_at: dt.datetime | None
-    delay: float | dt.timedelta | None
-    priority: int | None
-    queue: str | None
-    dedupe_key: str | Literal[True] | None
-    max_attempts: int | None
-    dedupe_states: Sequence[str] | None
-    dedupe_period: float | None
-    on_conflict: Literal["ignore", "replace"] | None
-
-
-OPTION_NAMES = frozenset(EnqueueOptions.__optional_keys__)
-"""The enqueue options (``protocol.ENQUEUE_OPTIONS``; a test keeps the two the same)."""
-
-_OPTION_CHECKS: dict[str, Callable[[Any], Any]] = {
-    "priority": validation.check_priority,
-    "queue": validation.check_queue,
-    "max_attempts": validation.check_max_attempts,
-    "dedupe_key": lambda key: key is True or validation.check_dedupe_key(key),
-    "dedupe_states": validation.check_dedupe_states,
-    "dedupe_period": validation.check_dedupe_period,
-    "on_conflict": validation.check_on_conflict,
-    "run_at": lambda run_at: validation.check_run_at(run_at, None),
-    "delay": lambda delay: validation.check_run_at(None, delay),
-}
-_TIMING = ("run_at", "delay")
-
-
-def option_parameters(spec: registry.JobSpec) -> list[str]:
-    """The handler's parameters named like an enqueue option, which only ``.using()`` sets.
-
-    Positional-only parameters cannot be passed by keyword, so they are never ambiguous.
-    """
-    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [
-        name
-        for name, parameter in spec.signature.parameters.items()
-        if parameter.kind in keyword and name in OPTION_NAMES
-    ]
-
-
-def _short_name(spec: registry.JobSpec) -> str:
-    return spec.func.__name__
 
 
 class JobFunction(registry.JobSpec, Generic[P, R]):
@@ -136,24 +84,7 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
         - ``dedupe_period``: seconds a key stays held after its job was created.
         - ``on_conflict``: ``"ignore"`` or ``"replace"`` (debounce), with a dedupe key.
         """
-        given: dict[str, Any] = dict(options)
-        unknown = sorted(given.keys() - OPTION_NAMES)
-        if unknown:
-            raise TypeError(
-                f"{_short_name(self)}.using() got unknown option(s) {', '.join(unknown)}; "
-                f"the options are {', '.join(EnqueueOptions.__annotations__)}. The handler's own "
-                f"arguments go to .enqueue(): {_short_name(self)}.using(...).enqueue(...)."
-            )
-        for key, value in given.items():
-            if value is not None:
-                _OPTION_CHECKS[key](value)
-        if given.get("run_at") is not None and given.get("delay") is not None:
-            raise JobValidationError("Give run_at or delay, not both.")
-        merged: dict[str, Any] = dict(self._options or {})
-        for key in _TIMING:
-            if key in given:  # one timing replaces the other
-                merged.pop(_TIMING[1 - _TIMING.index(key)], None)
-        merged.update(given)
+        merged = enqueue_options.merged(self, self._options, dict(options))
         configured = copy.copy(self)
         configured._options = merged  # type: ignore[assignment]
         return configured
@@ -173,7 +104,7 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
 
         options: dict[str, Any] = dict(self._options or {})
         if self._options is None:
-            options = self._options_in(kwargs)
+            options = enqueue_options.options_in(self, kwargs)
         job = protocol.enqueue(self.name, args, kwargs, **options)
         inprocess.enqueued(job)  # LEASEJOBS_EAGER (tests): run it at commit
         return job
@@ -195,7 +126,7 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
         kwargs = dict(kwargs)
         options: dict[str, Any] = dict(self._options or {})
         if self._options is None:
-            options = self._options_in(kwargs)
+            options = enqueue_options.options_in(self, kwargs)
         return Signature(self, tuple(args), kwargs, options, takes_result)
 
     def get_result(self, job_id: int | str) -> Job:
@@ -213,22 +144,6 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
 
         return await sync_to_async(self.get_result, thread_sensitive=True)(job_id)
 
-    def _options_in(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """Take the enqueue options out of a plain ``enqueue()``'s keywords."""
-        named = OPTION_NAMES & kwargs.keys()
-        if not named:
-            return {}
-        ambiguous = sorted(named & set(option_parameters(self)))
-        if ambiguous:
-            name, short = ambiguous[0], _short_name(self)
-            raise TypeError(
-                f"Job {self.name!r} has a parameter named {name!r}, which is also an enqueue "
-                f"option, so {short}.enqueue(..., {name}=...) is ambiguous. Set the option "
-                f"with {short}.using({name}=...).enqueue(...); pass the argument with "
-                f"{short}.using().enqueue(..., {name}=...)."
-            )
-        return {key: kwargs.pop(key) for key in named}
-
     def enqueue_many(self, items: Iterable[Any]) -> list[Job]:
         """Persist many jobs, in bulk where possible; return them in order.
 
@@ -241,24 +156,11 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
         from .runtime import inprocess
 
         if self._options:
-            items = [self._with_options(item) for item in items]
+            options = self._options
+            items = [enqueue_options.with_options(item, options) for item in items]
         jobs = protocol.enqueue_many(self.name, items)
         inprocess.enqueued(jobs)
         return jobs
-
-    def _with_options(self, item: Any) -> Any:
-        """An ``enqueue_many`` item with this copy's options under its own."""
-        assert self._options is not None
-        if isinstance(item, tuple | list) and len(item) == 2:
-            return {"args": item[0], "kwargs": item[1], **self._options}
-        if isinstance(item, dict):
-            own = item
-            if any(key in own for key in _TIMING):  # the item's timing replaces the copy's
-                options = {k: v for k, v in self._options.items() if k not in _TIMING}
-            else:
-                options = dict(self._options)
-            return {**options, **own}
-        return item  # refused by the protocol, which says why
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """``enqueue`` from async code, as Django's ``Task.aenqueue`` is: the sync enqueue in

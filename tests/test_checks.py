@@ -11,8 +11,10 @@ from django.core import checks as django_checks
 from django.db.utils import ConnectionHandler
 from django.test import override_settings
 
-from django_leasejobs import checks
+from django_leasejobs.checks import databases as db_checks
 from django_leasejobs.checks import jobs as job_checks
+from django_leasejobs.checks import schedules as schedule_checks
+from django_leasejobs.checks import settings as setting_checks
 from django_leasejobs.core import job_modules, registry
 from django_leasejobs.jobs import job
 
@@ -42,13 +44,13 @@ def test_silent_on_the_default_settings_including_the_database_checks(monkeypatc
 def test_registered_with_django() -> None:
     registered = django_checks.registry.registry.get_checks(include_deployment_checks=False)
     assert {
-        checks.check_settings,
-        checks.check_schedules_and_jobs,
+        setting_checks.check_settings,
+        schedule_checks.check_schedules_and_jobs,
         job_checks.check_job_modules,
     } <= set(registered)
     database_checks = django_checks.registry.registry.get_checks()
-    assert checks.check_databases in database_checks
-    assert list(checks.check_databases.tags) == [django_checks.Tags.database]  # type: ignore[attr-defined]
+    assert db_checks.check_databases in database_checks
+    assert list(db_checks.check_databases.tags) == [django_checks.Tags.database]  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------- settings
@@ -56,7 +58,7 @@ def test_registered_with_django() -> None:
 
 @override_settings(LEASEJOBS_MAX_ATTEMPTS=0, LEASEJOBS_BACKOFF_JITTER="random")
 def test_e001_bad_setting_values_become_errors() -> None:
-    messages = checks.check_settings()
+    messages = setting_checks.check_settings()
     assert ids(messages) == ["leasejobs.E001", "leasejobs.E001"]
     text = " ".join(m.msg for m in messages)
     assert "LEASEJOBS_MAX_ATTEMPTS must be at least 1" in text
@@ -65,21 +67,21 @@ def test_e001_bad_setting_values_become_errors() -> None:
 
 @override_settings(LEASEJOBS_MAX_SNOOZES=-1)
 def test_e001_a_bad_snooze_cap_is_an_error() -> None:
-    (message,) = checks.check_settings()
+    (message,) = setting_checks.check_settings()
     assert message.id == "leasejobs.E001"
     assert "LEASEJOBS_MAX_SNOOZES must be at least 0, not -1" in message.msg
 
 
 @override_settings(LEASEJOBS_TIMEOUT_SECONDS=-1)
 def test_e001_a_bad_timeout_setting_is_an_error() -> None:
-    (message,) = checks.check_settings()
+    (message,) = setting_checks.check_settings()
     assert message.id == "leasejobs.E001"
     assert "LEASEJOBS_TIMEOUT_SECONDS must be None or a positive number" in message.msg
 
 
 @override_settings(LEASEJOBS_QUEUES=["default", "mail\n"], LEASEJOBS_DEFAULT_QUEUE="default\n")
 def test_e001_queue_names_with_a_trailing_newline_are_errors() -> None:
-    messages = checks.check_settings()
+    messages = setting_checks.check_settings()
     assert ids(messages) == ["leasejobs.E001", "leasejobs.E001"]
     text = " ".join(m.msg for m in messages)
     assert "LEASEJOBS_DEFAULT_QUEUE must be a queue name" in text
@@ -88,7 +90,7 @@ def test_e001_queue_names_with_a_trailing_newline_are_errors() -> None:
 
 @override_settings(LEASEJOBS_MONITORING_TOKEN="hunter2")
 def test_e001_a_short_monitoring_token_is_refused_without_showing_it() -> None:
-    (message,) = checks.check_settings()
+    (message,) = setting_checks.check_settings()
     assert message.id == "leasejobs.E001"
     assert "LEASEJOBS_MONITORING_TOKEN must be None or" in message.msg
     assert "hunter2" not in message.msg
@@ -96,7 +98,7 @@ def test_e001_a_short_monitoring_token_is_refused_without_showing_it() -> None:
 
 @override_settings(LEASEJOBS_LEASE_SECONDS=30, LEASEJOBS_HEARTBEAT_SECONDS=30)
 def test_e002_heartbeat_not_shorter_than_the_lease() -> None:
-    (message,) = checks.check_settings()
+    (message,) = setting_checks.check_settings()
     assert message.id == "leasejobs.E002"
     assert "HEARTBEAT_SECONDS (30) is not shorter than" in message.msg
     assert message.hint == "Renew at most every 10 s (a third of the lease)."
@@ -106,12 +108,12 @@ def test_e002_heartbeat_not_shorter_than_the_lease() -> None:
 @override_settings(LEASEJOBS_LEASE_SECONDS=60)
 def test_w002_heartbeat_more_than_a_third_of_the_lease(heartbeat: int, expected: list) -> None:
     with override_settings(LEASEJOBS_HEARTBEAT_SECONDS=heartbeat):
-        assert ids(checks.check_settings()) == expected
+        assert ids(setting_checks.check_settings()) == expected
 
 
 @override_settings(LEASEJOBS_HEARTBEAT=10, LEASEJOBS_QUEUE=["a"])
 def test_w003_unknown_settings_are_named_with_a_suggestion() -> None:
-    messages = checks.check_settings()
+    messages = setting_checks.check_settings()
     assert ids(messages) == ["leasejobs.W003", "leasejobs.W003"]
     assert (
         messages[0].msg == "LEASEJOBS_HEARTBEAT is not a django-leasejobs setting; it is ignored."
@@ -131,7 +133,7 @@ def test_w003_unknown_settings_are_named_with_a_suggestion() -> None:
 )
 def test_e009_local_naive_times_outside_utc(use_tz: bool, time_zone: str, refused: bool) -> None:
     with override_settings(USE_TZ=use_tz, TIME_ZONE=time_zone):
-        ids = [message.id for message in checks.check_settings()]
+        ids = [message.id for message in setting_checks.check_settings()]
     assert ("leasejobs.E009" in ids) is refused
 
 
@@ -143,7 +145,7 @@ def test_w007_eager_mode_outside_debug(eager: bool, debug: bool, warned: bool) -
     """Eager mode runs every job inside the request that enqueued it: a test setting that
     reached production makes web requests run the jobs (and wait for them)."""
     with override_settings(LEASEJOBS_EAGER=eager, DEBUG=debug):
-        messages = [m for m in checks.check_settings() if m.id == "leasejobs.W007"]
+        messages = [m for m in setting_checks.check_settings() if m.id == "leasejobs.W007"]
     assert bool(messages) is warned
     if warned:
         (message,) = messages
@@ -154,9 +156,9 @@ def test_w007_eager_mode_outside_debug(eager: bool, debug: bool, warned: bool) -
 
 @override_settings(LEASEJOBS_METRICS=True)
 def test_e008_metrics_on_without_prometheus_client(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert checks.check_settings() == []
+    assert setting_checks.check_settings() == []
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
-    (message,) = checks.check_settings()
+    (message,) = setting_checks.check_settings()
     assert message.id == "leasejobs.E008"
     assert "pip install 'django-leasejobs[metrics]'" in (message.hint or "")
 
@@ -181,7 +183,7 @@ def test_e008_metrics_on_without_prometheus_client(monkeypatch: pytest.MonkeyPat
 )
 def test_e003_malformed_schedules(spec: object, message: str) -> None:
     with override_settings(LEASEJOBS_SCHEDULES={"nightly": spec}):
-        (found,) = checks.check_schedules_and_jobs()
+        (found,) = schedule_checks.check_schedules_and_jobs()
     assert found.id == "leasejobs.E003"
     assert message in found.msg
 
@@ -190,12 +192,12 @@ def test_e003_malformed_schedules(spec: object, message: str) -> None:
     LEASEJOBS_SCHEDULES={"nightly": {**GOOD_SCHEDULE, "timezone": "Europe/Paris", "queue": "x"}}
 )
 def test_a_good_schedule_is_silent() -> None:
-    assert checks.check_schedules_and_jobs() == []
+    assert schedule_checks.check_schedules_and_jobs() == []
 
 
 @override_settings(LEASEJOBS_SCHEDULES={"nightly": {"job": "testapp.jobs.nope", "cron": "@daily"}})
 def test_e004_schedule_naming_an_unknown_job() -> None:
-    (message,) = checks.check_schedules_and_jobs()
+    (message,) = schedule_checks.check_schedules_and_jobs()
     assert message.id == "leasejobs.E004"
     assert "names the job 'testapp.jobs.nope', which is not registered" in message.msg
 
@@ -205,7 +207,7 @@ def test_e004_schedule_naming_an_unknown_job() -> None:
     LEASEJOBS_SCHEDULES={"nightly": {**GOOD_SCHEDULE, "queue": "reports"}},
 )
 def test_e005_schedule_queue_not_declared() -> None:
-    (message,) = checks.check_schedules_and_jobs()
+    (message,) = schedule_checks.check_schedules_and_jobs()
     assert message.id == "leasejobs.E005"
     assert "queue 'reports', which is not in LEASEJOBS_QUEUES" in message.msg
 
@@ -213,7 +215,7 @@ def test_e005_schedule_queue_not_declared() -> None:
 def test_e006_a_job_registered_twice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(registry, "_registry", dict(registry._registry))
     monkeypatch.setattr(registry, "_duplicates", set())
-    assert checks.check_schedules_and_jobs() == []
+    assert schedule_checks.check_schedules_and_jobs() == []
 
     def first() -> None:
         pass
@@ -223,32 +225,32 @@ def test_e006_a_job_registered_twice(monkeypatch: pytest.MonkeyPatch) -> None:
 
     job(name="tests.twice")(first)
     job(name="tests.twice")(first)  # the same function again (a re-import) is fine
-    assert checks.check_schedules_and_jobs() == []
+    assert schedule_checks.check_schedules_and_jobs() == []
     job(name="tests.twice")(second)
-    (message,) = checks.check_schedules_and_jobs()
+    (message,) = schedule_checks.check_schedules_and_jobs()
     assert message.id == "leasejobs.E006"
     assert "'tests.twice'" in message.msg
 
 
 def test_e012_a_job_queue_not_declared_is_an_error() -> None:
     with override_settings(LEASEJOBS_QUEUES=["default"]):
-        (message,) = checks.check_schedules_and_jobs()
+        (message,) = schedule_checks.check_schedules_and_jobs()
     assert message.id == "leasejobs.E012"
     assert message.level == django_checks.ERROR
     assert "Job 'testapp.jobs.other_queue' goes to queue 'other'" in message.msg
     with override_settings(LEASEJOBS_QUEUES=["default", "other"]):
-        assert checks.check_schedules_and_jobs() == []
+        assert schedule_checks.check_schedules_and_jobs() == []
 
 
 def test_e013_the_default_queue_not_declared_is_one_error() -> None:
     """Jobs that name no queue use the default one: one message for them all."""
     with override_settings(LEASEJOBS_QUEUES=["other"]):
-        (message,) = checks.check_schedules_and_jobs()
+        (message,) = schedule_checks.check_schedules_and_jobs()
     assert message.id == "leasejobs.E013"
     assert message.level == django_checks.ERROR
     assert "LEASEJOBS_DEFAULT_QUEUE is 'default', which is not in LEASEJOBS_QUEUES" in message.msg
     with override_settings(LEASEJOBS_QUEUES=["other"], LEASEJOBS_DEFAULT_QUEUE="other"):
-        assert checks.check_schedules_and_jobs() == []
+        assert schedule_checks.check_schedules_and_jobs() == []
 
 
 # --------------------------------------------------------------------------- job modules
@@ -293,14 +295,14 @@ def test_e004_says_what_to_do_and_finds_jobs_as_a_worker_does(late_jobs: str, se
     # One way of overriding only: the settings fixture, restored after the test. (A decorator
     # override beside it left the fixture restoring the decorator's value for good.)
     settings.LEASEJOBS_SCHEDULES = {"nightly": {"job": "x.y", "cron": "@daily"}}
-    (message,) = checks.check_schedules_and_jobs()
+    (message,) = schedule_checks.check_schedules_and_jobs()
     assert "'x.y', which is not registered (its module 'x' is outside" in message.msg
     assert job_modules.JOB_ADVICE in message.hint
     settings.LEASEJOBS_SCHEDULES = {
         "nightly": {"job": f"{late_jobs}.late_report", "cron": "@daily", "args": ["2030-01-01"]}
     }
     settings.LEASEJOBS_TASK_MODULES = [late_jobs]
-    assert checks.check_schedules_and_jobs() == []
+    assert schedule_checks.check_schedules_and_jobs() == []
 
 
 @pytest.mark.parametrize(
@@ -314,7 +316,7 @@ def test_e004_says_what_to_do_and_finds_jobs_as_a_worker_does(late_jobs: str, se
 def test_e003_schedule_arguments_its_job_cannot_take(arguments: dict, problem: str) -> None:
     spec = {"job": "testapp.jobs.add", "cron": "@daily", **arguments}
     with override_settings(LEASEJOBS_SCHEDULES={"nightly": spec}):
-        (found,) = checks.check_schedules_and_jobs()
+        (found,) = schedule_checks.check_schedules_and_jobs()
     assert found.id == "leasejobs.E003"
     assert found.msg == (
         "LEASEJOBS_SCHEDULES['nightly']: Job 'testapp.jobs.add' cannot take these arguments: "
@@ -322,7 +324,7 @@ def test_e003_schedule_arguments_its_job_cannot_take(arguments: dict, problem: s
     )
     fitting = {"job": "testapp.jobs.add", "cron": "@daily", "args": [1], "kwargs": {"b": 2}}
     with override_settings(LEASEJOBS_SCHEDULES={"nightly": fitting}):
-        assert checks.check_schedules_and_jobs() == []
+        assert schedule_checks.check_schedules_and_jobs() == []
 
 
 # --------------------------------------------------------------------------- databases
@@ -343,7 +345,7 @@ def test_e003_schedule_arguments_its_job_cannot_take(arguments: dict, problem: s
     ],
 )
 def test_e007_version_problem(vendor: str, version: tuple, problem: str | None) -> None:
-    found = checks.version_problem(vendor, version)
+    found = db_checks.version_problem(vendor, version)
     if problem is None:
         assert found is None
     else:
@@ -362,7 +364,7 @@ def scratch_sqlite(path: Path, **options: object) -> ConnectionHandler:
 def test_w001_sqlite_without_wal(tmp_path: Path) -> None:
     handler = scratch_sqlite(tmp_path / "rollback-journal.sqlite3")
     try:
-        (message,) = checks.connection_messages(handler["default"])
+        (message,) = db_checks.connection_messages(handler["default"])
     finally:
         handler.close_all()
     assert message.id == "leasejobs.W001"
@@ -373,6 +375,6 @@ def test_w001_sqlite_without_wal(tmp_path: Path) -> None:
 def test_sqlite_with_wal_is_silent(tmp_path: Path) -> None:
     handler = scratch_sqlite(tmp_path / "wal.sqlite3", init_command="PRAGMA journal_mode=WAL;")
     try:
-        assert checks.connection_messages(handler["default"]) == []
+        assert db_checks.connection_messages(handler["default"]) == []
     finally:
         handler.close_all()

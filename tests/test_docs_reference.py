@@ -28,7 +28,7 @@ def test_every_setting_has_a_meaning() -> None:
 
 def test_every_typed_setting_has_a_default() -> None:
     """A property without a DEFAULTS entry would be missing from the reference's table."""
-    from django_leasejobs.checks import setting_names
+    from django_leasejobs.checks.settings import setting_names
 
     assert set(setting_names()) == set(conf.DEFAULTS)
 

@@ -17,8 +17,9 @@ from testapp import jobs
 from django_leasejobs import JobValidationError, job
 from django_leasejobs.checks.jobs import check_option_parameters
 from django_leasejobs.core import registry
+from django_leasejobs.core.enqueue_options import OPTION_NAMES, option_parameters
 from django_leasejobs.db.dbtime import db_now
-from django_leasejobs.jobs import OPTION_NAMES, JobFunction, option_parameters
+from django_leasejobs.jobs import JobFunction
 from django_leasejobs.models import Job
 from django_leasejobs.protocol import ENQUEUE_OPTIONS
 

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from testapp import jobs
 
-from django_leasejobs.core import validation
+from django_leasejobs.core import json_values, validation
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job
 
@@ -45,18 +45,18 @@ VALUES = st.recursive(
 def _exact(args: list[Any], kwargs: dict[str, Any], cap: int) -> str | None:
     """The check as it was before the quick walk: judge every value, then measure the JSON."""
     try:
-        validation._check_json(args, "args", 0)
-        validation._check_json(kwargs, "kwargs", 0)
+        json_values._check_json(args, "args", 0)
+        json_values._check_json(kwargs, "kwargs", 0)
     except JobValidationError as exc:
         return str(exc)
-    if len(validation.COMPACT_JSON.encode([args, kwargs])) > cap:
+    if len(json_values.COMPACT_JSON.encode([args, kwargs])) > cap:
         return "over the cap"
     return None
 
 
 def _outcome(args: list[Any], kwargs: dict[str, Any], cap: int) -> str | None:
     try:
-        validation.check_payload(args, kwargs, max_bytes=cap)
+        json_values.check_payload(args, kwargs, max_bytes=cap)
     except JobValidationError as exc:
         return "over the cap" if "LEASEJOBS_MAX_PAYLOAD_BYTES" in str(exc) else str(exc)
     return None
@@ -65,11 +65,11 @@ def _outcome(args: list[Any], kwargs: dict[str, Any], cap: int) -> str | None:
 @pytest.mark.fuzz
 @given(VALUES)
 def test_the_quick_walk_passes_only_valid_json_and_never_under_measures_it(value: Any) -> None:
-    size = validation._json_size_bound(value, 0)
+    size = json_values._json_size_bound(value, 0)
     if size < 0:
         return  # left to the exact check, which judges and explains it
-    validation._check_json(value, "args", 0)  # would raise for anything invalid
-    assert size >= len(validation.COMPACT_JSON.encode(value))
+    json_values._check_json(value, "args", 0)  # would raise for anything invalid
+    assert size >= len(json_values.COMPACT_JSON.encode(value))
 
 
 @pytest.mark.fuzz
@@ -81,22 +81,22 @@ def test_check_payload_decides_as_the_exact_check(args: list[Any], kwargs: dict)
 
 @pytest.mark.parametrize("text", ["x" * 30, "é" * 30, "😀" * 30, "\n" * 30])
 def test_a_payload_exactly_at_the_cap_is_accepted_and_one_byte_over_refused(text: str) -> None:
-    size = len(validation.COMPACT_JSON.encode([[text], {}]))
-    assert validation.check_payload([text], {}, max_bytes=size) == ([text], {})
+    size = len(json_values.COMPACT_JSON.encode([[text], {}]))
+    assert json_values.check_payload([text], {}, max_bytes=size) == ([text], {})
     with pytest.raises(JobValidationError, match="over LEASEJOBS_MAX_PAYLOAD_BYTES"):
-        validation.check_payload([text], {}, max_bytes=size - 1)
+        json_values.check_payload([text], {}, max_bytes=size - 1)
 
 
 def test_deep_and_self_containing_values_still_get_their_message() -> None:
     deep: list[Any] = []
-    for _ in range(validation.MAX_JSON_DEPTH + 1):
+    for _ in range(json_values.MAX_JSON_DEPTH + 1):
         deep = [deep]
     loop: list[Any] = []
     loop.append(loop)
     for value in (deep, loop):
-        assert validation._json_size_bound(value, 0) == -1
+        assert json_values._json_size_bound(value, 0) == -1
         with pytest.raises(JobValidationError, match="nests deeper than 31 levels"):
-            validation.check_json(value)
+            json_values.check_json(value)
 
 
 @pytest.mark.parametrize(
@@ -109,9 +109,9 @@ def test_deep_and_self_containing_values_still_get_their_message() -> None:
 )
 def test_what_no_database_can_store_is_refused_with_its_reason(value: Any, message: str) -> None:
     with pytest.raises(JobValidationError, match=message):
-        validation.check_json([value])
+        json_values.check_json([value])
     with pytest.raises(JobValidationError, match=message):
-        validation.check_payload([value], {})
+        json_values.check_payload([value], {})
 
 
 @pytest.mark.parametrize("value", [0, -1, 2**31, 2**40, True, 1.0])
@@ -165,18 +165,18 @@ def _exactly(value: Any) -> str:
 @pytest.mark.parametrize("value", REFUSED_FLOATS)
 def test_floats_that_would_not_come_back_as_sent_are_refused(value: float) -> None:
     for args, kwargs in (([value], {}), ([], {"x": {"y": [1, value]}}), ([(value, 1)], {})):
-        assert validation._json_size_bound([args, kwargs], 0) == -1
+        assert json_values._json_size_bound([args, kwargs], 0) == -1
         with pytest.raises(JobValidationError, match=re.escape(repr(value))):
-            validation.check_payload(args, kwargs)
+            json_values.check_payload(args, kwargs)
 
 
 def test_a_result_keeps_any_finite_float() -> None:
     # A handler's return value is not refused for its type coming back changed: the job's
     # work is done, and failing it for that would run it again or dead-letter it.
     for value in REFUSED_FLOATS:
-        validation.check_json([value], "result")
+        json_values.check_json([value], "result")
     with pytest.raises(JobValidationError, match="NaN or Infinity"):
-        validation.check_json([math.inf], "result")
+        json_values.check_json([math.inf], "result")
 
 
 @pytest.mark.django_db

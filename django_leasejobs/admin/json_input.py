@@ -14,7 +14,7 @@ from typing import Any
 from django import forms
 from django.forms.fields import InvalidJSONInput
 
-from ..core.validation import MAX_INT_BITS, MAX_JSON_DEPTH
+from ..core.json_values import MAX_INT_BITS, MAX_JSON_DEPTH
 
 TOO_LONG = (
     "It holds an integer too long to read; integers in job arguments have at most "

@@ -5,6 +5,7 @@ models, and answers JSON. Modules: ``urls`` (the routes), ``endpoint`` (method r
 authentication, permissions and the JSON error envelope around every view), ``auth`` (session
 with CSRF, or a bearer token), ``tokens`` (``ApiToken`` secrets), ``inputs`` (request bodies
 and query parameters), ``serialize`` (rows to JSON), ``jobs`` / ``operations`` (the views),
-``schema`` and ``schema_components`` (the OpenAPI 3.1 document) and ``errors`` (the stable
-error codes). See docs/api.md.
+``schema``, ``schema_components``, ``schema_monitoring``, ``schema_workflows`` and
+``schema_parts`` (the OpenAPI 3.1 document) and ``errors`` (the stable error codes). See
+docs/api.md.
 """

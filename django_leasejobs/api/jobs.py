@@ -21,7 +21,7 @@ from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 
 from .. import protocol
-from ..core import registry, validation
+from ..core import json_values, registry, validation
 from ..core.conf import settings
 from ..errors import JobArgumentsError, JobValidationError
 from ..models import CLAIMABLE, Job, Status
@@ -73,7 +73,7 @@ def parse_item(
         )
     args, kwargs = item.get("args", []), item.get("kwargs", {})
     try:
-        validation.check_payload(args, kwargs)
+        json_values.check_payload(args, kwargs)
     except JobValidationError as exc:
         field = "kwargs" if str(exc).startswith("kwargs") else "args"
         raise ApiError("invalid", str(exc), prefix + field) from None

@@ -17,8 +17,9 @@ from django.conf import ENVIRONMENT_VARIABLE
 from django.conf import settings as django_settings
 from django.http import HttpRequest, JsonResponse
 
-from .schema_components import RUN_STATUSES, STATUSES, Schema, ref, schemas
+from .schema_components import schemas
 from .schema_links import linked
+from .schema_parts import RUN_STATUSES, STATUSES, Schema, ref
 
 
 def query(name: str, schema: Schema, description: str, required: bool = False) -> Schema:

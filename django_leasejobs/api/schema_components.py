@@ -1,40 +1,30 @@
 """The OpenAPI document's component schemas: the JSON shapes ``serialize`` writes and the
-bodies the views read, field for field. ``schema`` assembles them with the operations."""
+bodies the views read, field for field. ``schema`` assembles them with the operations.
+
+Jobs, dead letters, schedules, enqueues and pauses are here; the monitoring answers are in
+``schema_monitoring``, workflow runs in ``schema_workflows``, the pieces all of them are built
+from in ``schema_parts``. ``SCHEMAS`` keeps them in the document's order.
+"""
 
 from __future__ import annotations
-
-from typing import Any
 
 from ..core import error_history
 from ..core.conf import settings
 from .errors import CODES
-
-Schema = dict[str, Any]
-
-
-def ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def nullable(kind: str, **extra: Any) -> Schema:
-    return {"type": [kind, "null"], **extra}
-
-
-TIME = nullable("string", format="date-time")
-ANY_JSON: Schema = {}
-ARGS: Schema = {"type": "array", "description": "Positional arguments (JSON values)."}
-KWARGS: Schema = {"type": "object", "description": "Keyword arguments (JSON values)."}
-
-
-def obj(properties: dict[str, Schema], required: tuple[str, ...] | None = None) -> Schema:
-    """An object with exactly these properties (all required unless ``required`` says)."""
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": list(properties if required is None else required),
-        "additionalProperties": False,
-    }
-
+from .schema_monitoring import MONITORING_SCHEMAS
+from .schema_parts import (
+    ANY_JSON,
+    ARGS,
+    KWARGS,
+    STATUSES,
+    TIME,
+    Schema,
+    nullable,
+    obj,
+    page_of,
+    ref,
+)
+from .schema_workflows import WORKFLOW_SCHEMAS
 
 ENQUEUE_FIELDS: dict[str, Schema] = {
     "name": {"type": "string", "description": "A job on the allow-list (LEASEJOBS_API_JOBS)."},
@@ -47,20 +37,6 @@ ENQUEUE_FIELDS: dict[str, Schema] = {
     "dedupe_key": nullable("string", minLength=1, maxLength=200),
     "max_attempts": nullable("integer", minimum=1),  # its maximum is a setting: schemas()
 }
-
-QUEUES_OMITTED: Schema = {
-    "type": "integer",
-    "minimum": 0,
-    "description": "Queues past LEASEJOBS_STATS_MAX_QUEUES left out of queues (and of the "
-    "total's counts); the verdict still judges them.",
-}
-
-STATUSES = ["pending", "running", "succeeded", "failed", "dead", "cancelled"]
-RUN_STATUSES = ["running", "succeeded", "failed", "cancelled"]
-STEP_STATES = ["waiting", "held", "released", "succeeded", "failed", "cancelled", "skipped"]
-POLICIES = ["cancel", "run", "hold", "on_failure"]
-"""The workflow models' choices, written out: ``python -m django_leasejobs.api.schema`` builds
-the document without settings, so without importing the models (a test compares them)."""
 
 _CUT = "a longer one is cut in its middle, where a marker says how many bytes went"
 ERROR_TEXT = {
@@ -76,39 +52,6 @@ ERROR_HISTORY: Schema = {
         f"{error_history.FIRST} and the last {error_history.LAST}, with one DroppedAttempts "
         "entry between them counting the others."
     ),
-}
-
-WORKERS: dict[str, Schema] = {
-    "workers": {
-        "type": "array",
-        "items": ref("WorkerStats"),
-        "description": "The table of live workers, by id.",
-    },
-    "stuck": {
-        "type": "integer",
-        "minimum": 0,
-        "description": "Stuck handlers over the workers not lost.",
-    },
-}
-
-UNKNOWN_JOBS: dict[str, Schema] = {
-    "unknown_jobs": {
-        "type": "object",
-        "additionalProperties": {"type": "integer", "minimum": 0},
-        "description": (
-            "Jobs waiting for a worker that knows their name (deferred by workers that could "
-            "not run it), by name."
-        ),
-    },
-}
-
-
-WORKFLOW_COUNTS: dict[str, Schema] = {
-    "workflow_runs": obj({status: {"type": "integer", "minimum": 0} for status in RUN_STATUSES})
-    | {
-        "description": "Workflow runs by status: each exact up to 10,000, past it PostgreSQL's "
-        "planner's estimate or 10,000 on other databases."
-    },
 }
 
 SCHEMAS: dict[str, Schema] = {
@@ -248,147 +191,8 @@ SCHEMAS: dict[str, Schema] = {
     ),
     "PauseList": obj({"results": {"type": "array", "items": ref("Pause")}}),
     "ReplayRequest": obj({"args": ARGS, "kwargs": KWARGS}, required=()),
-    "QueueStats": obj(
-        {
-            name: {"type": "integer", "minimum": 0}
-            for name in (
-                "pending",
-                "due",
-                "running",
-                "failed",
-                "expired_leases",
-                "dead_last_hour",
-                "dead_last_day",
-            )
-        }
-        | {
-            "oldest_due_age": {"type": "number", "minimum": 0},
-            "paused_age": {
-                "type": ["number", "null"],
-                "minimum": 0,
-                "description": "Seconds since the queue was paused; null when it is not.",
-            },
-            "approximate": {
-                "type": "object",
-                "additionalProperties": {"type": "string", "enum": ["estimate", "at least"]},
-                "description": "The counts that are not exact (past 10,000 rows): the "
-                "planner's estimate on PostgreSQL, a lower bound elsewhere. Empty: all exact.",
-            },
-        }
-    ),
-    "WorkerStats": obj(
-        {name: {"type": "string"} for name in ("worker_id", "host", "queues", "version")}
-        | {
-            name: {"type": "integer", "minimum": 0}
-            for name in ("pid", "concurrency", "async_concurrency", "running", "stuck")
-        }
-        | {
-            "started_at": {"type": "string", "format": "date-time"},
-            "last_seen_age": {"type": "number", "minimum": 0},
-            "lost": {
-                "type": "boolean",
-                "description": "Not seen for its lease: the worker died or stalled.",
-            },
-        }
-    ),
-    "Stats": obj(
-        {
-            "now": TIME,
-            "total": ref("QueueStats"),
-            "queues": {"type": "object", "additionalProperties": ref("QueueStats")},
-            "queues_omitted": QUEUES_OMITTED,
-            "paused_jobs": {
-                "type": "object",
-                "additionalProperties": {"type": "number", "minimum": 0},
-                "description": "Paused job names, each with the seconds since its pause.",
-            },
-            **WORKERS,
-            **UNKNOWN_JOBS,
-            **WORKFLOW_COUNTS,
-        }
-    ),
-    "Health": obj(
-        {
-            "status": {"type": "string", "enum": ["ok", "unhealthy"]},
-            "problems": {"type": "array", "items": {"type": "object"}},
-            "thresholds": {"type": "object"},
-            "now": TIME,
-            "total": ref("QueueStats"),
-            "queues": {"type": "object", "additionalProperties": ref("QueueStats")},
-            "queues_omitted": QUEUES_OMITTED,
-            "paused_jobs": {
-                "type": "object",
-                "additionalProperties": {"type": "number", "minimum": 0},
-                "description": "Paused job names, each with the seconds since its pause.",
-            },
-            **WORKERS,
-            **UNKNOWN_JOBS,
-            **WORKFLOW_COUNTS,
-        }
-    ),
 }
-
-
-WORKFLOW_RUN: dict[str, Schema] = {
-    "id": {"type": "integer"},
-    "name": {"type": "string"},
-    "status": {"type": "string", "enum": RUN_STATUSES},
-    "created_at": {"type": "string", "format": "date-time"},
-    "finished_at": TIME,
-    "cancel_requested_at": TIME,
-    "steps_total": {"type": "integer", "minimum": 0},
-    "steps_finished": {
-        "type": "integer",
-        "minimum": 0,
-        "description": "Steps ended: succeeded, failed (dead) or cancelled.",
-    },
-    "steps_succeeded": {"type": "integer", "minimum": 0},
-    "steps_failed": {"type": "integer", "minimum": 0},
-    "steps_cancelled": {"type": "integer", "minimum": 0},
-}
-
-SCHEMAS |= {
-    "WorkflowRun": obj(WORKFLOW_RUN),
-    "WorkflowRunDetail": obj(
-        WORKFLOW_RUN
-        | {
-            "steps": {
-                "type": "array",
-                "items": ref("WorkflowStep"),
-                "description": "Every step, in the order they were added.",
-            }
-        }
-    ),
-    "WorkflowStep": obj(
-        {
-            "id": {"type": "integer"},
-            "name": {"type": "string", "description": "Unique within the run."},
-            "job_name": {"type": "string"},
-            "state": {"type": "string", "enum": STEP_STATES},
-            "status": {
-                "type": "string",
-                "enum": sorted({*STATUSES, *STEP_STATES}),
-                "description": "Its job's status when it has a job, else its state.",
-            },
-            "on_parent_failure": {"type": "string", "enum": POLICIES},
-            "reason": {**nullable("string"), "description": "Why it was cancelled or held."},
-            "job_id": nullable("integer"),
-            "parents": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "The names of the steps it runs after, in order.",
-            },
-        }
-    ),
-}
-
-
-def page_of(item: str) -> Schema:
-    return obj(
-        {"results": {"type": "array", "items": ref(item)}, "next_cursor": nullable("string")}
-    )
-
-
+SCHEMAS |= MONITORING_SCHEMAS | WORKFLOW_SCHEMAS
 SCHEMAS |= {
     f"{name}Page": page_of(name) for name in ("Job", "DeadLetter", "Schedule", "WorkflowRun")
 }

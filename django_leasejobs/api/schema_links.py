@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .schema_components import Schema
+from .schema_parts import Schema
 
 ID = "$response.body#/id"
 FIRST = "$response.body#/results/0/id"

@@ -1,4 +1,6 @@
-"""System checks on jobs: those a worker could not find, and parameters named like options.
+"""System checks on jobs: those a worker could not find, parameters named like options, names
+registered twice (``leasejobs.E006``) and ``LEASEJOBS_API_JOBS`` names not registered (``E010``;
+these two run in the schedules' check, :mod:`.schedules`).
 
 A worker has the jobs its own start registered (app loading and every ``ready()``); for any
 other name a row carries, it imports the name's module, only inside an installed app's package
@@ -22,10 +24,14 @@ from typing import Any
 
 from django.conf import settings as django_settings
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.urls import get_resolver
 
-from .. import jobs
 from ..core import job_modules, registry
+from ..core.conf import PREFIX, settings
+from ..core.enqueue_options import option_parameters
+
+Messages = list[checks.CheckMessage]
 
 
 def register() -> None:
@@ -63,7 +69,7 @@ def check_option_parameters(app_configs: Any = None, **kwargs: Any) -> list[chec
     """W011 for each job whose handler takes a parameter named like an enqueue option."""
     messages: list[checks.CheckMessage] = []
     for name, spec in sorted(registry.registered().items()):
-        for parameter in jobs.option_parameters(spec):
+        for parameter in option_parameters(spec):
             short = spec.func.__name__
             messages.append(
                 checks.Warning(
@@ -124,3 +130,35 @@ def _load_urlconf() -> None:
         get_resolver().url_patterns  # noqa: B018 (the import is the point)
     except Exception:
         return
+
+
+def duplicate_jobs() -> Messages:
+    """E006 for each job name two different functions are registered under."""
+    return [
+        checks.Error(
+            f"Two different functions are registered as the job {name!r}; the last one "
+            "imported wins, so which one runs depends on import order.",
+            hint="Give one of them another name: @job(name=...).",
+            id="leasejobs.E006",
+        )
+        for name in sorted(registry.duplicate_names())
+    ]
+
+
+def api_jobs() -> Messages:
+    """A name the API may enqueue must be registered: a typo would otherwise be a silent 404."""
+    try:
+        names = settings.API_JOBS
+    except ImproperlyConfigured:
+        return []  # reported as leasejobs.E001
+    return [
+        checks.Error(
+            f"{PREFIX}API_JOBS lists {name!r}, which is not a registered job.",
+            hint="Use the job's registered name (its dotted path, or @job(name=...)), and "
+            "define it with @job in a module the web process imports at start (an installed "
+            "app's jobs.py).",
+            id="leasejobs.E010",
+        )
+        for name in sorted(names)
+        if registry.lookup(name) is None
+    ]

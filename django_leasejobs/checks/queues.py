@@ -1,4 +1,6 @@
-"""Queues named before a trailing ``:<digits>`` became a thread budget.
+"""System checks of queues: those a job would be sent to but ``LEASEJOBS_QUEUES`` does not
+declare (``leasejobs.E012``, ``E013``: :func:`undeclared_queues`, part of the schedules' check),
+and those named before a trailing ``:<digits>`` became a thread budget.
 
 | id | what |
 |---|---|
@@ -18,9 +20,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
 
-from ..core.conf import BUDGET_LIKE
+from ..core import registry
+from ..core.conf import PREFIX, settings
+from ..core.value_rules import BUDGET_LIKE
 
 Messages = list[checks.CheckMessage]
 
@@ -59,3 +64,40 @@ def check_budget_like_queues(
         for name in sorted(names)
         if name and BUDGET_LIKE.fullmatch(name)
     ]
+
+
+def undeclared_queues(queues: list[str]) -> Messages:
+    """With ``LEASEJOBS_QUEUES`` set, every queue a job can be sent to must be declared.
+
+    Errors, so that ``runjobworker``, ``runserver`` and ``migrate`` refuse to start: an enqueue
+    to an undeclared queue raises ``JobValidationError``, which would otherwise surface only at
+    the first enqueue, in production. A job with no queue of its own goes to the default queue
+    and is covered by E013 alone (one message, not one per job).
+    """
+    messages: Messages = []
+    try:
+        default = settings.DEFAULT_QUEUE
+    except ImproperlyConfigured:
+        default = None  # reported as leasejobs.E001
+    if default is not None and default not in queues:
+        messages.append(
+            checks.Error(
+                f"{PREFIX}DEFAULT_QUEUE is {default!r}, which is not in {PREFIX}QUEUES: every "
+                "job that names no queue would be refused at enqueue.",
+                hint=f"Add {default!r} to {PREFIX}QUEUES or set {PREFIX}DEFAULT_QUEUE to one of "
+                f"{', '.join(queues)}.",
+                id="leasejobs.E013",
+            )
+        )
+    for job_name, job_function in sorted(registry.registered().items()):
+        queue = job_function.queue
+        if queue is not None and queue not in queues:
+            messages.append(
+                checks.Error(
+                    f"Job {job_name!r} goes to queue {queue!r}, which is not in "
+                    f"{PREFIX}QUEUES: its enqueues would be refused.",
+                    hint=f"Add {queue!r} to {PREFIX}QUEUES or change the job's queue.",
+                    id="leasejobs.E012",
+                )
+            )
+    return messages

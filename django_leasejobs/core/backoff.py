@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .conf import JITTER_MODES, settings
+from .conf import settings
+from .value_rules import JITTER_MODES
 
 
 @dataclass(frozen=True)

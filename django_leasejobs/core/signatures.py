@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import JobValidationError
-from . import registry, validation
+from . import json_values, registry
 
 PLACEHOLDER = None
 """What stands for the parent's result while a signature's arguments are checked."""
@@ -65,7 +65,7 @@ class Signature:
     def checked(self, placeholder: bool) -> tuple[list[Any], dict[str, Any]]:
         """The arguments as JSON lists and dicts, refused as an enqueue refuses them; with
         ``placeholder``, checked with one leading argument more (the parents' result)."""
-        args, kwargs = validation.check_payload(self.args, self.kwargs)
+        args, kwargs = json_values.check_payload(self.args, self.kwargs)
         bound = [PLACEHOLDER, *args] if placeholder else args
         self.job.check_arguments(bound, kwargs)
         return args, kwargs

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import JobValidationError
-from . import validation
+from . import json_values
 
 Upgrader = Callable[[list[Any], dict[str, Any]], Any]
 """``upgrade_v1(args, kwargs) -> (args, kwargs)``: one version's arguments as the next one's."""
@@ -148,7 +148,7 @@ def upgrade(
             )
         args, kwargs = list(returned[0]), dict(returned[1])
     try:  # the success write stores them: refused now, as an enqueue would refuse them
-        return validation.check_payload(args, kwargs)
+        return json_values.check_payload(args, kwargs)
     except JobValidationError as exc:
         raise UpgradeError(
             f"The upgraded arguments of job {name!r} cannot be stored: {exc}"

@@ -3,7 +3,10 @@
 The columns split once per *row shape* (which fields the caller gave): the given ones are
 prepared per row, every other column is a model default prepared once, and the ones with a
 database default (``created_at``, ``run_at`` when not given) come back through ``RETURNING``.
-Every value reaches the database as a driver parameter, however the connection binds them.
+Every value reaches the database as a driver parameter, however the connection binds them:
+each column's parameter is named after it (``%(queue)s``). The statements are written by two
+builders, ``insert_one_statement`` and ``insert_many_statement``: what varies in their text
+is only what the row shape decides (its column lists, and the casts of the varying fields).
 
 One row: one ``INSERT ... RETURNING`` that also carries the ``pg_notify`` waking idle workers (in
 the INSERT's own statement, so it is delivered on commit and never for a rolled-back job).
@@ -29,7 +32,7 @@ from django.db.models import Field
 from django.db.models.expressions import DatabaseDefault
 from django.db.models.fields.json import JSONField
 
-from ..core import notify, validation
+from ..core import json_values, notify
 from ..db import client_encoding
 from ..models import Job
 from . import job_rows
@@ -59,9 +62,10 @@ class InsertShape:
             and not isinstance(getattr(template, f.attname), DatabaseDefault)
             and getattr(template, f.attname) is not None
         ]
-        self.constant_params = [
-            f.get_db_prep_save(getattr(template, f.attname), connection) for f in self.constant
-        ]
+        self.constant_params = {
+            str(f.attname): f.get_db_prep_save(getattr(template, f.attname), connection)
+            for f in self.constant
+        }
         self.returned = [
             Job._meta.pk,
             *(
@@ -70,7 +74,7 @@ class InsertShape:
                 if isinstance(getattr(template, f.attname), DatabaseDefault) and f not in self.given
             ),
         ]
-        self._keys = list(given)
+        self._keys = [(key, str(f.attname), f) for key, f in zip(given, self.given, strict=True)]
         # The loaded job's attributes: every field's model default, then per row the given
         # values (by attname: a key given by field name is renamed), the returned columns (or
         # later, by ``fill``) and a fresh default from each callable (its own list or dict).
@@ -90,15 +94,13 @@ class InsertShape:
             if f.attname not in given_attnames and f.has_default() and callable(f.default)
         ]
 
-    def params(self, given: dict[str, Any], connection: BaseDatabaseWrapper) -> list[Any]:
-        """The statement's parameters for one row of ``given`` values."""
-        return [
-            *(
-                f.get_db_prep_save(given[key], connection)
-                for key, f in zip(self._keys, self.given, strict=True)
-            ),
-            *self.constant_params,
-        ]
+    def params(self, given: dict[str, Any], connection: BaseDatabaseWrapper) -> dict[str, Any]:
+        """The statement's parameters for one row of ``given`` values, by column (attname)."""
+        params = {
+            attname: f.get_db_prep_save(given[key], connection) for key, attname, f in self._keys
+        }
+        params.update(self.constant_params)
+        return params
 
     def instance(
         self,
@@ -137,12 +139,27 @@ def shape(alias: str, given: tuple[str, ...]) -> InsertShape:
     return InsertShape(alias, given)
 
 
+def placeholder(field: Field[Any, Any]) -> str:
+    """The named parameter of a column: ``%(queue)s``, ``%(schedule_id)s``."""
+    return f"%({field.attname})s"
+
+
+NOTIFY_PARAMS = ("notify_channel", "notify_queue")
+"""The parameters of the ``pg_notify`` an announced INSERT carries (no column has these names)."""
+
+
 @functools.lru_cache(maxsize=64)
-def _one_sql(alias: str, given: tuple[str, ...], announce: bool) -> str:
+def insert_one_statement(alias: str, given: tuple[str, ...], announce: bool) -> str:
+    """``INSERT INTO job (...) VALUES (...) RETURNING ...`` for one row giving ``given``.
+
+    Its parameters are named after the columns (``%(queue)s``), the shape's given ones then its
+    constant ones; with ``announce``, ``%(notify_channel)s`` and ``%(notify_queue)s`` too.
+    """
     row = shape(alias, given)
     qn = connections[alias].ops.quote_name
-    columns = ", ".join(qn(str(f.column)) for f in [*row.given, *row.constant])
-    values = ", ".join(["%s"] * (len(row.given) + len(row.constant)))
+    fields = [*row.given, *row.constant]
+    columns = ", ".join(qn(str(f.column)) for f in fields)
+    values = ", ".join(placeholder(f) for f in fields)
     names = ", ".join(qn(str(f.column)) for f in row.returned)
     insert = f"INSERT INTO {qn(Job._meta.db_table)} ({columns}) VALUES ({values}) RETURNING {names}"
     if not announce:
@@ -150,9 +167,10 @@ def _one_sql(alias: str, given: tuple[str, ...], announce: bool) -> str:
     # In RETURNING, not a CTE around the INSERT: the same NOTIFY for a job due now, and a
     # shorter statement for the database to parse and plan. A row without a run_at takes the
     # statement's time: due now, no CASE to work out.
+    notify_call = "pg_notify(%(notify_channel)s, %(notify_queue)s)"
     if "run_at" not in given:
-        return f"{insert}, pg_notify(%s, %s)"
-    return f"{insert}, CASE WHEN run_at <= STATEMENT_TIMESTAMP() THEN pg_notify(%s, %s) END"
+        return f"{insert}, {notify_call}"
+    return f"{insert}, CASE WHEN run_at <= STATEMENT_TIMESTAMP() THEN {notify_call} END"
 
 
 def insert_one(values: dict[str, Any], alias: str) -> Job:
@@ -169,32 +187,35 @@ def insert_one(values: dict[str, Any], alias: str) -> Job:
     params = row.params(given, connection)
     announce = notify.supported_on(connection)
     if announce:
-        params += [notify.CHANNEL, given["queue"]]
+        params.update(zip(NOTIFY_PARAMS, (notify.CHANNEL, given["queue"]), strict=True))
     with connection.cursor() as cursor:
         timestamps_in_c(cursor.cursor)
-        cursor.execute(_one_sql(alias, names, announce), params)
+        cursor.execute(insert_one_statement(alias, names, announce), params)
         returned = cursor.fetchone()
     return row.instance(job_rows.builder(alias), given, returned[: len(row.returned)])
 
 
 @functools.lru_cache(maxsize=64)
-def _many_sql(alias: str, varying: tuple[str, ...], fixed: tuple[str, ...]) -> str:
+def insert_many_statement(alias: str, varying: tuple[str, ...], fixed: tuple[str, ...]) -> str:
+    """``INSERT INTO job (...) SELECT ... FROM jsonb_array_elements(%(rows)s::jsonb) ...``.
+
+    ``%(rows)s`` is a JSON array with one array per row: the row's ``varying`` fields, in that
+    order, read by position (``e.r->0``) and cast to their column's type. The ``fixed`` fields
+    (the same in every row) and the shape's constant ones are parameters named after their
+    column (``%(queue)s``), as in ``insert_one_statement``.
+    """
     row = shape(alias, (*varying, *fixed))
     connection = connections[alias]
     qn = connection.ops.quote_name
-    selects = (
-        [
-            f"e.r->{i}" if isinstance(f, JSONField) else f"(e.r->>{i})::{f.db_type(connection)}"
-            for i, f in enumerate(row.given[: len(varying)])
-        ]
-        + ["%s"] * len(fixed)
-        + ["%s"] * len(row.constant)
-    )
+    selects = [
+        f"e.r->{i}" if isinstance(f, JSONField) else f"(e.r->>{i})::{f.db_type(connection)}"
+        for i, f in enumerate(row.given[: len(varying)])
+    ] + [placeholder(f) for f in [*row.given[len(varying) :], *row.constant]]
     return (
         f"INSERT INTO {qn(Job._meta.db_table)} "
         f"({', '.join(qn(str(f.column)) for f in [*row.given, *row.constant])}) "
         f"SELECT {', '.join(selects)} "
-        "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(r, n) ORDER BY e.n "
+        "FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS e(r, n) ORDER BY e.n "
         f"RETURNING {', '.join(qn(str(f.column)) for f in row.returned)}"
     )
 
@@ -241,21 +262,21 @@ def _chunks(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
 
 def _many_statement(
     chunk: list[dict[str, Any]], connection: BaseDatabaseWrapper, alias: str
-) -> tuple[InsertShape, str, list[Any]]:
+) -> tuple[InsertShape, str, dict[str, Any]]:
     client_encoding.check_rows(chunk, connection)
     first = chunk[0]
     varying = tuple(name for name in first if _varies(name, chunk))
     fixed = tuple(name for name in first if name not in varying)
     row = shape(alias, (*varying, *fixed))
-    fixed_params = [
-        f.get_db_prep_save(first[name], connection)
+    params = {
+        str(f.attname): f.get_db_prep_save(first[name], connection)
         for name, f in zip(fixed, row.given[len(varying) :], strict=True)
-    ]
-    payload = validation.COMPACT_JSON.encode(
+    }
+    params.update(row.constant_params)
+    params["rows"] = json_values.COMPACT_JSON.encode(
         [[_jsonable(values[name]) for name in varying] for values in chunk]
     )
-    sql = _many_sql(alias, varying, fixed)
-    return row, sql, [*fixed_params, *row.constant_params, payload]
+    return row, insert_many_statement(alias, varying, fixed), params
 
 
 def _pipeline(connection: BaseDatabaseWrapper) -> AbstractContextManager[Any]:

@@ -1,4 +1,7 @@
-"""Jobs, their dead letters and recorded effects: the rows the lease protocol writes.
+"""Jobs: the rows the lease protocol writes, their columns, indexes and constraints.
+
+Their states are in :mod:`.statuses`, dead letters in :mod:`.dead_letters` and recorded
+effects in :mod:`.effects`.
 
 Every state change of a ``Job`` is made by :mod:`django_leasejobs.protocol`; nothing else writes
 ``status``, ``attempt`` or the lease columns. The models only describe the rows.
@@ -10,62 +13,13 @@ import datetime as dt
 from typing import Any
 
 from django.db import models
-from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 
 from ..core.validation import MAX_PRIORITY, MIN_PRIORITY
+from .statuses import Status
 
-
-class Status(models.TextChoices):
-    """The states of a job, and what moves a job out of each one.
-
-    pending -> running -> succeeded | failed | dead; pending/failed -> cancelled;
-    running -> cancelled when an operator's cancel request reaches the owning worker.
-    """
-
-    PENDING = "pending", "Pending"
-    """Waiting for ``run_at`` (new, released at shutdown, or snoozed by its handler). Left by a
-    worker's claim (-> running) or an operator's cancel."""
-
-    RUNNING = "running", "Running"
-    """Leased by ``lease_owner`` until ``lease_expires_at``; the worker's heartbeat extends it.
-    Left by complete (-> succeeded), fail (-> failed or dead; the handler's ``Retry`` too),
-    release or the handler's ``Snooze`` (-> pending, or dead past the snooze cap) or, once the
-    lease has expired, by lease recovery (-> failed, or dead when no attempt is left). An
-    operator's cancel only records ``cancel_requested_at``: the owning worker then ends the
-    attempt (-> cancelled), and any other end of the attempt becomes cancelled too."""
-
-    SUCCEEDED = "succeeded", "Succeeded"
-    """Final. The handler returned under the current attempt token."""
-
-    FAILED = "failed", "Failed"
-    """An attempt failed or its lease expired; a retry waits for ``run_at`` (now + backoff, or
-    the time the handler's ``Retry`` gave).
-    Left like ``pending``: claimed by a worker when due, or cancelled by an operator."""
-
-    DEAD = "dead", "Dead"
-    """Final. Attempts exhausted, a permanent error (or one ``retry_on`` does not list), too
-    many snoozes, or an unregistered name: a ``DeadLetter``
-    row holds its history. A replay makes a *new* job; this one never runs again."""
-
-    CANCELLED = "cancelled", "Cancelled"
-    """Final. An operator cancelled it: before it ran, or while it ran (by its worker, once it
-    learned of ``cancel_requested_at``)."""
-
-
-CLAIMABLE = (Status.PENDING, Status.FAILED)
-LIVE = (Status.PENDING, Status.RUNNING, Status.FAILED)
-FINAL = (Status.SUCCEEDED, Status.DEAD, Status.CANCELLED)
-
-# The waiting, running and final statuses as filters, written as the partial indexes'
-# conditions write them. SQLite uses a partial index only for a statement that repeats its
-# condition's terms with the same constants (a bound parameter never matches), so the ORM's
-# own ``status__in=...`` reads the whole table there. Constant SQL: no value from outside.
-IS_WAITING = RawSQL("status IN ('pending', 'failed')", (), output_field=models.BooleanField())
-IS_RUNNING = RawSQL("status = 'running'", (), output_field=models.BooleanField())
-IS_FINAL = RawSQL(
-    "status IN ('succeeded', 'dead', 'cancelled')", (), output_field=models.BooleanField()
-)
+# Status stays importable from here: the reference (docs/reference/models.md) names it so.
+__all__ = ["Job", "Status"]
 
 
 class Job(models.Model):
@@ -327,6 +281,8 @@ class Job(models.Model):
     def replayed_by(self) -> Job | None:
         """The job an operator's replay of this dead job created; ``None`` when it was not
         replayed (or is not dead). The dead job itself never runs again."""
+        from .dead_letters import DeadLetter
+
         try:
             return self.dead_letter.replayed_job
         except DeadLetter.DoesNotExist:
@@ -336,6 +292,8 @@ class Job(models.Model):
     def replayed_from(self) -> Job | None:
         """The dead job this job is a replay of (its dead letter is ``replay_of``); ``None``
         for a job enqueued as usual."""
+        from .dead_letters import DeadLetter
+
         try:
             return self.replay_of.job
         except DeadLetter.DoesNotExist:
@@ -363,68 +321,3 @@ class Job(models.Model):
     def attempts_charged(self) -> int:
         """Claims that count against ``max_attempts``."""
         return self.attempt - self.released
-
-
-class DeadLetter(models.Model):
-    """A job that will not run again by itself, kept for an operator to inspect and replay."""
-
-    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="dead_letter")
-    name = models.CharField(max_length=200)
-    args = models.JSONField(default=list, blank=True)
-    kwargs = models.JSONField(default=dict, blank=True)
-    queue = models.CharField(max_length=100)
-    reason = models.CharField(max_length=200)
-    errors = models.JSONField(default=list, blank=True)
-    created_at = models.DateTimeField(db_default=Now(), db_index=True)
-    replayed_job = models.OneToOneField(
-        Job,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="replay_of",
-        help_text="The job a replay created; set once, so replaying twice creates one job.",
-    )
-    replayed_at = models.DateTimeField(null=True, blank=True)
-    fingerprint = models.CharField(
-        max_length=32,
-        blank=True,
-        default="",
-        editable=False,
-        help_text="The error's key: its exception class and the handler's innermost frames "
-        "(django_leasejobs.fingerprints); empty until computed for a row written before it.",
-    )
-
-    class Meta:
-        ordering = ["-id"]
-        indexes = [
-            # The grouped page reads (fingerprint, name, created_at) in index order, and a
-            # group's replay or discard finds its rows by the leading column.
-            models.Index(
-                fields=["fingerprint", "name", "created_at"], name="leasejobs_deadletter_groups"
-            ),
-        ]
-        permissions = [
-            ("replay_deadletter", "Can replay a dead letter"),
-            ("replay_deadletter_group", "Can replay a group of dead letters"),
-            ("discard_deadletter_group", "Can discard a group of dead letters"),
-        ]
-
-    def __str__(self) -> str:
-        return f"dead {self.name}#{self.job_id}: {self.reason}"
-
-
-class Effect(models.Model):
-    """A side effect recorded as done, in the same transaction as the handler's writes.
-
-    The unique key makes a second run of an at-least-once job skip what the first run committed.
-    """
-
-    key = models.CharField(max_length=255, unique=True)
-    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(db_default=Now())
-
-    class Meta:
-        ordering = ["-id"]
-
-    def __str__(self) -> str:
-        return self.key

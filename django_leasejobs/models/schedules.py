@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models.functions import Now
 
 from ..core import cron as cron_module
-from ..core import registry, validation
+from ..core import json_values, registry, validation
 from ..errors import JobValidationError
 
 
@@ -113,7 +113,7 @@ class Schedule(models.Model):
 
     def _check_arguments(self) -> None:
         """JSON arguments that the job's handler can be called with."""
-        args, kwargs = validation.check_payload(self.args, self.kwargs)
+        args, kwargs = json_values.check_payload(self.args, self.kwargs)
         spec = registry.lookup(self.job) if isinstance(self.job, str) else None
         if spec is not None:
             spec.check_arguments(args, kwargs)

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from django.db import connections, transaction
 
 from .. import dialects
-from ..core import validation
+from ..core import json_values
 from ..db import signals
 from ..db.deadlocks import retry_deadlocks
 from ..dialects import Completion
@@ -53,7 +53,7 @@ def complete(
     same fenced statement.
     """
     try:
-        validation.check_json(result, "result")
+        json_values.check_json(result, "result")
     except JobValidationError as exc:
         return fail(job_id, attempt, Failure(f"Unstorable return value: {exc}"), retryable=False)
     using = job_database()
@@ -111,7 +111,7 @@ def complete_many(
     for item in completions:
         done = Completion(*item)
         try:
-            validation.check_json(done.result, "result")
+            json_values.check_json(done.result, "result")
         except JobValidationError:
             outcomes[done.id] = complete(*done, finished_by=finished_by)  # fails it
             continue
@@ -154,7 +154,7 @@ def complete_in_transaction(
     using = job_database()
     if not connections[using].in_atomic_block:
         raise RuntimeError("ctx.complete() must be called inside transaction.atomic().")
-    validation.check_json(result, "result")
+    json_values.check_json(result, "result")
     changed = (
         Job.objects.using(using)
         .filter(pk=job_id, attempt=attempt, status=Status.RUNNING, workflow_step__isnull=True)

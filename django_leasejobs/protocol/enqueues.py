@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from django.db import IntegrityError, connections, transaction
 
 from .. import dialects
-from ..core import limits, registry, validation
+from ..core import json_values, limits, registry, validation
 from ..core.conf import settings as conf_settings
 from ..db import client_encoding, signals
 from ..db.dbtime import db_now
@@ -163,7 +163,7 @@ def _checked_arguments(
 ) -> tuple[list[Any], dict[str, Any]]:
     """The arguments as JSON lists and dicts, refused when not JSON or when they do not fit
     the handler's signature (checked second: the binding needs a list and a dict)."""
-    args_list, kwargs_dict = validation.check_payload(
+    args_list, kwargs_dict = json_values.check_payload(
         args, kwargs, max_bytes=defaults.max_payload_bytes
     )
     if defaults.check_arguments is not None:

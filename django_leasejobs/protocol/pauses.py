@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 
 from ..core import registry
-from ..core.validation import check_queue, check_text
+from ..core.json_values import check_text
+from ..core.validation import check_queue
 from ..db.dbtime import DbNow, as_aware, db_now
 from ..errors import JobValidationError
 from ..models import Job, Pause, PauseKind

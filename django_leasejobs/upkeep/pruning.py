@@ -14,6 +14,7 @@ from .. import dialects
 from ..core import registry
 from ..db.dbtime import DbNow
 from ..dialects import limiter_pruning
+from ..dialects.sql import JOB, placeholders
 from ..models import DeadLetter, Effect, Job, QueueSample, RunStatus, Status, WorkflowStep
 from ..protocol.base import job_database, logger
 
@@ -52,6 +53,13 @@ def count_prunable(status: str, older_than: dt.timedelta) -> int:
 _KNOWN_RELATIONS = {("DeadLetter", "job"), ("DeadLetter", "replayed_job"), ("Effect", "job")}
 
 
+def delete_jobs_statement(id_list: str) -> str:
+    """Delete the jobs whose ids ``id_list`` names (``%(id_0)s, %(id_1)s, ...``, written by
+    ``dialects.sql.placeholders``) if they are still in ``%(status)s``: a job that left the
+    state since it was chosen is kept."""
+    return f"DELETE FROM {JOB} WHERE id IN ({id_list}) AND status = %(status)s"
+
+
 def _delete_jobs(alias: str, ids: list[int], status: str) -> int:
     """Delete these jobs (still in ``status``) and what hangs off them; return how many went."""
     relations = {(r.related_model.__name__, r.field.name) for r in Job._meta.related_objects}
@@ -64,13 +72,9 @@ def _delete_jobs(alias: str, ids: list[int], status: str) -> int:
     # Replays' jobs never get here: _prunable skips them while their dead letter exists.
     Effect.objects.using(alias).filter(job_id__in=ids).update(job=None)
     DeadLetter.objects.using(alias).filter(job_id__in=ids).delete()
-    connection = connections[alias]
-    table = connection.ops.quote_name(Job._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(ids))}) AND status = %s",
-            [*ids, status],
-        )
+    id_list, params = placeholders("id", ids)
+    with connections[alias].cursor() as cursor:
+        cursor.execute(delete_jobs_statement(id_list), {**params, "status": status})
         return cursor.rowcount
 
 

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.admin.models import ADDITION, LogEntry
 from testapp import jobs
 
-from django_leasejobs.core import validation
+from django_leasejobs.core import json_values, validation
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job
 
@@ -108,12 +108,12 @@ def python_message(call) -> str:
 
 
 BAD = [
-    ("args", "nope", lambda: validation.check_payload("nope", {})),
-    ("args", {"a": 1}, lambda: validation.check_payload({"a": 1}, {})),
-    ("args", ["a\u0000b"], lambda: validation.check_payload(["a\u0000b"], {})),
-    ("args", [1e300], lambda: validation.check_payload([1e300], {})),
-    ("kwargs", [1], lambda: validation.check_payload([], [1])),
-    ("kwargs", {"x": "\ud800"}, lambda: validation.check_payload([], {"x": "\ud800"})),
+    ("args", "nope", lambda: json_values.check_payload("nope", {})),
+    ("args", {"a": 1}, lambda: json_values.check_payload({"a": 1}, {})),
+    ("args", ["a\u0000b"], lambda: json_values.check_payload(["a\u0000b"], {})),
+    ("args", [1e300], lambda: json_values.check_payload([1e300], {})),
+    ("kwargs", [1], lambda: json_values.check_payload([], [1])),
+    ("kwargs", {"x": "\ud800"}, lambda: json_values.check_payload([], {"x": "\ud800"})),
     ("priority", 101, lambda: validation.check_priority(101)),
     ("priority", "high", lambda: validation.check_priority("high")),
     ("priority", True, lambda: validation.check_priority(True)),

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from django_leasejobs import checks
+from django_leasejobs.checks import schedules as schedule_checks
+from django_leasejobs.checks import settings as setting_checks
 from django_leasejobs.core import registry
 from django_leasejobs.core.conf import settings as conf
 
@@ -37,13 +38,13 @@ def test_api_limits_must_be_sane(settings, name, value):
 
 def test_check_reports_unregistered_api_job_and_page_sizes(settings):
     settings.LEASEJOBS_API_JOBS = ["testapp.jobs.add", "testapp.jobs.typo"]
-    found = [(m.id, m.msg) for m in checks.check_schedules_and_jobs()]
+    found = [(m.id, m.msg) for m in schedule_checks.check_schedules_and_jobs()]
     assert (
         "leasejobs.E010",
         "LEASEJOBS_API_JOBS lists 'testapp.jobs.typo', which is not a registered job.",
     ) in found
     settings.LEASEJOBS_API_PAGE_SIZE = 600
-    assert "leasejobs.E011" in [m.id for m in checks.check_settings()]
+    assert "leasejobs.E011" in [m.id for m in setting_checks.check_settings()]
 
 
 def test_job_api_option_must_be_a_bool():

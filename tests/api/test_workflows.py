@@ -139,7 +139,7 @@ def test_without_credentials_it_is_401(client):
 
 
 def test_the_documents_choices_are_the_models():
-    from django_leasejobs.api import schema_components as c
+    from django_leasejobs.api import schema_parts as c
     from django_leasejobs.models import Policy, StepState
 
     assert RunStatus.values == c.RUN_STATUSES

@@ -14,7 +14,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 from testapp import jobs
 
-from django_leasejobs import checks, protocol, upkeep
+from django_leasejobs import protocol, upkeep
+from django_leasejobs.checks import settings as setting_checks
 from django_leasejobs.core.conf import settings as leasejobs_settings
 from django_leasejobs.models import DeadLetter, Job, MaintenanceLease, Schedule, Status
 from django_leasejobs.runtime import execution, schedules
@@ -122,14 +123,14 @@ class TestSetting:
             with pytest.raises(ImproperlyConfigured) as caught:
                 _ = leasejobs_settings.RETENTION
             assert message in str(caught.value)
-            errors = [m for m in checks.check_settings() if m.id == "leasejobs.E001"]
+            errors = [m for m in setting_checks.check_settings() if m.id == "leasejobs.E001"]
             assert [message in e.msg for e in errors] == [True]
             with pytest.raises(ImproperlyConfigured, match="LEASEJOBS_RETENTION"):
                 Worker()
 
     def test_a_misspelt_setting_name_is_a_warning(self) -> None:
         with override_settings(LEASEJOBS_RETENTON={"succeeded": "7d"}):
-            warnings = [m for m in checks.check_settings() if m.id == "leasejobs.W003"]
+            warnings = [m for m in setting_checks.check_settings() if m.id == "leasejobs.W003"]
         assert [w.hint for w in warnings] == ["Did you mean LEASEJOBS_RETENTION?"]
 
 

@@ -16,7 +16,7 @@ import pytest
 from django.core.checks import Error
 
 from django_leasejobs import protocol
-from django_leasejobs.checks import check_settings
+from django_leasejobs.checks.settings import check_settings
 from django_leasejobs.core import job_modules
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome

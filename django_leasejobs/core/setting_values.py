@@ -1,0 +1,125 @@
+"""Reading one ``LEASEJOBS_*`` setting: its default, and the checks every kind of value shares.
+
+:class:`.conf.Settings` has one documented property per setting; the property says what the
+value means and these functions read it: a number in a range, a flag, a duration (``"24h"``,
+read by :mod:`.durations`), with the message of ``ImproperlyConfigured`` naming the setting.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
+
+from .durations import parse_ages, parse_duration
+from .value_rules import MAX_ATTEMPTS_LIMIT
+
+PREFIX = "LEASEJOBS_"
+
+DEFAULTS: dict[str, Any] = {
+    "DEFAULT_QUEUE": "default",
+    "MAX_ATTEMPTS": 5,
+    "MAX_SNOOZES": 100,
+    "BACKOFF_BASE": 2.0,
+    "BACKOFF_CAP": 3600.0,
+    "BACKOFF_JITTER": "equal",
+    "LEASE_SECONDS": 60.0,
+    "HEARTBEAT_SECONDS": 15.0,
+    "POLL_SECONDS": 1.0,
+    "MAX_PAYLOAD_BYTES": 256 * 1024,
+    "SCHEDULES": {},
+    "MISFIRE_GRACE_SECONDS": 60,
+    "NOTIFY": True,
+    "QUEUES": None,
+    "HEALTH_MAX_DUE_AGE": None,
+    "HEALTH_MAX_DEAD_PER_HOUR": None,
+    "HEALTH_MAX_EXPIRED_LEASES": None,
+    "HEALTH_MAX_PAUSED_AGE": None,
+    "HEALTH_MAX_STUCK": None,
+    "HEALTH_MAX_UNKNOWN": None,
+    "HEALTH_MAX_UNSERVED_AGE": 60.0,
+    "STATS_MAX_QUEUES": 200,
+    "METRICS": False,
+    "EAGER": False,
+    "MONITORING_TOKEN": None,
+    "TASK_MODULES": (),
+    "TIMEOUT_SECONDS": None,
+    "API_JOBS": (),
+    "API_MAX_BODY_BYTES": 1024 * 1024,
+    "API_PAGE_SIZE": 50,
+    "API_MAX_PAGE_SIZE": 500,
+    "API_MAX_BATCH": 100,
+    "API_MAX_ATTEMPTS": 100,
+    "RETENTION": {},
+    "UNKNOWN_JOB_GRACE": "24h",
+}
+
+RETENTION_STATES = ("succeeded", "cancelled", "dead")
+"""The finished states ``LEASEJOBS_RETENTION`` may give an age (``upkeep.PRUNABLE``)."""
+
+
+def raw(name: str) -> Any:
+    """The setting as the project gives it, or its default."""
+    return getattr(django_settings, PREFIX + name, DEFAULTS[name])
+
+
+def number(name: str, *, minimum: float, integer: bool = False) -> Any:
+    """A number (an ``int`` with ``integer``; never a bool) of at least ``minimum``."""
+    value = raw(name)
+    kind = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind):
+        wanted = "an integer" if integer else "a number"
+        raise ImproperlyConfigured(f"{PREFIX}{name} must be {wanted}, not {value!r}.")
+    if value < minimum:
+        raise ImproperlyConfigured(f"{PREFIX}{name} must be at least {minimum}, not {value!r}.")
+    return value
+
+
+def column_integer(name: str, *, minimum: int) -> int:
+    """An integer stored in a 32-bit column (an attempt or snooze budget): at most
+    ``MAX_ATTEMPTS_LIMIT``."""
+    value = int(number(name, minimum=minimum, integer=True))
+    if value > MAX_ATTEMPTS_LIMIT:
+        raise ImproperlyConfigured(
+            f"{PREFIX}{name} must be at most {MAX_ATTEMPTS_LIMIT}, not {value!r}."
+        )
+    return value
+
+
+def optional_number(name: str, *, integer: bool = False) -> float | None:
+    """A health threshold: None (not checked) or a number >= 0."""
+    if raw(name) is None:
+        return None
+    return float(number(name, minimum=0, integer=integer))
+
+
+def optional_count(name: str) -> int | None:
+    """A health threshold that counts: None (not checked) or an integer >= 0."""
+    value = optional_number(name, integer=True)
+    return None if value is None else int(value)
+
+
+def flag(name: str) -> bool:
+    """``True`` or ``False``, nothing that merely looks like one."""
+    value = raw(name)
+    if not isinstance(value, bool):
+        raise ImproperlyConfigured(f"{PREFIX}{name} must be True or False, not {value!r}.")
+    return value
+
+
+def duration(name: str) -> dt.timedelta:
+    """A duration with a unit (``"24h"``, ``"90s"``, a ``timedelta``)."""
+    try:
+        return parse_duration(raw(name))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{PREFIX}{name}: {exc}") from None
+
+
+def ages(name: str, states: tuple[str, ...]) -> dict[str, dt.timedelta]:
+    """A duration per state, for the states in ``states`` (``{"dead": "30d"}``)."""
+    try:
+        return parse_ages(raw(name), states)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{PREFIX}{name}{exc}") from None
