@@ -26,7 +26,6 @@ from .samples import RUN_TIME_EDGES, QueueSample
 from .schedules import Misfire, Schedule, ScheduleSkip
 from .workers import Worker
 from .workflows import (
-    STEP_FINAL,
     Policy,
     RunStatus,
     StepState,
@@ -44,7 +43,6 @@ __all__ = [
     "IS_WAITING",
     "LIVE",
     "RUN_TIME_EDGES",
-    "STEP_FINAL",
     "ApiToken",
     "DeadLetter",
     "Effect",
