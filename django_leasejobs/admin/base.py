@@ -34,20 +34,6 @@ PERMISSIONS = {
 """Operator permission name (as used by ``allowed_permissions``) -> model permission codename."""
 
 
-MAX_ID = 2**63 - 1
-"""The largest id any database's key column holds."""
-
-
-def row_id(text: str) -> int | None:
-    """``text`` as a row id, or None: ASCII digits only (``str.isdigit`` also takes a
-    superscript two, which ``int()`` refuses), and no longer than the largest id, as ``int()``
-    refuses more than 4,300 digits with a ``ValueError``."""
-    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > len(str(MAX_ID)):
-        return None
-    value = int(text)
-    return value if value <= MAX_ID else None
-
-
 class NulRefusingChangeList(ChangeList):
     """Django's change list, taking a filter value that holds a NUL character (``?queue=%00``)
     as an invalid lookup: Django then shows the list unfiltered, flagged ``?e=1``. No stored

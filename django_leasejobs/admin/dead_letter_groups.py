@@ -24,9 +24,10 @@ from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 
 from .. import protocol
+from ..core.row_ids import row_id
 from ..models import DeadLetter, Job
 from . import display
-from .base import has_operator_permission, row_id
+from .base import has_operator_permission
 
 GROUPS_PER_PAGE = 100
 REFUSALS_SHOWN = 10

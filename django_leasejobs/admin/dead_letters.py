@@ -18,10 +18,11 @@ from django.utils.safestring import SafeString
 
 from .. import protocol
 from ..core import fingerprints, registry, versions
+from ..core.row_ids import row_id
 from ..errors import InvalidTransitionError, JobValidationError
 from ..models import DeadLetter
 from . import display, json_input
-from .base import PayloadDisplay, ReadOnlyAdmin, row_id
+from .base import PayloadDisplay, ReadOnlyAdmin
 from .dead_letter_groups import DeadLetterGroupViews
 from .filters import JobNameFilter
 from .paginator import CountingPaginator

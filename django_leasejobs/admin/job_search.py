@@ -16,8 +16,8 @@ from django.http import HttpRequest
 from django.utils.text import smart_split, unescape_string_literal
 
 from ..core import registry
+from ..core.row_ids import row_id
 from ..models import Job
-from .base import row_id
 
 MAX_WORDS = 10
 """A search takes its first this many distinct words (a message says so when it had more).

@@ -15,10 +15,11 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
 from .. import protocol
+from ..core.row_ids import row_id
 from ..db.dbtime import DbNow
 from ..models import CLAIMABLE, Job, Status
 from . import dashboard, display, job_search, leases, pauses
-from .base import PayloadDisplay, ReadOnlyAdmin, fieldset_fields, row_id
+from .base import PayloadDisplay, ReadOnlyAdmin, fieldset_fields
 from .filters import JobNameFilter, QueueFilter
 from .paginator import CountingPaginator
 

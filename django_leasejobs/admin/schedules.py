@@ -14,10 +14,11 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from ..core.row_ids import row_id
 from ..models import Schedule
 from ..runtime import schedules
 from . import json_input, occurrences
-from .base import NulRefusingLists, row_id
+from .base import NulRefusingLists
 
 
 @admin.register(Schedule)

@@ -22,6 +22,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
+from .display import truncated
+
 BOX_WIDTH, BOX_HEIGHT = 150, 40
 COLUMN_GAP, ROW_GAP = 50, 14
 MARGIN = 10
@@ -123,10 +125,6 @@ def layout(nodes: Sequence[Node]) -> list[Placed]:
     return placed
 
 
-def _label(text: str) -> str:
-    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "\u2026"
-
-
 def _box(box: Placed) -> str:
     x, y = box.x, box.y
     if box.node is None:
@@ -136,11 +134,11 @@ def _box(box: Placed) -> str:
             f'<text x="{x + 8}" y="{y + 24}">\u2026 {box.hidden} more</text></g>'
         )
     node = box.node
-    state = escape(node.state)
+    state, label = escape(node.state), escape(truncated(node.name, MAX_LABEL))
     shape = (
         f'<title>{escape(node.name)}: {state}</title><rect x="{x}" y="{y}" width="{BOX_WIDTH}" '
         f'height="{BOX_HEIGHT}" rx="4"/>'
-        f'<text x="{x + 8}" y="{y + 16}" class="leasejobs-step-name">{escape(_label(node.name))}'
+        f'<text x="{x + 8}" y="{y + 16}" class="leasejobs-step-name">{label}'
         f'</text><text x="{x + 8}" y="{y + 32}" class="leasejobs-step-state">{state}</text>'
     )
     group = f'<g class="leasejobs-step leasejobs-step-{state}">{shape}</g>'

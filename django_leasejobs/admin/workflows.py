@@ -24,12 +24,13 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
 from .. import protocol, workflows
+from ..core.row_ids import row_id
 from ..db.dbtime import DbNow
 from ..errors import InvalidTransitionError, JobValidationError
 from ..models import RunStatus, WorkflowRun
 from ..reports import workflow_reads
 from . import display, workflow_graph
-from .base import ReadOnlyAdmin, has_operator_permission, row_id
+from .base import ReadOnlyAdmin, has_operator_permission
 
 MAX_LISTED_STEPS = 500
 """Steps the run's table lists (the graph counts every step)."""

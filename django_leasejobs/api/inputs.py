@@ -18,22 +18,9 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, QueryDict
 
 from ..core.conf import settings
+from ..core.row_ids import MAX_ID, whole_number
 from ..errors import JobValidationError
 from .errors import ApiError
-
-MAX_ID = 2**63 - 1
-"""The largest id any database's key column holds; a larger one in a path is simply not found."""
-
-
-def whole_number(text: str, most: int) -> int | None:
-    """``text`` as a whole number from 0 to ``most``, or None.
-
-    ASCII digits only (``str.isdigit`` also takes a superscript two), and the length is checked
-    before ``int()``, which refuses more than 4,300 digits with a ``ValueError``."""
-    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > len(str(most)):
-        return None
-    value = int(text)
-    return value if value <= most else None
 
 
 def body(request: HttpRequest, *, optional: bool = False) -> Any:

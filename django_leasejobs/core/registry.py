@@ -177,7 +177,7 @@ class JobSpec:
             keyword = "keyword" in str(exc) or "multiple values" in str(exc)
             raise JobArgumentsError(
                 f"Job {self.name!r} cannot take these arguments: {exc} "
-                f"(its signature: {self.func.__name__}{_plain(self.signature)}).",
+                f"(its signature: {self.func.__name__}{_unannotated(self.signature)}).",
                 field="kwargs" if keyword else "args",
             ) from None
 
@@ -245,7 +245,7 @@ class ArgumentCheck:
         return True
 
 
-def _plain(signature: inspect.Signature) -> inspect.Signature:
+def _unannotated(signature: inspect.Signature) -> inspect.Signature:
     """``signature`` without annotations, as an error message shows it."""
     return signature.replace(
         parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],

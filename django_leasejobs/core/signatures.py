@@ -71,10 +71,6 @@ class Signature:
         return args, kwargs
 
 
-def is_signature(value: Any) -> bool:
-    return isinstance(value, Signature)
-
-
 def signatures(values: Sequence[Any], what: str) -> list[Signature]:
     """``values`` as signatures, or a ``TypeError`` naming the first that is not one."""
     items = list(values)

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.core.management.base import CommandError
 
 from django_leasejobs.core.durations import parse_duration
+
+Parsed = TypeVar("Parsed")
 
 MAX_BATCH = 10_000
 """Rows a batch of a pruning or backfill command may take: enough to be quick, few enough to
@@ -50,3 +53,22 @@ def batch(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH:
         raise CommandError(f"--batch must be between 1 and {MAX_BATCH}, not {value!r}.")
     return value
+
+
+def given(
+    value: Any,
+    parse: Callable[[str], Parsed],
+    option: str,
+    parsed: type | tuple[type, ...],
+    *,
+    returncode: int = 1,
+) -> Parsed | None:
+    """An option as ``call_command`` may pass it too: a keyword skips argparse's ``type``, so
+    a value that is not ``parsed`` yet is read by ``parse`` here, a bad one refused naming
+    ``option``. ``None`` (not given) stays ``None``."""
+    if value is None or (isinstance(value, parsed) and not isinstance(value, bool)):
+        return value  # type: ignore[return-value]
+    try:
+        return parse(str(value))
+    except argparse.ArgumentTypeError as exc:
+        raise CommandError(f"{option}: {exc}", returncode=returncode) from None

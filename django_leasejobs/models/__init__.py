@@ -19,7 +19,6 @@ from .schedules import Misfire, Schedule, ScheduleSkip
 from .statuses import CLAIMABLE, FINAL, IS_FINAL, IS_RUNNING, IS_WAITING, LIVE, Status
 from .workers import Worker
 from .workflows import (
-    STEP_FINAL,
     Policy,
     RunStatus,
     StepState,
@@ -37,7 +36,6 @@ __all__ = [
     "IS_WAITING",
     "LIVE",
     "RUN_TIME_EDGES",
-    "STEP_FINAL",
     "ApiToken",
     "DeadLetter",
     "Effect",

@@ -45,9 +45,6 @@ class StepState(models.TextChoices):
     """Not needed: an ``on_failure`` step whose parents all succeeded. Not a failure."""
 
 
-STEP_FINAL = (StepState.SUCCEEDED, StepState.FAILED, StepState.CANCELLED, StepState.SKIPPED)
-
-
 class Policy(models.TextChoices):
     """What a step does when a parent ends dead or cancelled (``on_parent_failure``)."""
 

@@ -56,11 +56,11 @@ class Failure:
         return line[:HEADLINE]
 
     @classmethod
-    def from_exception(cls, exc: BaseException) -> Failure:
+    def from_exception(cls, exc: BaseException, kind: str = "error") -> Failure:
         """The exception's class, message and traceback, whole: ``fail`` bounds what it stores
         (``error_history``), with a marker where it cut."""
         text = "".join(traceback_module.format_exception(type(exc), exc, exc.__traceback__))
-        return cls(f"{type(exc).__name__}: {exc}", text)
+        return cls(f"{type(exc).__name__}: {exc}", text, kind)
 
 
 def job_database() -> str:

@@ -130,9 +130,9 @@ def complete_many(
             int(done.id in succeeded), "succeeded", done.id, done.attempt, Outcome.SUCCEEDED
         )
     if succeeded and signals.wanted(signals.job_succeeded):
-        plain = {c.id: c.attempt for c in storable if c.id in succeeded and c.result is None}
-        if plain:
-            announce(signals.job_succeeded, using, plain, result=None)
+        no_result = {c.id: c.attempt for c in storable if c.id in succeeded and c.result is None}
+        if no_result:
+            announce(signals.job_succeeded, using, no_result, result=None)
         for c in storable:
             if c.id in succeeded and c.result is not None:
                 announce(signals.job_succeeded, using, {c.id: c.attempt}, result=c.result)

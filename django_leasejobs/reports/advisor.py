@@ -20,6 +20,7 @@ from ..core import histogram, registry
 from ..core.conf import settings
 from ..db import dbtime
 from ..models import RuntimeStat
+from ..upkeep.runtime_stats import hour_of
 from .lease_advice import STALE_LIMIT, Suggestion, heartbeat_keeps, suggest
 
 WINDOW = dt.timedelta(days=7)
@@ -85,7 +86,7 @@ def collect(window: dt.timedelta = WINDOW, using: str | None = None) -> list[Job
     """Every job name with runs in the window or registered here, sorted by name."""
     alias = using or router.db_for_read(RuntimeStat) or DEFAULT_DB_ALIAS
     now = dbtime.db_now(alias)
-    rows = RuntimeStat.objects.using(alias).filter(hour__gte=_hour(now - window))
+    rows = RuntimeStat.objects.using(alias).filter(hour__gte=hour_of(now - window))
     jobs = {name: _configured(name) for name in registry.registered()}
     for totals in _totals(rows, now):
         name = totals["name"]
@@ -94,10 +95,6 @@ def collect(window: dt.timedelta = WINDOW, using: str | None = None) -> list[Job
         jobs[name].lease = lease if lease is not None else jobs[name].lease
         jobs[name].heartbeat = heartbeat
     return [jobs[name] for name in sorted(jobs)]
-
-
-def _hour(moment: dt.datetime) -> dt.datetime:
-    return moment.replace(minute=0, second=0, microsecond=0)
 
 
 def _configured(name: str) -> JobLeases:
@@ -109,7 +106,7 @@ def _configured(name: str) -> JobLeases:
 
 def _totals(rows: Any, now: dt.datetime) -> Any:
     """One row per name: every counter added up over the window, and the last day's."""
-    recent = Q(hour__gte=_hour(now - DAY))
+    recent = Q(hour__gte=hour_of(now - DAY))
     sums = {column: Sum(column) for column in histogram.field_names()}
     return (
         rows.order_by()

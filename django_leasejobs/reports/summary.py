@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from ..protocol import Outcome
 
+TABLE_ROWS = ("succeeded", "retried", "dead", "stale", "released", "snoozed", "cancelled")
+"""The table's rows: every outcome (``Outcome``'s values), in the order the summary shows them."""
+
 
 @dataclass
 class Summary:
@@ -28,44 +31,15 @@ class Summary:
     seconds: float = 0.0
 
     def count(self, outcome: Outcome) -> None:
-        if outcome is Outcome.SUCCEEDED:
-            self.succeeded += 1
-        elif outcome is Outcome.RETRIED:
-            self.retried += 1
-        elif outcome is Outcome.DEAD:
-            self.dead += 1
-        elif outcome is Outcome.RELEASED:
-            self.released += 1
-        elif outcome is Outcome.SNOOZED:
-            self.snoozed += 1
-        elif outcome is Outcome.CANCELLED:
-            self.cancelled += 1
-        else:
-            self.stale += 1
+        """One reported attempt: each outcome's counter is the field named as its value."""
+        setattr(self, outcome.value, getattr(self, outcome.value) + 1)
 
     @property
     def reported(self) -> int:
-        return (
-            self.succeeded
-            + self.retried
-            + self.dead
-            + self.stale
-            + self.released
-            + self.snoozed
-            + self.cancelled
-        )
+        return sum(getattr(self, name) for name in TABLE_ROWS)
 
     def as_table(self) -> str:
-        rows = [
-            ("succeeded", self.succeeded),
-            ("retried", self.retried),
-            ("dead", self.dead),
-            ("stale", self.stale),
-            ("released", self.released),
-            ("snoozed", self.snoozed),
-            ("cancelled", self.cancelled),
-            ("total", self.reported),
-        ]
+        rows = [(name, getattr(self, name)) for name in TABLE_ROWS] + [("total", self.reported)]
         lines = [f"{'outcome':<10} {'jobs':>8}"]
         lines += [f"{name:<10} {value:>8}" for name, value in rows]
         rate = self.reported / self.seconds if self.seconds > 0 else 0.0

@@ -22,7 +22,7 @@ from ..core.backoff import Backoff
 from ..core.conf import settings
 from ..errors import PermanentError, UnknownJobError
 from ..models import Job
-from ..protocol import Failure, Outcome
+from ..protocol import UNREGISTERED_JOB, Failure, Outcome
 from ..retries import Reschedule, Snooze, When
 from . import connection_keeper, upgrades
 from .context import CANCELLED, Cancellation, JobContext
@@ -146,7 +146,7 @@ def unregistered(execution: Execution, unknown: UnknownJobError) -> None:
     execution.unknown = f"{execution.job.name!r} is not registered here{detail}"
     execution.failure = Failure(
         f"No job is registered as {execution.job.name!r}; it was not run{detail}. {unknown.advice}",
-        kind="unregistered job",
+        kind=UNREGISTERED_JOB,
         advice=unknown.advice,
     )
     execution.retryable = False
@@ -160,12 +160,11 @@ def rescheduled(execution: Execution, exc: Reschedule) -> None:
     """
     execution.exception = exc
     execution.when = exc.when
-    plain = Failure.from_exception(exc)
     if isinstance(exc, Snooze):
         execution.snoozed = True
-        execution.failure = Failure(plain.error, plain.traceback, kind="snoozed")
+        execution.failure = Failure.from_exception(exc, kind="snoozed")
     else:
-        execution.failure = Failure(plain.error, plain.traceback, kind="retry requested")
+        execution.failure = Failure.from_exception(exc, kind="retry requested")
 
 
 def failed(execution: Execution, exc: BaseException, job_function: registry.JobSpec) -> None:
@@ -175,18 +174,18 @@ def failed(execution: Execution, exc: BaseException, job_function: registry.JobS
         rescheduled(execution, exc)
         return
     execution.exception = exc
-    failure = Failure.from_exception(exc)
+    kind = "error"
     if isinstance(exc, PermanentError) or (
         job_function.permanent and isinstance(exc, job_function.permanent)
     ):
-        failure = Failure(failure.error, failure.traceback, kind="permanent error")
-        execution.retryable = False
+        kind = "permanent error"
     elif job_function.retry_on is not None:
         retried, execution.backoff = job_function.retry_on.match(exc)
         if not retried:
-            failure = Failure(failure.error, failure.traceback, kind="not in retry_on")
-            execution.retryable = False
-    execution.failure = failure
+            kind = "not in retry_on"
+    if kind != "error":
+        execution.retryable = False
+    execution.failure = Failure.from_exception(exc, kind=kind)
 
 
 def execute(

@@ -210,10 +210,10 @@ def parse_queues(text: str) -> list[str] | dict[str, int] | None:
     if not any(budgeted):
         return names
     if not all(budgeted):
-        plain = ", ".join(name for name, match in zip(names, budgeted, strict=True) if not match)
+        missing = ", ".join(name for name, match in zip(names, budgeted, strict=True) if not match)
         raise ValueError(
             f"--queues {text}: give every queue its threads (name:threads) or none of them; "
-            f"{plain} has none."
+            f"{missing} has none."
         )
     budgets: dict[str, int] = {}
     for match in budgeted:

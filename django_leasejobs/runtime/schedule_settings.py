@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, models, transaction
@@ -137,14 +137,7 @@ class SyncResult:
         return ", ".join(parts)
 
     def as_dict(self) -> dict[str, list[str]]:
-        return {
-            "created": self.created,
-            "updated": self.updated,
-            "disabled": self.disabled,
-            "unchanged": self.unchanged,
-            "conflicts": self.conflicts,
-            "kept": self.kept,
-        }
+        return asdict(self)
 
 
 def _validated_settings() -> dict[str, dict[str, Any]]:

@@ -15,11 +15,12 @@ A row stores the ``@job(version=)`` it was enqueued at. Three cases, decided bef
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import TYPE_CHECKING, Any
 
 from ..core import registry, versions
-from ..protocol import Failure, Upgraded
+from ..protocol import UNREGISTERED_JOB, Failure, Upgraded
 
 if TYPE_CHECKING:
     from .execution import Execution
@@ -57,9 +58,10 @@ def prepared(
         ):
             raise  # Ctrl-C stopping the process, as ``execution.interrupts_process`` says
         execution.exception = exc
-        plain = Failure.from_exception(exc)
-        traceback = "" if isinstance(exc, versions.UpgradeError) else plain.traceback
-        execution.failure = Failure(plain.error, traceback, kind=versions.UPGRADE_FAILED)
+        failure = Failure.from_exception(exc, kind=versions.UPGRADE_FAILED)
+        if isinstance(exc, versions.UpgradeError):  # the upgrader's own refusal: no traceback
+            failure = dataclasses.replace(failure, traceback="")
+        execution.failure = failure
         execution.retryable = False
         return None
     execution.upgraded = execution.context.upgraded = Upgraded(job_function.version, args, kwargs)
@@ -77,7 +79,7 @@ def newer(execution: Execution, job_function: registry.JobSpec) -> None:
         f"Job {job.name!r} was enqueued at version {job.version}, newer than the version "
         f"{job_function.version} this worker's @job(version=) runs; it was not run. "
         f"{NEWER_ADVICE}",
-        kind="unregistered job",
+        kind=UNREGISTERED_JOB,
         advice=NEWER_ADVICE,
     )
     execution.retryable = False

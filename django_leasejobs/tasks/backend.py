@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
 from .. import protocol
-from ..core import job_modules, validation
+from ..core import dedupe_keys, job_modules, validation
 from ..core.backoff import Backoff
 from ..core.conf import settings
 from ..errors import JobValidationError, TaskRefusedError
@@ -57,12 +56,8 @@ class TaskArgumentsError(InvalidTaskArguments, TypeError):
     many): refused at enqueue, as a ``TypeError`` too; nothing was written."""
 
 
-@functools.lru_cache(maxsize=1024)
-def _signature(func: Callable[..., Any], takes_context: bool) -> inspect.Signature:
-    """The signature callers enqueue against: the function's, without the context."""
-    signature = inspect.signature(func)
-    parameters = list(signature.parameters.values())
-    return signature.replace(parameters=parameters[1:] if takes_context else parameters)
+_signature = functools.lru_cache(maxsize=1024)(dedupe_keys.parameters)
+"""The signature callers enqueue against (the context left out), kept per task function."""
 
 
 def _check_arguments(task: Any, args: Any, kwargs: Any) -> None:

@@ -11,6 +11,7 @@ Django's meaning: ``task_started`` on every attempt, ``task_finished`` once, whe
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import threading
@@ -63,9 +64,8 @@ async def _asend(signal: Any, sender: Any, task_result: Any) -> None:
 
 def _failure(exc: BaseException, kind: str = "error") -> Failure:
     """The attempt's error, named by the exception's full class path (as ``TaskError`` wants)."""
-    plain = Failure.from_exception(exc)
     error = f"{task_results.exception_path(exc)}: {exc}"  # bounded where it is stored
-    return Failure(error, plain.traceback, kind=kind)
+    return dataclasses.replace(Failure.from_exception(exc, kind=kind), error=error)
 
 
 def _normalized(framework: tasks_framework.Framework, value: Any) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 
 from django.db.models import F, Value
@@ -60,19 +60,12 @@ class DrainSummary:
 
     @property
     def total(self) -> int:
-        return (
-            self.succeeded + self.retried + self.dead + self.cancelled + self.stale + self.snoozed
-        )
+        return sum(astuple(self))
 
     def count(self, job_id: int, outcome: Outcome) -> None:
-        if outcome is Outcome.SUCCEEDED:
-            self.succeeded += 1
-        elif outcome is Outcome.RETRIED:
-            self.retried += 1
-        elif outcome is Outcome.DEAD:
-            self.dead += 1
-        elif outcome is Outcome.SNOOZED:
-            self.snoozed += 1
+        """Each outcome but a refused report counts in the field named as its value."""
+        if outcome in (Outcome.SUCCEEDED, Outcome.RETRIED, Outcome.DEAD, Outcome.SNOOZED):
+            setattr(self, outcome.value, getattr(self, outcome.value) + 1)
         elif Job.objects.filter(pk=job_id, status=Status.CANCELLED).exists():
             self.cancelled += 1
         else:

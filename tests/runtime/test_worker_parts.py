@@ -16,6 +16,7 @@ from django_leasejobs import protocol
 from django_leasejobs.models import Job, Status
 from django_leasejobs.models import Worker as WorkerRow
 from django_leasejobs.protocol import Outcome
+from django_leasejobs.reports.summary import TABLE_ROWS, Summary
 from django_leasejobs.runtime import execution
 from django_leasejobs.runtime.claim_sizing import ClaimRoom, ClaimSizer
 from django_leasejobs.runtime.completions import Completer
@@ -169,6 +170,21 @@ class TestLedgerAndControl:
         assert (ledger.stuck_now, ledger.summary.stuck) == (1, 2)
         (counts,) = ledger.runtimes.take().values()
         assert counts.stale == 1
+
+    def test_each_outcome_has_its_own_counter_and_table_row(self) -> None:
+        summary = Summary(WORKER)
+        for times, outcome in enumerate(Outcome, start=1):
+            for _ in range(times):
+                summary.count(outcome)
+        counted = {outcome.value: getattr(summary, outcome.value) for outcome in Outcome}
+        assert counted == {outcome.value: n for n, outcome in enumerate(Outcome, start=1)}
+        assert summary.reported == sum(range(1, len(Outcome) + 1))
+        rows = summary.as_table().splitlines()[1 : len(Outcome) + 2]
+        assert [row.split() for row in rows] == [
+            *([name, str(counted[name])] for name in TABLE_ROWS),
+            ["total", str(summary.reported)],
+        ]
+        assert sorted(TABLE_ROWS) == sorted(counted)
 
     def test_the_first_stop_gives_the_reason_and_a_later_one_the_grace(self) -> None:
         control = Control(WORKER, 30.0, InFlight())

@@ -174,14 +174,9 @@ def _paused_note(result: stats.Stats, checked: list[str]) -> str:
 
 def _convert(value: Any, parse: Any, option: str) -> Any:
     """Options given to call_command() as keywords skip argparse; read them the same way."""
-    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
-        if value is not None and value < 0:
-            raise CommandError(f"{option} must be 0 or more, not {value!r}.", returncode=USAGE)
-        return value
-    try:
-        return parse(str(value))
-    except argparse.ArgumentTypeError as exc:
-        raise CommandError(f"{option}: {exc}", returncode=USAGE) from None
+    if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+        raise CommandError(f"{option} must be 0 or more, not {value!r}.", returncode=USAGE)
+    return arguments.given(value, parse, option, (int, float), returncode=USAGE)
 
 
 def _queues(given: list[Any] | None) -> set[str] | None:

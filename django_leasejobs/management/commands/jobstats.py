@@ -113,12 +113,7 @@ class Command(LeaseJobsCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        watch = options["watch"]
-        if watch is not None and not isinstance(watch, float):
-            try:
-                watch = positive_seconds(str(watch))
-            except argparse.ArgumentTypeError as exc:
-                raise CommandError(f"--watch {exc}") from None
+        watch = arguments.given(options["watch"], positive_seconds, "--watch", float)
         if options["leases"]:
             self.show_leases(options["json"], _window(options["window"]))
             return
@@ -158,11 +153,7 @@ class Command(LeaseJobsCommand):
 
 def _window(value: Any) -> dt.timedelta:
     """``--window`` as a timedelta (``call_command`` may pass the text), above zero."""
-    if not isinstance(value, dt.timedelta):
-        try:
-            value = arguments.duration(str(value))
-        except argparse.ArgumentTypeError as exc:
-            raise CommandError(f"--window: {exc}") from None
-    if value <= dt.timedelta(0):
+    window = arguments.given(value, arguments.duration, "--window", dt.timedelta)
+    if window is None or window <= dt.timedelta(0):
         raise CommandError("--window must be longer than zero.")
-    return value
+    return window

@@ -21,7 +21,7 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from django_leasejobs import upkeep
-from django_leasejobs.core.durations import format_age, parse_duration
+from django_leasejobs.core.durations import format_age
 from django_leasejobs.management import arguments
 from django_leasejobs.management.base import LeaseJobsCommand, in_batches
 from django_leasejobs.models import Status
@@ -168,12 +168,7 @@ class Command(LeaseJobsCommand):
 
 
 def _age(value: Any, option: str) -> dt.timedelta | None:
-    if value is None or isinstance(value, dt.timedelta):
-        return value
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise CommandError(f"--{option.replace('_', '-')}: {exc}") from None
+    return arguments.given(value, arguments.duration, f"--{option.replace('_', '-')}", dt.timedelta)
 
 
 def _label(age: dt.timedelta) -> str:

@@ -14,21 +14,18 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from django_leasejobs import protocol, workflows
+from django_leasejobs.core import row_ids
 from django_leasejobs.core.durations import format_age
 from django_leasejobs.db import dbtime
 from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.models import RunStatus, WorkflowRun
 from django_leasejobs.reports import workflow_reads
 
-MAX_ID = 2**63 - 1
-
 
 def run_id(text: str) -> int:
     """A positive integer within a key column, or argparse's own error naming the bad value."""
-    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > len(str(MAX_ID)):
-        raise ValueError(text)
-    value = int(text)
-    if not 1 <= value <= MAX_ID:
+    value = row_ids.row_id(text)
+    if not value:  # None, or 0: no run has it
         raise ValueError(text)
     return value
 
