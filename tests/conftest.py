@@ -236,6 +236,7 @@ def late_jobs(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
     monkeypatch.setattr(registry, "_registry", dict(registry._registry))
     monkeypatch.setattr(registry, "_late", set(registry._late))
+    monkeypatch.setattr(registry, "_duplicates", set(registry._duplicates))
     forget_module(LATE_JOBS)
     yield LATE_JOBS
     forget_module(LATE_JOBS)

@@ -30,8 +30,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def as_another_process(module_name: str) -> None:
     """Forget the module and its jobs, as a process that never imported it (a shell, a worker
     that has not met it yet) sees them."""
-    for name in [n for n in registry._registry if n.startswith(module_name + ".")]:
-        del registry._registry[name]
+    # By the module of their function: a job may be registered under another name.
+    for name, spec in list(registry._registry.items()):
+        if spec.func.__module__ == module_name:
+            del registry._registry[name]
     forget_module(module_name)
 
 
