@@ -52,6 +52,10 @@ def test_a_finished_or_missing_job_is_an_error_after_the_others_are_done() -> No
         (["abc"], "invalid job id value: 'abc'"),
         (["0"], "invalid job id value: '0'"),
         (["-3"], "invalid job id value: '-3'"),
+        (["+5"], "invalid job id value: '\\+5'"),
+        ([" 5"], "invalid job id value: ' 5'"),
+        (["\u00b2"], "invalid job id value: '\u00b2'"),
+        (["9" * 30], f"invalid job id value: '{'9' * 30}'"),
     ],
 )
 def test_bad_ids_are_a_command_error(argv: list[str], message: str) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from django_leasejobs import protocol
+from django_leasejobs.core import row_ids
 from django_leasejobs.management.base import LeaseJobsCommand
 
 SAID = {
@@ -21,9 +22,11 @@ SAID = {
 
 
 def job_id(text: str) -> int:
-    """A positive integer, or argparse's own error naming the bad value."""
-    value = int(text)
-    if value < 1:
+    """A row id from 1 (ASCII digits, within the key column's range), or argparse's own
+    error naming the bad value: ``+5``, a superscript or an id past 64 bits never reaches the
+    database."""
+    value = row_ids.row_id(text)
+    if not value:
         raise ValueError(text)
     return value
 
