@@ -2,14 +2,18 @@
 
 Its settings are Django's own (``CONN_MAX_AGE = 0``, no LOGGING), with ``django_leasejobs``
 added to ``INSTALLED_APPS`` and ``DATABASES`` pointed where a test says. Commands run in a
-subprocess, as ``python manage.py ...`` from the project's folder.
+subprocess, as ``python manage.py ...`` from the project's folder. ``startproject`` runs once per
+test run and project name; each test gets a fresh copy of its output.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,13 +39,26 @@ class NewProject:
         )
 
 
+_STARTED: dict[str, Path] = {}
+"""What ``startproject`` wrote for each project name, in this run: copied, never changed."""
+
+
+def _started(name: str) -> Path:
+    if name not in _STARTED:
+        folder = Path(tempfile.mkdtemp(prefix=f"startproject-{name}-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        subprocess.run(
+            [sys.executable, "-m", "django", "startproject", name, str(folder)],
+            check=True,
+            capture_output=True,
+        )
+        _STARTED[name] = folder
+    return _STARTED[name]
+
+
 def start_project(directory: Path, database: dict[str, Any], name: str = "shop") -> NewProject:
     """``django-admin startproject name`` in ``directory``, using ``database`` as default."""
-    subprocess.run(
-        [sys.executable, "-m", "django", "startproject", name, str(directory)],
-        check=True,
-        capture_output=True,
-    )
+    shutil.copytree(_started(name), directory, dirs_exist_ok=True)
     settings = directory / name / "settings.py"
     settings.write_text(
         settings.read_text()

@@ -14,7 +14,11 @@ from ..conftest import shifted
 from ..invariants import check_invariants, wait_for
 from .conftest import FAST, pause
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.acceptance,
+    pytest.mark.slow,  # .ci/run: each database's pass, not the Django-version or binding passes
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def running_under(job_ids: list[int], worker_id: str) -> bool:

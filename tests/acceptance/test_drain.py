@@ -14,7 +14,11 @@ from django_leasejobs.models import Job, Status
 from ..invariants import check_invariants, wait_for
 from .conftest import FAST
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.acceptance,
+    pytest.mark.slow,  # .ci/run: each database's pass, not the Django-version or binding passes
+    pytest.mark.django_db(transaction=True),
+]
 
 COUNT = 2000
 

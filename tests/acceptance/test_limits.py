@@ -50,6 +50,7 @@ def test_most_at_once_counts_overlaps() -> None:
     assert most_at_once(rows) == {"a": 2, "b": 1}
 
 
+@pytest.mark.slow  # .ci/run: each database's pass, not the Django-version or binding passes
 def test_four_workers_never_run_more_than_the_limit_per_key(spawn) -> None:
     items = [((c, 0.05), {}) for _ in range(PER_CUSTOMER) for c in range(CUSTOMERS)]
     ids = [j.pk for j in jobs.per_customer.enqueue_many(items)]
@@ -78,6 +79,7 @@ def test_four_workers_never_run_more_than_the_limit_per_key(spawn) -> None:
     assert sum(w.log().count("job.running") for w in workers) == len(ids)
 
 
+@pytest.mark.slow  # .ci/run: each database's pass, not the Django-version or binding passes
 def test_four_workers_start_no_more_than_the_rate(spawn) -> None:
     ids = [j.pk for j in jobs.throttled.enqueue_many([((n,), {}) for n in range(12)])]  # 5/m
     workers = [spawn("--burst", "--concurrency", "2", *FAST, name=f"r{n}") for n in range(4)]

@@ -32,7 +32,11 @@ from ..conftest import shifted
 from ..invariants import check_invariants, wait_for
 from .conftest import FAST, wait_started
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.acceptance,
+    pytest.mark.slow,  # .ci/run: each database's pass, not the Django-version or binding passes
+    pytest.mark.django_db(transaction=True),
+]
 
 LIMIT, PERIOD = 120, 60  # jobs.rate_120
 WINDOWS = 4

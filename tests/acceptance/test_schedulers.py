@@ -24,7 +24,11 @@ from django_leasejobs.runtime import schedules
 
 from ..conftest import shifted
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.acceptance,
+    pytest.mark.slow,  # .ci/run: each database's pass, not the Django-version or binding passes
+    pytest.mark.django_db(transaction=True),
+]
 
 MANAGE = Path(__file__).resolve().parents[2] / "testproject" / "manage.py"
 

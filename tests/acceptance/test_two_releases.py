@@ -46,7 +46,11 @@ from .releases import (
     write_release,
 )
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.acceptance,
+    pytest.mark.slow,  # .ci/run: each database's pass, not the Django-version or binding passes
+    pytest.mark.django_db(transaction=True),
+]
 
 ROUNDS = 8
 """Rounds each producer enqueues (one job of each of its release's jobs a round)."""

@@ -15,7 +15,11 @@ from ..conftest import shifted
 from ..invariants import wait_for
 from .conftest import FAST
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.acceptance,
+    pytest.mark.slow,  # .ci/run: each database's pass, not the Django-version or binding passes
+    pytest.mark.django_db(transaction=True),
+]
 
 WORKERS = 4
 MEMBERS = 12

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models.functions import Now, Trunc
 from django.test import override_settings
 
 from django_leasejobs import job, protocol
@@ -311,7 +313,12 @@ class TestOccurrences:
     def test_misfire_all_emits_each_missed_occurrence(self, declare: Declare) -> None:
         declare(nightly, cron="* * * * *", misfire="all")
         sync()
-        Schedule.objects.update(created_at=shifted(-3 * 60 - 1))
+        # Mid-minute, two and a half minutes back on the database's clock: the three minute
+        # starts since then are missed whatever second it is now (now minus 181 s took in a
+        # fourth in a minute's first second, or when the tick crossed into the next minute).
+        minute = Trunc(Now(), "minute", output_field=DateTimeField())
+        mid_minute = minute - Value(dt.timedelta(seconds=150))
+        Schedule.objects.update(created_at=ExpressionWrapper(mid_minute, DateTimeField()))
         assert schedules.tick() == 3
         occurrences = sorted(Job.objects.values_list("occurrence_at", flat=True))
         gaps = [later - earlier for earlier, later in itertools.pairwise(occurrences)]
