@@ -19,7 +19,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
-from .core import validation
+from .core import row_ids, validation
 from .core.conf import settings
 from .core.durations import parse_duration
 from .errors import JobValidationError
@@ -147,9 +147,10 @@ def _thresholds(query: QueryDict) -> dict[str, Any]:
     for name in ("max_dead_per_hour", "max_expired_leases", "max_stuck", "max_unknown"):
         if name in query:
             text = str(query[name])
-            if not text.isdigit():
+            number = row_ids.whole_number(text, row_ids.MAX_ID)
+            if number is None:
                 raise ValueError(f"{name} must be a whole number of 0 or more, not {text!r}.")
-            values[name] = int(text)
+            values[name] = number
     return values
 
 

@@ -126,6 +126,8 @@ def test_expired_leases_and_dead_letters_as_query_thresholds(staff: Client, expi
         ({"max_due_age": "-5"}, "zero or more"),
         ({"max_dead_per_hour": "-1"}, "max_dead_per_hour must be a whole number"),
         ({"max_expired_leases": "1.5"}, "max_expired_leases must be a whole number"),
+        ({"max_stuck": "\u00b2"}, "max_stuck must be a whole number"),  # isdigit() says yes
+        ({"max_unknown": "9" * 5000}, "max_unknown must be a whole number"),  # int() refuses
         ({"queue": "bad name"}, "queue: queue 'bad name' is not a valid queue name"),
     ],
 )
