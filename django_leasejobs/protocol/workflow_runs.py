@@ -200,16 +200,18 @@ def cancel_run(run_id: int) -> bool:
 @retry_deadlocks
 def release_held(step_id: int) -> bool:
     """An operator lets a held step go: released now when no parent is pending, else back to
-    waiting for the rest. False when the step is not held."""
+    waiting for the rest. False when the step is not held.
+
+    A job that cannot be made (its name no longer registered, its arguments no longer
+    fitting) raises the enqueue's error and the step stays held: the operator deploys the
+    fix and releases it again, where a release by a parent's end would fail the step."""
     using = job_database()
     steps = WorkflowStep.objects.using(using)
     with transaction.atomic(using=using):
         if steps.filter(pk=step_id, state=StepState.HELD, pending_parents=0).update(
             state=StepState.RELEASED, released_at=DbNow(), reason=""
         ):
-            if release(using, step_id):
-                run_id = steps.filter(pk=step_id).values_list("run_id", flat=True).get()
-                propagate(using, run_id, [(step_id, StepState.FAILED)])
+            release(using, step_id, raise_errors=True)
             logger.info("workflow.step_released step=%s", step_id)
             return True
         return bool(

@@ -28,7 +28,9 @@ def cancel(run_id: int | Any) -> bool:
 
 def release(step: int | Any) -> bool:
     """Let a held step go (an operator's decision after a parent failed under ``hold``): it
-    is released now, or waits for its other parents. False when it was not held."""
+    is released now, or waits for its other parents. False when it was not held. Raises the
+    enqueue's error (``UnknownJobError``, ``JobArgumentsError``) when its job cannot be made,
+    and the step stays held."""
     from ..protocol.workflow_runs import release_held
 
     return release_held(int(getattr(step, "pk", getattr(step, "id", step))))

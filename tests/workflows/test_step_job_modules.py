@@ -19,6 +19,8 @@ from testapp import workflow_jobs as w
 
 from django_leasejobs import Workflow, chain, workflows
 from django_leasejobs.core import registry
+from django_leasejobs.errors import UnknownJobError
+from django_leasejobs.models import Job
 from django_leasejobs.testing.running import drain
 
 from ..conftest import forget_module
@@ -51,6 +53,32 @@ def test_releasing_a_held_step_finds_its_job_as_a_worker_would(settings, late_jo
     assert states(run)["late_report"] == "released"
     drain()
     assert job_of(run, "late_report").result == "report for monday"
+    assert counters(run) == ("failed", 2, 2, 1, 1, 0)
+
+
+def test_releasing_a_held_step_whose_job_is_gone_raises_and_keeps_it_held(
+    settings, late_jobs: str
+) -> None:
+    settings.LEASEJOBS_TASK_MODULES = [late_jobs]
+    late = importlib.import_module(late_jobs)
+    wf = Workflow(name="held-gone")
+    paid = wf.add(w.boom.s())
+    held = wf.add(late.late_report.si("friday"), after=[paid], on_parent_failure="hold")
+    run = wf.enqueue()
+    drain()
+    # The next release no longer has the job: its module is neither imported nor allowed.
+    as_another_process(late_jobs)
+    settings.LEASEJOBS_TASK_MODULES = []
+    with pytest.raises(UnknownJobError, match="late_report"):
+        workflows.release(held.id)
+    assert states(run) == {"boom": "failed", "late_report": "held"}
+    assert counters(run) == ("running", 2, 1, 0, 1, 0)
+    assert not Job.objects.filter(workflow_step__run=run, name__endswith="late_report").exists()
+    # The fix deployed, the operator releases it again.
+    settings.LEASEJOBS_TASK_MODULES = [late_jobs]
+    assert workflows.release(held.id)
+    drain()
+    assert job_of(run, "late_report").result == "report for friday"
     assert counters(run) == ("failed", 2, 2, 1, 1, 0)
 
 
