@@ -66,6 +66,12 @@ SCHEMAS: dict[str, Schema] = {
         {
             "id": {"type": "integer"},
             "name": {"type": "string"},
+            "version": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "The handler's version the arguments are stored for "
+                "(@job(version=...)); a worker upgrades older ones before the call.",
+            },
             "status": {"type": "string", "enum": STATUSES},
             "queue": {"type": "string"},
             "priority": {"type": "integer"},

@@ -18,6 +18,7 @@ def job(row: Job) -> dict[str, Any]:
     return {
         "id": row.pk,
         "name": row.name,
+        "version": row.version,
         "status": row.status,
         "queue": row.queue,
         "priority": row.priority,

@@ -42,6 +42,14 @@ def test_get_job_has_its_attempt_history(operator, make_due):
     assert body["last_error"] == job.last_error
 
 
+def test_a_job_shows_the_version_its_arguments_are_stored_for(operator):
+    old = jobs.add.enqueue(1, 2)
+    Job.objects.filter(pk=old.pk).update(version=3)  # as a newer release would have written it
+    assert operator.get(f"jobs/{old.pk}/")[1]["version"] == 3
+    listed = {row["id"]: row["version"] for row in operator.get("jobs/")[1]["results"]}
+    assert listed[old.pk] == 3
+
+
 def test_a_long_history_is_served_bounded_as_documented(operator, make_due):
     """The kept attempts and the count between them: the Job schema describes both."""
     job = jobs.add.enqueue(1, 2, max_attempts=30)
