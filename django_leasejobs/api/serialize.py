@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.durations import iso
-from ..models import DeadLetter, Job, Schedule, WorkflowRun
-from ..reports.workflow_reads import StepRow
+from ..models import DeadLetter, Job, Schedule
+from ..reports import workflow_reads
 from ..runtime.schedules import Occurrence
 
 
@@ -86,21 +86,5 @@ def occurrence(item: Occurrence) -> dict[str, Any]:
     }
 
 
-def workflow_run(row: WorkflowRun, steps: list[StepRow] | None = None) -> dict[str, Any]:
-    """A run and its counters; with ``steps``, the run's page (``WorkflowRunDetail``)."""
-    found = {
-        "id": row.pk,
-        "name": row.name,
-        "status": row.status,
-        "created_at": iso(row.created_at),
-        "finished_at": iso(row.finished_at),
-        "cancel_requested_at": iso(row.cancel_requested_at),
-        "steps_total": row.steps_total,
-        "steps_finished": row.steps_finished,
-        "steps_succeeded": row.steps_succeeded,
-        "steps_failed": row.steps_failed,
-        "steps_cancelled": row.steps_cancelled,
-    }
-    if steps is not None:
-        found["steps"] = [step.as_dict() for step in steps]
-    return found
+workflow_run = workflow_reads.run_as_dict
+"""A run (``WorkflowRun``), or with its steps a run's page (``WorkflowRunDetail``)."""

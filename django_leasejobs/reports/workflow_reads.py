@@ -1,7 +1,8 @@
 """What the operator faces read of workflows: a run's steps with their jobs, and runs by status.
 
 The admin's run page, the API's ``workflows/<id>/`` and ``manage.py workflows show`` all read a
-run through :func:`steps`, so they show the same states; ``jobstats``, the API and the admin's
+run through :func:`steps`, so they show the same states (the API and the command print the
+same JSON: :func:`run_as_dict`); ``jobstats``, the API and the admin's
 list read the counts through :func:`counts`. Nothing here writes: cancelling goes through
 ``django_leasejobs.workflows.cancel``, replaying a dead step through ``protocol.replay``.
 
@@ -17,6 +18,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.durations import iso
 from ..dialects import counting
 from ..models import (
     DeadLetter,
@@ -64,6 +66,27 @@ class StepRow:
             "job_id": self.job_id,
             "parents": list(self.parent_names),
         }
+
+
+def run_as_dict(run: WorkflowRun, steps: list[StepRow] | None = None) -> dict[str, Any]:
+    """A run and its counters as JSON (times in ISO 8601, UTC); with ``steps``, its steps
+    too: the API's ``WorkflowRun`` and ``WorkflowRunDetail``, ``workflows list|show --json``."""
+    found: dict[str, Any] = {
+        "id": run.pk,
+        "name": run.name,
+        "status": run.status,
+        "created_at": iso(run.created_at),
+        "finished_at": iso(run.finished_at),
+        "cancel_requested_at": iso(run.cancel_requested_at),
+        "steps_total": run.steps_total,
+        "steps_finished": run.steps_finished,
+        "steps_succeeded": run.steps_succeeded,
+        "steps_failed": run.steps_failed,
+        "steps_cancelled": run.steps_cancelled,
+    }
+    if steps is not None:
+        found["steps"] = [step.as_dict() for step in steps]
+    return found
 
 
 STEP_COLUMNS = (

@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 import json
 
+import jsonschema_rs  # schemathesis brings it: the API's tests validate with it too
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from django_leasejobs.api import schema
 from django_leasejobs.models import RunStatus, WorkflowRun, WorkflowStep
 
 from .. import workflow_rows
@@ -47,6 +49,24 @@ def test_show_lists_every_step_with_its_state_job_and_parents() -> None:
     assert rows["publish"] == ["publish", "waiting", "-", "parse,", "thumbs"]
     data = json.loads(run("show", str(run_row.pk), "--json"))
     assert [s["name"] for s in data["steps"]] == ["fetch", "parse", "thumbs", "publish"]
+
+
+def test_the_json_is_the_http_apis_shape() -> None:
+    """A script may read runs from the command or the API: one shape, as documented."""
+    run_row = workflow_rows.diamond()
+    document = json.loads(schema.rendered())
+
+    def valid(component: str, value: object) -> bool:
+        checker = {**document, "$ref": f"#/components/schemas/{component}"}
+        return jsonschema_rs.Draft202012Validator(checker, validate_formats=True).is_valid(value)
+
+    shown = json.loads(run("show", str(run_row.pk), "--json"))
+    assert valid("WorkflowRunDetail", shown)
+    assert shown["created_at"].endswith("Z")
+    assert not valid("WorkflowRunDetail", {**shown, "created_at": "yesterday"})
+    listed = json.loads(run("list", "--json"))
+    assert [valid("WorkflowRun", row) for row in listed] == [True]
+    assert listed[0] == {k: v for k, v in shown.items() if k != "steps"}
 
 
 def test_cancel_a_running_run() -> None:

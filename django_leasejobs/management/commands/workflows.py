@@ -77,7 +77,7 @@ class Command(LeaseJobsCommand):
             rows = rows.filter(status=status)
         runs = list(rows[:limit])
         if as_json:
-            self.stdout.write(json.dumps([_run_dict(run) for run in runs]))
+            self.stdout.write(json.dumps([workflow_reads.run_as_dict(run) for run in runs]))
             return
         if not runs:
             self.stdout.write("No workflow runs.")
@@ -94,7 +94,7 @@ class Command(LeaseJobsCommand):
     def show(self, run: WorkflowRun, as_json: bool) -> None:
         steps = workflow_reads.steps(run)
         if as_json:
-            self.stdout.write(json.dumps({**_run_dict(run), "steps": [s.as_dict() for s in steps]}))
+            self.stdout.write(json.dumps(workflow_reads.run_as_dict(run, steps)))
             return
         self.stdout.write(
             f"workflow run {run.pk} {run.name or '-'}: {run.status}, {progress(run)} steps ended "
@@ -142,18 +142,3 @@ def _limit(value: Any) -> int:
         return run_id(str(value))
     except ValueError:
         raise CommandError(f"--limit must be a whole number from 1, not {value!r}.") from None
-
-
-def _run_dict(run: WorkflowRun) -> dict[str, Any]:
-    return {
-        "id": run.pk,
-        "name": run.name,
-        "status": run.status,
-        "steps_total": run.steps_total,
-        "steps_finished": run.steps_finished,
-        "steps_succeeded": run.steps_succeeded,
-        "steps_failed": run.steps_failed,
-        "steps_cancelled": run.steps_cancelled,
-        "created_at": run.created_at.isoformat(),
-        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-    }
