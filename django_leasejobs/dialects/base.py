@@ -75,10 +75,8 @@ def _complete_group(alias: str, tokens: list[Token], finished_by: str) -> set[in
     return set(jobs.filter(tokens_q(tokens), status=Status.SUCCEEDED).values_list("pk", flat=True))
 
 
-@retry_deadlocks
 def _complete_one(alias: str, completion: Completion, finished_by: str) -> int:
-    """One fenced UPDATE (retried alone: a retry of the whole group would find its own
-    earlier rows succeeded and call them stale)."""
+    """One fenced UPDATE, in ``complete_many``'s transaction."""
     return (
         Job.objects.using(alias)
         .filter(pk=completion.id, attempt=completion.attempt, status=Status.RUNNING)
@@ -271,16 +269,23 @@ class Dialect(LimitedClaimSteps):
             .update(**succeeded_fields(completion.result, finished_by))
         )
 
+    @retry_deadlocks
     def complete_many(
         self, alias: str, completions: list[Completion], finished_by: str
     ) -> set[int]:
         """Mark these attempts succeeded, each row fenced; return the ids that were, and
-        announce them (``announce_finished``) in the same transaction."""
-        if all(c.result is None for c in completions):
-            return _complete_group(
-                alias, [Token(c.id, c.attempt) for c in completions], finished_by
-            )
-        return {c.id for c in completions if _complete_one(alias, c, finished_by)}
+        announce them (``announce_finished``) in the same transaction.
+
+        One transaction (one UPDATE, or one per row with a result): an error leaves none of
+        them written, so the caller may try the whole batch again; had the rows before the
+        error committed, that try would find them succeeded and report them stale.
+        """
+        with transaction.atomic(using=alias):
+            if all(c.result is None for c in completions):
+                return _complete_group(
+                    alias, [Token(c.id, c.attempt) for c in completions], finished_by
+                )
+            return {c.id for c in completions if _complete_one(alias, c, finished_by)}
 
     def complete_steps(
         self, alias: str, completions: list[Completion], finished_by: str

@@ -96,15 +96,18 @@ def complete_many(
     completions: Iterable[tuple[int, int] | tuple[int, int, Any]],
     *,
     finished_by: str = "",
-    workflow_jobs: bool = False,
+    workflow_jobs: bool | None = None,
 ) -> dict[int, Outcome]:
     """Mark many jobs succeeded in as few statements as the database allows, each row fenced
     by its own token; an item is ``(id, attempt)`` or ``(id, attempt, result)``.
 
     A result that cannot be stored fails its job, as ``complete()`` does. A workflow's job is
-    completed with its step (``workflow_completions``), after the plain jobs' statement has
-    passed it over; ``workflow_jobs``: the caller knows these are workflow jobs (the worker
-    does), so their statement goes first and the plain one only for what it left.
+    completed with its step (``workflow_completions``). ``workflow_jobs``: the caller knows
+    which kind the jobs are (the worker does; a job's kind never changes), so one write does:
+    True, the workflow jobs' (what it leaves are stale tokens); False, the plain jobs'. None:
+    the plain write, then the workflow one for what it left, in one transaction, so that an
+    error in the second undoes the first and the caller may try the whole batch again (a
+    write that had committed would report its jobs stale on that try).
     """
     outcomes: dict[int, Outcome] = {}
     storable: list[Completion] = []
@@ -119,12 +122,16 @@ def complete_many(
     if not storable:
         return outcomes
     using = job_database()
-    writes = [_complete_plain, complete_step_jobs]
-    succeeded: set[int] = set()
-    for write in reversed(writes) if workflow_jobs else writes:
-        rest = [done for done in storable if done.id not in succeeded]
-        if rest:  # what one statement left: the other kind of job, or stale tokens
-            succeeded |= write(using, rest, finished_by)
+    if workflow_jobs is None:
+        with transaction.atomic(using=using):
+            succeeded = _complete_plain(using, storable, finished_by)
+            rest = [done for done in storable if done.id not in succeeded]
+            if rest:  # what the plain statement left: workflow jobs, or stale tokens
+                succeeded |= complete_step_jobs(using, rest, finished_by)
+    elif workflow_jobs:
+        succeeded = complete_step_jobs(using, storable, finished_by)
+    else:
+        succeeded = _complete_plain(using, storable, finished_by)
     for done in storable:
         outcomes[done.id] = report(
             int(done.id in succeeded), "succeeded", done.id, done.attempt, Outcome.SUCCEEDED

@@ -85,7 +85,9 @@ class Completer:
             except DatabaseError:
                 untried = part + steps if part is plain else part
                 with self._lock:
-                    self._pending[:0] = untried  # fenced writes: safe to try again
+                    # One write per part, one transaction each: nothing of this part
+                    # was written, and fenced writes are safe to try again.
+                    self._pending[:0] = untried
                 raise
             self._finished(part, outcomes)
 

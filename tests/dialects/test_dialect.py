@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections, transaction
 from django.db.models import JSONField
 from django.test.utils import CaptureQueriesContext
 
@@ -177,6 +177,36 @@ class TestRenewAndComplete:
         assert (rows[first.pk].finished_by, rows[first.pk].lease_owner) == ("w1", "")
         assert rows[second.pk].result is None
         assert (rows[stale.pk].status, rows[stale.pk].attempt) == (Status.RUNNING, 1)
+
+    @pytest.mark.parametrize("result", [None, {"answer": 42}])
+    def test_complete_many_writes_all_or_nothing(
+        self, dialect: dialects.Dialect, result: Any
+    ) -> None:
+        """The connection fails at the batch's last statement on the job table (its second
+        UPDATE, or the read after the UPDATE, on the ORM's way): none is written, so the
+        worker's try of the whole batch again completes every job instead of finding some
+        already succeeded and reporting them stale."""
+        jobs = self.claimed(dialect, 3)
+        completions = [Completion(job.pk, 1, result) for job in jobs]
+        table = Job._meta.db_table
+        with CaptureQueriesContext(connection) as seen, transaction.atomic():
+            dialect.complete_many(DEFAULT_DB_ALIAS, completions, "w1")
+            transaction.set_rollback(True)
+        last = sum(1 for query in seen.captured_queries if table in query["sql"])
+        sent = 0
+
+        def fail_the_last(execute, sql, params, many, context):
+            nonlocal sent
+            if table in sql:
+                sent += 1
+                if sent == last:
+                    raise OperationalError("server closed the connection (injected)")
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(fail_the_last), pytest.raises(OperationalError):
+            dialect.complete_many(DEFAULT_DB_ALIAS, completions, "w1")
+        assert set(Job.objects.values_list("status", flat=True)) == {Status.RUNNING}
+        assert dialect.complete_many(DEFAULT_DB_ALIAS, completions, "w1") == {j.pk for j in jobs}
 
     @pytest.mark.parametrize("result", [None, {"answer": 42}])
     def test_complete_one_is_fenced_by_its_token(

@@ -6,13 +6,13 @@ on their own connections release the callback once."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 from testapp import jobs
 from testapp import workflow_jobs as w
 
 from django_leasejobs import chain, group, protocol
-from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs.models import DeadLetter, Job, Status, WorkflowStep
 from django_leasejobs.testing.running import drain
 
 from ..conftest import race, shifted
@@ -82,6 +82,48 @@ def test_a_mixed_batch_completes_only_what_its_tokens_own(expire_lease) -> None:
     assert step(run, "total").pending_parents == 1
     assert protocol.complete_many([(second.pk, 2, 21)])[second.pk] is protocol.Outcome.SUCCEEDED
     assert job_of(run, "total").args == [[10, 21, 30]]
+
+
+def test_a_mixed_batch_is_written_all_or_nothing() -> None:
+    """The connection fails at the workflow write, after the plain jobs' statement: neither
+    is kept, so trying the batch again completes every job (none reported stale)."""
+    group(w.square.s(i) for i in range(2)).then(w.total.s()).enqueue()
+    jobs.noop.enqueue()
+    claimed = protocol.claim("w1", batch=10)
+    assert len(claimed) == 3
+    batch = [(j.pk, j.attempt, None) for j in claimed]
+    steps = WorkflowStep._meta.db_table
+
+    def fail_the_steps(execute, sql, params, many, context):
+        if steps in sql:
+            raise OperationalError("server closed the connection (injected)")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(fail_the_steps), pytest.raises(OperationalError):
+        protocol.complete_many(batch)
+    assert set(Job.objects.values_list("status", flat=True)) == {Status.RUNNING}
+    outcomes = protocol.complete_many(batch)
+    assert set(outcomes.values()) == {protocol.Outcome.SUCCEEDED}
+
+
+def test_a_worker_batch_of_one_kind_is_one_write(expire_lease) -> None:
+    """The worker says which kind its slots are: a stale token among workflow jobs is left
+    by the workflow write alone; the plain jobs' statement is not sent."""
+    run = group(w.square.s(i) for i in range(2)).then(w.total.s()).enqueue()
+    first, second = sorted(protocol.claim("w1", batch=2), key=lambda j: j.pk)
+    with CaptureQueriesContext(connection) as seen:
+        outcomes = protocol.complete_many(
+            [(first.pk, 1, None), (second.pk, 2, None)], workflow_jobs=True
+        )
+    assert outcomes == {first.pk: protocol.Outcome.SUCCEEDED, second.pk: protocol.Outcome.STALE}
+    # The plain jobs' write is the one that keeps to rows without a step.
+    plain_writes = [
+        q["sql"]
+        for q in seen.captured_queries
+        if 'workflow_step_id" IS NULL' in q["sql"] or "workflow_step_id IS NULL" in q["sql"]
+    ]
+    assert plain_writes == []
+    assert states(run)["square"] == "succeeded"
 
 
 def test_a_replayed_steps_old_job_does_not_move_the_step() -> None:
