@@ -106,7 +106,7 @@ def test_a_mixed_batch_is_written_all_or_nothing() -> None:
     assert set(outcomes.values()) == {protocol.Outcome.SUCCEEDED}
 
 
-def test_a_worker_batch_of_one_kind_is_one_write(expire_lease) -> None:
+def test_a_worker_batch_of_one_kind_is_one_write() -> None:
     """The worker says which kind its slots are: a stale token among workflow jobs is left
     by the workflow write alone; the plain jobs' statement is not sent."""
     run = group(w.square.s(i) for i in range(2)).then(w.total.s()).enqueue()

@@ -20,8 +20,9 @@ from testapp import workflow_jobs as w
 from django_leasejobs import Workflow, chain, workflows
 from django_leasejobs.core import registry
 from django_leasejobs.errors import UnknownJobError
-from django_leasejobs.models import Job
+from django_leasejobs.models import Job, WorkflowRun
 from django_leasejobs.testing.running import drain
+from django_leasejobs.workflows import Step
 
 from ..conftest import forget_module
 from .helpers import counters, job_of, states
@@ -39,16 +40,23 @@ def as_another_process(module_name: str) -> None:
     forget_module(module_name)
 
 
-def test_releasing_a_held_step_finds_its_job_as_a_worker_would(settings, late_jobs: str) -> None:
+def held_report(settings, late_jobs: str, day: str) -> tuple[WorkflowRun, Step]:
+    """A run whose ``late_report`` step (a job in ``late_jobs``, allowed) is held after its
+    parent failed, seen by a process that has not imported ``late_jobs``."""
     settings.LEASEJOBS_TASK_MODULES = [late_jobs]
     late = importlib.import_module(late_jobs)
-    wf = Workflow(name="held-late")
+    wf = Workflow(name=f"held-{day}")
     paid = wf.add(w.boom.s())
-    held = wf.add(late.late_report.si("monday"), after=[paid], on_parent_failure="hold")
+    held = wf.add(late.late_report.si(day), after=[paid], on_parent_failure="hold")
     run = wf.enqueue()
     drain()
     assert states(run) == {"boom": "failed", "late_report": "held"}
     as_another_process(late_jobs)
+    return run, held
+
+
+def test_releasing_a_held_step_finds_its_job_as_a_worker_would(settings, late_jobs: str) -> None:
+    run, held = held_report(settings, late_jobs, "monday")
     assert workflows.release(held.id)
     assert states(run)["late_report"] == "released"
     drain()
@@ -59,15 +67,8 @@ def test_releasing_a_held_step_finds_its_job_as_a_worker_would(settings, late_jo
 def test_releasing_a_held_step_whose_job_is_gone_raises_and_keeps_it_held(
     settings, late_jobs: str
 ) -> None:
-    settings.LEASEJOBS_TASK_MODULES = [late_jobs]
-    late = importlib.import_module(late_jobs)
-    wf = Workflow(name="held-gone")
-    paid = wf.add(w.boom.s())
-    held = wf.add(late.late_report.si("friday"), after=[paid], on_parent_failure="hold")
-    run = wf.enqueue()
-    drain()
-    # The next release no longer has the job: its module is neither imported nor allowed.
-    as_another_process(late_jobs)
+    run, held = held_report(settings, late_jobs, "friday")
+    # The release no longer has the job: its module is neither imported nor allowed.
     settings.LEASEJOBS_TASK_MODULES = []
     with pytest.raises(UnknownJobError, match="late_report"):
         workflows.release(held.id)
