@@ -78,14 +78,17 @@ WITH due AS (
 # Several queues, or all of them. The claimable index leads with the queue, so one ordered scan
 # cannot serve them all (PostgreSQL would sort every due row on each claim, a cost that grows
 # with the backlog). Instead: list the queues (given, or found with a loose index scan that
-# reads one index entry per queue), read the first ``batch`` due entries of each queue from
-# the index without locking them, keep the best ``spare`` (twice the batch) of those, and lock
+# reads one index entry per queue), read the first ``spare`` (twice the batch) due entries of
+# each queue from the index without locking them, keep the best ``spare`` of those, and lock
 # the best ``batch`` of these that no other claimer holds. Locking each queue's first ``batch``
 # rows instead held queues x batch rows until the claim committed, and a concurrent claimer
 # skipped them all (a test in tests/protocol/test_races.py). The spares are for concurrent
 # claimers: two of them read the same best rows, and the second takes the spares the first
-# did not lock. (An index without the queue in front would make this one ordered scan, at the
-# price of one more index entry written by every enqueue: docs/benchmarks.md.)
+# did not lock. They are read in each queue, not only across queues: with one busy queue, a
+# second claimer found only the rows the first was locking, came back empty and slept while
+# jobs were due, so a second worker process added nothing. (An index without the queue in
+# front would make this one ordered scan, at the price of one more index entry written by
+# every enqueue: docs/benchmarks.md.)
 def _claim_queues(queues: str) -> str:
     """The claim of the queues listed by ``queues`` (the recursive CTE's first part)."""
     return f"""
@@ -95,7 +98,7 @@ candidates AS (
         SELECT id, priority, run_at FROM {JOB}
         WHERE {DUE} AND queue = q.queue AND {WITHOUT_LIMITS}
         ORDER BY {CLAIM_ORDER}
-        LIMIT %(batch)s
+        LIMIT %(spare)s
     ) AS c
     -- A paused queue is dropped from the list before its rows are read.
     WHERE q.queue IS NOT NULL AND {_queue_not_paused("q.queue")}

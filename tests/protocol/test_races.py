@@ -79,8 +79,10 @@ def test_claim_skips_locked_rows_instead_of_waiting() -> None:
         (["default"], ["default"]),
         (["a", "b", "c"], ["a", "b", "c"]),
         (["a", "b", "c"], None),
+        (["a"], ["a", "b"]),
+        (["default"], None),
     ],
-    ids=["one queue", "given queues", "every queue"],
+    ids=["one queue", "given queues", "every queue", "given, one busy", "every, one busy"],
 )
 def test_a_claim_in_progress_locks_only_the_rows_it_takes(
     spread: list[str], queues: list[str] | None
@@ -90,7 +92,8 @@ def test_a_claim_in_progress_locks_only_the_rows_it_takes(
     On MariaDB a locking SELECT with ORDER BY ... LIMIT locks every row it sorts, not only the
     rows it returns: the first claimer would hold every due row and the second would get none.
     Over several queues both claimers read the same best rows first; the second must still get
-    a full batch, of the rows after the first's.
+    a full batch, of the rows after the first's, also when one queue holds all the work (an empty
+    claim there sends a worker to sleep while jobs are due, and a second process adds nothing).
     """
     if connection.vendor == "sqlite":
         pytest.skip("SQLite has no row locks: one write lock serialises every claimer")
