@@ -232,6 +232,73 @@ def test_smoke_run_of_the_worker_section(tmp_path: Path) -> None:
         f"--json={out}",
     )
     median = json.loads(out.read_text())["median"]
-    for key in ("defaults", "defaults_age60", "c32", "b10_t2", "defaults_result"):
+    for key in (
+        "defaults",
+        "defaults_age60",
+        "defaults_queue",
+        "defaults_spread",
+        "c32",
+        "b10_t2",
+        "defaults_result",
+    ):
         assert median[f"worker_p1_{key}_per_s"] > 0, key
     assert median["worker_p1_stock_vs_age60"] > 0
+    assert median["worker_p1_every_vs_queue"] > 0
+    assert median["worker_p1_spread_vs_queue"] > 0
+
+
+def test_the_worker_section_compares_claim_shapes_and_process_counts() -> None:
+    from benchmarks import report
+
+    figures = report.medians(
+        [
+            {
+                "worker_p1_defaults_per_s": 5_000.0,
+                "worker_p2_defaults_per_s": 9_500.0,
+                "worker_p2_defaults_queue_per_s": 10_000.0,
+                "worker_p2_defaults_spread_per_s": 9_000.0,
+            }
+        ]
+    )
+    assert figures["worker_p2_every_vs_queue"] == pytest.approx(0.95)
+    assert figures["worker_p2_spread_vs_queue"] == pytest.approx(0.9)
+    assert figures["worker_defaults_p2_vs_p1"] == pytest.approx(1.9)
+    met = {g["key"]: g["met"] for g in report.goals(figures)}
+    assert met["worker_p2_every_vs_queue"] is True
+    assert met["worker_p2_spread_vs_queue"] is False
+    assert met["worker_defaults_p2_vs_p1"] is True
+    assert met["worker_defaults_queue_p2_vs_p1"] is None  # not measured
+
+
+def test_an_unknown_baseline_is_refused_with_gits_message() -> None:
+    expected = "not a valid|unknown revision|bad revision"
+    if connection.vendor != "postgresql":
+        expected = "PostgreSQL only"
+    with pytest.raises(CommandError, match=expected):
+        call_command("benchmark", "--only=enqueue", "--baseline", "no-such-ref-anywhere")
+
+
+def test_a_baseline_runs_beside_this_checkout_and_is_compared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--baseline HEAD``: both sides measured, each in its own database, ratios printed."""
+    if connection.vendor != "postgresql":
+        pytest.skip("benchmarks run on PostgreSQL only (refusal tested above)")
+    out = tmp_path / "bench.json"
+    call_command(
+        "benchmark",
+        "--runs=1",
+        "--only=claim",
+        "--backlogs=1000,2000",
+        "--claim-batch=5",
+        "--claim-reps=2",
+        "--baseline=HEAD",
+        f"--json={out}",
+    )
+    document = json.loads(out.read_text())
+    assert document["baseline"]["ref"] == "HEAD"
+    assert document["baseline"]["median"]["claim_one_queue_1k_ms"] > 0
+    assert document["median"]["claim_one_queue_1k_ms"] > 0
+    printed = capsys.readouterr().out
+    assert "| figure | this checkout | HEAD | ratio |" in printed
+    assert "| claim_one_queue_1k_ms |" in printed

@@ -112,8 +112,9 @@ def manage(*args: str) -> list[str]:
     return [sys.executable, str(MANAGE), *args]
 
 
-def migrate(target: Target) -> None:
-    subprocess.run(manage("migrate", "--verbosity", "0"), env=environment(target), check=True)
+def migrate(target: Target, **extra: str) -> None:
+    argv = manage("migrate", "--verbosity", "0")
+    subprocess.run(argv, env=environment(target, **extra), check=True)
 
 
 def reset(conn: psycopg.Connection[Any]) -> None:

@@ -57,10 +57,22 @@ def drain_jobs(
     return _drain(target, argvs, expected=expected, table=JOB_TABLE, timeout=timeout)
 
 
-def _prepare(target: Target, jobs_count: int, name: str = database.NOOP) -> None:
+SPREAD_QUEUES = 20
+"""The worker section's spread drain: the jobs dealt over this many queues."""
+
+
+def _prepare(
+    target: Target, jobs_count: int, name: str = database.NOOP, *, queues: int = 1
+) -> None:
+    """N due jobs in the queue ``default``, or dealt evenly over ``queues`` queues."""
     with target.connect() as raw:
         database.reset(raw)
-        database.seed(raw, jobs_count, name=name)
+        if queues == 1:
+            database.seed(raw, jobs_count, name=name)
+        else:
+            for index in range(queues):
+                share = jobs_count // queues + (index < jobs_count % queues)
+                database.seed(raw, share, name=name, queue=f"q{index}")
         database.vacuum_analyze(raw)
 
 
@@ -182,6 +194,11 @@ def worker(
     """``runjobworker --burst`` as a user starts it, with ``--concurrency 32`` alone, and over
     the grid of batch sizes and thread counts; the defaults again on jobs returning a value.
 
+    A worker with no ``--queues`` serves every queue: beside it, the same drain by workers
+    given the one queue that holds the jobs (``defaults_queue``), and by default workers with
+    the jobs dealt over 20 queues (``defaults_spread``), so that a claim shape slower than
+    another, or one that two processes cannot share, shows as a ratio.
+
     Every drain has Django's default connection settings (``benchmarks.settings``). The
     defaults are also drained with ``CONN_MAX_AGE = 60`` (``defaults_age60``), just before the
     same drain with the defaults, so the two alternate run after run: the worker keeps its
@@ -194,8 +211,10 @@ def worker(
         argv = worker_argv("--burst", batch=batch, threads=t)
         return lambda p: [argv] * p
 
+    one_queue = database.manage("runjobworker", "--burst", "--no-scheduler", "--queues", "default")
     variants = [
         ("defaults", lambda p: [defaults] * p),
+        ("defaults_queue", lambda p: [one_queue] * p),
         ("c32", lambda p: [c32] * p),
         *((f"b{b}_t{t}", workers(b, t)) for b in batches for t in threads),
     ]
@@ -212,6 +231,12 @@ def worker(
             target, "worker", jobs_count=jobs_count, procs=procs, variants=variants, timeout=timeout
         )
     )
+    for p in procs:
+        _prepare(target, jobs_count, queues=SPREAD_QUEUES)
+        figures = _drain(
+            target, [defaults] * p, expected=jobs_count, table=JOB_TABLE, timeout=timeout
+        )
+        _record(out, f"worker_p{p}_defaults_spread", figures)
     for p in procs:
         _prepare(target, jobs_count, name=SMALL_RESULT)
         figures = _drain(

@@ -27,7 +27,8 @@ def _ratios(m: dict[str, Any]) -> None:
     """Every drain figure also as a ratio to the raw ceiling and to the peer, same processes."""
     for key in list(m):
         found = re.fullmatch(
-            r"(worker|loop)_p(\d+)(_b\d+_t\d+|_b\d+|_defaults(?:_result|_age60)?|_c32)?_per_s",
+            r"(worker|loop)_p(\d+)(_b\d+_t\d+|_b\d+|_defaults(?:_result|_age60|_queue|_spread)?"
+            r"|_c32)?_per_s",
             key,
         )
         if not found:
@@ -61,6 +62,16 @@ def _ratios(m: dict[str, Any]) -> None:
         kept = m.get(f"worker_p{procs}_defaults_age60_per_s")
         if plain and kept:  # time with Django's defaults / time with CONN_MAX_AGE = 60
             m[f"worker_p{procs}_stock_vs_age60"] = kept / plain
+        given = m.get(f"worker_p{procs}_defaults_queue_per_s")
+        if plain and given:  # every queue (the default) / the one queue with the jobs
+            m[f"worker_p{procs}_every_vs_queue"] = plain / given
+        spread = m.get(f"worker_p{procs}_defaults_spread_per_s")
+        if spread and given:
+            m[f"worker_p{procs}_spread_vs_queue"] = spread / given
+    for shape in ("defaults", "defaults_queue", "defaults_spread"):
+        one, two = m.get(f"worker_p1_{shape}_per_s"), m.get(f"worker_p2_{shape}_per_s")
+        if one and two:
+            m[f"worker_{shape}_p2_vs_p1"] = two / one
 
 
 @dataclass(frozen=True)
@@ -111,6 +122,31 @@ GOALS = [
         "worker_p2_defaults_vs_pgqueuer_defaults",
         lambda v: v >= 1.0,
         ">= 1.0",
+    ),
+    Goal(
+        "runjobworker defaults (every queue) vs given the one queue with the jobs, 2 processes",
+        "worker_p2_every_vs_queue",
+        lambda v: v >= 0.95,
+        ">= 0.95",
+    ),
+    Goal(
+        "runjobworker defaults, jobs over 20 queues vs given the one queue, 2 processes",
+        "worker_p2_spread_vs_queue",
+        lambda v: v >= 0.95,
+        ">= 0.95",
+    ),
+    *(
+        Goal(
+            f"runjobworker {label}: 2 processes vs 1",
+            f"worker_{shape}_p2_vs_p1",
+            lambda v: v >= 1.8,
+            ">= 1.8x",
+        )
+        for shape, label in (
+            ("defaults", "defaults (every queue)"),
+            ("defaults_queue", "--queues default"),
+            ("defaults_spread", "defaults, jobs over 20 queues"),
+        )
     ),
     Goal(
         "--concurrency 32 vs PgQueuer's best, 2 processes",
@@ -212,7 +248,7 @@ def goals(m: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _fmt(value: Any) -> str:
+def fmt(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
@@ -230,11 +266,11 @@ def table(m: dict[str, Any], runs: int) -> str:
     for key, value in m.items():
         if key.endswith("_plan"):
             continue
-        lines.append(f"| {key} | {_fmt(value)} |")
+        lines.append(f"| {key} | {fmt(value)} |")
     lines += ["", "| goal | figure | wanted | met |", "|---|---:|---|---|"]
     for row in goals(m):
         met = "not measured" if row["met"] is None else ("yes" if row["met"] else "NO")
-        value = "-" if row["value"] is None else _fmt(row["value"])
+        value = "-" if row["value"] is None else fmt(row["value"])
         lines.append(f"| {row['goal']} | {value} | {row['wanted']} | {met} |")
     return "\n".join(lines)
 
@@ -304,6 +340,22 @@ SUMMARY_ROWS: list[tuple[str, str, str]] = [
         "worker_p2_defaults_vs_pgqueuer_defaults",
     ),
     (
+        "runjobworker, 2 processes, --queues default (jobs/s)",
+        "worker_p2_defaults_queue_per_s",
+        "",
+    ),
+    (
+        "  no tuning flags (every queue) / --queues default",
+        "worker_p2_every_vs_queue",
+        "",
+    ),
+    (
+        "runjobworker, 2 processes, no tuning flags, jobs over 20 queues (jobs/s)",
+        "worker_p2_defaults_spread_per_s",
+        "worker_p2_spread_vs_queue",
+    ),
+    ("  no tuning flags: 2 processes / 1", "worker_defaults_p2_vs_p1", ""),
+    (
         "runjobworker, 2 processes, --concurrency 32 (jobs/s)",
         "worker_p2_c32_per_s",
         "worker_p2_c32_vs_pgqueuer_best",
@@ -347,6 +399,6 @@ def summary(m: dict[str, Any], runs: int) -> str:
     for label, key, ratio in SUMMARY_ROWS:
         if key not in m:
             continue
-        shown = _fmt(m[ratio]) if ratio and ratio in m else ""
-        lines.append(f"| {label} | {_fmt(m[key])} | {shown} |")
+        shown = fmt(m[ratio]) if ratio and ratio in m else ""
+        lines.append(f"| {label} | {fmt(m[key])} | {shown} |")
     return "\n".join(lines)

@@ -5,10 +5,19 @@ database backend is installed when the ``benchmark`` extra is, so its worker can
 workload in the same scratch database. The database connection has Django's defaults, as
 ``startproject`` leaves them (``CONN_MAX_AGE = 0``, no health checks), so the figures are the
 ones a user gets; ``BENCHMARK_CONN_MAX_AGE`` sets ``CONN_MAX_AGE`` for the worker section's
-comparison, and ``BENCHMARK_RETENTION`` the retention section's ``LEASEJOBS_RETENTION``.
+comparison, ``BENCHMARK_RETENTION`` the retention section's ``LEASEJOBS_RETENTION``, and
+``BENCHMARK_LIBRARY`` the folder of another commit's library (``benchmark --baseline``).
 """
 
+import os
+import sys
 from importlib.util import find_spec
+
+# ``benchmark --baseline REF``: this process runs the library of another commit, unpacked in
+# this folder (benchmarks.baseline). Settings load before any app, so the library is not yet
+# imported and comes from there.
+if os.environ.get("BENCHMARK_LIBRARY"):
+    sys.path.insert(0, os.environ["BENCHMARK_LIBRARY"])
 
 from testproject.settings import *  # noqa: F403
 from testproject.settings import DATABASES, INSTALLED_APPS, env

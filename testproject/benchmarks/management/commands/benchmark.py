@@ -12,13 +12,14 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.management import get_commands
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from benchmarks import database, machine, report, scale_command, scale_fill
+from benchmarks import baseline, database, machine, report, scale_command, scale_fill
 from benchmarks.database import Target
 from benchmarks.management.commands.benchmark_part import SECTIONS
 
@@ -50,6 +51,16 @@ def _check_scale_options(o: dict[str, Any]) -> None:
         raise CommandError(f"--scale-runs must be at least 1, not {o['scale_runs']}.")
     if o["prune_rows"] < 0:
         raise CommandError(f"--prune-rows must be 0 (no pruning) or more, not {o['prune_rows']}.")
+
+
+@dataclass(frozen=True)
+class Side:
+    """What one side of a run measures: this checkout ("") or a baseline commit (its ref),
+    in its own scratch database, with its subprocesses' extra environment."""
+
+    ref: str
+    target: Target
+    env: dict[str, str]
 
 
 class Command(BaseCommand):
@@ -118,6 +129,12 @@ class Command(BaseCommand):
             help="Finished rows prunejobs deletes while a worker claims (0: skip; mix shape).",
         )
         add("--explain", action="store_true", help="Print the plans of slow statements.")
+        add(
+            "--baseline",
+            metavar="REF",
+            help="Also run every section on the library of this commit (a git ref), "
+            "alternated with this checkout's in the same run, and print their ratios.",
+        )
 
     def handle(self, *args: Any, **o: Any) -> None:
         if o["scale"] is not None:
@@ -141,30 +158,51 @@ class Command(BaseCommand):
             )
         sections = self._available(options["sections"])
 
+        sides = [Side("", target, {})]
+        if o["baseline"]:
+            try:
+                library = str(baseline.unpack(o["baseline"]))
+            except baseline.BaselineError as exc:
+                raise CommandError(str(exc)) from None
+            base = target.named(f"{target.name}_base")
+            sides.append(Side(o["baseline"], base, {"BENCHMARK_LIBRARY": library}))
         load_before = os.getloadavg()
-        self._say(f"scratch database {target.name}: creating and migrating")
-        database.create(target)
         try:
-            database.migrate(target)
-            runs = self._run(target, sections, options)
+            for side in sides:
+                self._say(f"scratch database {side.target.name}: creating and migrating")
+                database.create(side.target)
+                database.migrate(side.target, **side.env)
+            runs = self._run(sides, sections, options)
             about = machine.describe(target)
             about["load_average_before"] = load_before
         finally:
             if not o["keep_db"]:
-                database.drop(target)
-        figures = report.medians(runs)
-        self.stdout.write(report.summary(figures, len(runs)) + "\n\n")
-        self.stdout.write(report.table(figures, len(runs)))
+                for side in sides:
+                    database.drop(side.target)
+        figures = report.medians(runs[""])
+        self.stdout.write(report.summary(figures, len(runs[""])) + "\n\n")
+        self.stdout.write(report.table(figures, len(runs[""])))
+        baseline_figures = None
+        if o["baseline"]:
+            baseline_figures = report.medians(runs[o["baseline"]])
+            compared = baseline.comparison(figures, baseline_figures, o["baseline"])
+            self.stdout.write("\n\n" + compared)
         if o["json_path"]:
             document = {
                 "machine": about,
                 "options": options,
                 "sections": sections,
-                "summary": report.summary(figures, len(runs)),
+                "summary": report.summary(figures, len(runs[""])),
                 "median": figures,
                 "goals": report.goals(figures),
-                "runs": runs,
+                "runs": runs[""],
             }
+            if o["baseline"]:
+                document["baseline"] = {
+                    "ref": o["baseline"],
+                    "median": baseline_figures,
+                    "runs": runs[o["baseline"]],
+                }
             with open(o["json_path"], "w") as out:
                 json.dump(document, out, indent=2, default=str)
             self._say(f"wrote {o['json_path']}")
@@ -272,20 +310,26 @@ class Command(BaseCommand):
         return [name for name in sections if name not in missing]
 
     def _run(
-        self, target: Target, sections: list[str], options: dict[str, Any]
-    ) -> list[dict[str, Any]]:
-        runs = []
+        self, sides: list[Side], sections: list[str], options: dict[str, Any]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Figures run by run, per side (this checkout is ""). Sides alternate section by
+        section, the first side changing from run to run, so drift hits both alike."""
+        runs: dict[str, list[dict[str, Any]]] = {side.ref: [] for side in sides}
         for index in range(options["runs"]):
-            figures: dict[str, Any] = {}
+            figures: dict[str, dict[str, Any]] = {side.ref: {} for side in sides}
+            order = sides if index % 2 == 0 else sides[::-1]
             for section in sections:
-                self._say(f"run {index + 1}/{options['runs']}: {section}")
-                start = time.perf_counter()
-                figures.update(self._section(target, section, options))
-                self._say(f"  {section} took {time.perf_counter() - start:.1f} s")
-            runs.append(figures)
+                for side in order:
+                    label = f" ({side.ref})" if side.ref else ""
+                    self._say(f"run {index + 1}/{options['runs']}: {section}{label}")
+                    start = time.perf_counter()
+                    figures[side.ref].update(self._section(side, section, options))
+                    self._say(f"  {section} took {time.perf_counter() - start:.1f} s")
+            for side in sides:
+                runs[side.ref].append(figures[side.ref])
         return runs
 
-    def _section(self, target: Target, section: str, options: dict[str, Any]) -> dict[str, Any]:
+    def _section(self, side: Side, section: str, options: dict[str, Any]) -> dict[str, Any]:
         """Run one section; a failed one (a server restart, say) is run again, twice at most."""
         import subprocess
 
@@ -294,7 +338,8 @@ class Command(BaseCommand):
                 argv = database.manage(
                     "benchmark_part", section, "--options", json.dumps(options), "--out", out.name
                 )
-                done = subprocess.run(argv, env=database.environment(target), check=False)
+                env = database.environment(side.target, **side.env)
+                done = subprocess.run(argv, env=env, check=False)
                 if not done.returncode:
                     return json.load(out)
             self._say(f"  {section} failed (exit {done.returncode}); attempt {attempt + 1} of 3")
