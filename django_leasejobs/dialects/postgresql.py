@@ -212,13 +212,22 @@ class PostgreSQLDialect(Dialect):
             "batch": batch,
             "spare": 2 * batch,
         }
+        if queues is not None and len(queues) == 1:
+            params["queue"] = queues[0]
+            return fetch_jobs(connections[alias], alias, CLAIM_ONE_QUEUE, params)
         if queues is None:
             sql = CLAIM_EVERY_QUEUE
-        elif len(queues) == 1:
-            sql, params["queue"] = CLAIM_ONE_QUEUE, queues[0]
         else:
             sql, params["queues"] = CLAIM_GIVEN_QUEUES, list(queues)
-        return fetch_jobs(connections[alias], alias, sql, params)
+        jobs = fetch_jobs(connections[alias], alias, sql, params)
+        if not jobs:
+            # The candidates come from the statement's snapshot: rows a concurrent claimer
+            # committed after it (still waiting in it) and rows it is locking now can be all
+            # of them, and this claim comes back empty while jobs are due, which sends a
+            # worker to sleep (or a --burst worker home). A second statement has a newer
+            # snapshot; where nothing is due it costs one more cheap probe of the index.
+            jobs = fetch_jobs(connections[alias], alias, sql, params)
+        return jobs
 
     def claim_limited(
         self,
