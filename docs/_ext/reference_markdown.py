@@ -15,14 +15,17 @@ import ast
 import importlib
 import inspect
 import itertools
+import json
 import re
 from collections.abc import Callable
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import reference_data as data
 from django.utils.module_loading import import_string
 
+DOCS = Path(__file__).resolve().parent.parent
 DOC_LINK = re.compile(r"docs/([\w-]+)\.md(#[\w-]+)?")
 NOT_RUN = "<!-- not run: {} -->"
 
@@ -139,6 +142,24 @@ class Page:
             lines.append(
                 f"| {row.method} | `{row.path}` | `{row.operation_id}` | {self.cell(what)} |"
             )
+        return lines
+
+    # ------------------------------------------------------------------------ shipped files
+
+    def file(self, path: str, language: str) -> list[str]:
+        """A file shipped under docs/ (``monitoring/leasejobs-alerts.yml``), shown whole."""
+        text = (DOCS / path).read_text(encoding="utf-8").rstrip("\n")
+        marker = NOT_RUN.format(f"docs/{path}, checked by a test of its own")
+        return [marker, f"```{language}", *text.splitlines(), "```"]
+
+    def dashboard(self, path: str) -> list[str]:
+        """A Grafana dashboard's panels, each with its queries."""
+        dashboard = json.loads((DOCS / path).read_text(encoding="utf-8"))
+        lines = ["| panel | queries |", "|---|---|"]
+        for panel in dashboard["panels"]:
+            queries = "<br>".join(f"`{t['expr']}`" for t in panel["targets"])
+            escaped = queries.replace("|", "\\|")
+            lines.append(f"| {self.cell(panel['title'])} | {escaped} |")
         return lines
 
     # ------------------------------------------------------------------------ the API
@@ -289,6 +310,8 @@ KINDS: dict[str, Callable[..., list[str]]] = {
     "checks": Page.checks,
     "http-api": Page.http_api,
     "api": Page.api,
+    "file": Page.file,
+    "dashboard": Page.dashboard,
 }
 
 
