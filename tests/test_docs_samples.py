@@ -4,7 +4,13 @@ says, visibly, why not; and the runners fail when a sample and its page disagree
 from __future__ import annotations
 
 import io
+import json
+import os
+import subprocess
+import sys
 import textwrap
+import types
+import unittest
 from pathlib import Path
 
 import pytest
@@ -197,3 +203,73 @@ def test_the_tests_a_test_module_header_defines_are_checked_too() -> None:
     test_page = pages.TestPage(header, [], [body])
     pages.module_source(test_page)
     assert test_page.names == {1: ["test_in_the_header"], 10: ["test_line_10"]}
+
+
+def test_a_sample_that_needs_an_extra_not_installed_is_skipped_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    [needs_psycopg, needs_a_typo] = page(
+        """\
+        ```python
+        import psycopg
+        ```
+
+        ```python
+        import psycopgg
+        ```
+        """
+    )
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as where the extra is not installed
+
+    def evaluate(block: blocks.Block) -> None:
+        runners.evaluate(types.SimpleNamespace(parsed=block, namespace={"doc_project": None}))
+
+    with pytest.raises(unittest.SkipTest, match=r"needs psycopg: .*django-leasejobs\[postgres\]"):
+        evaluate(needs_psycopg)
+    with pytest.raises(ModuleNotFoundError, match="psycopgg"):
+        evaluate(needs_a_typo)
+
+
+BLOCKED = """
+import json, sys, types, unittest
+from tests.docsamples import runners
+for name in runners.EXTRAS:
+    sys.modules[name] = None  # as with only the test extra installed
+import django
+django.setup()
+from tests.docsamples import blocks
+skipped = {}
+for path in blocks.pages():
+    for block in blocks.blocks(path):
+        if block.marker == "options checked":
+            example = types.SimpleNamespace(parsed=block, namespace={"doc_project": None})
+            try:
+                runners.evaluate(example)
+            except unittest.SkipTest as exc:
+                skipped[block.where] = str(exc)
+print(json.dumps(skipped))
+"""
+
+
+def test_the_commands_of_the_pages_parse_with_only_the_test_extra() -> None:
+    """``pytest docs`` with ``pip install '.[test]'`` alone: every command sample whose command
+    needs an extra (the benchmark needs psycopg) is skipped, naming it, and the others parse.
+    In a process of its own, where the extras' modules cannot be imported."""
+    # SQLite, as with only the test extra: no database driver of an extra is importable.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DATABASE_")}
+    env["DJANGO_SETTINGS_MODULE"] = "testproject.test_settings"
+    env["PYTHONPATH"] = os.pathsep.join([str(blocks.ROOT), str(blocks.ROOT / "testproject")])
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKED],
+        cwd=blocks.ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    skipped = json.loads(done.stdout)
+    benchmark = [where for where in skipped if where.startswith("docs/benchmarks.md:")]
+    assert benchmark, skipped
+    assert all("needs psycopg" in skipped[where] for where in benchmark), skipped

@@ -7,7 +7,9 @@ CHANGELOG. Code blocks are left out of the wording checks: a program's output ma
 
 from __future__ import annotations
 
+import ast
 import importlib
+import inspect
 import re
 from pathlib import Path
 
@@ -88,3 +90,37 @@ def test_every_name_of_the_package_exists(page: Path) -> None:
     names = set(DOTTED.findall(page.read_text(encoding="utf-8"))) - permissions()
     missing = sorted(name for name in names if not resolves(name))
     assert missing == [], f"{page_id(page)} names what the code does not have: {missing}"
+
+
+CONTEXT_CALL = re.compile(r"`ctx\.(?P<method>\w+)\((?P<arguments>[^`]*)\)`")
+
+
+def context_calls(page: Path) -> list[tuple[str, str]]:
+    """Each ``ctx.method(arguments)`` written as inline code: (method, arguments)."""
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    return [(m["method"], m["arguments"]) for m in CONTEXT_CALL.finditer(text)]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_call_of_the_handler_context_takes_the_arguments_written(page: Path) -> None:
+    """``ctx.first_time()`` without its key reads as a call that needs none: a call written in
+    the prose must be one the context's method accepts (names stand for values)."""
+    from django_leasejobs.runtime.context import JobContext
+
+    wrong = []
+    for method, arguments in context_calls(page):
+        target = getattr(JobContext, method, None)
+        if not callable(target):
+            wrong.append(f"ctx.{method}: JobContext has no such method")
+            continue
+        call = ast.parse(f"f({arguments})", mode="eval").body
+        assert isinstance(call, ast.Call)
+        if any(isinstance(arg, ast.Constant) and arg.value is Ellipsis for arg in call.args):
+            continue  # ctx.method(...): arguments left out on purpose
+        try:
+            inspect.signature(target).bind(
+                None, *call.args, **{k.arg: k.value for k in call.keywords if k.arg}
+            )
+        except TypeError as exc:
+            wrong.append(f"ctx.{method}({arguments}): {exc}")
+    assert wrong == [], f"{page_id(page)}: {wrong}"

@@ -11,15 +11,21 @@
   ``manage.py`` prints it) is compared with the lines below it. ``...`` stands for anything
   (a worker id, a time) and runs of whitespace compare equal (table columns).
 - ``sh``: the same commands, which must succeed; their output is not shown so not compared.
+
+A sample that needs an optional extra (``psycopg`` for the PostgreSQL benchmark, ...) is skipped,
+naming the extra, where that extra is not installed: ``pytest docs`` passes with only the ``test``
+extra, and runs every sample where all are (``.ci/run`` installs ``dev``).
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import doctest
 import io
 import re
 import shlex
+from collections.abc import Iterator
 from typing import Any
 from unittest import SkipTest
 
@@ -35,6 +41,16 @@ PATH_LABEL = re.compile(r"^#\s*(?P<path>[\w./-]+\.py)\b")
 MANAGE = re.compile(r"^(?:\./manage\.py|(?:\S*/)?python3?\s+(?:\S*/)?manage\.py)\s+(?P<rest>.*)$")
 CHECKER_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 VENDORS = {"postgresql": "PostgreSQL", "sqlite": "SQLite", "mysql": "MariaDB/MySQL"}
+EXTRAS = {
+    "psycopg": "postgres",
+    "MySQLdb": "mysql",
+    "prometheus_client": "metrics",
+    "playwright": "browser",
+    "pgqueuer": "benchmark",
+    "asyncpg": "benchmark",
+    "django_tasks_db": "benchmark",
+}
+"""Top-level modules of the optional extras (pyproject.toml), and the extra that brings each."""
 
 
 def evaluate(example: Any) -> None:
@@ -43,12 +59,28 @@ def evaluate(example: Any) -> None:
     project: DocProject = example.namespace["doc_project"]
     if block.marker == "run on":
         skip_unless(block.reason)
-    if block.language in ("python", "pycon"):
-        run_python(block, example.namespace, project)
-    elif block.language == "console":
-        run_console(block, project)
-    else:
-        run_shell(block, project)
+    with skip_without_extras():
+        if block.language in ("python", "pycon"):
+            run_python(block, example.namespace, project)
+        elif block.language == "console":
+            run_console(block, project)
+        else:
+            run_shell(block, project)
+
+
+@contextlib.contextmanager
+def skip_without_extras() -> Iterator[None]:
+    """A sample that imports a module of an optional extra not installed here is skipped,
+    naming the extra; any other missing module fails it."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").partition(".")[0]
+        if top not in EXTRAS:
+            raise
+        raise SkipTest(
+            f"this sample needs {top}: pip install 'django-leasejobs[{EXTRAS[top]}]'"
+        ) from exc
 
 
 def skip_unless(condition: str) -> None:
