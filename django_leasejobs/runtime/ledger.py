@@ -56,8 +56,9 @@ class Ledger:
         self.runtimes = Tally()
         """Runtimes, stale reports and recovered expiries per job name, until the next flush."""
         self._lock = threading.Lock()
-        self._stuck: set[int] = set()
-        """Job ids whose handler is stuck now (its thread still runs)."""
+        self._stuck: set[tuple[int, int]] = set()
+        """Attempt tokens ``(job id, attempt)`` whose handler is stuck now (its thread still
+        runs): one per thread, so two hung attempts of one job count twice."""
 
     def count(self, slot: Slot, outcome: Outcome) -> None:
         """Count an outcome in the summary and, unless the protocol wrote it, log its one line."""
@@ -88,17 +89,19 @@ class Ledger:
         with self._lock:
             self.summary.timed_out += 1
 
-    def stuck(self, job_id: int) -> int:
-        """A handler is stuck: count it; returns how many are stuck now."""
+    def stuck(self, token: tuple[int, int]) -> int:
+        """The handler of attempt ``token`` is stuck: count it; returns how many handler
+        threads are stuck now."""
         with self._lock:
             self.summary.stuck += 1
-            self._stuck.add(job_id)
+            self._stuck.add(token)
             return len(self._stuck)
 
-    def unstuck(self, job_id: int) -> int:
-        """A stuck handler returned at last; returns how many are stuck now."""
+    def unstuck(self, token: tuple[int, int]) -> int:
+        """The stuck handler of attempt ``token`` returned at last; returns how many are
+        stuck now."""
         with self._lock:
-            self._stuck.discard(job_id)
+            self._stuck.discard(token)
             return len(self._stuck)
 
     @property

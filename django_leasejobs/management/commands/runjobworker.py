@@ -118,9 +118,9 @@ class Command(LeaseJobsCommand):
             "--max-stuck",
             type=int,
             default=None,
-            help="Stop gracefully, with exit status 3, once this many handlers are stuck (still "
-            "running one heartbeat after their timeout or cancel), so a supervisor restarts "
-            "the process (default: never).",
+            help="Stop gracefully, with exit status 3, once this many handler threads are stuck "
+            "(still running one heartbeat after their timeout or cancel; two hung attempts of "
+            "one job are two), so a supervisor restarts the process (default: never).",
         )
         parser.add_argument(
             "--metrics-port",
