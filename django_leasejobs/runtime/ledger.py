@@ -60,8 +60,11 @@ class Ledger:
         """Attempt tokens ``(job id, attempt)`` whose handler is stuck now (its thread still
         runs): one per thread, so two hung attempts of one job count twice."""
 
-    def count(self, slot: Slot, outcome: Outcome) -> None:
-        """Count an outcome in the summary and, unless the protocol wrote it, log its one line."""
+    def count(self, slot: Slot, outcome: Outcome, unknown: str = "") -> None:
+        """Count an outcome in the summary and, unless the protocol wrote it, log its one line.
+
+        ``unknown``: why this worker could not run the job (its name is not registered here);
+        with ``RELEASED`` the job was deferred, and the console says so."""
         job = slot.job
         if outcome in WORKER_LINES:
             logger.info(
@@ -75,7 +78,11 @@ class Ledger:
                 self.worker_id,
             )
         if self.console is not None:
-            self.console.finished(job, outcome, slot.duration, _error_of(slot))
+            if outcome is Outcome.RELEASED and unknown:
+                # Handed back to wait for a worker that knows the name: say so, and why.
+                self.console.finished(job, outcome, slot.duration, unknown, deferred=True)
+            else:
+                self.console.finished(job, outcome, slot.duration, _error_of(slot))
         with self._lock:
             self.summary.count(outcome)
         lease = job.lease_seconds or self.lease

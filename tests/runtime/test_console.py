@@ -17,7 +17,14 @@ from django.core.management.base import OutputWrapper
 from testapp import jobs
 
 from django_leasejobs.dialects.counting import Count, Kind
-from django_leasejobs.runtime.console import Console, left_behind_line, logging_configured
+from django_leasejobs.models import Job
+from django_leasejobs.protocol import Outcome
+from django_leasejobs.runtime.console import (
+    Console,
+    command_logging,
+    left_behind_line,
+    logging_configured,
+)
 from django_leasejobs.runtime.worker import Worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -85,4 +92,30 @@ def test_the_left_behind_line() -> None:
     assert left_behind_line([("a", Count(10_000, Kind.AT_LEAST)), ("b", Count(2))], 4) == (
         "10,002+ jobs due in queues this worker does not serve: a (10,000+), b (2), "
         "and 4 more queues"
+    )
+
+
+def test_command_logging_adds_no_handler_when_the_project_configured_one() -> None:
+    """This suite's LOGGING takes the app's records: the command leaves the logger alone
+    (a new project's case, where it adds one for its run, is acceptance/test_new_project.py)."""
+    logger = logging.getLogger("django_leasejobs")
+    before = list(logger.handlers)
+    with command_logging(Console(OutputWrapper(io.StringIO())), OutputWrapper(io.StringIO())):
+        assert logger.handlers == before
+    assert logger.handlers == before
+
+
+def test_a_deferred_job_has_one_console_line_that_says_why() -> None:
+    out = io.StringIO()
+    Console(OutputWrapper(out), attempts=True).finished(
+        Job(pk=7, name="shop.gone.job"),
+        Outcome.RELEASED,
+        0.0,
+        "'shop.gone.job' is not registered here",
+        deferred=True,
+    )
+    assert re.fullmatch(
+        r"\d\d:\d\d:\d\d deferred  #7 shop\.gone\.job in 0\.000 s: 'shop\.gone\.job' is not "
+        r"registered here\n",
+        out.getvalue(),
     )

@@ -17,7 +17,7 @@ from django_leasejobs.errors import ScheduleError
 from django_leasejobs.management import reloading
 from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.reports import unserved
-from django_leasejobs.runtime.console import Console
+from django_leasejobs.runtime.console import Console, command_logging
 from django_leasejobs.runtime.heartbeat import VERSION
 from django_leasejobs.runtime.worker import Worker, parse_queues
 
@@ -182,14 +182,15 @@ class Command(LeaseJobsCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        if options["reload"]:
-            reloading.run(
-                worker,
-                lambda: self._run(worker, console, metrics_port, metrics_addr, options),
-                self.stderr,
-            )
-            return
-        self._run(worker, console, metrics_port, metrics_addr, options)
+        with command_logging(console, self.stderr):
+            if options["reload"]:
+                reloading.run(
+                    worker,
+                    lambda: self._run(worker, console, metrics_port, metrics_addr, options),
+                    self.stderr,
+                )
+                return
+            self._run(worker, console, metrics_port, metrics_addr, options)
 
     def _run(
         self,
