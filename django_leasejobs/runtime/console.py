@@ -184,11 +184,31 @@ class Console:
                 text += f": {error}"
         self.write(text)
 
+    def stopping(self, reason: str, seconds: float, job_ids: Sequence[int]) -> None:
+        """The first stop, at once: ``stopping (signal SIGTERM): waiting up to 30 s for 2
+        running jobs (#41, #42), then releasing them; a second Ctrl-C exits now``."""
+        if self.verbosity < 1:
+            return
+        shown = ", ".join(f"#{job_id}" for job_id in job_ids[:STOPPING_IDS])
+        if len(job_ids) > STOPPING_IDS:
+            shown += f" and {len(job_ids) - STOPPING_IDS} more"
+        jobs = f"{len(job_ids)} running job{'s' if len(job_ids) != 1 else ''}"
+        them = "them" if len(job_ids) != 1 else "it"
+        grace = _seconds(round(seconds, 1))
+        self.write(
+            f"{time.strftime('%H:%M:%S')} stopping ({reason}): waiting up to {grace} "
+            f"for {jobs} ({shown}), then releasing {them}; a second Ctrl-C (or SIGTERM) exits "
+            f"now, leaving {them} to {'its lease' if them == 'it' else 'their leases'}"
+        )
+
     def left_behind(self, left: Sequence[tuple[str, counting.Count]], more: int) -> None:
         """After ``--burst``: the due jobs left in queues this worker does not serve."""
         if left:
             self.write(left_behind_line(left, more))
 
+
+STOPPING_IDS = 10
+"""Job ids the stopping line names; the rest are counted."""
 
 WORDS = {
     Outcome.SUCCEEDED: "succeeded",

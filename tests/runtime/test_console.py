@@ -17,7 +17,7 @@ from django.core.management.base import OutputWrapper
 from testapp import jobs
 
 from django_leasejobs.dialects.counting import Count, Kind
-from django_leasejobs.models import Job
+from django_leasejobs.models import Job, Status
 from django_leasejobs.protocol import Outcome
 from django_leasejobs.runtime.console import (
     Console,
@@ -26,6 +26,10 @@ from django_leasejobs.runtime.console import (
     logging_configured,
 )
 from django_leasejobs.runtime.worker import Worker
+
+from ..conftest import fields
+from ..invariants import wait_for
+from .test_worker import Background
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -119,3 +123,26 @@ def test_a_deferred_job_has_one_console_line_that_says_why() -> None:
         r"registered here\n",
         out.getvalue(),
     )
+
+
+def test_a_stop_says_at_once_what_it_waits_for_and_a_release_how_long_the_job_ran() -> None:
+    out = io.StringIO()
+    long = jobs.sleep.enqueue(60, label="long")  # stops when its lease is taken back
+    worker = Worker(console=Console(OutputWrapper(out), attempts=True), grace=0.3, **FAST)
+    with Background(worker):
+        wait_for(lambda: fields(long.pk, "status")["status"] == Status.RUNNING, what="running")
+        worker.stop("signal SIGTERM")
+        wait_for(lambda: "stopping" in out.getvalue(), what="the stopping line")
+        assert "released" not in out.getvalue()  # said before the grace ran out
+    stopping, released = out.getvalue().splitlines()
+    assert re.fullmatch(
+        rf"\d\d:\d\d:\d\d stopping \(signal SIGTERM\): waiting up to 0\.[23] s for 1 running job "
+        rf"\(#{long.pk}\), then releasing it; a second Ctrl-C \(or SIGTERM\) exits now, "
+        r"leaving it to its lease",
+        stopping,
+    ), stopping
+    took = re.fullmatch(
+        rf"\d\d:\d\d:\d\d released  #{long.pk} testapp\.jobs\.sleep in (\d+\.\d{{3}}) s", released
+    )
+    assert took is not None, released
+    assert float(took[1]) >= 0.3  # it ran through the grace, not 0.000 s
