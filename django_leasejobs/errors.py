@@ -48,7 +48,9 @@ class PermanentError(LeaseJobsError):
 
 class JobFailedError(LeaseJobsError):
     """A job did not succeed: it ended ``dead`` or ``cancelled`` (``job.wait()``,
-    ``await job.await_result()``), or an eager run failed without an exception of its own.
+    ``await job.await_result()``), or a job run in eager mode (``LEASEJOBS_EAGER``) failed: its
+    message says what became of the job (its retry waits, or it is dead), and the handler's own
+    error is its ``__cause__``.
 
     ``job_id``, ``name`` and ``status`` say which job and how it ended; ``error`` is its last
     error text ("" for a job cancelled before it ran); ``replayed_by`` is the id of the job an

@@ -33,10 +33,14 @@ def leasejobs_messages(**kwargs: object) -> list[django_checks.CheckMessage]:
 
 
 @pytest.mark.django_db
-def test_silent_on_the_default_settings_including_the_database_checks(monkeypatch) -> None:
+def test_silent_on_the_default_settings_including_the_database_checks(
+    monkeypatch, settings
+) -> None:
     # The suite's test modules register jobs after app loading, outside every app (W099 names
-    # them: tested below); the project's own jobs are what this is about.
+    # them, and W014 once they count as registered at start: tested below); the project's own
+    # jobs are what this is about.
     monkeypatch.setattr(registry, "_late", set())
+    settings.LEASEJOBS_TASK_MODULES = ["tests"]
     assert leasejobs_messages() == []
     assert leasejobs_messages(databases=["default"], tags=[django_checks.Tags.database]) == []
 
@@ -282,6 +286,41 @@ def test_w099_e099_jobs_registered_after_app_loading_that_a_worker_cannot_find(
     assert "not a dotted path into its module 'tests.late_jobs'" in error.msg
     settings.LEASEJOBS_TASK_MODULES = [late_jobs]  # a worker now imports the module
     assert by_job(job_checks.check_job_modules()) == {"tests.renamed_report": "leasejobs.E099"}
+
+
+def test_w014_a_job_registered_at_start_from_a_module_no_worker_would_import(
+    late_jobs: str, settings, monkeypatch
+) -> None:
+    importlib.import_module(late_jobs)
+    monkeypatch.setattr(registry, "_late", set())  # as if the project's start imported it
+    settings.LEASEJOBS_SCHEDULES = {
+        "weekly": {"job": "tests.late_jobs.late_report", "cron": "@weekly"}
+    }
+
+    def found() -> dict[str, django_checks.CheckMessage]:
+        messages = job_checks.check_outside_modules()
+        return {m.msg.split("'")[1]: m for m in messages if late_jobs in m.msg}
+
+    warnings = found()
+    assert set(warnings) == {
+        "tests.late_jobs.Reports.weekly",
+        "tests.late_jobs.late_async",
+        "tests.late_jobs.late_report",
+        "tests.renamed_report",  # its name says nothing: its module is what a worker needs
+    }
+    warning = warnings["tests.late_jobs.late_report"]
+    assert warning.id == "leasejobs.W014"
+    assert warning.msg == (
+        "Job 'tests.late_jobs.late_report' (schedules: weekly) is defined in 'tests.late_jobs', "
+        "outside the installed apps' packages and LEASEJOBS_TASK_MODULES: a worker runs it "
+        "only if its own start imports that module as this process's did. If it does not, "
+        "the job's rows wait LEASEJOBS_UNKNOWN_JOB_GRACE (24 h by default), then are "
+        "dead-lettered."
+    )
+    assert "add 'tests.late_jobs' to LEASEJOBS_TASK_MODULES" in warning.hint
+    assert "leasejobs.W014" in {m.id for m in leasejobs_messages()}  # registered with Django
+    settings.LEASEJOBS_TASK_MODULES = [late_jobs]  # a worker imports it for a row
+    assert found() == {}
 
 
 def test_w099_sees_the_jobs_the_urlconf_registers(late_jobs: str) -> None:

@@ -16,6 +16,9 @@ has every run dead-lettered as ``unregistered job``, while the web process enque
 ``queue``, ``delay``, ...): ``fn.enqueue(..., priority=...)`` raises; use ``fn.using()`` |
 | ``leasejobs.E014`` | an ``@job(aliases=)`` entry is also a registered job's name, or two jobs \
 list the same alias: rows under it would run on whichever the lookup meets |
+| ``leasejobs.W014`` | a job registered at start whose module lies outside the installed apps' \
+packages and ``LEASEJOBS_TASK_MODULES``: a worker has it only if its own start happens to \
+import that module too, else its rows wait ``LEASEJOBS_UNKNOWN_JOB_GRACE`` (24 h), then die |
 """
 
 from __future__ import annotations
@@ -39,6 +42,39 @@ def register() -> None:
     checks.register(check_job_modules, "leasejobs", checks.Tags.urls)
     checks.register(check_option_parameters, "leasejobs")
     checks.register(check_aliases, "leasejobs")
+    checks.register(check_outside_modules, "leasejobs")
+
+
+def check_outside_modules(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """W014 for each job registered at start from a module no worker would import by itself
+    (the late ones are W099's), naming the schedules that emit it."""
+    try:
+        declared = {name: spec.get("job") for name, spec in settings.SCHEDULES.items()}
+        late = registry.registered_late()
+    except (ImproperlyConfigured, AttributeError):
+        return []  # a malformed setting is E001's or E003's
+    messages: list[checks.CheckMessage] = []
+    for name, spec in sorted(registry.registered().items()):
+        module = spec.func.__module__
+        if name in late or job_modules.allowed(module):
+            continue
+        emitting = sorted(s for s, job in declared.items() if job == name)
+        if spec.schedule is not None and name not in declared:
+            emitting.insert(0, f"{name} (@job(cron=...))")
+        scheduled = f" (schedules: {', '.join(emitting)})" if emitting else ""
+        messages.append(
+            checks.Warning(
+                f"Job {name!r}{scheduled} is defined in {module!r}, outside the installed apps' "
+                f"packages and {PREFIX}TASK_MODULES: a worker runs it only if its own start "
+                "imports that module as this process's did. If it does not, the job's rows "
+                f"wait {PREFIX}UNKNOWN_JOB_GRACE (24 h by default), then are dead-lettered.",
+                hint=f"Move the job into an installed app (its jobs.py is imported at start), "
+                f"or add {module!r} to {PREFIX}TASK_MODULES.",
+                obj=spec.func,
+                id="leasejobs.W014",
+            )
+        )
+    return messages
 
 
 def check_aliases(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:

@@ -37,6 +37,11 @@ def allowed_packages() -> list[str]:
     return [config.name for config in apps.get_app_configs()] + list(settings.TASK_MODULES)
 
 
+def allowed(module: str) -> bool:
+    """Whether ``module`` lies inside an installed app's package or ``LEASEJOBS_TASK_MODULES``."""
+    return any(module == p or module.startswith(p + ".") for p in allowed_packages())
+
+
 def refusal(path: str) -> str | None:
     """Why a worker may not import ``path``'s module (a clause); ``None`` when it may.
 
@@ -46,7 +51,7 @@ def refusal(path: str) -> str | None:
     module = path.rpartition(".")[0]
     if not module or not _DOTTED_PATH.fullmatch(path):
         return "it is not a dotted path to a module's function"
-    if not any(module == p or module.startswith(p + ".") for p in allowed_packages()):
+    if not allowed(module):
         return (
             f"its module {module!r} is outside the installed apps' packages and "
             "LEASEJOBS_TASK_MODULES"

@@ -54,7 +54,7 @@ from .enqueues import (
 )
 from .failures import Recovered, fail, recover_expired, release
 from .lease import Renewal, claim, claim_job, heartbeat, renew
-from .occurrences import emit_occurrence, skip_occurrences
+from .occurrences import emit_occurrence, pass_occurrences, skip_occurrences
 from .operator_actions import record_effect, replay, retry_now, run_now
 from .pauses import Paused, pause, paused, resume
 from .snoozes import SNOOZED_TOO_OFTEN, snooze
@@ -97,6 +97,7 @@ __all__ = [
     "heartbeat",
     "job_database",
     "latest_errors",
+    "pass_occurrences",
     "pause",
     "paused",
     "record_effect",

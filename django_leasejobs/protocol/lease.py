@@ -60,15 +60,20 @@ def _started(jobs: list[Job], worker_id: str, using: str) -> None:
             signals.send_after_commit(signals.job_started, using, job=job, worker_id=worker_id)
 
 
-def claim_job(job_id: int, worker_id: str, *, lease_seconds: float = 60.0) -> Job | None:
+def claim_job(
+    job_id: int, worker_id: str, *, lease_seconds: float = 60.0, due_only: bool = False
+) -> Job | None:
     """Lease one named job, due or not (``None`` if it is not waiting): in-process runners.
 
     The test helpers (``django_leasejobs.testing``, eager mode) run one chosen job rather than
     the next due one; the write is guarded by status like a claim, so it never takes a job
-    that another claimer holds or that has finished.
+    that another claimer holds or that has finished. ``due_only``: nor one whose ``run_at``
+    is still ahead (eager mode leaves a delayed job waiting).
     """
     using = job_database()
     waiting = Job.objects.using(using).filter(pk=job_id, status__in=CLAIMABLE)
+    if due_only:
+        waiting = waiting.filter(run_at__lte=DbNow())
     seconds = waiting.values_list("lease_seconds", flat=True).first()
     changed = waiting.update(
         status=Status.RUNNING,

@@ -7,6 +7,12 @@ the project sends the ``django_leasejobs`` logger's records nowhere (:func:`logg
 a project that configured logging for it gets the structured ``job.*`` log lines instead,
 never both. The library configures no logging itself (no ``basicConfig``, no handler added to a
 logger the project owns); writing to the command's own stdout is all it does.
+
+Without a ``LOGGING`` for the app's logger, Python's last-resort handler would print its
+warnings on stderr, the dead job the console just wrote among them: one event, two lines. So
+for the length of its run the command gives the app's logger a handler of its own
+(:func:`command_logging`), only when the project configured none, and takes it off when the
+run ends: the warnings the console's lines do not say go to stderr, once each.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Protocol
 
 from django.db import connections
@@ -43,6 +50,44 @@ def logging_configured(name: str = LOGGER) -> bool:
     mentions ours has none: then the command's own lines are all that anyone sees.
     """
     return logging.getLogger(name).hasHandlers()
+
+
+ATTEMPT_EVENTS = frozenset({"job.dead", "job.stale", "job.deferred"})
+"""The warnings whose event the console's per-attempt line already says (``dead #43 ...``)."""
+
+
+class _CommandHandler(logging.Handler):
+    """The app's WARNING and worse on the command's stderr, less what the console said."""
+
+    def __init__(self, console: Console, err: Output) -> None:
+        super().__init__(logging.WARNING)
+        self.console = console
+        self.err = err
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event = str(record.msg).split(" ", 1)[0]
+        if self.console.attempts and event in ATTEMPT_EVENTS:
+            return
+        try:
+            self.err.write(self.format(record))
+        except Exception:
+            self.handleError(record)
+
+
+@contextmanager
+def command_logging(console: Console, err: Output) -> Iterator[None]:
+    """While the command runs, and only when nothing receives the app's records, its warnings
+    go to ``err`` once each instead of to Python's last-resort handler; undone at the end."""
+    if logging_configured():
+        yield
+        return
+    logger = logging.getLogger(LOGGER)
+    handler = _CommandHandler(console, err)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 def _threads(worker: WorkerOptions) -> str:
@@ -119,14 +164,19 @@ class Console:
         ]
         self.write("\n".join(lines))
 
-    def finished(self, job: Job, outcome: Outcome, duration: float, error: str = "") -> None:
+    def finished(
+        self, job: Job, outcome: Outcome, duration: float, error: str = "", deferred: bool = False
+    ) -> None:
         """One attempt's end: ``12:00:01 failed #43 shop.jobs.charge in 0.002 s, attempt 1
-        of 3, retried later: ConnectionError: gateway timeout``."""
+        of 3, retried later: ConnectionError: gateway timeout``. ``deferred``: a job released
+        because this worker does not know its name (``error`` says why)."""
         if not self.attempts:
             return
-        word = WORDS[outcome]
+        word = "deferred" if deferred else WORDS[outcome]
         text = f"{time.strftime('%H:%M:%S')} {word:<9} #{job.pk} {job.name} in {duration:.3f} s"
-        if outcome in (Outcome.RETRIED, Outcome.DEAD):
+        if deferred:
+            text += f": {error}"
+        elif outcome in (Outcome.RETRIED, Outcome.DEAD):
             text += f", attempt {job.attempt} of {job.max_attempts}"
             if outcome is Outcome.RETRIED:
                 text += ", retried later"
@@ -134,11 +184,31 @@ class Console:
                 text += f": {error}"
         self.write(text)
 
+    def stopping(self, reason: str, seconds: float, job_ids: Sequence[int]) -> None:
+        """The first stop, at once: ``stopping (signal SIGTERM): waiting up to 30 s for 2
+        running jobs (#41, #42), then releasing them; a second Ctrl-C exits now``."""
+        if self.verbosity < 1:
+            return
+        shown = ", ".join(f"#{job_id}" for job_id in job_ids[:STOPPING_IDS])
+        if len(job_ids) > STOPPING_IDS:
+            shown += f" and {len(job_ids) - STOPPING_IDS} more"
+        jobs = f"{len(job_ids)} running job{'s' if len(job_ids) != 1 else ''}"
+        them = "them" if len(job_ids) != 1 else "it"
+        grace = _seconds(round(seconds, 1))
+        self.write(
+            f"{time.strftime('%H:%M:%S')} stopping ({reason}): waiting up to {grace} "
+            f"for {jobs} ({shown}), then releasing {them}; a second Ctrl-C (or SIGTERM) exits "
+            f"now, leaving {them} to {'its lease' if them == 'it' else 'their leases'}"
+        )
+
     def left_behind(self, left: Sequence[tuple[str, counting.Count]], more: int) -> None:
         """After ``--burst``: the due jobs left in queues this worker does not serve."""
         if left:
             self.write(left_behind_line(left, more))
 
+
+STOPPING_IDS = 10
+"""Job ids the stopping line names; the rest are counted."""
 
 WORDS = {
     Outcome.SUCCEEDED: "succeeded",
@@ -169,4 +239,10 @@ def left_behind_line(left: Sequence[tuple[str, counting.Count]], more: int) -> s
     return f"{jobs} due in queues this worker does not serve: {listed}"
 
 
-__all__ = ["Console", "describe_queues", "left_behind_line", "logging_configured"]
+__all__ = [
+    "Console",
+    "command_logging",
+    "describe_queues",
+    "left_behind_line",
+    "logging_configured",
+]

@@ -16,7 +16,7 @@ from django.db import transaction
 from .. import protocol
 from ..core.conf import settings
 from ..errors import JobFailedError
-from ..models import Job
+from ..models import Job, Status
 from ..protocol import Outcome
 from .execution import Execution, execute, report
 
@@ -32,9 +32,12 @@ def run_claimed(job: Job) -> tuple[Execution, Outcome]:
     return execution, report(execution)
 
 
-def run_one(job_id: int) -> tuple[Execution, Outcome] | None:
-    """Claim the job ``job_id`` (due or not) and run it; ``None`` if it was not waiting."""
-    job = protocol.claim_job(job_id, worker_id(), lease_seconds=settings.LEASE_SECONDS)
+def run_one(job_id: int, *, due_only: bool = False) -> tuple[Execution, Outcome] | None:
+    """Claim the job ``job_id`` (due or not, or only due) and run it; ``None`` if it was not
+    waiting (or not due)."""
+    job = protocol.claim_job(
+        job_id, worker_id(), lease_seconds=settings.LEASE_SECONDS, due_only=due_only
+    )
     if job is None:
         return None
     return run_claimed(job)
@@ -66,23 +69,55 @@ def raise_failure(execution: Execution, *, rescheduled: bool = True) -> None:
 def run_eagerly(job_id: int, *, rescheduled: bool = True) -> Any:
     """Run one job now and return its result; its error (after it is recorded) raises.
 
-    ``rescheduled=False`` (eager mode): a handler's ``Retry`` or ``Snooze`` is recorded, not
-    raised: it is the handler's plan, not an error of the code that enqueued the job.
+    ``rescheduled=False`` (eager mode): a job not due yet (``delay``, ``run_at``) is left
+    waiting; a handler's ``Retry`` or ``Snooze`` is recorded, not raised: it is the handler's
+    plan, not an error of the code that enqueued the job; any other error raises
+    ``JobFailedError`` saying what became of the job, from the handler's error.
     """
-    ran = run_one(job_id)
+    ran = run_one(job_id, due_only=not rescheduled)
     if ran is None:
         return None
     execution, _ = ran
-    raise_failure(execution, rescheduled=rescheduled)
+    if rescheduled:
+        raise_failure(execution)
+        return execution.result
+    try:
+        raise_failure(execution, rescheduled=False)
+    except Exception as exc:
+        raise _eager_failure(execution.job, exc) from exc
     return execution.result
+
+
+def _eager_failure(job: Job, exc: Exception) -> JobFailedError:
+    """What an eager job's failure raises: which job, which attempt, and what became of it
+    (a test would otherwise see a bare error, not knowing that a retry waits)."""
+    row = Job.objects.using(job._state.db).get(pk=job.pk)
+    error = f"{type(exc).__name__}: {exc}"
+    attempt = f"attempt {row.attempt} of {row.max_attempts}"
+    if row.status == Status.DEAD:
+        fate = "it is dead (a dead letter was written)"
+    else:
+        fate = (
+            f"its retry waits until {row.run_at.isoformat()} "
+            "(testing.drain(with_scheduled=True) runs it now)"
+        )
+    return JobFailedError(
+        f"LEASEJOBS_EAGER: job {job.pk} ({job.name}) failed on {attempt}: {error}; {fate}.",
+        job_id=job.pk,
+        name=job.name,
+        status=row.status,
+        error=error,
+    )
 
 
 def enqueued(jobs: Job | list[Job]) -> None:
     """With ``LEASEJOBS_EAGER``: run each new job when the surrounding transaction commits.
 
     ``on_commit`` runs at once outside a transaction; the callback is not robust, so a
-    handler's error propagates out of the commit into the test. A ``Retry`` or ``Snooze``
-    does not: the job waits for the time it gave, and ``testing.drain()`` runs it then.
+    handler's error propagates out of the commit into the test, as ``JobFailedError``. A
+    ``Retry`` or ``Snooze`` does not: the job waits for the time it gave, and
+    ``testing.drain()`` runs it then; so does a job enqueued with a ``delay`` or ``run_at``
+    ahead.
     """
     if not settings.EAGER:
         return

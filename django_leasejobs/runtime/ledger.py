@@ -56,11 +56,15 @@ class Ledger:
         self.runtimes = Tally()
         """Runtimes, stale reports and recovered expiries per job name, until the next flush."""
         self._lock = threading.Lock()
-        self._stuck: set[int] = set()
-        """Job ids whose handler is stuck now (its thread still runs)."""
+        self._stuck: set[tuple[int, int]] = set()
+        """Attempt tokens ``(job id, attempt)`` whose handler is stuck now (its thread still
+        runs): one per thread, so two hung attempts of one job count twice."""
 
-    def count(self, slot: Slot, outcome: Outcome) -> None:
-        """Count an outcome in the summary and, unless the protocol wrote it, log its one line."""
+    def count(self, slot: Slot, outcome: Outcome, unknown: str = "") -> None:
+        """Count an outcome in the summary and, unless the protocol wrote it, log its one line.
+
+        ``unknown``: why this worker could not run the job (its name is not registered here);
+        with ``RELEASED`` the job was deferred, and the console says so."""
         job = slot.job
         if outcome in WORKER_LINES:
             logger.info(
@@ -74,7 +78,11 @@ class Ledger:
                 self.worker_id,
             )
         if self.console is not None:
-            self.console.finished(job, outcome, slot.duration, _error_of(slot))
+            if outcome is Outcome.RELEASED and unknown:
+                # Handed back to wait for a worker that knows the name: say so, and why.
+                self.console.finished(job, outcome, slot.duration, unknown, deferred=True)
+            else:
+                self.console.finished(job, outcome, slot.duration, _error_of(slot))
         with self._lock:
             self.summary.count(outcome)
         lease = job.lease_seconds or self.lease
@@ -88,17 +96,19 @@ class Ledger:
         with self._lock:
             self.summary.timed_out += 1
 
-    def stuck(self, job_id: int) -> int:
-        """A handler is stuck: count it; returns how many are stuck now."""
+    def stuck(self, token: tuple[int, int]) -> int:
+        """The handler of attempt ``token`` is stuck: count it; returns how many handler
+        threads are stuck now."""
         with self._lock:
             self.summary.stuck += 1
-            self._stuck.add(job_id)
+            self._stuck.add(token)
             return len(self._stuck)
 
-    def unstuck(self, job_id: int) -> int:
-        """A stuck handler returned at last; returns how many are stuck now."""
+    def unstuck(self, token: tuple[int, int]) -> int:
+        """The stuck handler of attempt ``token`` returned at last; returns how many are
+        stuck now."""
         with self._lock:
-            self._stuck.discard(job_id)
+            self._stuck.discard(token)
             return len(self._stuck)
 
     @property

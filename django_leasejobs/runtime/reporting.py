@@ -66,7 +66,7 @@ class Reporter:
             slot.execution = result
             self.completer.add([slot])
             return True
-        self.ledger.count(slot, self.report(result))
+        self.ledger.count(slot, self.report(result), result.unknown)
         return False
 
     def finished_many(self, batch: list[Finished]) -> None:
@@ -88,7 +88,7 @@ class Reporter:
                 slot.execution = result
                 deferred.append(slot)  # the claim loop's next flush completes and forgets it
             else:
-                self.ledger.count(slot, self.report(result))
+                self.ledger.count(slot, self.report(result), result.unknown)
                 self.slots.forget([slot])
         if deferred:
             self.completer.add(deferred)

@@ -35,7 +35,7 @@ from ..core import cron, registry
 from ..core.conf import settings
 from ..db import dbtime
 from ..db.dbtime import DbNow
-from ..errors import ScheduleError
+from ..errors import ScheduleError, UnknownJobError
 from ..models import Job, Misfire, Schedule, ScheduleSkip
 
 logger = logging.getLogger("django_leasejobs")
@@ -259,6 +259,59 @@ def _tick_schedule(schedule: Schedule, now: dt.datetime, budget: int) -> int:
         if schedule.last_occurrence_at != occurrence_at:
             break
         emitted += job is not None
+    return emitted
+
+
+PASS_LIMIT = 1000
+"""Occurrences of one schedule that one ``pass_time()`` emits at most."""
+
+
+def pass_time(seconds: float) -> int:
+    """Emit what a scheduler running for the next ``seconds`` would emit (``testing.travel``).
+
+    Time does not move; each schedule's does. A schedule's own "now" is its cursor when a
+    travel left it ahead of the database's clock, else the database's now; every occurrence
+    from there to ``seconds`` later is emitted on time (a scheduler ran through them, so no
+    misfire policy applies) with its ``run_at`` as far ahead of its schedule's now as it would
+    be, and the cursor moves to the end: a later travel goes on from there. The caller moves
+    the waiting jobs' ``run_at`` back by ``seconds``, these included, which makes them due.
+    Returns how many jobs were emitted; ``ValueError`` if a schedule would emit more than
+    ``PASS_LIMIT`` (nothing is emitted then).
+    """
+    due = list(Schedule.objects.filter(enabled=True).annotate(db_now=DbNow()).order_by("pk"))
+    span = dt.timedelta(seconds=seconds)
+    plans = []
+    for schedule in due:
+        now = (
+            schedule.db_now
+            if schedule.db_now.tzinfo
+            else schedule.db_now.replace(tzinfo=dt.timezone.utc)
+        )
+        start = max(now, schedule.last_occurrence_at or schedule.created_at)
+        end = start + span
+        try:
+            registry.find(schedule.job)
+            schedule_cron = _cron(schedule)
+        except (ScheduleError, UnknownJobError):
+            continue  # broken: ``tick()`` reported it, and passes over it too
+        emit: list[dt.datetime] = []
+        for occurrence_at in schedule_cron.after(start):
+            if occurrence_at > end or len(emit) > PASS_LIMIT:
+                break
+            emit.append(occurrence_at)
+        if len(emit) > PASS_LIMIT:
+            raise ValueError(
+                f"Moving time {seconds:g} s passes more than {PASS_LIMIT} occurrences of "
+                f"schedule {schedule.name!r}: move it in smaller steps."
+            )
+        plans.append((schedule, start - now, end, emit))
+    emitted = 0
+    for schedule, ahead, end, emit in plans:
+        for occurrence_at in emit:
+            run_at = _run_at(schedule, occurrence_at) - ahead
+            emitted += protocol.emit_occurrence(schedule, occurrence_at, run_at) is not None
+        if schedule.last_occurrence_at is None or schedule.last_occurrence_at < end:
+            protocol.pass_occurrences(schedule, end)
     return emitted
 
 

@@ -65,6 +65,7 @@ class Shutdown:
         control.stopping.set()
         self._release(self._prefetched())
         deadline = (control.stop_at or time.monotonic()) + control.grace
+        self._announce(deadline)
         # Attempts the worker already ended (timeouts, cancels) are not waited for: their
         # handlers may never return, and nothing of theirs will be written.
         while self.slots.running and time.monotonic() < deadline:
@@ -85,6 +86,14 @@ class Shutdown:
         self.pool.shutdown()
         self.heartbeat.join()
         execution.close_old_connections()
+
+    def _announce(self, deadline: float) -> None:
+        """Say at once, on the console, what the stop waits for and for how long (a worker
+        silent for its grace looks hung, and gets killed)."""
+        console = self.ledger.console
+        running = sorted(slot.job.pk for slot in self.slots.live())
+        if console is not None and running:
+            console.stopping(self.control.reason, max(0.0, deadline - time.monotonic()), running)
 
     def _prefetched(self) -> list[Slot]:
         """Claimed jobs that would wait for a busy thread (or a full async limit): at a stop
@@ -114,6 +123,8 @@ class Shutdown:
                 if slot.reporting or slot.released or slot.ended_at is not None:
                     continue
                 slot.released = True
+                if slot.handler_started is not None:  # its line says how long it ran
+                    slot.duration = time.monotonic() - slot.handler_started
             slot.lease_lost.set()  # a cooperative handler stops; its result is never written
             try:
                 outcome = protocol.release(*slot.token)

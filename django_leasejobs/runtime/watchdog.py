@@ -197,7 +197,7 @@ class Watchdog:
     def _mark_stuck(self, slot: Slot, now: float) -> None:
         assert slot.ended_at is not None
         slot.stuck = True
-        stuck_now = self.ledger.stuck(slot.job.pk)
+        stuck_now = self.ledger.stuck(slot.token)
         logger.warning(
             "worker.stuck id=%s job=%s name=%s attempt=%s reason=%s seconds_since_end=%.1f "
             "stuck=%s max_stuck=%s",
@@ -246,7 +246,7 @@ class Watchdog:
         """A pool thread's handler returned at last: a stuck thread is free again."""
         if not slot.stuck:
             return
-        stuck_now = self.ledger.unstuck(slot.job.pk)
+        stuck_now = self.ledger.unstuck(slot.token)
         logger.info(
             "worker.unstuck id=%s job=%s attempt=%s stuck=%s",
             self.worker_id,

@@ -3,7 +3,8 @@
 Everything here goes through what a worker uses (``protocol`` claims and reports,
 ``runtime.execution`` runs the handler), in the caller's connection, so it works inside a
 ``TestCase`` transaction where a worker's threads would see nothing. Time never moves: rows
-do (``run_at``, leases, schedule cursors), by database expressions as the suite's own tests do.
+do (``run_at``, leases), by database expressions as the suite's own tests do; the schedules'
+occurrences in the time passed are emitted as a running scheduler would have, early.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ from django.db.models.fields import DateTimeField
 from .. import protocol
 from ..core.conf import settings
 from ..db.dbtime import DbNow
-from ..models import CLAIMABLE, Job, Schedule, Status
+from ..models import CLAIMABLE, Job, Status
 from ..protocol import Outcome
 from ..runtime import inprocess, schedule_settings, schedules
 from ..runtime.worker import Summary, Worker
 from .matching import name_of
+
+MAX_TRAVEL = 366 * 86400
+"""Seconds one ``travel()`` moves at most: a datetime far past it would overflow."""
 
 DRAIN_LIMIT = 10_000
 """Jobs one ``drain()`` runs at most: a job that enqueues itself would otherwise never end."""
@@ -138,17 +142,22 @@ def _earlier(column: str, seconds: float) -> ExpressionWrapper:
 def travel(seconds: float) -> None:
     """Make due what would be due ``seconds`` from now, without sleeping or patching a clock.
 
-    Waiting jobs' ``run_at``, running jobs' lease expiries and schedules' cursors (and their
-    creation time, the cursor of a schedule that never fired) move ``seconds`` into the past.
+    What is due now is emitted first, as ``drain()`` does (schedules synced, their due
+    occurrences emitted under their misfire policy). Then the occurrences of the schedules in
+    the next ``seconds`` are emitted, as a scheduler running all along would have
+    (``schedules.pass_time``), and waiting jobs' ``run_at`` and running jobs' lease expiries
+    move ``seconds`` into the past.
     """
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
         raise ValueError(f"travel() needs a number of seconds >= 0, not {seconds!r}.")
+    if seconds > MAX_TRAVEL:
+        raise ValueError(f"travel() moves at most {MAX_TRAVEL} seconds (a year), not {seconds!r}.")
     using = protocol.job_database()
+    schedule_settings.sync_from_settings()
+    schedules.tick()
+    if seconds:
+        schedules.pass_time(seconds)
     Job.objects.using(using).filter(status__in=CLAIMABLE).update(run_at=_earlier("run_at", seconds))
     Job.objects.using(using).filter(status=Status.RUNNING).update(
         lease_expires_at=_earlier("lease_expires_at", seconds)
-    )
-    Schedule.objects.using(using).update(created_at=_earlier("created_at", seconds))
-    Schedule.objects.using(using).exclude(last_occurrence_at=None).update(
-        last_occurrence_at=_earlier("last_occurrence_at", seconds)
     )

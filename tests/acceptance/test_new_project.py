@@ -140,6 +140,37 @@ def test_verbosity_names_the_jobs_or_silences_the_worker(project: NewProject) ->
     assert Job.objects.filter(status=Status.SUCCEEDED).count() == 2
 
 
+def test_without_logging_each_event_is_one_line_on_one_stream(project: NewProject) -> None:
+    """No LOGGING: a dead or deferred job's line is the console's alone (Python's last-resort
+    handler printed the app's warning as well, on stderr); at verbosity 0, the warning alone."""
+    refused, moved = enqueue(project, "refuse.enqueue()", "greet.enqueue('gil')")
+    renamed = f"from django_leasejobs.models import Job; Job.objects.filter(pk={moved})"
+    ok(project.manage("shell", "-c", renamed + ".update(name='notify.gone.job')"))
+    done = project.manage(*BURST)
+    out = ok(done)
+    for job_id in (refused, moved):
+        lines = [
+            line
+            for line in (out + done.stderr).splitlines()
+            if re.search(rf"#{job_id}\b|id={job_id}\b", line)
+        ]
+        assert len(lines) == 1, out + done.stderr
+    assert re.search(rf"^\d\d:\d\d:\d\d dead      #{refused} notify\.jobs\.refuse ", out, re.M)
+    assert re.search(
+        rf"^\d\d:\d\d:\d\d deferred  #{moved} notify\.gone\.job in \d+\.\d{{3}} s: "
+        r"'notify\.gone\.job' is not registered here: there is no module 'notify\.gone'$",
+        out,
+        re.M,
+    ), out
+    assert "job." not in done.stderr
+    (again,) = enqueue(project, "refuse.enqueue()")
+    quiet = project.manage(*BURST, "-v", "0")
+    assert f"#{again}" not in ok(quiet)  # no console line at verbosity 0
+    assert [line.split()[:2] for line in quiet.stderr.splitlines()] == [
+        ["job.dead", f"id={again}"]
+    ], quiet.stderr
+
+
 def test_a_project_that_configures_logging_gets_log_lines_instead(project: NewProject) -> None:
     add_settings(project, LOGGING)
     (greeted,) = enqueue(project, "greet.enqueue('dee')")

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from django.db import transaction
 
+from django_leasejobs import JobFailedError
 from django_leasejobs.models import Job
 
 from .shop import jobs
@@ -60,9 +61,14 @@ class TestCommitted:
             row = jobs.send_receipt.enqueue(5, email="e@example.com")
             assert Job.objects.get(pk=row.pk).status == "pending"
         assert Job.objects.get(pk=row.pk).result == "receipt 5 to e@example.com (0 lines)"
-        with pytest.raises(ValueError, match="order 6 is broken"):
+        with pytest.raises(JobFailedError, match="order 6 is broken") as raised:
             jobs.broken.enqueue(6)  # outside a transaction: runs at once
-        with pytest.raises(ValueError, match="order 7 is broken"), transaction.atomic():
+        assert isinstance(raised.value.__cause__, ValueError)  # the handler's own error
+        assert raised.value.status == "failed"
+        assert "failed on attempt 1 of 2: ValueError: order 6 is broken; its retry waits" in str(
+            raised.value
+        )
+        with pytest.raises(JobFailedError, match="order 7 is broken"), transaction.atomic():
             jobs.broken.enqueue_many([((7,), {})])
 
     def test_tasks(self, leasejobs: Any, settings: Any) -> None:

@@ -6,7 +6,7 @@ import importlib
 
 from django.test import TestCase, override_settings
 
-from django_leasejobs import PermanentError, UnknownJobError
+from django_leasejobs import JobFailedError, PermanentError, UnknownJobError
 from django_leasejobs.models import Job
 from django_leasejobs.testing import (
     assert_enqueued,
@@ -171,13 +171,23 @@ class Eager(TestCase):
             "receipt 1 to a@example.com (1 lines)",
         )
 
-    def test_the_handlers_error_raises_in_the_test(self) -> None:
+    def test_the_handlers_error_raises_in_the_test_saying_what_became_of_the_job(self) -> None:
         with (
-            self.assertRaisesMessage(ValueError, "order 2 is broken"),
+            self.assertRaisesMessage(JobFailedError, "order 2 is broken") as raised,
             self.captureOnCommitCallbacks(execute=True),
         ):
             jobs.broken.enqueue(2)
+        assert isinstance(raised.exception.__cause__, ValueError)
+        assert "its retry waits until" in str(raised.exception)
         assert Job.objects.get(name=jobs.broken.name).status == "failed"
+
+    def test_a_delayed_job_waits_for_its_time(self) -> None:
+        with self.captureOnCommitCallbacks(execute=True):
+            place_order(3, "c@example.com", 250)  # the charge has delay=300
+        assert Job.objects.get(name=jobs.charge.name).status == "pending"  # due in 300 s
+        assert Job.objects.get(name=RECEIPT).status == "succeeded"  # ran at commit
+        travel(301)
+        assert drain().retried == 1  # its time came: it runs (the gateway times out once)
 
 
 @override_settings(LEASEJOBS_TASK_MODULES=["tests.outside_project"])

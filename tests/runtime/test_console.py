@@ -17,8 +17,19 @@ from django.core.management.base import OutputWrapper
 from testapp import jobs
 
 from django_leasejobs.dialects.counting import Count, Kind
-from django_leasejobs.runtime.console import Console, left_behind_line, logging_configured
+from django_leasejobs.models import Job, Status
+from django_leasejobs.protocol import Outcome
+from django_leasejobs.runtime.console import (
+    Console,
+    command_logging,
+    left_behind_line,
+    logging_configured,
+)
 from django_leasejobs.runtime.worker import Worker
+
+from ..conftest import fields
+from ..invariants import wait_for
+from .test_worker import Background
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,3 +97,52 @@ def test_the_left_behind_line() -> None:
         "10,002+ jobs due in queues this worker does not serve: a (10,000+), b (2), "
         "and 4 more queues"
     )
+
+
+def test_command_logging_adds_no_handler_when_the_project_configured_one() -> None:
+    """This suite's LOGGING takes the app's records: the command leaves the logger alone
+    (a new project's case, where it adds one for its run, is acceptance/test_new_project.py)."""
+    logger = logging.getLogger("django_leasejobs")
+    before = list(logger.handlers)
+    with command_logging(Console(OutputWrapper(io.StringIO())), OutputWrapper(io.StringIO())):
+        assert logger.handlers == before
+    assert logger.handlers == before
+
+
+def test_a_deferred_job_has_one_console_line_that_says_why() -> None:
+    out = io.StringIO()
+    Console(OutputWrapper(out), attempts=True).finished(
+        Job(pk=7, name="shop.gone.job"),
+        Outcome.RELEASED,
+        0.0,
+        "'shop.gone.job' is not registered here",
+        deferred=True,
+    )
+    assert re.fullmatch(
+        r"\d\d:\d\d:\d\d deferred  #7 shop\.gone\.job in 0\.000 s: 'shop\.gone\.job' is not "
+        r"registered here\n",
+        out.getvalue(),
+    )
+
+
+def test_a_stop_says_at_once_what_it_waits_for_and_a_release_how_long_the_job_ran() -> None:
+    out = io.StringIO()
+    long = jobs.sleep.enqueue(60, label="long")  # stops when its lease is taken back
+    worker = Worker(console=Console(OutputWrapper(out), attempts=True), grace=0.3, **FAST)
+    with Background(worker):
+        wait_for(lambda: fields(long.pk, "status")["status"] == Status.RUNNING, what="running")
+        worker.stop("signal SIGTERM")
+        wait_for(lambda: "stopping" in out.getvalue(), what="the stopping line")
+        assert "released" not in out.getvalue()  # said before the grace ran out
+    stopping, released = out.getvalue().splitlines()
+    assert re.fullmatch(
+        rf"\d\d:\d\d:\d\d stopping \(signal SIGTERM\): waiting up to 0\.[23] s for 1 running job "
+        rf"\(#{long.pk}\), then releasing it; a second Ctrl-C \(or SIGTERM\) exits now, "
+        r"leaving it to its lease",
+        stopping,
+    ), stopping
+    took = re.fullmatch(
+        rf"\d\d:\d\d:\d\d released  #{long.pk} testapp\.jobs\.sleep in (\d+\.\d{{3}}) s", released
+    )
+    assert took is not None, released
+    assert float(took[1]) >= 0.3  # it ran through the grace, not 0.000 s

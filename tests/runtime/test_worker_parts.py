@@ -13,6 +13,7 @@ from django.db.models import F
 from testapp import jobs
 
 from django_leasejobs import protocol
+from django_leasejobs.db.dbtime import DbNow
 from django_leasejobs.models import Job, Status
 from django_leasejobs.models import Worker as WorkerRow
 from django_leasejobs.protocol import Outcome
@@ -47,7 +48,9 @@ def a_job(pk: int = 1, attempt: int = 1) -> Job:
 class Parts:
     """The shared objects a worker wires together, built here the same way."""
 
-    def __init__(self, lanes: list[Lane] | None = None, async_slots: int = 0) -> None:
+    def __init__(
+        self, lanes: list[Lane] | None = None, async_slots: int = 0, max_stuck: int = 1
+    ) -> None:
         self.slots = InFlight()
         self.ledger = Ledger(WORKER, 30.0, 5.0, None)
         self.control = Control(WORKER, 1.0, self.slots)
@@ -56,7 +59,7 @@ class Parts:
         self.room = ClaimRoom(self.lanes, self.slots, self.completer, async_slots)
         self.cancelled: list[Slot] = []
         self.watchdog = Watchdog(
-            options=build_options(max_stuck=1),
+            options=build_options(max_stuck=max_stuck),
             slots=self.slots,
             ledger=self.ledger,
             keeper=ConnectionKeeper(),
@@ -166,7 +169,7 @@ class TestLedgerAndControl:
         ledger.count(Slot(a_job(1)), Outcome.SUCCEEDED)
         ledger.count(Slot(a_job(2)), Outcome.STALE)
         assert (ledger.summary.claimed, ledger.summary.succeeded, ledger.summary.stale) == (1, 1, 1)
-        assert (ledger.stuck(1), ledger.stuck(2), ledger.unstuck(1)) == (1, 2, 1)
+        assert (ledger.stuck((1, 1)), ledger.stuck((2, 1)), ledger.unstuck((1, 1))) == (1, 2, 1)
         assert (ledger.stuck_now, ledger.summary.stuck) == (1, 2)
         (counts,) = ledger.runtimes.take().values()
         assert counts.stale == 1
@@ -276,6 +279,25 @@ class TestWithTheDatabase:
         assert (slot.stuck, parts.ledger.stuck_now) == (True, 1)
         assert parts.watchdog.stuck_limit_reached
         assert parts.control.reason == "max_stuck=1 reached"
+
+    def test_max_stuck_counts_threads_two_hung_attempts_of_one_job_are_two(self) -> None:
+        job = jobs.noop.enqueue()
+        parts = Parts(max_stuck=2)
+        hung = []
+        for _ in range(2):  # attempt 1 times out, its retry comes back here and hangs too
+            Job.objects.filter(pk=job.pk).update(run_at=DbNow())
+            (slot,) = parts.claim()
+            slot.deadline = time.monotonic() - 1
+            parts.watchdog.watch_once()
+            hung.append(slot)
+        assert [slot.job.attempt for slot in hung] == [1, 2]
+        for slot in hung:
+            slot.ended_at = time.monotonic() - 6  # a heartbeat (5 s) ago
+        parts.watchdog.watch_once()
+        assert parts.ledger.stuck_now == 2
+        assert parts.control.reason == "max_stuck=2 reached"
+        parts.watchdog.ended_returned(hung[0])  # one thread returns at last
+        assert parts.ledger.stuck_now == 1
 
     def test_a_beat_renews_the_leases_writes_the_row_and_marks_a_lost_lease(self) -> None:
         jobs.noop.enqueue_many([((), {})] * 2)

@@ -17,7 +17,7 @@ from django_leasejobs.errors import ScheduleError
 from django_leasejobs.management import reloading
 from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.reports import unserved
-from django_leasejobs.runtime.console import Console
+from django_leasejobs.runtime.console import Console, command_logging
 from django_leasejobs.runtime.heartbeat import VERSION
 from django_leasejobs.runtime.worker import Worker, parse_queues
 
@@ -118,9 +118,9 @@ class Command(LeaseJobsCommand):
             "--max-stuck",
             type=int,
             default=None,
-            help="Stop gracefully, with exit status 3, once this many handlers are stuck (still "
-            "running one heartbeat after their timeout or cancel), so a supervisor restarts "
-            "the process (default: never).",
+            help="Stop gracefully, with exit status 3, once this many handler threads are stuck "
+            "(still running one heartbeat after their timeout or cancel; two hung attempts of "
+            "one job are two), so a supervisor restarts the process (default: never).",
         )
         parser.add_argument(
             "--metrics-port",
@@ -182,14 +182,15 @@ class Command(LeaseJobsCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        if options["reload"]:
-            reloading.run(
-                worker,
-                lambda: self._run(worker, console, metrics_port, metrics_addr, options),
-                self.stderr,
-            )
-            return
-        self._run(worker, console, metrics_port, metrics_addr, options)
+        with command_logging(console, self.stderr):
+            if options["reload"]:
+                reloading.run(
+                    worker,
+                    lambda: self._run(worker, console, metrics_port, metrics_addr, options),
+                    self.stderr,
+                )
+                return
+            self._run(worker, console, metrics_port, metrics_addr, options)
 
     def _run(
         self,
