@@ -10,23 +10,14 @@ primary key, ``leasejobs_dedupe_key`` and ``leasejobs_concurrency_key``.
 
 from __future__ import annotations
 
-from django.contrib import messages
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
-from django.utils.text import smart_split, unescape_string_literal
+from django.utils.text import unescape_string_literal
 
 from ..core import registry
 from ..core.row_ids import row_id
 from ..models import Job
-
-MAX_WORDS = 10
-"""A search takes its first this many distinct words (a message says so when it had more).
-
-Each word adds a condition that every row must meet, and the statement's cost grew with the
-square of their count: 600 words took 5.3 s of database time, and SQLite refuses a statement
-past about 1,100 ("Expression tree is too large"). A job has one id, one dedupe key, one
-concurrency key and one name, so past a few words only more parts of the name can narrow the
-list further; ten leave room for those and for quoted phrases."""
+from .base import first_words
 
 MAX_NAMES = 1000
 """Past this many distinct names the skip scan costs more than it saves: the search then
@@ -83,22 +74,15 @@ def _term_matches(term: str, names: list[str] | None) -> Q:
 
 def search(request: HttpRequest, queryset: QuerySet[Job], text: str) -> QuerySet[Job]:
     """The jobs every word of ``text`` finds (quoted phrases are one word), as Django's admin
-    search splits it; the first ``MAX_WORDS`` distinct words only."""
+    search splits it; the first ``base.MAX_WORDS`` distinct words only (``base.first_words``). A
+    job has one id, one dedupe key, one concurrency key and one name, so past a few words only
+    more parts of the name could narrow the list."""
     words = [
         unescape_string_literal(word) if word[0] in "\"'" and word[-1] == word[0] else word
-        for word in smart_split(text)
+        for word in first_words(request, text)
     ]
-    # A word given twice finds nothing more: each counts once towards the cap.
-    words = list(dict.fromkeys(word for word in words if word))
     if not words:
         return queryset
-    if len(words) > MAX_WORDS:
-        messages.warning(
-            request,
-            f"The search used its first {MAX_WORDS} words only (it had {len(words):,}): "
-            "every word must match, and more words rarely narrow the list further.",
-        )
-        words = words[:MAX_WORDS]
     # Only the names rows carry: a registered name no row has would cost the planner an
     # estimate (SQLite's is a name's average share of the table) and find nothing.
     names = names_for(request, queryset.db)

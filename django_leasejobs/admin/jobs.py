@@ -19,7 +19,7 @@ from ..core.row_ids import row_id
 from ..db.dbtime import DbNow
 from ..models import CLAIMABLE, Job, Status
 from . import dashboard, display, job_search, leases, pauses
-from .base import PayloadDisplay, ReadOnlyAdmin, fieldset_fields
+from .base import MAX_WORDS, PayloadDisplay, ReadOnlyAdmin, fieldset_fields
 from .filters import JobNameFilter, QueueFilter
 from .paginator import CountingPaginator
 
@@ -108,7 +108,7 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
     search_fields = ("=id", "name", "=dedupe_key", "=concurrency_key")
     search_help_text = (
         "Finds a job by its id, dedupe key or concurrency key, or by part of its name. Every "
-        f"word must match; the first {job_search.MAX_WORDS} words are used."
+        f"word must match; the first {MAX_WORDS} words are used."
     )
     list_per_page = 50
     # Neither the full count nor the filtered one reads millions of rows: exact up to 10,000,

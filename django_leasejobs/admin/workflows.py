@@ -5,8 +5,8 @@ by its state and linking to its job's page, lists them in a table, and has two b
 the run (``workflows.cancel``: its steps that have not started are cancelled, its running
 ones asked to end) and replay its dead steps (each through its dead letter, as the dead-letter
 admin's replay: the engine re-arms the step's dependants). Both are POSTs with their own
-permission (``cancel_workflowrun``, ``replay_deadletter``), written to the admin log; a
-refused one (a finished run, no dead step) changes nothing and says why.
+permission (``cancel_workflowrun``; ``replay_deadletter`` with ``view_deadletter``), written
+to the admin log; a refused one (a finished run, no dead step) changes nothing and says why.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
@@ -75,6 +76,13 @@ class WorkflowRunAdmin(ReadOnlyAdmin):
 
     def has_cancel_run_permission(self, request: HttpRequest) -> bool:
         return has_operator_permission(request, "cancel_run")
+
+    def has_replay_permission(self, request: HttpRequest) -> bool:
+        """A replay reads the steps' dead letters: it needs viewing them too, as the
+        dead-letter admin and the API ask."""
+        return super().has_replay_permission(request) and request.user.has_perm(
+            "django_leasejobs.view_deadletter"
+        )
 
     # ------------------------------------------------------------------ columns
 
@@ -238,6 +246,8 @@ class WorkflowRunAdmin(ReadOnlyAdmin):
 
     def replay_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         self.require(request, "replay")
+        if not self.has_replay_permission(request):
+            raise PermissionDenied("You do not have permission to view dead letters.")
         run = self._run(object_id)
         if run is None:
             return HttpResponse("Not a workflow run id.", status=404)

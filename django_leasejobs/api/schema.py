@@ -284,10 +284,10 @@ PATHS: dict[str, Schema] = {
     "/workflows/{run_id}/": {
         "get": operation(
             "getWorkflow",
-            "A workflow run with its steps",
-            "view_workflowrun",
+            "A workflow run with a page of its steps, in the order they were added",
+            "view_workflowrun (a step's job status: view_job too)",
             reply(200, "WorkflowRunDetail", "The run"),
-            parameters=[path_id("run_id")],
+            parameters=[path_id("run_id"), *PAGING],
         )
     },
     "/workflows/{run_id}/cancel/": {
@@ -296,7 +296,7 @@ PATHS: dict[str, Schema] = {
             "Cancel a running run: its steps not started are cancelled, its running ones asked "
             "to end",
             "view_workflowrun and cancel_workflowrun",
-            reply(200, "WorkflowRunDetail", "The run after the cancel"),
+            reply(200, "WorkflowRunDetail", "The run after the cancel, its first page of steps"),
             parameters=[path_id("run_id")],
         )
     },

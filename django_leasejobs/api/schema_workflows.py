@@ -40,8 +40,12 @@ WORKFLOW_SCHEMAS: dict[str, Schema] = {
             "steps": {
                 "type": "array",
                 "items": ref("WorkflowStep"),
-                "description": "Every step, in the order they were added.",
-            }
+                "description": "A page of its steps, in the order they were added.",
+            },
+            "next_cursor": {
+                **nullable("string"),
+                "description": "Pass it as cursor for the next page of steps; null on the last.",
+            },
         }
     ),
     "WorkflowStep": obj(
@@ -53,7 +57,8 @@ WORKFLOW_SCHEMAS: dict[str, Schema] = {
             "status": {
                 "type": "string",
                 "enum": sorted({*STATUSES, *STEP_STATES}),
-                "description": "Its job's status when it has a job, else its state.",
+                "description": "Its job's status when it has a job and the caller may view "
+                "jobs (view_job), else its state.",
             },
             "on_parent_failure": {"type": "string", "enum": POLICIES},
             "reason": {**nullable("string"), "description": "Why it was cancelled or held."},

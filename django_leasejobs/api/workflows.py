@@ -1,14 +1,18 @@
-"""The workflow endpoints: list runs, get a run with its steps, cancel a run.
+"""The workflow endpoints: list runs, get a run with a page of its steps, cancel a run.
 
-Reads go through :mod:`django_leasejobs.reports.workflow_reads`, as the admin's run page and
-``manage.py workflows show`` do, so the three show the same step states; the cancel is
+A run's steps come a page at a time, in the order they were added (``limit`` and ``cursor`` as
+the lists take them, ``next_cursor`` null on the last page): a run of thousands of steps is not
+one answer of megabytes. A step's ``status`` is its job's only for a caller who may view jobs
+(``view_job``); anyone else reads the step's own state. Reads go through
+:mod:`django_leasejobs.reports.workflow_reads`, as the admin's run page and ``manage.py
+workflows show`` do, so the three show the same step states; the cancel is
 ``django_leasejobs.workflows.cancel``, refused (409 ``invalid_state``) for a run that has
 already finished, which it leaves unchanged.
 """
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, JsonResponse, QueryDict
 
 from .. import protocol, workflows
 from ..models import RunStatus, WorkflowRun
@@ -16,7 +20,7 @@ from ..reports import workflow_reads
 from . import inputs, serialize
 from .endpoint import audit
 from .errors import ApiError
-from .jobs import get_row, page
+from .jobs import VIEW_JOB, get_row, page
 
 
 def list_workflows(request: HttpRequest) -> JsonResponse:
@@ -31,17 +35,29 @@ def list_workflows(request: HttpRequest) -> JsonResponse:
     return page(params, rows, serialize.workflow_run)
 
 
-def _detail(run: WorkflowRun) -> JsonResponse:
-    return JsonResponse(serialize.workflow_run(run, workflow_reads.steps(run)))
+def _detail(request: HttpRequest, run: WorkflowRun, params: QueryDict) -> JsonResponse:
+    """The run with one page of its steps (ascending ids: the cursor is the last one's)."""
+    size, after = inputs.limit(params), inputs.cursor(params)
+    steps = workflow_reads.steps(run, limit=size + 1, after=after or 0)
+    more = len(steps) > size
+    steps = steps[:size]
+    if not request.api_user.has_perm(VIEW_JOB):  # type: ignore[attr-defined]
+        for step in steps:
+            step.job_status = None  # its status is then the step's own state
+    found = serialize.workflow_run(run, steps)
+    found["next_cursor"] = inputs.encode_cursor(steps[-1].id) if more else None
+    return JsonResponse(found)
 
 
 def get_workflow(request: HttpRequest, run_id: int) -> JsonResponse:
-    return _detail(get_row(WorkflowRun, run_id, "workflow run"))
+    params = inputs.query(request, ("limit", "cursor"))
+    return _detail(request, get_row(WorkflowRun, run_id, "workflow run"), params)
 
 
 def cancel(request: HttpRequest, run_id: int) -> JsonResponse:
     """Cancel the run's steps that have not started and ask its running ones to end; the run
-    afterwards, with its steps. A finished run is 409 ``invalid_state`` and stays as it was."""
+    afterwards, with the first page of its steps. A finished run is 409 ``invalid_state`` and
+    stays as it was."""
     run = get_row(WorkflowRun, run_id, "workflow run")
     if not workflows.cancel(run.pk):  # its guarded update decides, not the row read above
         run.refresh_from_db(fields=["status"])
@@ -51,4 +67,4 @@ def cancel(request: HttpRequest, run_id: int) -> JsonResponse:
         )
     run.refresh_from_db()
     audit(request, run, "Cancelled")
-    return _detail(run)
+    return _detail(request, run, QueryDict())

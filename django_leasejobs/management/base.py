@@ -3,7 +3,9 @@
 Without the app's tables a command failed with ``no such table`` deep in its work, and the
 worker retried that for ever as if the database were down. Every command now checks first and
 exits at once naming ``manage.py migrate``; a database that cannot be reached is left to the
-command (the worker waits for it with backoff).
+command (the worker waits for it with backoff). Beside it, what commands share: the keyset
+walk of a batched step (``in_batches``) and text from rows made safe for a terminal
+(``printable``).
 """
 
 from __future__ import annotations
@@ -41,3 +43,16 @@ def in_batches(step: Callable[[Key], tuple[int, Key]], start: Key) -> tuple[int,
         if last == after:
             return total, batches
         total, batches, after = total + count, batches + 1, last
+
+
+def printable(text: str) -> str:
+    """``text`` from a row, for a terminal: each character that does not print (a control
+    character, such as the escape that starts a sequence able to move the cursor or rewrite
+    what the operator reads, a line break, a zero-width one) written as its Python escape
+    (``\\x1b``, ``\\n``, ``\\u200b``); the rest, spaces and accented letters included, as is."""
+    if text.isprintable():
+        return text
+    return "".join(
+        char if char.isprintable() else char.encode("unicode_escape").decode("ascii")
+        for char in text
+    )

@@ -56,7 +56,7 @@ from .failures import Recovered, fail, recover_expired, release
 from .lease import Renewal, claim, claim_job, heartbeat, renew
 from .occurrences import emit_occurrence, pass_occurrences, skip_occurrences
 from .operator_actions import record_effect, replay, retry_now, run_now
-from .pauses import Paused, pause, paused, resume
+from .pauses import Paused, cover_aliases, pause, paused, resume
 from .snoozes import SNOOZED_TOO_OFTEN, snooze
 
 __all__ = [
@@ -82,6 +82,7 @@ __all__ = [
     "complete",
     "complete_in_transaction",
     "complete_many",
+    "cover_aliases",
     "defer",
     "deferral_delay",
     "deferred_names",

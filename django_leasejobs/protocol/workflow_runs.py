@@ -23,7 +23,7 @@ from ..models import (
 )
 from .base import job_database, logger
 from .cancels import request_cancel
-from .workflow_specs import StepSpec, free_name
+from .workflow_specs import StepSpec
 from .workflow_steps import count_ended, finish_if_done, parent_ended, propagate, release
 
 
@@ -140,14 +140,51 @@ def _named(using: str, run_id: int, specs: Sequence[StepSpec]) -> list[StepSpec]
     chosen: set[str] = set()
     for spec in specs:
         if not spec.named:
-            taken = WorkflowStep.objects.using(using).filter(
-                run_id=run_id, name__startswith=spec.name
-            )
-            name = free_name(spec.name, [*taken.values_list("name", flat=True), *chosen])
-            spec = replace(spec, name=name)
+            spec = replace(spec, name=_free_step_name(using, run_id, spec.name, chosen))
         chosen.add(spec.name)
         named.append(spec)
     return named
+
+
+def _free_step_name(using: str, run_id: int, base: str, chosen: set[str]) -> str:
+    """``base``, else ``base-N`` just after the run's steps ``base-2`` ... ``base-(N-1)``.
+
+    Found by probing the unique (run, name) index with a few names at a time: first the powers
+    of two (``base``, ``base-2``, ``base-4``...), then up to ``PROBES`` numbers spread over the
+    gap between the last one taken and the first one free, until the gap closes. Adding a
+    run's n-th step of a name takes about log(n) / log(PROBES) queries of at most ``PROBES``
+    index lookups each, where reading every step of that name made n additions quadratic.
+    Default names fill 2, 3... in order, so N is the first free number; a gap left by a name
+    given by hand may be passed over.
+    """
+    steps = WorkflowStep.objects.using(using).filter(run_id=run_id)
+
+    def name_of(n: int) -> str:
+        return base if n == 1 else f"{base}-{n}"
+
+    def first_free(before: int, numbers: list[int]) -> tuple[int, int]:
+        """The first free number of ``numbers`` (ascending, the last one free) and the one
+        before it (``before`` for the first)."""
+        names = [name_of(n) for n in numbers]
+        taken = chosen | set(steps.filter(name__in=names).values_list("name", flat=True))
+        for n in numbers:
+            if name_of(n) not in taken:
+                return before, n
+            before = n
+        raise WorkflowError(f"Run {run_id} has no free step name left for {base!r}.")
+
+    # low is taken (0: no number is), high is free.
+    low, high = first_free(0, [2**power for power in range(PROBES)])
+    if low == 0:
+        return base
+    while high - low > 1:
+        spread = range(low + 1, high, max(1, (high - low) // PROBES))
+        low, high = first_free(low, [*spread, high])
+    return name_of(high)
+
+
+PROBES = 64
+"""How many names one probe of the step names asks for."""
 
 
 def _replay_ended(using: str, run_id: int, ended: list[tuple[int, str]], new: set[int]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,14 +89,3 @@ def spec_of(
         after=tuple(after),
         named=named,
     )
-
-
-def free_name(base: str, taken: Iterable[str]) -> str:
-    """``base``, or ``base-2``, ``base-3``... the first not taken."""
-    used = set(taken)
-    if base not in used:
-        return base
-    n = 2
-    while f"{base}-{n}" in used:
-        n += 1
-    return f"{base}-{n}"

@@ -6,10 +6,11 @@ same JSON: :func:`run_as_dict`); ``jobstats``, the API and the admin's
 list read the counts through :func:`counts`. Nothing here writes: cancelling goes through
 ``django_leasejobs.workflows.cancel``, replaying a dead step through ``protocol.replay``.
 
-Cost: a run's page reads its steps (one query), its edges (one query) and the status of its
-released steps' jobs (one query, by primary key), so a group of 10,000 members is three
-queries, not one per step. The counts go through the index on the run's status, each stopped
-at ``counting.CAP`` rows as the queue counts are.
+Cost: a run's page reads its steps (one query), its edges with their parents' names (one query)
+and the status of its released steps' jobs (one query, by primary key), so a group of 10,000
+members is three queries, not one per step; the API reads a page of steps at a time. The counts
+go through the index on the run's status, each stopped at ``counting.CAP`` rows as the queue
+counts are.
 """
 
 from __future__ import annotations
@@ -102,26 +103,29 @@ STEP_COLUMNS = (
 )
 
 
-def steps(run: WorkflowRun, limit: int | None = None) -> list[StepRow]:
-    """The run's steps in the order they were added (at most ``limit``), with their parents
-    and their jobs' statuses."""
+def steps(run: WorkflowRun, limit: int | None = None, after: int = 0) -> list[StepRow]:
+    """The run's steps in the order they were added (at most ``limit``, past the step id
+    ``after``: a page), with their parents and their jobs' statuses."""
     alias = run._state.db or None
-    rows = WorkflowStep.objects.using(alias).filter(run_id=run.pk).order_by("id")
+    rows = WorkflowStep.objects.using(alias).filter(run_id=run.pk, id__gt=after).order_by("id")
     if limit is not None:
         rows = rows[:limit]
     found = [StepRow(job_status=None, **values) for values in rows.values(*STEP_COLUMNS)]
     by_id = {row.id: row for row in found}
+    edges = WorkflowEdge.objects.using(alias)
+    # A page reads its own steps' edges only; the parents' names come with them (a parent
+    # may be on an earlier page).
     edges = (
-        WorkflowEdge.objects.using(alias)
-        .filter(child__run_id=run.pk)
-        .order_by("child_id", "position", "id")
-        .values_list("parent_id", "child_id")
+        edges.filter(child__run_id=run.pk)
+        if limit is None and not after
+        else edges.filter(child_id__in=list(by_id))
     )
-    for parent, child in edges:
+    for parent, child, parent_name in edges.order_by("child_id", "position", "id").values_list(
+        "parent_id", "child_id", "parent__name"
+    ):
         if child in by_id:
             by_id[child].parents.append(parent)
-            if parent in by_id:
-                by_id[child].parent_names.append(by_id[parent].name)
+            by_id[child].parent_names.append(parent_name)
     job_ids = [row.job_id for row in found if row.job_id is not None]
     statuses = dict(
         Job.objects.using(alias).filter(pk__in=job_ids).values_list("pk", "status")

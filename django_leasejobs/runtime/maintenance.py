@@ -1,7 +1,8 @@
 """Maintenance, on the worker's main thread between claims, every ``poll`` seconds.
 
 Lease recovery (every worker does it; guarded statements make that safe), the wake-up of jobs
-deferred by workers that did not know their name or version (for those this worker runs), the
+deferred by workers that did not know their name or version (for those this worker runs), a
+job-name pause carried to every name of the job this worker knows (``cover_aliases``), the
 dashboard's per-minute sample (once a minute, by whichever worker gets there first:
 :mod:`.samples`), pruning of long-lost workers' rows (once a lease), pruning of finished jobs by
 ``LEASEJOBS_RETENTION`` (by the worker holding the retention lease: :mod:`.retention`) and,
@@ -73,6 +74,7 @@ class Maintenance:
                     "worker.recovered id=%s jobs=%s", self.worker_id, ",".join(map(str, recovered))
                 )
             self._wake_deferred()
+            protocol.cover_aliases()  # a job is paused under every name this worker knows
             sampled = self.sampler.tick()
             if sampled:
                 logger.debug("worker.sampled id=%s minute=%s", self.worker_id, sampled.isoformat())

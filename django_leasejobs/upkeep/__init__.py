@@ -1,5 +1,5 @@
-"""Writes to the tables beside the jobs: pruning, retention, the maintenance lease,
-the live workers' rows and the lease advisor's counters."""
+"""Writes to the tables beside the jobs: pruning (finished workflow runs too), retention,
+the maintenance lease, the live workers' rows and the lease advisor's counters."""
 
 from .maintenance import RETENTION, release_lease, take_lease
 from .pruning import (
@@ -20,21 +20,25 @@ from .workers import (
     forget_worker,
     prune_workers,
 )
+from .workflow_pruning import RUN_STATES, count_prunable_runs, prune_runs
 
 __all__ = [
     "PRUNABLE",
     "PRUNE_AFTER_LEASES",
     "RETENTION",
+    "RUN_STATES",
     "Beat",
     "RuntimeCounts",
     "beat",
     "count_lost_workers",
     "count_prunable",
     "count_prunable_limiters",
+    "count_prunable_runs",
     "count_prunable_samples",
     "forget_worker",
     "prune_finished",
     "prune_limiters",
+    "prune_runs",
     "prune_runtime_stats",
     "prune_samples",
     "prune_workers",

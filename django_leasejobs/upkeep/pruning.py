@@ -4,9 +4,10 @@ nothing needs, in short batches taken in key order."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import TypeVar
 
 from django.db import connections, transaction
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, Model, OuterRef, QuerySet
 from django.db.models.expressions import ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
 
@@ -19,6 +20,8 @@ from ..models import DeadLetter, Effect, Job, QueueSample, RunStatus, Status, Wo
 from ..protocol.base import job_database, logger
 
 PRUNABLE = (Status.SUCCEEDED, Status.DEAD, Status.CANCELLED)
+
+M = TypeVar("M", bound=Model)
 
 
 def _prunable(alias: str, status: str, older_than: dt.timedelta) -> QuerySet[Job]:
@@ -39,6 +42,15 @@ def _prunable(alias: str, status: str, older_than: dt.timedelta) -> QuerySet[Job
         status=status,
         finished_at__lt=cutoff,
     )
+
+
+def next_keys(rows: QuerySet[M], alias: str, after_id: int) -> QuerySet[M]:
+    """A keyset batch's rows: those past ``after_id`` in primary-key order, locked with SKIP
+    LOCKED where the database has it (call it inside the batch's transaction)."""
+    chosen = rows.filter(pk__gt=after_id).order_by("pk")
+    if connections[alias].features.has_select_for_update_skip_locked:
+        chosen = chosen.select_for_update(skip_locked=True)
+    return chosen
 
 
 def count_prunable(status: str, older_than: dt.timedelta) -> int:
@@ -100,9 +112,7 @@ def prune_finished(
         raise ValueError(f"batch must be a positive integer, not {batch!r}.")
     alias = job_database()
     with transaction.atomic(using=alias):
-        chosen = _prunable(alias, status, older_than).filter(pk__gt=after_id).order_by("pk")
-        if connections[alias].features.has_select_for_update_skip_locked:
-            chosen = chosen.select_for_update(skip_locked=True)
+        chosen = next_keys(_prunable(alias, status, older_than), alias, after_id)
         ids = list(chosen.values_list("pk", flat=True)[:batch])
         if not ids:
             return 0, after_id

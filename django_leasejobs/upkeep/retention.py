@@ -5,9 +5,11 @@ lease (:func:`upkeep.take_lease`, a guarded UPDATE on one row, database time) wa
 finished jobs of each state in key order with :func:`upkeep.prune_finished`, the function
 ``prunejobs`` uses: short batches, each its own transaction, SKIP LOCKED where the database has
 it, only final states, schedules' cursors untouched (so an old occurrence is never emitted
-again). A tick does a few batches at most, so the claim loop that runs it is held for a moment
-only; the walk's position stays in memory between ticks, and the holder renews its lease at
-each tick while it walks.
+again). Then, the same way, the finished workflow runs whose jobs are gone, by the age of the
+state they map to (:func:`upkeep.prune_runs`): a run's steps hold its jobs' arguments. A tick
+does a few batches at most, so the claim loop that runs it is held for a moment only; the
+walk's position stays in memory between ticks, and the holder renews its lease at each tick
+while it walks.
 
 When a walk ends, the holder keeps its lease until it expires: that is the pause between
 rounds. Any worker then takes it and starts a new walk. A holder that stops or dies passes the
@@ -43,12 +45,17 @@ passes it."""
 
 @dataclass
 class Walk:
-    """One round: the states still to walk, and the last id looked at in the first of them."""
+    """One round: the states still to walk (each job state, then each state's workflow runs,
+    named ``runs_<state>``), and the last id looked at in the first of them."""
 
     ages: dict[str, dt.timedelta]
     states: list[str]
     after_id: int = 0
     deleted: dict[str, int] = field(default_factory=dict)
+
+
+RUNS = "runs_"
+"""The prefix of a walk's step over the workflow runs of a job state's age."""
 
 
 class Retention:
@@ -83,8 +90,9 @@ class Retention:
 
     def tick(self) -> int:
         """Prune a few batches if this worker holds (or can take) the lease; return how many
-        jobs it deleted. Database errors propagate; the walk then starts afresh a quarter
-        lease later (a table not migrated yet must not fill the log every poll)."""
+        jobs (and workflow runs) it deleted. Database errors propagate; the walk then starts
+        afresh a quarter lease later (a table not migrated yet must not fill the log every
+        poll)."""
         ages = settings.RETENTION
         now = self._clock()
         if not ages or now < self._next_try:
@@ -103,7 +111,8 @@ class Retention:
             return 0
         if self._walk is None:
             order = [str(state) for state in upkeep.PRUNABLE if state in ages]
-            self._walk = Walk(dict(ages), order)
+            runs = [RUNS + state for state in order if state in upkeep.RUN_STATES]
+            self._walk = Walk(dict(ages), order + runs)
         deleted = self._prune(self._walk)
         if not self._walk.states:
             self._log_round(self._walk)
@@ -117,8 +126,12 @@ class Retention:
         deleted = 0
         while walk.states:
             state = walk.states[0]
-            count, last = upkeep.prune_finished(
-                state, walk.ages[state], batch=self.batch, after_id=walk.after_id
+            prune = upkeep.prune_finished
+            if state.startswith(RUNS):  # after every job state: the runs whose jobs went
+                prune = upkeep.prune_runs
+            jobs_state = state.removeprefix(RUNS)
+            count, last = prune(
+                jobs_state, walk.ages[jobs_state], batch=self.batch, after_id=walk.after_id
             )
             deleted += count
             walk.deleted[state] = walk.deleted.get(state, 0) + count

@@ -54,6 +54,9 @@ class Workflow:
             )
         self.name = name
         self._steps: dict[str, Step] = {}
+        self._numbered: dict[str, int] = {}
+        """The last number a default name took per function name: the next search starts
+        after it (every number below is taken), so naming n steps is linear, not quadratic."""
 
     @property
     def steps(self) -> list[Step]:
@@ -125,9 +128,14 @@ class Workflow:
         )
 
     def _free_name(self, base: str) -> str:
-        from ..protocol.workflow_specs import free_name
-
-        return free_name(base, self._steps)
+        """``base``, or ``base-2``, ``base-3``... the first no step has."""
+        if base not in self._steps:
+            return base
+        n = self._numbered.get(base, 1) + 1
+        while f"{base}-{n}" in self._steps:
+            n += 1
+        self._numbered[base] = n
+        return f"{base}-{n}"
 
     def enqueue(self) -> WorkflowRun:
         """Check the graph, then write the run in one transaction (the caller's, when there is

@@ -31,7 +31,10 @@ def graph_of(page: str) -> ET.Element:
 
 @pytest.fixture
 def run_operator():
-    return staff_client("run-operator", [*VIEW_RUN, "cancel_workflowrun", "replay_deadletter"])
+    return staff_client(
+        "run-operator",
+        [*VIEW_RUN, "cancel_workflowrun", "view_deadletter", "replay_deadletter"],
+    )
 
 
 @pytest.fixture
@@ -216,4 +219,13 @@ class TestReplay:
     def test_without_the_permission_it_is_refused(self, run_viewer) -> None:
         run = workflow_rows.diamond()
         assert run_viewer.post(url("workflowrun_replay", run.pk)).status_code == 403
+        assert DeadLetter.objects.get().replayed_job_id is None
+
+    def test_replaying_needs_viewing_dead_letters_too(self) -> None:
+        """As the dead-letter admin and the API ask: a replay reads the dead letters."""
+        blind = staff_client("blind-replayer", [*VIEW_RUN, "replay_deadletter"])
+        run = workflow_rows.diamond()
+        page = blind.get(url("workflowrun_change", run.pk)).content.decode()
+        assert url("workflowrun_replay", run.pk) not in page
+        assert blind.post(url("workflowrun_replay", run.pk)).status_code == 403
         assert DeadLetter.objects.get().replayed_job_id is None

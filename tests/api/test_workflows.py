@@ -73,6 +73,54 @@ def test_get_a_run_with_its_steps(operator):
     assert steps["publish"]["parents"] == ["parse", "thumbs"]
     assert steps["publish"]["job_id"] is None
     assert steps["fetch"]["job_id"] is not None
+    assert body["next_cursor"] is None
+
+
+def test_a_runs_steps_come_a_page_at_a_time(operator):
+    """A run of 6,000 steps answered 1.3 MB at once; its steps now follow the cursor, in the
+    order they were added, each page naming its steps' parents (on earlier pages too)."""
+    run = workflow_rows.diamond()
+    status, first = operator.get(f"workflows/{run.pk}/", limit=3)
+    assert status == 200
+    validate("WorkflowRunDetail", first)
+    assert [s["name"] for s in first["steps"]] == ["fetch", "parse", "thumbs"]
+    assert first["steps_total"] == 4
+    assert first["next_cursor"] is not None
+    _, second = operator.get(f"workflows/{run.pk}/", limit=3, cursor=first["next_cursor"])
+    validate("WorkflowRunDetail", second)
+    assert [(s["name"], s["parents"]) for s in second["steps"]] == [
+        ("publish", ["parse", "thumbs"])
+    ]
+    assert second["next_cursor"] is None
+    _, default = operator.get(f"workflows/{run.pk}/")
+    assert len(default["steps"]) == 4  # LEASEJOBS_API_PAGE_SIZE (50) steps a page
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [({"limit": 0}, "limit"), ({"cursor": "nope"}, "cursor"), ({"status": "x"}, "status")],
+)
+def test_bad_paging_of_a_runs_steps_is_400_naming_it(operator, params, field):
+    run = workflow_rows.finished()
+    status, body = operator.get(f"workflows/{run.pk}/", **params)
+    assert status == 400
+    assert body["field"] == field
+
+
+def test_a_steps_job_status_is_shown_only_to_who_may_view_jobs(caller):
+    run = workflow_rows.diamond()
+    blind = caller("view_workflowrun")
+    status, body = blind.get(f"workflows/{run.pk}/")
+    assert status == 200
+    validate("WorkflowRunDetail", body)
+    assert {s["name"]: s["status"] for s in body["steps"]} == {
+        "fetch": "succeeded",
+        "parse": "released",  # its job's "running" is not shown
+        "thumbs": "failed",  # nor its job's "dead"
+        "publish": "waiting",
+    }
+    _, seen = caller("view_workflowrun", "view_job").get(f"workflows/{run.pk}/")
+    assert {s["name"]: s["status"] for s in seen["steps"]}["parse"] == "running"
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from testapp import jobs
 
-from django_leasejobs import protocol
+from django_leasejobs import job, protocol
+from django_leasejobs.core import registry
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job, Pause, Status
+from django_leasejobs.runtime.worker import Worker
 from tests.conftest import race
 
 pytestmark = pytest.mark.django_db
@@ -180,3 +184,88 @@ def test_a_name_only_the_jobs_table_knows_may_be_paused() -> None:
     """An unregistered name with rows (an old release's job) is a job to pause."""
     Job.objects.create(name="old.release.jobs.gone")
     assert protocol.pause(job="old.release.jobs.gone") is not None
+
+
+OLD = "tests.shop.jobs.send_receipt"
+NEW = "tests.billing.jobs.email_receipt"
+
+
+def email_receipt(order_id: int) -> None:
+    """The renamed job: rows of an older release still carry its former name, ``OLD``."""
+
+
+@pytest.fixture
+def renamed(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``NEW`` registered with ``aliases=[OLD]`` in a registry of the test's own; ``limited``
+    decides whether it has a concurrency limit (the claim's limited path)."""
+    monkeypatch.setattr(registry, "_registry", dict(registry._registry))
+    monkeypatch.setattr(registry, "_late", set(registry._late))
+
+    def register(limited: bool = False) -> Any:
+        options: dict[str, Any] = {"concurrency_limit": 5} if limited else {}
+        return job(name=NEW, aliases=[OLD], **options)(email_receipt)
+
+    return register
+
+
+def _rows(spec: Any) -> tuple[Job, Job]:
+    """One row under the registered name, one under the former name."""
+    new, old = spec.enqueue(1), spec.enqueue(2)
+    Job.objects.filter(pk=old.pk).update(name=OLD)
+    return new, old
+
+
+@pytest.mark.parametrize("limited", [False, True])
+@pytest.mark.parametrize("named", [NEW, OLD])
+def test_a_job_name_pause_holds_the_rows_under_every_name_of_the_job(
+    renamed: Any, all_due: Any, limited: bool, named: str
+) -> None:
+    new, old = _rows(renamed(limited))
+    created = protocol.pause(job=named, by="ops")
+    assert created is not None
+    assert created.name == NEW  # the job's registered name stands for the pause
+    assert set(Pause.objects.values_list("name", "paused_by")) == {(NEW, "ops"), (OLD, "ops")}
+    assert protocol.pause(job=OLD if named == NEW else NEW) is None  # the job is paused already
+    all_due()
+    assert _claimed_ids(None) == set()
+    lifted = protocol.resume(job=named)
+    assert lifted is not None
+    assert lifted.name == NEW
+    assert not Pause.objects.exists()  # every name of the job resumed
+    assert _claimed_ids(None) == {new.pk, old.pk}
+
+
+def test_a_pause_made_under_one_name_is_carried_to_the_others_the_worker_knows(
+    renamed: Any, all_due: Any
+) -> None:
+    """A pause an older release made under the job's former name (or before it listed an
+    alias): a worker's maintenance pauses every other name of the job, keeping the pause's
+    time and author, and resuming by any name lifts them all."""
+    Job.objects.create(name=OLD)
+    assert protocol.pause(job=OLD, by="ops") is not None  # nothing registered: one row
+    Pause.objects.update(paused_at=Pause.objects.get().paused_at.replace(year=2000))
+    new, old = _rows(renamed())
+    assert protocol.cover_aliases() == [NEW]
+    assert protocol.cover_aliases() == []  # in step: nothing more to write
+    assert {(p.name, p.paused_by, p.paused_at.year) for p in Pause.objects.all()} == {
+        (OLD, "ops", 2000),
+        (NEW, "ops", 2000),
+    }
+    all_due()
+    assert new.pk not in _claimed_ids(None)
+    assert protocol.resume(job=NEW) is not None
+    assert not Pause.objects.exists()
+    assert _claimed_ids(None) >= {new.pk, old.pk}
+
+
+def test_a_worker_holds_a_renamed_jobs_rows_paused_under_its_former_name(
+    renamed: Any, all_due: Any
+) -> None:
+    spec = renamed()
+    new, _ = _rows(spec)
+    Pause.objects.create(kind="job", name=OLD, paused_by="old release")
+    all_due()
+    summary = Worker(concurrency=1, scheduler=False, poll=0.01).run(burst=True)
+    assert summary.claimed == 0
+    assert Job.objects.get(pk=new.pk).status == Status.PENDING
+    assert Pause.objects.filter(name=NEW).exists()

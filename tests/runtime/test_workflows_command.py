@@ -66,7 +66,8 @@ def test_the_json_is_the_http_apis_shape() -> None:
     assert not valid("WorkflowRunDetail", {**shown, "created_at": "yesterday"})
     listed = json.loads(run("list", "--json"))
     assert [valid("WorkflowRun", row) for row in listed] == [True]
-    assert listed[0] == {k: v for k, v in shown.items() if k != "steps"}
+    assert listed[0] == {k: v for k, v in shown.items() if k not in ("steps", "next_cursor")}
+    assert shown["next_cursor"] is None  # every step: the last page
 
 
 def test_cancel_a_running_run() -> None:
@@ -124,3 +125,25 @@ def test_jobstats_counts_runs_by_status() -> None:
         "failed": 0,
         "cancelled": 0,
     }
+
+
+def test_names_and_reasons_print_their_control_characters_escaped() -> None:
+    """Names and reasons come from rows anyone who enqueues may write: an escape sequence in
+    one could rewrite what the operator reads (``\\x1b[2J`` clears the screen)."""
+    run_row = workflow_rows.diamond()
+    WorkflowRun.objects.filter(pk=run_row.pk).update(name="evil\x1b[2J\rname\u200b")
+    WorkflowStep.objects.filter(run=run_row, name="thumbs").update(name="th\x07umbs")
+    WorkflowStep.objects.filter(run=run_row, name="publish").update(
+        reason="held:\nfake line \x9b31m é"
+    )
+    listed = run("list")
+    shown = run("show", str(run_row.pk))
+    for text in (listed, shown):
+        assert not any(c in text for c in "\x1b\r\x07\x9b\u200b"), text
+    assert "evil\\x1b[2J\\rname\\u200b" in listed
+    assert f"workflow run {run_row.pk} evil\\x1b[2J\\rname\\u200b: running" in shown
+    assert "th\\x07umbs" in shown
+    assert "(held:\\nfake line \\x9b31m é)" in shown
+    assert len(shown.splitlines()) == 2 + 4  # the reason's line break printed, not obeyed
+    data = json.loads(run("show", str(run_row.pk), "--json"))  # JSON escapes them itself
+    assert data["name"] == "evil\x1b[2J\rname\u200b"

@@ -1,7 +1,10 @@
 """``manage.py prunejobs``: delete finished jobs by age, in small batches.
 
 Succeeded, dead and cancelled jobs each have their own age; pending, running and failed jobs are
-never touched. A dead job goes with its dead letter. Schedules keep their cursor, so pruning an
+never touched. A dead job goes with its dead letter. Then the finished workflow runs whose jobs
+are gone go, with their steps and edges, by the age of the state they map to (succeeded runs
+by ``--succeeded-older-than``, failed ones by ``--dead-older-than``, cancelled ones by
+``--cancelled-older-than``). Schedules keep their cursor, so pruning an
 occurrence's job never lets the scheduler emit that occurrence again. The lease advisor's
 per-hour runtime rows go with them (older than the longest age given, never those of the
 advisor's 7-day window), and so do the dashboard's per-minute samples (older than
@@ -41,7 +44,9 @@ OPTIONS: tuple[tuple[str, str], ...] = (
 class Command(LeaseJobsCommand):
     help = (
         "Delete succeeded, dead (with their dead letters) and cancelled jobs that finished "
-        "longer ago than the given ages, in batches in primary-key order."
+        "longer ago than the given ages, in batches in primary-key order, then the finished "
+        "workflow runs whose jobs are gone (succeeded, failed and cancelled runs by the "
+        "succeeded, dead and cancelled ages)."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -107,6 +112,8 @@ class Command(LeaseJobsCommand):
                 )
             else:
                 self._prune(status, age, batch)
+        for status, age in ages.items():
+            self._prune_runs(status, age, batch, options["dry_run"])
         self._prune_samples(SAMPLES_KEPT if samples_age is None else samples_age, options)
         self._prune_runtimes(max([*ages.values(), WINDOW]), options["dry_run"])
         if workers_age is not None:
@@ -120,6 +127,24 @@ class Command(LeaseJobsCommand):
         )
         self.stdout.write(
             f"{status}: deleted {deleted} jobs finished over {_label(age)} ago "
+            f"in {batches} batch(es)"
+        )
+
+    def _prune_runs(self, status: str, age: dt.timedelta, batch: int, dry_run: bool) -> None:
+        """The finished runs of the state ``status``'s age maps to, once their jobs are gone."""
+        state = upkeep.RUN_STATES[status]
+        if dry_run:
+            found = upkeep.count_prunable_runs(status, age)
+            self.stdout.write(
+                f"{state} workflow runs: would delete {found} finished over {_label(age)} ago "
+                "whose jobs are gone now"
+            )
+            return
+        deleted, batches = in_batches(
+            lambda after: upkeep.prune_runs(status, age, batch=batch, after_id=after), 0
+        )
+        self.stdout.write(
+            f"{state} workflow runs: deleted {deleted} finished over {_label(age)} ago "
             f"in {batches} batch(es)"
         )
 

@@ -3,7 +3,9 @@
 ``list`` shows the newest runs (``--status`` to keep one status), ``show`` one run's steps with
 their states and jobs, ``cancel`` calls ``django_leasejobs.workflows.cancel``; nothing else. A
 run that does not exist, or a finished run to cancel, is a ``CommandError`` saying so (a
-non-zero exit a script notices), and changes nothing.
+non-zero exit a script notices), and changes nothing. Names and reasons come from rows anyone
+who enqueues may write: the tables print their control characters escaped (``printable``), and
+``--json`` escapes them as JSON does.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from django_leasejobs import protocol, workflows
 from django_leasejobs.core import row_ids
 from django_leasejobs.core.durations import format_age
 from django_leasejobs.db import dbtime
-from django_leasejobs.management.base import LeaseJobsCommand
+from django_leasejobs.management.base import LeaseJobsCommand, printable
 from django_leasejobs.models import RunStatus, WorkflowRun
 from django_leasejobs.reports import workflow_reads
 
@@ -83,31 +85,38 @@ class Command(LeaseJobsCommand):
             self.stdout.write("No workflow runs.")
             return
         now = dbtime.db_now(protocol.job_database())
-        width = max(4, *(len(run.name) for run in runs))
+        names = {run.pk: printable(run.name) for run in runs}
+        width = max(4, *map(len, names.values()))
         self.stdout.write(f"{'id':>8}  {'name':<{width}}  {'status':<10}{'steps':>12}{'age':>10}")
         for run in runs:
             age = format_age((now - run.created_at).total_seconds())
+            name = names[run.pk]
             self.stdout.write(
-                f"{run.pk:>8}  {run.name:<{width}}  {run.status:<10}{progress(run):>12}{age:>10}"
+                f"{run.pk:>8}  {name:<{width}}  {run.status:<10}{progress(run):>12}{age:>10}"
             )
 
     def show(self, run: WorkflowRun, as_json: bool) -> None:
         steps = workflow_reads.steps(run)
-        if as_json:
-            self.stdout.write(json.dumps(workflow_reads.run_as_dict(run, steps)))
+        if as_json:  # every step: the API's shape, on its last page
+            found = workflow_reads.run_as_dict(run, steps)
+            self.stdout.write(json.dumps({**found, "next_cursor": None}))
             return
         self.stdout.write(
-            f"workflow run {run.pk} {run.name or '-'}: {run.status}, {progress(run)} steps ended "
+            f"workflow run {run.pk} {printable(run.name) or '-'}: {run.status}, {progress(run)} "
+            "steps ended "
             f"({run.steps_succeeded} succeeded, {run.steps_failed} failed, "
             f"{run.steps_cancelled} cancelled)"
         )
-        width = max(4, *(len(s.name) for s in steps)) if steps else 4
+        names = {step.id: printable(step.name) for step in steps}
+        width = max(4, *map(len, names.values())) if steps else 4
         self.stdout.write(f"{'step':<{width}}  {'status':<10}{'job':>10}  after")
         for step in steps:
             job = "-" if step.job_id is None else str(step.job_id)
-            after = ", ".join(step.parent_names) or "-"
-            reason = f"  ({step.reason})" if step.reason else ""
-            self.stdout.write(f"{step.name:<{width}}  {step.status:<10}{job:>10}  {after}{reason}")
+            after = ", ".join(map(printable, step.parent_names)) or "-"
+            reason = f"  ({printable(step.reason)})" if step.reason else ""
+            self.stdout.write(
+                f"{names[step.id]:<{width}}  {step.status:<10}{job:>10}  {after}{reason}"
+            )
 
     def cancel(self, run: WorkflowRun) -> None:
         if not workflows.cancel(run.pk):
