@@ -64,7 +64,7 @@ each replayed from its dead letter as a new job; delete: finished jobs, as pruni
 
 
 def action_named(name: Any) -> Action:
-    if name not in ACTIONS:
+    if not isinstance(name, str) or name not in ACTIONS:
         raise ValueError(f"The action must be one of {', '.join(ACTIONS)}, not {name!r}.")
     return ACTIONS[name]
 
