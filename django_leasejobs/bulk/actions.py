@@ -46,7 +46,6 @@ class Action:
     """The ``django_leasejobs`` permission a single job's action needs too."""
     statuses: tuple[str, ...]
     """The states it acts from; a filter naming none of them is refused."""
-    verb: str
     flag: int
     """The admin log's action flag."""
 
@@ -54,9 +53,9 @@ class Action:
 ACTIONS = {
     action.name: action
     for action in (
-        Action("cancel", "cancel_job", (*CLAIMABLE, Status.RUNNING), "cancelled", CHANGE),
-        Action("retry", "replay_deadletter", (Status.DEAD,), "retried", CHANGE),
-        Action("delete", "delete_job", FINAL, "deleted", DELETION),
+        Action("cancel", "cancel_job", (*CLAIMABLE, Status.RUNNING), CHANGE),
+        Action("retry", "replay_deadletter", (Status.DEAD,), CHANGE),
+        Action("delete", "delete_job", FINAL, DELETION),
     )
 }
 """cancel: pending and failed jobs now, running ones by asking their worker; retry: dead jobs,
