@@ -20,6 +20,7 @@ from ..db.dbtime import DbNow
 from ..models import CLAIMABLE, Job, Status
 from . import dashboard, display, job_search, leases, pauses
 from .base import MAX_WORDS, PayloadDisplay, ReadOnlyAdmin, fieldset_fields
+from .bulk_actions import BulkJobViews
 from .filters import JobNameFilter, QueueFilter
 from .paginator import CountingPaginator
 
@@ -89,7 +90,7 @@ JOB_ACTIONS = {
 
 
 @admin.register(Job)
-class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
+class JobAdmin(BulkJobViews, PayloadDisplay, ReadOnlyAdmin):
     list_display = (
         "id",
         "name",
@@ -298,6 +299,7 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(require_POST(self.job_action_view))
         return [
+            *self.bulk_urls(),  # first: "bulk/cancel/" would match "<object_id>/cancel/"
             *(
                 path(
                     f"<path:object_id>/{slug}/",
@@ -324,6 +326,13 @@ class JobAdmin(PayloadDisplay, ReadOnlyAdmin):
             ),
             *super().get_urls(),
         ]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The list, with links to act on all it lists (``bulk_actions``)."""
+        context = {**(extra_context or {}), "leasejobs_bulk_links": self.bulk_links(request)}
+        return super().changelist_view(request, context)
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         return dashboard.dashboard_view(self, request)

@@ -150,6 +150,16 @@ PATHS: dict[str, Schema] = {
             body="EnqueueManyRequest",
         )
     },
+    "/jobs/bulk/": {
+        "post": operation(
+            "bulkJobs",
+            "Cancel, retry (replay) or delete every job a filter matches, in batches; or, with "
+            "dry_run, count them",
+            "view_job, and to act: cancel_job, replay_deadletter or delete_job (by the action)",
+            reply(200, "BulkResult", "Counted (dry run: matched only) or done"),
+            body="BulkRequest",
+        )
+    },
     "/jobs/{job_id}/": {
         "get": operation(
             "getJob",

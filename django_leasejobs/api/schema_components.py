@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..core import error_history
 from ..core.conf import settings
 from .errors import CODES
+from .schema_bulk import BULK_SCHEMAS
 from .schema_monitoring import MONITORING_SCHEMAS
 from .schema_parts import (
     ANY_JSON,
@@ -198,7 +199,7 @@ SCHEMAS: dict[str, Schema] = {
     "PauseList": obj({"results": {"type": "array", "items": ref("Pause")}}),
     "ReplayRequest": obj({"args": ARGS, "kwargs": KWARGS}, required=()),
 }
-SCHEMAS |= MONITORING_SCHEMAS | WORKFLOW_SCHEMAS
+SCHEMAS |= MONITORING_SCHEMAS | WORKFLOW_SCHEMAS | BULK_SCHEMAS
 SCHEMAS |= {
     f"{name}Page": page_of(name) for name in ("Job", "DeadLetter", "Schedule", "WorkflowRun")
 }

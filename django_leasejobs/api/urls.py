@@ -2,15 +2,16 @@
 
 Each path lists its methods and the ``django_leasejobs`` permissions each needs: the same
 ones as the admin action it mirrors (``view_*`` to read, ``cancel_job``, ``run_job_now``,
-``replay_deadletter``, ``pause_queue``, ``cancel_workflowrun`` to act), and ``add_job`` to
-enqueue. docs/api.md has the table.
+``replay_deadletter``, ``pause_queue``, ``cancel_workflowrun`` to act; a bulk action the
+one its action needs on one job, ``delete_job`` to delete), and ``add_job`` to enqueue.
+docs/api.md has the table.
 """
 
 from __future__ import annotations
 
 from django.urls import path, re_path
 
-from . import jobs, operations, pauses, schema, workflows
+from . import bulk, jobs, operations, pauses, schema, workflows
 from .endpoint import Action, not_found, resource
 
 app_name = "leasejobs_api"
@@ -31,6 +32,9 @@ urlpatterns = [
         name="jobs",
     ),
     path("jobs/batch/", resource(POST=Action(jobs.enqueue_many, ("add_job",))), name="batch"),
+    # The action's own permission (cancel_job, replay_deadletter, delete_job) is checked by
+    # the view once it has read which action; a dry run needs view_job only.
+    path("jobs/bulk/", resource(POST=Action(bulk.bulk_action, VIEW_JOB)), name="bulk"),
     path("jobs/<int:job_id>/", resource(GET=Action(jobs.get_job, VIEW_JOB)), name="job"),
     path(
         "jobs/<int:job_id>/cancel/",

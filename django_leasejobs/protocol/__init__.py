@@ -15,15 +15,15 @@ Modules: ``enqueues`` (enqueue, bulk, dedupe), ``lease`` (claim, heartbeat), ``c
 ``failures`` (retry, dead letter, lease recovery, release), ``deferrals`` (a name the worker cannot
 run: it waits for one that can), ``snoozes`` (the handler's ``Snooze``: waiting again without
 spending an attempt), ``operator_actions`` (cancel, run now, retry now, replay, effects),
-``cancels`` (cancel a waiting job, or request it of a running job's worker), ``dead_letter_groups``
-(dead letters grouped by fingerprint: replay or discard a group, backfill fingerprints), ``pauses``
-(pause, resume), ``occurrences`` (cron), ``pruning``, ``runtime_stats`` (the lease advisor's
-per-hour counters), ``workers`` (the live workers' rows, written by their heartbeat),
-``maintenance`` (the lease that lets one worker at a time prune by retention).
+``cancels`` (cancel a waiting job, or request it of a running job's worker; one job or a batch),
+``dead_letter_groups`` (dead letters grouped by fingerprint: replay or discard a group, backfill
+fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron), ``pruning``, ``runtime_stats``
+(the lease advisor's per-hour counters), ``workers`` (the live workers' rows, written by their
+heartbeat), ``maintenance`` (the lease that lets one worker at a time prune by retention).
 """
 
 from .base import Failure, Outcome, job_database
-from .cancels import Cancel, cancel, cancel_attempt, request_cancel
+from .cancels import Cancel, CancelMany, cancel, cancel_attempt, cancel_many, request_cancel
 from .completions import Upgraded, complete, complete_in_transaction, complete_many
 from .dead_letter_groups import (
     Group,
@@ -64,6 +64,7 @@ __all__ = [
     "SNOOZED_TOO_OFTEN",
     "UNREGISTERED_JOB",
     "Cancel",
+    "CancelMany",
     "Failure",
     "Group",
     "GroupDiscard",
@@ -76,6 +77,7 @@ __all__ = [
     "Upgraded",
     "cancel",
     "cancel_attempt",
+    "cancel_many",
     "check_fingerprint",
     "claim",
     "claim_job",

@@ -11,6 +11,8 @@ whichever lands first wins and the other changes nothing.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from django.db import transaction
 from django.db.models import Q
@@ -112,6 +114,76 @@ def cancel_attempt(job_id: int, attempt: int) -> Outcome:
     if changed:
         _cancelled(using, job_id)
     return report(changed, "cancelled", job_id, attempt, Outcome.CANCELLED)
+
+
+@dataclass
+class CancelMany:
+    """What ``cancel_many`` did with each id it was given."""
+
+    cancelled: list[int] = field(default_factory=list)
+    """Waiting jobs (pending, or failed and waiting) cancelled now."""
+    requested: list[int] = field(default_factory=list)
+    """Running jobs whose worker was asked to end them."""
+    left: list[int] = field(default_factory=list)
+    """Finished, gone, or running and asked before: nothing changed."""
+
+
+@retry_deadlocks
+def cancel_many(job_ids: Sequence[int]) -> CancelMany:
+    """``request_cancel`` for a batch of jobs (an operator's bulk cancel), in one transaction.
+
+    The rows are locked first, in id order, so each one's state is known while the two guarded
+    UPDATEs (the waiting ones cancelled, the running ones asked) run: the result names exactly
+    what changed. A claim does not wait for these locks: it passes over locked rows (SKIP
+    LOCKED) and takes others, so a bulk cancel stops no worker; keep the batch small (the
+    caller's keyed walk) so the locks are short. A deadlock victim is run again whole.
+    """
+    using = job_database()
+    jobs = Job.objects.using(using)
+    result = CancelMany()
+    with transaction.atomic(using=using):
+        rows = list(
+            jobs.filter(pk__in=list(job_ids))
+            .order_by("pk")
+            .select_for_update()
+            .values_list("pk", "status", "cancel_requested_at", "workflow_step_id")
+        )
+        steps = {pk: step for pk, _, _, step in rows if step is not None}
+        for pk, status, requested_at, _ in rows:
+            if status in CLAIMABLE:
+                result.cancelled.append(pk)
+            elif status == Status.RUNNING and requested_at is None:
+                result.requested.append(pk)
+        # Guarded all the same, as every operator write is; the locks make the guards hold.
+        if result.cancelled:
+            jobs.filter(pk__in=result.cancelled, status__in=CLAIMABLE).update(**cancelled_fields())
+        if result.requested:
+            jobs.filter(
+                pk__in=result.requested, status=Status.RUNNING, cancel_requested_at=None
+            ).update(cancel_requested_at=DbNow())
+        if result.cancelled:
+            announce_finished(using, result.cancelled)
+        for pk in result.cancelled:
+            if pk in steps:
+                job_ended(using, steps[pk], pk, Status.CANCELLED)
+    done = set(result.cancelled) | set(result.requested)
+    result.left = [pk for pk in job_ids if pk not in done]
+    for pk in result.requested:
+        dialects.for_alias(using).announce_cancel(using, pk)
+    if result.cancelled and signals.wanted(signals.job_cancelled):
+        for pk, name, queue, attempt in jobs.filter(pk__in=result.cancelled).values_list(
+            "pk", "name", "queue", "attempt"
+        ):
+            announce_cancelled(using, pk, name, queue, attempt)
+    if done:
+        logger.info(
+            "job.cancelled_many cancelled=%s requested=%s first_id=%s last_id=%s",
+            len(result.cancelled),
+            len(result.requested),
+            min(done),
+            max(done),
+        )
+    return result
 
 
 def _step_cancelled(using: str, job_id: int) -> None:

@@ -1,9 +1,10 @@
-"""Pruning finished jobs by age, the dashboard's per-minute samples with them, and limiter rows
-nothing needs, in short batches taken in key order."""
+"""Pruning finished jobs by age (or an operator's chosen ones), the dashboard's per-minute
+samples with them, and limiter rows nothing needs, in short batches taken in key order."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import TypeVar
 
 from django.db import connections, transaction
@@ -24,11 +25,11 @@ PRUNABLE = (Status.SUCCEEDED, Status.DEAD, Status.CANCELLED)
 M = TypeVar("M", bound=Model)
 
 
-def _prunable(alias: str, status: str, older_than: dt.timedelta) -> QuerySet[Job]:
-    if status not in PRUNABLE:
-        raise ValueError(f"Only finished jobs are pruned ({', '.join(PRUNABLE)}), not {status!r}.")
-    cutoff = ExpressionWrapper(DbNow() - Value(older_than), output_field=DateTimeField())
-    return Job.objects.using(alias).filter(
+def deletable(rows: QuerySet[Job]) -> QuerySet[Job]:
+    """Those of ``rows`` that pruning (or an operator's bulk delete) may delete: finished, and
+    no dead letter or running workflow needs them."""
+    alias = rows.db
+    return rows.filter(
         # A job a replay created is kept while its dead letter exists: deleting it would clear
         # the dead letter's link, and the dead letter could then be replayed a second time.
         ~Exists(DeadLetter.objects.using(alias).filter(replayed_job=OuterRef("pk"))),
@@ -39,8 +40,7 @@ def _prunable(alias: str, status: str, older_than: dt.timedelta) -> QuerySet[Job
                 pk=OuterRef("workflow_step_id"), run__status=RunStatus.RUNNING
             )
         ),
-        status=status,
-        finished_at__lt=cutoff,
+        status__in=PRUNABLE,
     )
 
 
@@ -51,6 +51,13 @@ def next_keys(rows: QuerySet[M], alias: str, after_id: int) -> QuerySet[M]:
     if connections[alias].features.has_select_for_update_skip_locked:
         chosen = chosen.select_for_update(skip_locked=True)
     return chosen
+
+
+def _prunable(alias: str, status: str, older_than: dt.timedelta) -> QuerySet[Job]:
+    if status not in PRUNABLE:
+        raise ValueError(f"Only finished jobs are pruned ({', '.join(PRUNABLE)}), not {status!r}.")
+    cutoff = ExpressionWrapper(DbNow() - Value(older_than), output_field=DateTimeField())
+    return deletable(Job.objects.using(alias)).filter(status=status, finished_at__lt=cutoff)
 
 
 def count_prunable(status: str, older_than: dt.timedelta) -> int:
@@ -121,6 +128,36 @@ def prune_finished(
         "job.pruned status=%s count=%s first_id=%s last_id=%s", status, deleted, ids[0], ids[-1]
     )
     return deleted, ids[-1]
+
+
+def delete_finished(job_ids: Sequence[int]) -> tuple[int, list[int]]:
+    """Delete these jobs as pruning does, in one short transaction: (deleted, ids kept).
+
+    For an operator's bulk delete, which walks its own filter in keyed batches and hands each
+    batch here. Only finished jobs that pruning may delete go (a dead job with its dead letter,
+    effects kept); any other id (a live job, a replay's job while its dead letter exists, a job
+    of a running workflow, a row already gone) is kept and named.
+    """
+    alias = job_database()
+    with transaction.atomic(using=alias):
+        rows = list(
+            deletable(Job.objects.using(alias))
+            .filter(pk__in=list(job_ids))
+            .order_by("pk")
+            .select_for_update()
+            .values_list("pk", "status")
+        )
+        deleted = 0
+        for status in PRUNABLE:
+            ids = [pk for pk, row_status in rows if row_status == status]
+            if ids:
+                deleted += _delete_jobs(alias, ids, status)
+    chosen = {pk for pk, _ in rows}
+    if chosen:
+        logger.info(
+            "job.deleted count=%s first_id=%s last_id=%s", deleted, min(chosen), max(chosen)
+        )
+    return deleted, [pk for pk in job_ids if pk not in chosen]
 
 
 def _old_samples(alias: str, older_than: dt.timedelta) -> QuerySet[QueueSample]:

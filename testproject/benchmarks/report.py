@@ -388,6 +388,17 @@ SUMMARY_ROWS: list[tuple[str, str, str]] = [
     ("spike: first start after that second (s)", "spike_first_start_s", ""),
     ("spike: drained after (s)", "spike_drain_s", ""),
     ("spike: rate (jobs/s)", "spike_per_s", ""),
+    ("bulk: pending jobs cancelled by one bulk cancel", "bulk_cancelled", ""),
+    ("bulk: the cancel's rate (rows/s)", "bulk_cancel_rows_per_s", ""),
+    ("bulk: claims of 10 alone (claims/s)", "bulk_claims_alone_per_s", ""),
+    ("bulk: the same during the cancel", "bulk_claims_during_per_s", "bulk_claims_during_vs_alone"),
+    ("bulk: claims done during the cancel", "bulk_claims_during", ""),
+    ("bulk: longest claim alone (ms)", "bulk_claims_alone_max_ms", ""),
+    (
+        "bulk: longest claim during the cancel (ms)",
+        "bulk_claims_during_max_ms",
+        "bulk_max_claim_during_vs_alone",
+    ),
     ("worker RSS idle (MiB)", "rss_idle_mib", ""),
     ("worker RSS under the spike (MiB)", "rss_load_mib", ""),
 ]

@@ -16,6 +16,7 @@ ALL = [
     "add_job",
     "view_job",
     "cancel_job",
+    "delete_job",
     "run_job_now",
     "view_deadletter",
     "replay_deadletter",

@@ -101,6 +101,12 @@ class Command(BaseCommand):
         )
         add("--workflow-jobs", type=int, default=10_000, help="Members of the workflows group.")
         add("--chain-steps", type=int, default=1000, help="Steps of the workflows chain.")
+        add(
+            "--bulk-jobs",
+            type=int,
+            default=1_000_000,
+            help="Pending jobs the bulk section cancels while a claimer claims.",
+        )
         add("--timeout", type=float, default=900, help="Seconds before a drain is given up.")
         add("--scratch-db", help="Scratch database name (default: <configured name>_bench).")
         add("--keep-db", action="store_true", help="Keep the scratch database afterwards.")
@@ -247,6 +253,7 @@ class Command(BaseCommand):
             "retention_rows",
             "workflow_jobs",
             "chain_steps",
+            "bulk_jobs",
         ):
             if o[name] < 1:
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1, not {o[name]}.")
@@ -286,6 +293,7 @@ class Command(BaseCommand):
             "retention_rows": o["retention_rows"],
             "workflow_jobs": o["workflow_jobs"],
             "chain_steps": o["chain_steps"],
+            "bulk_jobs": o["bulk_jobs"],
             "timeout": o["timeout"],
             **parsed,
         }

@@ -14,6 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks import (
+    bulk_cancel,
     claim_cost,
     drain,
     enqueue_rate,
@@ -38,6 +39,7 @@ SECTIONS = (
     "limits",
     "retention",
     "workflows",
+    "bulk",
 )
 
 
@@ -147,4 +149,6 @@ def run_section(section: str, target: Target, o: dict[str, Any]) -> dict[str, An
             chain_steps=o["chain_steps"],
             timeout=timeout,
         )
+    if section == "bulk":
+        return bulk_cancel.run(target, jobs_count=o["bulk_jobs"])
     raise CommandError(f"Unknown section {section!r}.")

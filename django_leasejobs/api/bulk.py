@@ -1,0 +1,66 @@
+"""``POST jobs/bulk/``: cancel, retry or delete every job a filter matches, or count them.
+
+Thin over :mod:`django_leasejobs.bulk`: the body is read here, the filter by ``bulk.parse`` (its
+refusals name the key, as ``filter.<key>``), and the action needs the permission the same
+action on one job needs (``cancel_job``, ``replay_deadletter``, ``delete_job``); a dry run,
+which changes nothing, needs only ``view_job``. The admin log entry is written under the
+token's (or session's) user.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+
+from .. import bulk
+from . import auth, inputs
+from .errors import ApiError
+
+FIELDS = ("action", "filter", "dry_run")
+
+
+def bulk_action(request: HttpRequest) -> JsonResponse:
+    """200 ``{"matched": N}`` for a dry run; else also what changed and what was left."""
+    document = inputs.json_object(inputs.body(request), FIELDS)
+    action = _action(document)
+    dry_run = document.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise ApiError("invalid", f"dry_run must be true or false, not {dry_run!r}.", "dry_run")
+    if not dry_run:
+        auth.require(request.api_user, (action.permission,))  # type: ignore[attr-defined]
+    if "filter" not in document:
+        raise ApiError(
+            "invalid", f"filter is required: an object of {', '.join(bulk.KEYS)}.", "filter"
+        )
+    try:
+        parsed = bulk.parse(document["filter"])
+        bulk.check_statuses(action, parsed)
+    except bulk.FilterError as exc:
+        field = f"filter.{exc.field}" if exc.field else "filter"
+        raise ApiError("unknown_field" if exc.unknown else "invalid", str(exc), field) from None
+    rows = bulk.jobs(parsed)
+    if dry_run:
+        return JsonResponse({"matched": bulk.preview(action, rows).matched})
+    result = bulk.run(
+        action,
+        rows,
+        user_id=request.api_user.pk,  # type: ignore[attr-defined]
+        description=bulk.describe(parsed),
+        source="API",
+    )
+    return JsonResponse(
+        {
+            "matched": result.matched,
+            "changed": result.changed,
+            "left": result.left,
+            "refused": [{"job_id": pk, "reason": why} for pk, why in result.refusals],
+        }
+    )
+
+
+def _action(document: dict[str, Any]) -> bulk.Action:
+    try:
+        return bulk.action_named(document.get("action"))
+    except ValueError as exc:
+        raise ApiError("invalid", str(exc), "action") from None
