@@ -11,6 +11,7 @@ so what the page counts is what the list showed.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
@@ -101,7 +102,7 @@ class BulkJobViews(_ModelAdmin):
             "count": counted.matched,
             "through_id": counted.through_id,
             "described": described,
-            "statuses": ", ".join(chosen.statuses),
+            "statuses": _either(chosen.statuses),
             "back": back_to_list,
         }
         return TemplateResponse(request, "admin/django_leasejobs/job/bulk_confirm.html", context)
@@ -127,3 +128,9 @@ def _described(request: HttpRequest) -> str:
         key: request.GET.get(key) for key in sorted(request.GET) if key not in NOT_FILTERS
     }
     return json.dumps(shown, ensure_ascii=False)
+
+
+def _either(statuses: Sequence[str]) -> str:
+    """``pending, failed or running``: the statuses the action acts on, as a sentence says them."""
+    *first, last = statuses
+    return f"{', '.join(first)} or {last}" if first else last
