@@ -235,6 +235,7 @@ def test_smoke_run_of_the_worker_section(tmp_path: Path) -> None:
     for key in (
         "defaults",
         "defaults_age60",
+        "defaults_startproject",
         "defaults_queue",
         "defaults_spread",
         "c32",

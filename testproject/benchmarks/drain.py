@@ -200,9 +200,10 @@ def worker(
     another, or one that two processes cannot share, shows as a ratio.
 
     Every drain has Django's default connection settings (``benchmarks.settings``). The
-    defaults are also drained with ``CONN_MAX_AGE = 60`` (``defaults_age60``), just before the
-    same drain with the defaults, so the two alternate run after run: the worker keeps its
-    connections whatever ``CONN_MAX_AGE`` says, and the ratio shows what that leaves.
+    defaults are also drained with ``CONN_MAX_AGE = 60`` (``defaults_age60``) and with the
+    settings ``startproject`` writes (``defaults_startproject``: DEBUG on, no LOGGING), just
+    before the same drain with the defaults, so they alternate run after run: the worker keeps
+    its connections whatever ``CONN_MAX_AGE`` says, and the ratio shows what that leaves.
     """
     defaults = database.manage("runjobworker", "--burst", "--no-scheduler")
     c32 = database.manage("runjobworker", "--burst", "--no-scheduler", "--concurrency", "32")
@@ -219,13 +220,23 @@ def worker(
         *((f"b{b}_t{t}", workers(b, t)) for b in batches for t in threads),
     ]
     out: dict[str, Any] = {}
+    settings_variants = {
+        "defaults_age60": {"BENCHMARK_CONN_MAX_AGE": "60"},
+        "defaults_startproject": {"BENCHMARK_STARTPROJECT": "1"},
+    }
     for p in procs:  # not among the variants: the best figure is one with the user's settings
-        _prepare(target, jobs_count)
-        age60 = database.environment(target, BENCHMARK_CONN_MAX_AGE="60")
-        figures = _drain(
-            target, [defaults] * p, expected=jobs_count, table=JOB_TABLE, timeout=timeout, env=age60
-        )
-        _record(out, f"worker_p{p}_defaults_age60", figures)
+        for label, extra in settings_variants.items():
+            _prepare(target, jobs_count)
+            env = database.environment(target, **extra)
+            figures = _drain(
+                target,
+                [defaults] * p,
+                expected=jobs_count,
+                table=JOB_TABLE,
+                timeout=timeout,
+                env=env,
+            )
+            _record(out, f"worker_p{p}_{label}", figures)
     out.update(
         _best_of_grid(
             target, "worker", jobs_count=jobs_count, procs=procs, variants=variants, timeout=timeout

@@ -27,7 +27,8 @@ def _ratios(m: dict[str, Any]) -> None:
     """Every drain figure also as a ratio to the raw ceiling and to the peer, same processes."""
     for key in list(m):
         found = re.fullmatch(
-            r"(worker|loop)_p(\d+)(_b\d+_t\d+|_b\d+|_defaults(?:_result|_age60|_queue|_spread)?"
+            r"(worker|loop)_p(\d+)"
+            r"(_b\d+_t\d+|_b\d+|_defaults(?:_result|_age60|_queue|_spread|_startproject)?"
             r"|_c32)?_per_s",
             key,
         )
@@ -116,6 +117,12 @@ GOALS = [
         "bulk_vs_pgqueuer_1000",
         lambda v: v >= 1.2,
         ">= 1.2",
+    ),
+    Goal(
+        "runjobworker defaults, startproject's settings, vs PgQueuer defaults, 2 processes",
+        "worker_p2_defaults_startproject_vs_pgqueuer_defaults",
+        lambda v: v >= 1.5,
+        ">= 1.5",
     ),
     Goal(
         "runjobworker defaults vs PgQueuer defaults, 2 processes",
@@ -334,6 +341,16 @@ SUMMARY_ROWS: list[tuple[str, str, str]] = [
     ("runjobworker, 2 processes, vs django-tasks", "worker_p2_vs_peer", ""),
     ("PgQueuer, 2 processes, its defaults (batch 10)", "pgqueuer_p2_b10_per_s", ""),
     ("PgQueuer, 2 processes, batch 100", "pgqueuer_p2_b100_per_s", ""),
+    (
+        "runjobworker, 2 processes, no tuning flags, startproject's settings (jobs/s)",
+        "worker_p2_defaults_startproject_per_s",
+        "worker_p2_defaults_startproject_vs_pgqueuer_defaults",
+    ),
+    (
+        "  the same vs PgQueuer's best",
+        "worker_p2_defaults_startproject_vs_pgqueuer_best",
+        "",
+    ),
     (
         "runjobworker, 2 processes, no tuning flags (jobs/s)",
         "worker_p2_defaults_per_s",

@@ -6,7 +6,8 @@ workload in the same scratch database. The database connection has Django's defa
 ``startproject`` leaves them (``CONN_MAX_AGE = 0``, no health checks), so the figures are the
 ones a user gets; ``BENCHMARK_CONN_MAX_AGE`` sets ``CONN_MAX_AGE`` for the worker section's
 comparison, ``BENCHMARK_RETENTION`` the retention section's ``LEASEJOBS_RETENTION``, and
-``BENCHMARK_LIBRARY`` the folder of another commit's library (``benchmark --baseline``).
+``BENCHMARK_LIBRARY`` the folder of another commit's library (``benchmark --baseline``);
+``BENCHMARK_STARTPROJECT`` turns on what ``startproject`` writes (``DEBUG``, no ``LOGGING``).
 """
 
 import os
@@ -23,6 +24,11 @@ from testproject.settings import *  # noqa: F403
 from testproject.settings import DATABASES, INSTALLED_APPS, env
 
 DEBUG = False
+# The worker section's ``startproject`` drain: the settings ``django-admin startproject`` writes
+# where they differ from these (DEBUG on, no LOGGING: Django's default logging).
+if env.bool("BENCHMARK_STARTPROJECT", default=False):
+    DEBUG = True
+    LOGGING = {}
 LEASEJOBS_NOTIFY = env.bool("BENCHMARK_NOTIFY", default=True)
 # The retention section's pruning variant sets it (a JSON object); no retention otherwise.
 LEASEJOBS_RETENTION = env.json("BENCHMARK_RETENTION", default={})
