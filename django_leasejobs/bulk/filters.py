@@ -137,9 +137,16 @@ def _datetime(key: str, value: Any) -> dt.datetime:
             f"{key} must be an ISO 8601 date and time (2025-01-31T12:00:00Z), not {value!r}.",
             key,
         )
-    if timezone.is_naive(when) and django_settings.USE_TZ:
-        raise FilterError(
-            f"{key} must say its UTC offset (2025-01-31T12:00:00Z or +01:00), not {value!r}.",
-            key,
-        )
-    return when
+    if timezone.is_naive(when):
+        if django_settings.USE_TZ:
+            raise FilterError(
+                f"{key} must say its UTC offset (2025-01-31T12:00:00Z or +01:00), not {value!r}.",
+                key,
+            )
+        return when
+    # In UTC: Python takes offsets up to 24 hours, PostgreSQL only up to 16 (+16:46 was a
+    # database error, a 500 from the API).
+    try:
+        return when.astimezone(dt.timezone.utc)
+    except OverflowError:  # a time in year 1 with an offset behind UTC, or in year 9999 ahead
+        raise FilterError(f"{key} is out of the range of dates, not {value!r}.", key) from None

@@ -33,6 +33,12 @@ UTC = dt.timezone.utc
         pytest.param(
             {"created_after": "2025-01-31T12:00:00"}, "created_after", "UTC offset", id="naive"
         ),
+        pytest.param(
+            {"created_after": "0001-01-01T01:00:00+16:46"},
+            "created_after",
+            "out of the range",
+            id="before year 1 in UTC",
+        ),
     ],
 )
 def test_bad_filters_are_refused_naming_the_key(value, field, words) -> None:
@@ -60,6 +66,15 @@ def test_a_filter_is_read_into_its_values() -> None:
         '{"created_after": "2025-01-31T12:00:00+00:00", "finished_before": '
         '"2025-02-01T00:00:00+00:00", "queue": "mail", "status": ["dead", "failed"]}'
     )
+
+
+@pytest.mark.django_db
+def test_an_offset_the_database_would_refuse_is_read_in_utc() -> None:
+    """Python takes UTC offsets up to 24 hours, PostgreSQL up to 16: the fuzzing's +16:46 was a
+    database error (a 500 from the API). The time is the same instant, in UTC."""
+    parsed = bulk.parse({"finished_after": "0141-12-10T22:24:38.16106+16:46"})
+    assert parsed["finished_after"] == dt.datetime(141, 12, 10, 5, 38, 38, 161060, tzinfo=UTC)
+    assert not bulk.jobs(parsed).exists()
 
 
 @pytest.mark.django_db
