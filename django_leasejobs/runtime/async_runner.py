@@ -33,7 +33,7 @@ from ..models import Job
 from . import async_execution, execution
 from .connection_keeper import ConnectionKeeper
 from .reporting import Finished, Reporter
-from .slots import Slot
+from .slots import Slot, SlotState
 from .watchdog import Watchdog
 
 logger = logging.getLogger("django_leasejobs")
@@ -160,9 +160,8 @@ class AsyncPool:
         result: execution.Execution | None = None
         try:
             async with self._limit:
-                with slot.lock:  # a stop now gives it the grace period; a cancel, nothing to run
-                    slot.started = not (slot.released or slot.ended_at is not None)
-                if slot.started:
+                # A stop now gives it the grace period; a stop or a cancel before, nothing to run.
+                if slot.try_start() is not None:
                     began = time.monotonic()
                     result = await async_execution.execute(
                         slot.job,
@@ -178,7 +177,8 @@ class AsyncPool:
                 async_execution.uncancel()
             else:
                 logger.exception("worker.async_error id=%s job=%s", self.worker_id, slot.token)
-            if result is None and not slot.released:  # a result already made is kept
+            # A result already made is kept; a released job's is never written.
+            if result is None and slot.state is not SlotState.RELEASED:
                 result = async_execution.interrupted(slot.job, self.worker_id, slot.lease_lost, exc)
         self._results.put((slot, result))
 
@@ -214,7 +214,8 @@ class AsyncPool:
                     self.reporter.finished_many(batch)
                 except BaseException:  # never lose a reporter: the leases expire instead
                     logger.exception("worker.thread_error id=%s", self.worker_id)
-                    self.reporter.slots.forget([slot for slot, _ in batch])
+                    for slot, _ in batch:  # each leaves flight (those not done with already)
+                        self.watchdog.ended_returned(slot)
                 self.wake.set()
         finally:
             connections.close_all()

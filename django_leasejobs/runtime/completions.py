@@ -51,7 +51,8 @@ class Completer:
         )
 
     def add(self, slots: list[Slot]) -> None:
-        """Queue successes (their ``execution`` set) for the next flush."""
+        """Queue successes (their ``execution`` set, grouped by ``Slot.try_group``) for the
+        next flush, which settles them."""
         with self._lock:
             self._pending.extend(slots)
 
@@ -97,4 +98,4 @@ class Completer:
             if slot.execution is not None:
                 execution.finished(slot.execution, outcome)
             self.ledger.count(slot, outcome)
-        self.slots.forget(slots)
+        self.slots.completed(slots)

@@ -60,11 +60,12 @@ class Ledger:
         """Attempt tokens ``(job id, attempt)`` whose handler is stuck now (its thread still
         runs): one per thread, so two hung attempts of one job count twice."""
 
-    def count(self, slot: Slot, outcome: Outcome, unknown: str = "") -> None:
+    def count(self, slot: Slot, outcome: Outcome, unknown: str = "", *, ran: bool = True) -> None:
         """Count an outcome in the summary and, unless the protocol wrote it, log its one line.
 
         ``unknown``: why this worker could not run the job (its name is not registered here);
-        with ``RELEASED`` the job was deferred, and the console says so."""
+        with ``RELEASED`` the job was deferred, and the console says so. ``ran``: False when
+        shutdown handed the job back (its runtime is not a run's)."""
         job = slot.job
         if outcome in WORKER_LINES:
             logger.info(
@@ -86,7 +87,7 @@ class Ledger:
         with self._lock:
             self.summary.count(outcome)
         lease = job.lease_seconds or self.lease
-        self.runtimes.outcome(job.name, slot.duration, outcome, ran=not slot.released, lease=lease)
+        self.runtimes.outcome(job.name, slot.duration, outcome, ran=ran, lease=lease)
 
     def claimed(self) -> None:
         with self._lock:

@@ -109,31 +109,27 @@ class ThreadPool:
                 slot = self.keeper.get(lane.work)  # closes an idle connection
                 if slot is None:
                     return
-                deferred = False
                 try:
-                    deferred = self._work(slot)
+                    self._work(slot)
                 except BaseException:  # nothing a handler raises may kill the thread
                     # Unreported, the job's lease expires and lease recovery retries it.
                     logger.exception("worker.thread_error id=%s job=%s", self.worker_id, slot.token)
                 finally:
-                    self._returned(slot, deferred)
+                    self._returned(slot)
         finally:
             connections.close_all()
 
-    def _returned(self, slot: Slot, deferred: bool) -> None:
+    def _returned(self, slot: Slot) -> None:
         """The thread is free: its slot leaves the in-flight set, unless a grouped completion
         or the watchdog's unwritten end of the attempt still needs it."""
-        if not self.watchdog.ended_returned(slot) and not deferred:
-            self.reporter.slots.forget([slot])
+        self.watchdog.ended_returned(slot)
         if self.room.wanted(slot.lane) or not self.room.held():
             self.wake.set()  # room for a claim (or nothing left): the loop's turn
 
     def _work(self, slot: Slot) -> bool:
         """Run the handler and report it; True if its completion waits for the next flush."""
-        with slot.lock:
-            if slot.released or slot.ended_at is not None:  # ended before it started
-                return False
-            slot.started = True
+        if slot.try_start() is None:  # released or ended before it started
+            return False
         began = time.monotonic()
         result = execution.execute(
             slot.job,

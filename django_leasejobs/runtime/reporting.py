@@ -31,7 +31,7 @@ Finished = tuple[Slot, execution.Execution | None]
 
 class Reporter:
     """Writes (or groups, or refuses) results; called on the runners' threads. It keeps no
-    state of its own: the slots' flags and the objects it is given hold it."""
+    state of its own: the slots' states and the objects it is given hold it."""
 
     def __init__(
         self,
@@ -53,46 +53,42 @@ class Reporter:
 
     def finished(self, slot: Slot, result: execution.Execution) -> bool:
         """A pool thread's handler returned: report it. True if its completion waits for the
-        next flush (the slot stays in flight until then)."""
-        with self.slots.gate, slot.lock:
-            if slot.released:
-                return False
-            if slot.ended_at is None:
-                slot.reporting = True
-        if slot.ended_at is not None:
-            self.watchdog.refuse_late(slot)  # the worker ended this attempt: its token is spent
+        next flush (the slot stays in flight until then). The pool's ``_returned`` then
+        settles the slot (:meth:`.Watchdog.ended_returned`)."""
+        with self.slots.gate:
+            reporting = slot.try_report()
+        if reporting is None:  # released (never reported) or ended meanwhile
+            if slot.ended:
+                self.watchdog.refuse_late(slot)  # the worker ended this attempt: token spent
             return False
         if self.completer.groupable(result):
             slot.execution = result
+            slot.try_group()
             self.completer.add([slot])
             return True
         self.ledger.count(slot, self.report(result), result.unknown)
         return False
 
     def finished_many(self, batch: list[Finished]) -> None:
-        """What :meth:`finished` does, for many async slots under one ``gate``; every slot
-        leaves flight here or, for a grouped success, at the next flush."""
+        """What :meth:`finished` and the pool's ``_returned`` do, for many async slots under
+        one ``gate``; every slot settles here or, for a grouped success, at the next flush."""
         with self.slots.gate:
-            for slot, result in batch:
-                with slot.lock:
-                    if not slot.released and result is not None and slot.ended_at is None:
-                        slot.reporting = True
+            won = [result is not None and slot.try_report() is not None for slot, result in batch]
         deferred: list[Slot] = []
-        done: list[Slot] = []
-        for slot, result in batch:
-            if self.watchdog.ended_returned(slot):
-                self.watchdog.refuse_late(slot)  # the watchdog ended it and cancelled its task
-            elif not slot.reporting or result is None:
-                done.append(slot)  # released at shutdown: never reported
-            elif self.completer.groupable(result):
-                slot.execution = result
-                deferred.append(slot)  # the claim loop's next flush completes and forgets it
-            else:
-                self.ledger.count(slot, self.report(result), result.unknown)
-                self.slots.forget([slot])
-        if deferred:
-            self.completer.add(deferred)
-        self.slots.forget(done)
+        try:
+            for (slot, result), reporting in zip(batch, won, strict=True):
+                if reporting and result is not None:
+                    if self.completer.groupable(result):
+                        slot.execution = result
+                        slot.try_group()
+                        deferred.append(slot)  # the claim loop's next flush settles it
+                        continue
+                    self.ledger.count(slot, self.report(result), result.unknown)
+                if self.watchdog.ended_returned(slot):
+                    self.watchdog.refuse_late(slot)  # the watchdog ended it, cancelled its task
+        finally:
+            if deferred:
+                self.completer.add(deferred)
 
     def report(self, result: execution.Execution) -> Outcome:
         """Write the result; on a database error retry with backoff (the write is fenced)."""

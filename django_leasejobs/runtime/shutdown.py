@@ -22,7 +22,7 @@ from .heartbeat import Heartbeat
 from .ledger import Ledger
 from .outage import Outage, headline
 from .pool import Executor
-from .slots import InFlight, Lane, Slot
+from .slots import InFlight, Lane, Slot, SlotState
 from .wakeup import Wakeup
 from .watchdog import Watchdog
 
@@ -106,10 +106,11 @@ class Shutdown:
         rooms.update((lane, lane.threads) for lane in self.lanes)
         for group, room in rooms.items():
             mine = [slot for slot in slots if self._group(slot) is group]
-            busy = sum(1 for slot in mine if slot.started)
+            queued = [slot for slot in mine if slot.state is SlotState.QUEUED]
+            busy = len(mine) - len(queued)
             busy += sum(1 for slot in ended if self._group(slot) is group)
             idle = max(0, room - busy)
-            waiting += [slot for slot in mine if not slot.started][idle:]
+            waiting += queued[idle:]
         return waiting
 
     def _group(self, slot: Slot) -> Lane | None:
@@ -117,14 +118,10 @@ class Shutdown:
         return None if slot.is_async else (slot.lane or self.lanes[0])
 
     def _release(self, slots: list[Slot]) -> None:
-        """Hand back these jobs, but those already being reported or released."""
+        """Hand back these jobs, but those already being reported, released or ended."""
         for slot in slots:
-            with slot.lock:
-                if slot.reporting or slot.released or slot.ended_at is not None:
-                    continue
-                slot.released = True
-                if slot.handler_started is not None:  # its line says how long it ran
-                    slot.duration = time.monotonic() - slot.handler_started
+            if slot.try_release() is None:
+                continue
             slot.lease_lost.set()  # a cooperative handler stops; its result is never written
             try:
                 outcome = protocol.release(*slot.token)
@@ -138,4 +135,4 @@ class Shutdown:
                 )
                 execution.close_old_connections()
                 continue
-            self.ledger.count(slot, outcome)
+            self.ledger.count(slot, outcome, ran=False)

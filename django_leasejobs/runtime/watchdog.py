@@ -9,7 +9,8 @@ logged, counted, and with ``max_stuck`` the worker stops so that its supervisor 
 process.
 
 The runners call in twice per job: :meth:`Watchdog.on_start` when the handler starts (its
-deadline), :meth:`Watchdog.ended_returned` when it returns (was its attempt ended meanwhile?).
+deadline), :meth:`Watchdog.ended_returned` when they are done with the slot (was its attempt
+ended meanwhile?). Every move of a slot goes through its transition methods (:mod:`.slots`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .context import CANCELLED, TIMEOUT
 from .ledger import Ledger
 from .options import WorkerOptions
 from .outage import RECONNECT, headline
-from .slots import InFlight, Slot
+from .slots import ENDED_STATES, InFlight, Slot, SlotState
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -158,22 +159,17 @@ class Watchdog:
                 wait = min(wait, slot.deadline - now)
         for slot in ended:
             assert slot.ended_at is not None
-            if not slot.end_written:
-                self._write_end(slot)
-            elif not slot.stuck and now >= slot.ended_at + self.options.heartbeat:
+            state = slot.state
+            if state is SlotState.ENDED or state is SlotState.ENDED_RETURNED:
+                self._write_end(slot)  # not written yet (a failed write is tried again)
+            elif state is SlotState.END_WRITTEN and now >= slot.ended_at + self.options.heartbeat:
                 self._mark_stuck(slot, now)
         return max(wait, 0.0)
 
     def _end(self, slot: Slot, reason: str) -> None:
         """Take the attempt from its handler (unless it is being reported) and end it."""
-        with slot.lock:
-            if slot.reporting or slot.released or slot.returned or slot.ended_at is not None:
-                return
-            slot.ended_at = time.monotonic()
-            slot.end_reason = reason
-            if slot.handler_started is not None:  # for the log line of the outcome
-                slot.duration = slot.ended_at - slot.handler_started
-        self.slots.end(slot)  # its thread stays taken; the job id is free for a retry
+        if self.slots.end(slot, reason) is None:  # its thread stays taken; its job id is free
+            return
         slot.cancellation.set(reason)
         if slot.is_async:
             self.cancel_async(slot)  # an async handler can be stopped: its task is cancelled
@@ -187,16 +183,13 @@ class Watchdog:
         outcome = execution.end_attempt(
             slot.job, slot.end_reason, execution=slot.handled, timeout=slot.timeout
         )
-        with slot.lock:
-            slot.end_written = True
-            returned = slot.returned
         self.ledger.count(slot, outcome)
-        if returned:  # the handler returned while the write waited for the database
-            self.slots.settle(slot)
+        self.slots.end_written(slot)  # settled if the handler returned while it waited
 
     def _mark_stuck(self, slot: Slot, now: float) -> None:
         assert slot.ended_at is not None
-        slot.stuck = True
+        if slot.try_stick() is None:  # its handler returned meanwhile
+            return
         stuck_now = self.ledger.stuck(slot.token)
         logger.warning(
             "worker.stuck id=%s job=%s name=%s attempt=%s reason=%s seconds_since_end=%.1f "
@@ -215,17 +208,14 @@ class Watchdog:
             self.stop_worker(f"max_stuck={self.options.max_stuck} reached")
 
     def ended_returned(self, slot: Slot) -> bool:
-        """A handler returned: True if the worker had ended its attempt (the slot is then
-        settled here), False if the caller reports it as usual. From here the watchdog leaves
-        the slot alone."""
-        with slot.lock:
-            slot.returned = True
-            ended, written = slot.ended_at is not None, slot.end_written
-        if not ended:
+        """A runner is done with its slot (its handler returned, its result reported or
+        grouped, or it never ran): the slot settles, unless a grouped completion or the
+        watchdog's unwritten end still needs it. True if the worker had ended the attempt."""
+        move = self.slots.returned(slot)
+        if move is None or move.before not in ENDED_STATES:
             return False
-        if written:  # else the watchdog's write, when it lands, takes the slot out
-            self.slots.settle(slot)
-        self._thread_returned(slot)
+        if move.before is SlotState.STUCK:
+            self._thread_returned(slot)
         return True
 
     @staticmethod
@@ -243,9 +233,7 @@ class Watchdog:
         )
 
     def _thread_returned(self, slot: Slot) -> None:
-        """A pool thread's handler returned at last: a stuck thread is free again."""
-        if not slot.stuck:
-            return
+        """A stuck handler returned at last: its thread is free again."""
         stuck_now = self.ledger.unstuck(slot.token)
         logger.info(
             "worker.unstuck id=%s job=%s attempt=%s stuck=%s",

@@ -6,7 +6,7 @@ token). ``Worker`` builds its parts and wires them together; each owns its state
 it needs by constructor, one module each:
 
 * :mod:`.options`: the options, checked once (``WorkerOptions``, frozen).
-* :mod:`.slots`: the in-flight slots (``InFlight``, one lock) and the flags on each ``Slot``.
+* :mod:`.slots`: the in-flight slots (``InFlight``) and each ``Slot``'s state and its moves.
 * :mod:`.ledger`: the run's summary, stuck handlers and runtime counts.
 * :mod:`.control`: ``stop()``, the signal handlers, and the events every thread watches.
 * :mod:`.loop`, the **main thread**: claims a batch whenever threads are free

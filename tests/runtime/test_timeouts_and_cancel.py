@@ -176,7 +176,7 @@ class TestCancelRunning:
         assert worker.pool._work(slot) is False
         assert hits(job) == []
         assert (worker.summary.cancelled, worker.in_flight) == (1, 1)
-        worker.pool._returned(slot, deferred=False)
+        worker.pool._returned(slot)
         assert worker.in_flight == 0
 
 

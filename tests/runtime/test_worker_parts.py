@@ -27,7 +27,7 @@ from django_leasejobs.runtime.heartbeat import Heartbeat
 from django_leasejobs.runtime.ledger import Ledger
 from django_leasejobs.runtime.options import DEFAULT_BATCH, WorkerOptions
 from django_leasejobs.runtime.reporting import Reporter
-from django_leasejobs.runtime.slots import InFlight, Lane, Slot
+from django_leasejobs.runtime.slots import InFlight, Lane, Slot, SlotState
 from django_leasejobs.runtime.watchdog import Watchdog
 
 from ..conftest import fields
@@ -84,7 +84,7 @@ class Parts:
 
     def run(self, slot: Slot) -> execution.Execution:
         """What a pool thread does, on this thread."""
-        slot.started = True
+        assert slot.try_start() is not None
         return execution.execute(
             slot.job, WORKER, slot.lease_lost, on_start=self.watchdog.on_start(slot)
         )
@@ -134,21 +134,24 @@ class TestInFlight:
         slots.add(first)
         slots.add(second)
         assert (slots.running, slots.total, slots.get(1)) == (2, 2, first)
-        slots.end(first)
+        assert slots.end(first, "timeout") is not None
         assert (slots.running, slots.total, slots.any_ended, slots.get(1)) == (1, 2, True, None)
         rerun = Slot(a_job(1, attempt=2))  # the same job, claimed again under a newer attempt
         slots.add(rerun)
-        slots.settle(first)
+        slots.end_written(first)
+        slots.returned(first)  # written and returned: it settles
         assert (slots.running, slots.total, slots.get(1)) == (2, 2, rerun)
-        slots.forget([rerun, second])
+        slots.returned(rerun)
+        slots.returned(second)
         assert (slots.running, slots.total, slots.any_ended) == (0, 0, False)
 
     def test_the_heartbeat_renews_only_slots_nobody_is_reporting_releasing_or_ended(self) -> None:
         slots = InFlight()
         plain, reporting, released, ended = (Slot(a_job(pk)) for pk in (1, 2, 3, 4))
-        reporting.reporting = True
-        released.released = True
-        ended.ended_at = time.monotonic()
+        assert reporting.try_start()
+        assert reporting.try_report()
+        assert released.try_release()
+        assert ended.try_end("timeout")
         for slot in (plain, reporting, released, ended):
             slots.add(slot)
         assert slots.renewable() == [plain]
@@ -158,7 +161,7 @@ class TestInFlight:
         slots = InFlight()
         for pk, lane in ((1, mail), (2, mail), (3, other)):
             slots.add(Slot(a_job(pk), lane))
-        slots.end(slots.get(2))  # type: ignore[arg-type]
+        slots.end(slots.get(2), "timeout")  # type: ignore[arg-type]
         assert (slots.held_by(mail), slots.held_by(other)) == (2, 1)
 
 
@@ -219,7 +222,7 @@ class TestClaimRoom:
         parts.room.async_recent = False
         stuck = Slot(a_job(1), parts.lanes[0])
         parts.slots.add(stuck)
-        parts.slots.end(stuck)
+        parts.slots.end(stuck, "timeout")
         assert parts.room.wanted() == 1  # its thread is taken, and no job more waits behind it
 
 
@@ -276,7 +279,7 @@ class TestWithTheDatabase:
         parts.watchdog.watch_once()
         slot.ended_at = time.monotonic() - 6  # a heartbeat (5 s) ago
         parts.watchdog.watch_once()
-        assert (slot.stuck, parts.ledger.stuck_now) == (True, 1)
+        assert (slot.state, parts.ledger.stuck_now) == (SlotState.STUCK, 1)
         assert parts.watchdog.stuck_limit_reached
         assert parts.control.reason == "max_stuck=1 reached"
 
@@ -298,6 +301,23 @@ class TestWithTheDatabase:
         assert parts.control.reason == "max_stuck=2 reached"
         parts.watchdog.ended_returned(hung[0])  # one thread returns at last
         assert parts.ledger.stuck_now == 1
+
+    def test_a_handler_returning_as_the_watchdog_marks_it_stuck_is_not_counted_stuck(
+        self,
+    ) -> None:
+        """The watchdog read its ended slots, then the handler returned and the slot settled,
+        then the watchdog came to it: a thread that is free is not counted stuck (the count
+        would never drop again, and ``max_stuck`` could stop a healthy worker)."""
+        jobs.noop.enqueue()
+        parts = Parts()
+        (slot,) = parts.claim()
+        slot.deadline = time.monotonic() - 1
+        parts.watchdog.watch_once()  # ended, and the end written
+        slot.ended_at = time.monotonic() - 6  # a heartbeat (5 s) ago
+        assert parts.watchdog.ended_returned(slot) is True  # the handler returns: settled
+        parts.watchdog._mark_stuck(slot, time.monotonic())  # the pass that read it before
+        assert (parts.ledger.stuck_now, parts.watchdog.stuck_limit_reached) == (0, False)
+        assert parts.slots.total == 0
 
     def test_a_beat_renews_the_leases_writes_the_row_and_marks_a_lost_lease(self) -> None:
         jobs.noop.enqueue_many([((), {})] * 2)
@@ -334,7 +354,7 @@ class TestWithTheDatabase:
         parts = Parts()
         (slot,) = parts.claim()
         result = parts.run(slot)
-        slot.released = True  # shutdown handed it back while the handler ran
+        assert slot.try_release()  # shutdown handed it back while the handler ran
         assert parts.reporter.finished(slot, result) is False
         assert (parts.completer.waiting(), parts.ledger.summary.succeeded) == (0, 0)
         assert fields(job.pk, "status")["status"] == Status.RUNNING
