@@ -1,11 +1,12 @@
-"""``complete_steps`` on every database, with its own dialect and with the ORM's: a batch of
-workflow successes moves the jobs (each fenced), their steps, each child's pending count once
-and each run's counters once, and reports the children left with no pending parent and the
-runs whose every step ended."""
+"""``complete_steps`` and ``count_steps`` on every database, with its own dialect and with the
+ORM's: a batch of workflow successes moves the jobs (each fenced) and their steps; the counts
+the protocol computes from them move each child's pending count once and each run's counters
+once, and report the children left with no pending parent and the runs whose every step
+ended."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from django.db import DEFAULT_DB_ALIAS, transaction
@@ -14,7 +15,9 @@ from testapp import workflow_jobs as w
 
 from django_leasejobs import dialects, group, protocol
 from django_leasejobs.dialects import Completion, postgresql_steps
+from django_leasejobs.dialects.workflow_steps import Counted, StepsCompleted
 from django_leasejobs.models import Job, Status, WorkflowEdge, WorkflowRun, WorkflowStep
+from django_leasejobs.protocol.workflow_completions import counts
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,9 +31,19 @@ def _steps(run: WorkflowRun) -> dict[str, tuple[str, int]]:
     return {name: (state, pending) for name, state, pending in rows}
 
 
-def _complete(dialect: dialects.Dialect, completions: list[Completion]) -> Any:
+class Done(NamedTuple):
+    jobs: set[int]
+    ready: list[tuple[int, int, str]]
+    finished_runs: list[int]
+
+
+def _complete(dialect: dialects.Dialect, completions: list[Completion]) -> Done:
+    """The two operations as the protocol calls them, in one transaction."""
     with transaction.atomic():
-        return dialect.complete_steps(DEFAULT_DB_ALIAS, completions, "w1")
+        moved: StepsCompleted = dialect.complete_steps(DEFAULT_DB_ALIAS, completions, "w1")
+        children, runs = counts(DEFAULT_DB_ALIAS, moved.moved)
+        counted: Counted = dialect.count_steps(DEFAULT_DB_ALIAS, children, runs)
+        return Done(moved.jobs, counted.ready, counted.finished_runs)
 
 
 @pytest.mark.parametrize("result", [None, 7])
@@ -95,6 +108,30 @@ def test_a_released_on_failure_child_ending_with_its_parent_is_written_once(
     done = _complete(dialect, [Completion(member.pk, 1, 1), Completion(handler.pk, 1)])
     assert done.jobs == {member.pk, handler.pk}
     assert _steps(run)["tick"] == ("succeeded", 2)  # its own end; not decremented with it
+
+
+def test_runs_are_counted_once_no_child_is_left_ready(dialect: dialects.Dialect) -> None:
+    """A child left ready leaves the runs uncounted (the protocol releases it first); the
+    runs alone are then counted."""
+    run = group(w.square.s(1), w.square.s(2)).then(w.total.s()).enqueue()
+    members = _members(run)
+    callback = WorkflowStep.objects.get(run=run, name="total")
+    with transaction.atomic():
+        moved = dialect.complete_steps(
+            DEFAULT_DB_ALIAS, [Completion(j.pk, 1) for j in members], "w1"
+        )
+        assert set(moved.moved) == set(
+            WorkflowStep.objects.filter(run=run, name__startswith="square").values_list(
+                "pk", flat=True
+            )
+        )
+        assert set(moved.moved.values()) == {run.pk}
+        counted = dialect.count_steps(DEFAULT_DB_ALIAS, {callback.pk: 2}, {run.pk: 2})
+        assert counted == ([(callback.pk, run.pk, "cancel")], [], False)
+        assert WorkflowRun.objects.values_list("steps_finished", flat=True).get() == 0
+        counted = dialect.count_steps(DEFAULT_DB_ALIAS, {}, {run.pk: 2})
+        assert counted == ([], [], True)
+    assert WorkflowRun.objects.values_list("steps_finished", "steps_succeeded").get() == (2, 2)
 
 
 def test_the_tables_the_statement_names_are_the_models() -> None:
