@@ -2,7 +2,7 @@
 
 One public method per operation whose SQL differs per database: ``insert``, ``insert_many``,
 ``claim``, ``claim_limited``, ``renew``, ``complete_one``, ``complete_many``,
-``complete_steps``, ``announce``, ``announce_cancel``, ``announce_finished``,
+``complete_steps``, ``count_steps``, ``announce``, ``announce_cancel``, ``announce_finished``,
 ``prune_limiters`` and ``upsert_worker``. Each owns
 its statements and, where it has several, its transaction; its steps are private to the dialect
 (a leading underscore), so a database overrides a step or the whole operation without the
@@ -30,10 +30,12 @@ from .limited import ORDER, UNLIMITED, LimitedClaimSteps
 from .pauses import not_paused
 from .tokens import Completion, Token, succeeded_fields, tokens_q
 from .within_limits import CANDIDATES_PER_SLOT, Held, limiter_keys
-from .workflow_steps import StepsCompleted, complete_steps
+from .workflow_steps import Counted, StepsCompleted, complete_steps, count_steps
 
 __all__ = [
+    "Completed",
     "Completion",
+    "Counted",
     "Dialect",
     "Renewed",
     "StepsCompleted",
@@ -53,6 +55,14 @@ class Renewed(NamedTuple):
 
     kept: set[int]
     cancel_requested: set[int]
+
+
+class Completed(NamedTuple):
+    """What ``complete_many`` did: the plain jobs it completed; or, for a batch holding a
+    workflow's job, nothing, and ``steps`` names those jobs."""
+
+    jobs: set[int]
+    steps: set[int]
 
 
 def refresh_defaults(job: Job, alias: str) -> None:
@@ -272,31 +282,47 @@ class Dialect(LimitedClaimSteps):
     @retry_deadlocks
     def complete_many(
         self, alias: str, completions: list[Completion], finished_by: str
-    ) -> set[int]:
+    ) -> Completed:
         """Mark these attempts succeeded, each row fenced; return the ids that were, and
-        announce them (``announce_finished``) in the same transaction.
+        announce them (``announce_finished``) in the same transaction. A batch that holds a
+        workflow's job is not written at all: ``Completed.steps`` names those jobs (the
+        protocol completes such a batch, with the steps, in one transaction of its own).
 
         One transaction (one UPDATE, or one per row with a result): an error leaves none of
         them written, so the caller may try the whole batch again; had the rows before the
         error committed, that try would find them succeeded and report them stale.
         """
         with transaction.atomic(using=alias):
+            ids = [c.id for c in completions]
+            steps = Job.objects.using(alias).filter(pk__in=ids, workflow_step__isnull=False)
+            workflow = set(steps.values_list("pk", flat=True))
+            if workflow:
+                return Completed(set(), workflow)
             if all(c.result is None for c in completions):
-                return _complete_group(
-                    alias, [Token(c.id, c.attempt) for c in completions], finished_by
-                )
-            return {c.id for c in completions if _complete_one(alias, c, finished_by)}
+                tokens = [Token(c.id, c.attempt) for c in completions]
+                return Completed(_complete_group(alias, tokens, finished_by), set())
+            done = {c.id for c in completions if _complete_one(alias, c, finished_by)}
+            return Completed(done, set())
 
     def complete_steps(
         self, alias: str, completions: list[Completion], finished_by: str
     ) -> StepsCompleted:
         """Mark the workflow jobs among these attempts succeeded, each row fenced, and move
-        their steps, their children's pending counts and their runs' counters, in the
-        caller's transaction (see ``workflow_steps``), and announce the jobs
-        (``announce_finished``). Plain jobs and stale tokens are left as they are."""
+        their steps out of ``released`` (each guarded by its latest job), in the caller's
+        transaction (see ``workflow_steps``), and announce the jobs (``announce_finished``).
+        Plain jobs and stale tokens are left as they are. Locks the jobs, then the steps."""
         done = complete_steps(alias, completions, finished_by)
         self.announce_finished(alias, sorted(done.jobs))
         return done
+
+    def count_steps(self, alias: str, children: dict[int, int], runs: dict[int, int]) -> Counted:
+        """Take the given number of pending parents off each child, in id order, then, when
+        no child is left ready, add the given steps succeeded to each run, in id order, in
+        the caller's transaction; the children left ready, the runs that ended, and whether
+        the runs were counted (the protocol releases the ready children first, then calls
+        again with the runs alone: no job's module is imported while a run's row is locked).
+        """
+        return count_steps(alias, children, runs)
 
     def prune_limiters(
         self, alias: str, older_than: dt.timedelta, batch: int, after_key: str

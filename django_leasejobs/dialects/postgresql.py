@@ -21,7 +21,7 @@ from ..core import notify
 from ..db.deadlocks import retry_deadlocks
 from ..models import Job
 from . import postgresql_insert, postgresql_limited, postgresql_steps
-from .base import Completion, Dialect, Renewed, StepsCompleted, Token
+from .base import Completed, Completion, Counted, Dialect, Renewed, StepsCompleted, Token
 from .postgresql_sql import (
     ATTEMPT_START,
     CLAIM_ORDER,
@@ -30,6 +30,8 @@ from .postgresql_sql import (
     GIVEN_QUEUES,
     JOB,
     PAUSE,
+    SUCCEEDED_SET,
+    TOKENS,
     WAITING,
     WITHOUT_LIMITS,
     queue_scan,
@@ -129,33 +131,41 @@ WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running'
 RETURNING j.id, j.cancel_requested_at IS NOT NULL
 """
 
-COMPLETE_MANY = f"""
-UPDATE {JOB} AS j
-SET status = 'succeeded', finished_at = STATEMENT_TIMESTAMP(), lease_owner = '',
-    finished_by = %(finished_by)s, lease_expires_at = NULL, live_dedupe_key = NULL,
-    -- The results come as one JSON array (one text parameter, cheap to send; a jsonb[]
-    -- parameter is quoted element by element), the n-th for the n-th id. JSON null and
-    -- "no result" are both stored as SQL NULL, as complete() does.
-    result = NULLIF(%(results)s::jsonb -> (t.n::int - 1), 'null'::jsonb)
-FROM unnest(%(ids)s::bigint[], %(attempts)s::bigint[]) WITH ORDINALITY AS t(id, attempt, n)
-WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running'
-    -- A workflow's job is completed with its step (protocol.workflow_steps), never here.
-    AND j.workflow_step_id IS NULL
-RETURNING j.id
-"""
-
-# The same UPDATE, announcing what it completed to waiting callers in the same statement (so
-# in the same transaction, and no round trip more): one notification per chunk of ids, one
-# row per chunk back. The ids of a completion group come back as an array of each chunk.
-COMPLETE_MANY_ANNOUNCED = f"""
-WITH done AS ({COMPLETE_MANY}),
+# A plain job's success. A batch holding a workflow's job is not written at all ("steps" names
+# those jobs): the protocol completes such a batch with its steps in one transaction, and one
+# statement that wrote the plain jobs in autocommit would have committed them before that.
+# Whether a job is a workflow's never changes, so the test reads the statement's snapshot.
+_COMPLETE_MANY = f"""
+WITH steps AS (
+    SELECT id FROM {JOB} WHERE id = ANY(%(ids)s::bigint[]) AND workflow_step_id IS NOT NULL
+),
+done AS (
+    UPDATE {JOB} AS j
+    SET {SUCCEEDED_SET}
+    FROM {TOKENS}
+    WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running'
+        AND j.workflow_step_id IS NULL AND NOT EXISTS (SELECT 1 FROM steps)
+    RETURNING j.id
+),
 chunks AS (
     SELECT array_agg(id) AS ids FROM (
         SELECT id, (row_number() OVER () - 1) / %(ids_per_notification)s AS chunk FROM done
     ) AS numbered GROUP BY chunk
 )
-SELECT ids, pg_notify(%(finished_channel)s, array_to_string(ids, ',')) FROM chunks
+SELECT 'steps', array_agg(id), '' FROM steps HAVING count(*) > 0
+UNION ALL
+SELECT 'done', ids, {{announce}} FROM chunks
 """
+
+COMPLETE_MANY = _COMPLETE_MANY.format(announce="''")
+"""One row per chunk of the ids completed (and one naming the workflow jobs, if any)."""
+
+# The same, announcing what it completed to waiting callers in the same statement (so in the
+# same transaction, and no round trip more): one notification per chunk of ids. ``pg_notify``
+# returns void: cast to text and cut to nothing, it fills the third column.
+COMPLETE_MANY_ANNOUNCED = _COMPLETE_MANY.format(
+    announce="left(pg_notify(%(finished_channel)s, array_to_string(ids, ','))::text, 0)"
+)
 
 ANNOUNCE_FINISHED = (
     "SELECT pg_notify(%(channel)s, payload) FROM unnest(%(payloads)s::text[]) AS payload"
@@ -286,12 +296,12 @@ class PostgreSQLDialect(Dialect):
         if not notify.supported(alias):
             return super().complete_one(alias, completion, finished_by)
         # The grouped statement announces in the same statement: no second round trip.
-        return bool(self.complete_many(alias, [completion], finished_by))
+        return bool(self.complete_many(alias, [completion], finished_by).jobs)
 
     @retry_deadlocks
     def complete_many(
         self, alias: str, completions: list[Completion], finished_by: str
-    ) -> set[int]:
+    ) -> Completed:
         results = None  # no result at all: NULL, and every row's result is NULL
         if any(c.result is not None for c in completions):
             results = json.dumps([c.result for c in completions])
@@ -300,20 +310,26 @@ class PostgreSQLDialect(Dialect):
             "results": results,
             "ids": int_array(c.id for c in completions),
             "attempts": int_array(c.attempt for c in completions),
+            "ids_per_notification": notify.IDS_PER_NOTIFICATION,
         }
+        sql = COMPLETE_MANY
+        if notify.supported(alias):
+            sql, params["finished_channel"] = COMPLETE_MANY_ANNOUNCED, notify.FINISHED_CHANNEL
         with connections[alias].cursor() as cursor:
-            if not notify.supported(alias):
-                cursor.execute(COMPLETE_MANY, params)
-                return {row[0] for row in cursor.fetchall()}
-            params["ids_per_notification"] = notify.IDS_PER_NOTIFICATION
-            params["finished_channel"] = notify.FINISHED_CHANNEL
-            cursor.execute(COMPLETE_MANY_ANNOUNCED, params)
-            return {job_id for row in cursor.fetchall() for job_id in row[0]}
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        done = Completed(set(), set())
+        for kind, ids, _ in rows:
+            (done.steps if kind == "steps" else done.jobs).update(ids)
+        return done
 
     def complete_steps(
         self, alias: str, completions: list[Completion], finished_by: str
     ) -> StepsCompleted:
         return postgresql_steps.complete_steps(alias, completions, finished_by)
+
+    def count_steps(self, alias: str, children: dict[int, int], runs: dict[int, int]) -> Counted:
+        return postgresql_steps.count_steps(alias, children, runs)
 
 
 _COLUMN_ATTNAME = {str(f.column): str(f.attname) for f in Job._meta.concrete_fields}

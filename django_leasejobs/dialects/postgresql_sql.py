@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..models import Job
 from .sql import CLAIM_ORDER, JOB, LIMITER, PAUSE, WAITING, WITH_LIMITS, WITHOUT_LIMITS
+from .tokens import succeeded_sql
 
 __all__ = [
     "ATTEMPT_START",
@@ -24,6 +25,9 @@ __all__ = [
     "NOT_CLAIMED",
     "PAUSE",
     "RATE_LOCK",
+    "RESULT_OF_ROW",
+    "SUCCEEDED_SET",
+    "TOKENS",
     "WAITING",
     "WITHOUT_LIMITS",
     "WITH_LIMITS",
@@ -90,3 +94,16 @@ CLAIMED_COLUMNS = ", ".join(
     f'"{f.column}"' for f in Job._meta.concrete_fields if f.name not in NOT_CLAIMED
 )
 """The columns a claim returns."""
+
+# The results come as one JSON array (one text parameter, cheap to send; a jsonb[] parameter is
+# quoted element by element), the n-th for the n-th id. JSON null and "no result" are both
+# stored as SQL NULL, as complete() does.
+RESULT_OF_ROW = "NULLIF(%(results)s::jsonb -> (t.n::int - 1), 'null'::jsonb)"
+"""A completed row's result, read from the batch's JSON array by its position ``t.n``."""
+
+TOKENS = "unnest(%(ids)s::bigint[], %(attempts)s::bigint[]) WITH ORDINALITY AS t(id, attempt, n)"
+"""A batch's tokens as rows (id, attempt, position), for an UPDATE's FROM."""
+
+SUCCEEDED_SET = succeeded_sql("STATEMENT_TIMESTAMP()", RESULT_OF_ROW)
+"""What a success writes (``tokens.SUCCEEDED``), in PostgreSQL's words, for rows joined
+with ``TOKENS``."""

@@ -1,19 +1,23 @@
-"""PostgreSQL's ``complete_steps``: a worker's batch of workflow successes in one statement.
+"""PostgreSQL's workflow steps: a worker's batch of workflow successes in two statements.
 
-The ORM's version (``workflow_steps``) sends about ten statements a batch, and a group's
-members pay them in turns, since every batch holds the callback's and the run's row locks
-until it commits. Here data-modifying CTEs chain the writes: the jobs fenced by (id, attempt,
-running), their steps (guarded by ``released`` and their latest job), the children's pending
-counts decremented once per child by its parents in the batch, and the runs' counters; the
-statement returns what the protocol settles next (children left with no pending parent, runs
-whose every step ended). All parts see one snapshot, so no row may be written by two of them:
-a released ``on_failure`` child that ends in the same batch as its parent is not decremented
-(its count no longer matters: it has started). The ids are sorted, and the children and
-runs are fed to their UPDATEs in id order, so that rows lock in id order, as the ORM's
-version and ``job_ended`` lock them, where the plan keeps that order: the children's UPDATE
-is a nested loop over the sorted side (EXPLAIN of a batch over 40 groups); the runs' may be
-a hash join over the run table, which locks in the table's order. A deadlock that leaves is
-retried whole (``retry_deadlocks``): the statement is one transaction.
+``COMPLETE_STEPS`` writes the jobs (fenced by id, attempt and ``running``) and moves their
+steps (guarded by ``released`` and their latest job) with data-modifying CTEs, and announces
+the jobs in the same statement. ``COUNT_STEPS`` applies the counts the protocol computed from
+the moved steps' edges (``protocol.workflow_completions``): each child's pending parents, then
+each run's counters, and reports the children left with no pending parent and the runs whose
+every step ended.
+
+The lock order (jobs, steps, children by id, runs by id) is the statement's structure, not
+its plan's: each of the shared tables is locked by a ``SELECT ... ORDER BY id FOR UPDATE``
+(its ``LockRows`` node sits above the sort, so rows lock in id order whatever the scan), in a
+``MATERIALIZED`` CTE that the UPDATE joins. The UPDATE writes only rows that CTE has handed
+out, so locked already; its own join may be a hash join in table order (one was, over the run
+table, and deadlocked with ``job_ended``): it no longer takes a lock another transaction could
+be waiting on in the other order. The runs are locked only once every child has been written
+(their CTE's ``NOT EXISTS`` on the ready children is evaluated first, and reads the whole
+children UPDATE when none is ready), and only when no child was left ready: the protocol then
+releases those first (which may import a job's module) and counts the runs after, so no code
+is imported while a run's row is locked.
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ from typing import Any
 from django.db import connections
 
 from ..core import notify
-from .sql import JOB
+from .postgresql_sql import JOB, SUCCEEDED_SET, TOKENS
 from .tokens import Completion
-from .workflow_steps import NOTHING, StepsCompleted
+from .workflow_steps import Counted, StepsCompleted
 
 STEP = "django_leasejobs_workflowstep"
 EDGE = "django_leasejobs_workflowedge"
@@ -35,10 +39,8 @@ RUN = "django_leasejobs_workflowrun"
 _WRITES = f"""
 WITH done AS (
     UPDATE {JOB} AS j
-    SET status = 'succeeded', finished_at = STATEMENT_TIMESTAMP(), lease_owner = '',
-        finished_by = %(finished_by)s, lease_expires_at = NULL, live_dedupe_key = NULL,
-        result = NULLIF(%(results)s::jsonb -> (t.n::int - 1), 'null'::jsonb)
-    FROM unnest(%(ids)s::bigint[], %(attempts)s::bigint[]) WITH ORDINALITY AS t(id, attempt, n)
+    SET {SUCCEEDED_SET}
+    FROM {TOKENS}
     WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running'
       AND j.workflow_step_id IS NOT NULL
     RETURNING j.id, j.workflow_step_id
@@ -49,41 +51,13 @@ moved AS (
     FROM done
     WHERE s.id = done.workflow_step_id AND s.job_id = done.id AND s.state = 'released'
     RETURNING s.id, s.run_id
-),
-ended AS (
-    SELECT e.child_id, count(*) AS parents
-    FROM {EDGE} AS e JOIN moved ON e.parent_id = moved.id
-    WHERE e.child_id NOT IN (SELECT id FROM moved)
-    GROUP BY e.child_id
-    ORDER BY e.child_id
-),
-children AS (
-    UPDATE {STEP} AS c
-    SET pending_parents = GREATEST(c.pending_parents - ended.parents, 0)
-    FROM ended
-    WHERE c.id = ended.child_id
-    RETURNING c.id, c.run_id, c.on_parent_failure, c.pending_parents, c.state
-),
-counted AS (
-    SELECT run_id, count(*) AS steps FROM moved GROUP BY run_id ORDER BY run_id
-),
-runs AS (
-    UPDATE {RUN} AS r
-    SET steps_finished = r.steps_finished + counted.steps,
-        steps_succeeded = r.steps_succeeded + counted.steps
-    FROM counted
-    WHERE r.id = counted.run_id
-    RETURNING r.id, r.steps_finished >= r.steps_total AS ended
 )"""
 
-# What the statement returns: one row per child left with no pending parent and per run that
-# ended, and the completed jobs' ids as text, in chunks (each chunk the payload of one
-# notification where finishes are announced: waiting callers hear of them at commit).
+# One row per step moved, and the completed jobs' ids as text, in chunks (each chunk the
+# payload of one notification where finishes are announced: waiting callers hear of them at
+# commit).
 _REPORT = """
-SELECT 'ready', id, run_id, on_parent_failure FROM children
-WHERE pending_parents = 0 AND state = 'waiting'
-UNION ALL
-SELECT 'run', id, NULL, NULL FROM runs WHERE ended
+SELECT 'step', id, run_id, NULL FROM moved
 UNION ALL
 SELECT 'jobs', NULL, NULL, {ids} FROM (
     SELECT array_to_string(array_agg(id), ',') AS ids FROM (
@@ -97,6 +71,43 @@ COMPLETE_STEPS_ANNOUNCED = _WRITES + _REPORT.format(
     ids="ids || left(pg_notify(%(finished_channel)s, ids)::text, 0)"
 )
 """The same, announcing each chunk (``pg_notify`` returns void: appended as no text)."""
+
+COUNT_STEPS = f"""
+WITH child_locks AS MATERIALIZED (
+    SELECT id FROM {STEP} WHERE id = ANY(%(children)s::bigint[]) ORDER BY id FOR UPDATE
+),
+children AS (
+    UPDATE {STEP} AS c
+    SET pending_parents = GREATEST(c.pending_parents - d.parents, 0)
+    FROM unnest(%(children)s::bigint[], %(parents)s::int[]) AS d(id, parents)
+    JOIN child_locks AS l ON l.id = d.id
+    WHERE c.id = d.id
+    RETURNING c.id, c.run_id, c.on_parent_failure, c.pending_parents, c.state
+),
+ready AS (
+    SELECT id, run_id, on_parent_failure FROM children
+    WHERE pending_parents = 0 AND state = 'waiting'
+),
+run_locks AS MATERIALIZED (
+    SELECT id FROM {RUN}
+    WHERE id = ANY(%(runs)s::bigint[]) AND NOT EXISTS (SELECT 1 FROM ready)
+    ORDER BY id FOR UPDATE
+),
+runs AS (
+    UPDATE {RUN} AS r
+    SET steps_finished = r.steps_finished + d.steps,
+        steps_succeeded = r.steps_succeeded + d.steps
+    FROM unnest(%(runs)s::bigint[], %(steps)s::int[]) AS d(id, steps)
+    JOIN run_locks AS l ON l.id = d.id
+    WHERE r.id = d.id
+    RETURNING r.id, r.steps_finished >= r.steps_total AS ended
+)
+SELECT 'ready', id, run_id, on_parent_failure FROM ready
+UNION ALL
+SELECT 'run', id, NULL, NULL FROM runs WHERE ended
+"""
+"""Each child loses the parents given, then (when none is left ready) each run counts the
+steps given; the children left ready (id, run, policy) and the runs that ended."""
 
 
 def complete_steps(alias: str, completions: list[Completion], finished_by: str) -> StepsCompleted:
@@ -118,9 +129,23 @@ def complete_steps(alias: str, completions: list[Completion], finished_by: str) 
     with connections[alias].cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    if not rows:
-        return NOTHING
     jobs = {int(i) for row in rows if row[0] == "jobs" for i in row[3].split(",")}
+    moved = {int(row[1]): int(row[2]) for row in rows if row[0] == "step"}
+    return StepsCompleted(jobs, moved)
+
+
+def count_steps(alias: str, children: dict[int, int], runs: dict[int, int]) -> Counted:
+    """Run ``COUNT_STEPS`` (in the caller's transaction)."""
+    child_ids, run_ids = sorted(children), sorted(runs)
+    params: dict[str, Any] = {
+        "children": child_ids,
+        "parents": [children[i] for i in child_ids],
+        "runs": run_ids,
+        "steps": [runs[i] for i in run_ids],
+    }
+    with connections[alias].cursor() as cursor:
+        cursor.execute(COUNT_STEPS, params)
+        rows = cursor.fetchall()
     ready = sorted((row[1], row[2], row[3]) for row in rows if row[0] == "ready")
-    runs = sorted(row[1] for row in rows if row[0] == "run")
-    return StepsCompleted(jobs, ready, runs)
+    ended = sorted(row[1] for row in rows if row[0] == "run")
+    return Counted(ready, ended, counted=not ready)

@@ -1,19 +1,18 @@
-"""The operation ``complete_steps`` with the ORM: a worker's batch of workflow successes.
+"""The operations ``complete_steps`` and ``count_steps`` with the ORM: a worker's batch of
+workflow successes.
 
 A group's members finish by the thousand into one callback step and one run row; written one
 success per transaction, each held those rows' locks until its commit and the members drained
-at a small fraction of plain jobs' rate. One call moves a batch: the jobs (locked in id order,
-each write fenced by its token), their steps (guarded by ``released`` and their latest job),
-one decrement per distinct child by the number of its parents in the batch, one counter
-UPDATE per run. Locks are taken in the order the protocol's one-at-a-time ``job_ended``
-takes them (jobs, steps, children by id, runs by id), so the two queue instead of
-deadlocking. What follows from a child left with no pending parent (its release, or its skip)
-is the protocol's: the dialect reports those children and the runs whose every step ended.
+at a small fraction of plain jobs' rate. A batch moves in one transaction of the protocol's
+(``protocol.workflow_completions``, which states the rules): ``complete_steps`` writes the jobs
+(locked in id order, each write fenced by its token) and moves their steps (guarded by
+``released`` and their latest job); ``count_steps`` applies the counts the protocol computed:
+one UPDATE per child, in id order, then one per run, in id order (each UPDATE one row, so the
+order is the statements' own, not a plan's), the runs only when no child was left ready.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -21,21 +20,26 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
 from ..db.dbtime import DbNow
-from ..models import Job, Status, StepState, WorkflowEdge, WorkflowRun, WorkflowStep
+from ..models import Job, Status, StepState, WorkflowRun, WorkflowStep
 from .tokens import Completion, Token, succeeded_fields, tokens_q
 
 
 class StepsCompleted(NamedTuple):
-    """What ``complete_steps`` did: the workflow jobs it completed, the children left with no
-    pending parent and still waiting (id, run id, policy), and the runs whose every step has
-    ended (their counters count them; their status is the protocol's to set)."""
+    """What ``complete_steps`` did: the workflow jobs it completed, and the steps it moved
+    to ``succeeded`` (step id to run id)."""
 
     jobs: set[int]
+    moved: dict[int, int]
+
+
+class Counted(NamedTuple):
+    """What ``count_steps`` did: the children left with no pending parent and still waiting
+    (id, run id, policy), the runs whose every step has ended (their status is the
+    protocol's to set), and whether the runs were counted (not when a child was left ready)."""
+
     ready: list[tuple[int, int, str]]
     finished_runs: list[int]
-
-
-NOTHING = StepsCompleted(set(), [], [])
+    counted: bool
 
 
 def complete_steps(
@@ -53,12 +57,9 @@ def complete_steps(
     )
     owned = {pk: step for pk, attempt, step in rows if attempt == wanted[pk].attempt}
     if not owned:
-        return NOTHING
+        return StepsCompleted(set(), {})
     _write_successes(alias, [wanted[pk] for pk in owned], finished_by)
-    by_run = _move_steps(alias, owned)
-    ready = _decrement_children(alias, [s for ids in by_run.values() for s in ids])
-    finished = _count_on_runs(alias, by_run)
-    return StepsCompleted(set(owned), ready, finished)
+    return StepsCompleted(set(owned), _move_steps(alias, owned))
 
 
 def _write_successes(alias: str, done: list[Completion], finished_by: str) -> None:
@@ -75,9 +76,9 @@ def _write_successes(alias: str, done: list[Completion], finished_by: str) -> No
             )
 
 
-def _move_steps(alias: str, owned: dict[int, int]) -> dict[int, list[int]]:
+def _move_steps(alias: str, owned: dict[int, int]) -> dict[int, int]:
     """The steps of the jobs just succeeded (job id to step id) leave ``released``; the steps
-    moved, by run. A step whose latest job is another (a replay's) does not move."""
+    moved, to their run. A step whose latest job is another (a replay's) does not move."""
     steps = WorkflowStep.objects.using(alias)
     rows = (
         steps.select_for_update()
@@ -85,45 +86,28 @@ def _move_steps(alias: str, owned: dict[int, int]) -> dict[int, list[int]]:
         .order_by("pk")
         .values_list("pk", "job_id", "run_id")
     )
-    by_run: defaultdict[int, list[int]] = defaultdict(list)
-    for step_id, job_id, run_id in rows:
-        if owned.get(job_id) == step_id:
-            by_run[run_id].append(step_id)
-    moved = [step_id for ids in by_run.values() for step_id in ids]
+    moved = {step_id: run_id for step_id, job_id, run_id in rows if owned.get(job_id) == step_id}
     if moved:
-        steps.filter(pk__in=moved).update(state=StepState.SUCCEEDED, finished_at=DbNow())
-    return by_run
+        steps.filter(pk__in=sorted(moved)).update(state=StepState.SUCCEEDED, finished_at=DbNow())
+    return moved
 
 
-def _decrement_children(alias: str, parents: list[int]) -> list[tuple[int, int, str]]:
-    """Each child of these parents loses that many pending parents, one UPDATE per child in
-    id order; the children now waiting on none (id, run id, policy)."""
-    if not parents:
-        return []
-    ended = Counter(
-        WorkflowEdge.objects.using(alias)
-        .filter(parent_id__in=parents)
-        .exclude(child_id__in=parents)  # a released on_failure step ending in the same batch
-        .values_list("child_id", flat=True)
-    )
+def count_steps(alias: str, children: dict[int, int], runs: dict[int, int]) -> Counted:
+    """The ORM's ``count_steps``, in the caller's transaction."""
     steps = WorkflowStep.objects.using(alias)
-    for child_id in sorted(ended):
+    for child_id in sorted(children):
         steps.filter(pk=child_id).update(
-            pending_parents=Greatest(F("pending_parents") - ended[child_id], Value(0))
+            pending_parents=Greatest(F("pending_parents") - children[child_id], Value(0))
         )
-    ready: Any = steps.filter(pk__in=sorted(ended), state=StepState.WAITING, pending_parents=0)
-    return list(ready.order_by("pk").values_list("pk", "run_id", "on_parent_failure"))
-
-
-def _count_on_runs(alias: str, by_run: dict[int, list[int]]) -> list[int]:
-    """Count the steps succeeded on their runs, one UPDATE per run in id order; the runs
-    whose every step has now ended."""
-    runs = WorkflowRun.objects.using(alias)
-    for run_id in sorted(by_run):
-        succeeded = len(by_run[run_id])
-        runs.filter(pk=run_id).update(
-            steps_finished=F("steps_finished") + succeeded,
-            steps_succeeded=F("steps_succeeded") + succeeded,
+    ready: Any = steps.filter(pk__in=sorted(children), state=StepState.WAITING, pending_parents=0)
+    left = list(ready.order_by("pk").values_list("pk", "run_id", "on_parent_failure"))
+    if left:
+        return Counted(left, [], counted=False)
+    table = WorkflowRun.objects.using(alias)
+    for run_id in sorted(runs):
+        table.filter(pk=run_id).update(
+            steps_finished=F("steps_finished") + runs[run_id],
+            steps_succeeded=F("steps_succeeded") + runs[run_id],
         )
-    done = runs.filter(pk__in=sorted(by_run), steps_finished__gte=F("steps_total"))
-    return list(done.order_by("pk").values_list("pk", flat=True))
+    done = table.filter(pk__in=sorted(runs), steps_finished__gte=F("steps_total"))
+    return Counted([], list(done.order_by("pk").values_list("pk", flat=True)), counted=True)

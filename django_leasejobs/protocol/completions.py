@@ -93,21 +93,16 @@ def _complete_upgraded(
 
 
 def complete_many(
-    completions: Iterable[tuple[int, int] | tuple[int, int, Any]],
-    *,
-    finished_by: str = "",
-    workflow_jobs: bool | None = None,
+    completions: Iterable[tuple[int, int] | tuple[int, int, Any]], *, finished_by: str = ""
 ) -> dict[int, Outcome]:
     """Mark many jobs succeeded in as few statements as the database allows, each row fenced
     by its own token; an item is ``(id, attempt)`` or ``(id, attempt, result)``.
 
-    A result that cannot be stored fails its job, as ``complete()`` does. A workflow's job is
-    completed with its step (``workflow_completions``). ``workflow_jobs``: the caller knows
-    which kind the jobs are (the worker does; a job's kind never changes), so one write does:
-    True, the workflow jobs' (what it leaves are stale tokens); False, the plain jobs'. None:
-    the plain write, then the workflow one for what it left, in one transaction, so that an
-    error in the second undoes the first and the caller may try the whole batch again (a
-    write that had committed would report its jobs stale on that try).
+    A result that cannot be stored fails its job, as ``complete()`` does. Plain jobs and a
+    workflow's jobs (completed with their steps) may come in one batch: which is which is
+    read from the rows, never asked of the caller. The batch's successes are written all or
+    nothing: after an error none is, and the caller may try the whole batch again (a write
+    that had committed would report its jobs stale on that try).
     """
     outcomes: dict[int, Outcome] = {}
     storable: list[Completion] = []
@@ -122,16 +117,12 @@ def complete_many(
     if not storable:
         return outcomes
     using = job_database()
-    if workflow_jobs is None:
-        with transaction.atomic(using=using):
-            succeeded = _complete_plain(using, storable, finished_by)
-            rest = [done for done in storable if done.id not in succeeded]
-            if rest:  # what the plain statement left: workflow jobs, or stale tokens
-                succeeded |= complete_step_jobs(using, rest, finished_by)
-    elif workflow_jobs:
-        succeeded = complete_step_jobs(using, storable, finished_by)
-    else:
-        succeeded = _complete_plain(using, storable, finished_by)
+    # One statement for a batch of plain jobs (the common case); a batch holding a
+    # workflow's job is left unwritten by it, and written whole in one transaction.
+    written = dialects.for_alias(using).complete_many(using, storable, finished_by)
+    succeeded = written.jobs
+    if written.steps:
+        succeeded = _complete_with_steps(using, storable, written.steps, finished_by)
     for done in storable:
         outcomes[done.id] = report(
             int(done.id in succeeded), "succeeded", done.id, done.attempt, Outcome.SUCCEEDED
@@ -146,8 +137,20 @@ def complete_many(
     return outcomes
 
 
-def _complete_plain(using: str, completions: list[Completion], finished_by: str) -> set[int]:
-    return dialects.for_alias(using).complete_many(using, completions, finished_by)
+@retry_deadlocks  # the job rows, as for a plain batch; steps and runs lock in one order
+def _complete_with_steps(
+    using: str, completions: list[Completion], steps: set[int], finished_by: str
+) -> set[int]:
+    """A batch holding workflow jobs (``steps``): the plain ones in one statement, the
+    workflow ones with their steps, in one transaction."""
+    plain = [c for c in completions if c.id not in steps]
+    with transaction.atomic(using=using):
+        succeeded: set[int] = set()
+        if plain:
+            succeeded = dialects.for_alias(using).complete_many(using, plain, finished_by).jobs
+        return succeeded | complete_step_jobs(
+            using, [c for c in completions if c.id in steps], finished_by
+        )
 
 
 def complete_in_transaction(

@@ -1,27 +1,42 @@
-"""Successes of workflow jobs, written a worker's batch at a time.
+"""Successes of workflow jobs, written a worker's batch at a time, and the rules they follow.
 
 A group's members finish by the thousand into one callback step and one run row. Written one
 success per transaction, each held those two rows' locks until its commit, so two workers took
 turns on them and the members drained at a small fraction of plain jobs' rate. Here a batch of
-successes moves in one transaction: the dialect's ``complete_steps`` writes the jobs (fenced by
-their tokens), their steps, one decrement per distinct child and one counter UPDATE per run
-(one statement on PostgreSQL); what follows from a child left with no pending parent (its
-release, or the skip of an ``on_failure`` step) and the runs that ended are settled here, as
-``job_ended`` settles them for a death or a cancel, which stay one at a time.
+successes moves in one transaction, in the order every workflow transition takes its locks:
+
+1. the jobs, then their steps (``Dialect.complete_steps``: each job fenced by its token, each
+   step guarded by ``released`` and its latest job);
+2. the children, by id: the protocol reads the moved steps' edges (after locking the steps, so
+   an edge that ``add_steps`` committed meanwhile is seen) and decides how many parents each
+   child loses. A child that itself ended in the batch is not counted down: it is a released
+   ``on_failure`` step whose parent failed earlier, it has started, and its count no longer
+   matters;
+3. the runs, by id: each counts its steps succeeded (``Dialect.count_steps`` applies the
+   counts it is given, the children then the runs). When children are left with no pending
+   parent, the runs are counted only after those children are released (or skipped): a
+   release looks its job up in the registry, which may import the job's module, and that
+   happens with no run's row locked; the modules are looked up before the first release.
+
+What follows from a child left with no pending parent (its release, or the skip of an
+``on_failure`` step) and the runs that ended are settled here, as ``job_ended`` settles them
+for a death or a cancel, which stay one at a time.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
 
 from .. import dialects
+from ..core import registry
 from ..db.dbtime import DbNow
-from ..db.deadlocks import retry_deadlocks
-from ..dialects.base import Completion, StepsCompleted
-from ..models import Job, Policy, StepState, WorkflowStep
+from ..dialects.base import Completion
+from ..errors import UnknownJobError
+from ..models import Job, Policy, StepState, WorkflowEdge, WorkflowStep
 from .workflow_steps import finish_if_done, propagate, released_if_ready
 
 
@@ -44,24 +59,46 @@ def complete_step_job(
     return bool(done)
 
 
-@retry_deadlocks
 def complete_step_jobs(
     using: str, completions: Sequence[Completion], finished_by: str = ""
 ) -> set[int]:
     """Complete the workflow jobs among ``completions`` still owned by their tokens, and
     move their steps and runs; the ids completed. Others (plain jobs, stale tokens) are left
-    untouched."""
+    untouched. The locks are taken in one order (see the module's docstring), so batches
+    and one-at-a-time ends queue on a shared row instead of deadlocking."""
+    dialect = dialects.for_alias(using)
     with transaction.atomic(using=using):
-        moved = dialects.for_alias(using).complete_steps(using, list(completions), finished_by)
-        _settle(using, moved)
+        moved = dialect.complete_steps(using, list(completions), finished_by)
+        if not moved.moved:
+            return moved.jobs
+        children, runs = counts(using, moved.moved)
+        counted = dialect.count_steps(using, children, runs)
+        if not counted.counted:
+            _settle(using, counted.ready)
+            counted = dialect.count_steps(using, {}, runs)
+        for run_id in counted.finished_runs:
+            finish_if_done(using, run_id)
     return moved.jobs
 
 
-def _settle(using: str, moved: StepsCompleted) -> None:
+def counts(using: str, moved: dict[int, int]) -> tuple[dict[int, int], dict[int, int]]:
+    """The parents each child loses and the steps each run counts, for the steps ``moved``
+    to ``succeeded`` (step id to run id). Read after those steps are locked."""
+    edges = (
+        WorkflowEdge.objects.using(using)
+        .filter(parent_id__in=sorted(moved))
+        .values_list("child_id", flat=True)
+    )
+    children = Counter(child for child in edges if child not in moved)  # started already
+    return dict(children), dict(Counter(moved.values()))
+
+
+def _settle(using: str, ready: list[tuple[int, int, str]]) -> None:
     """Release the children left with no pending parent (skip an ``on_failure`` one: every
-    parent succeeded), propagate what that ended, and set the status of the runs that ended."""
+    parent succeeded), and propagate what that ended."""
+    _look_up_jobs(using, [child_id for child_id, _, policy in ready if policy != Policy.ON_FAILURE])
     steps = WorkflowStep.objects.using(using)
-    for child_id, run_id, policy in moved.ready:
+    for child_id, run_id, policy in ready:
         child = steps.filter(pk=child_id, state=StepState.WAITING, pending_parents=0)
         if policy == Policy.ON_FAILURE:
             if child.update(
@@ -72,5 +109,16 @@ def _settle(using: str, moved: StepsCompleted) -> None:
         ended_as = released_if_ready(using, child_id, child)
         if ended_as is not None:
             propagate(using, run_id, [(child_id, ended_as)])
-    for run_id in moved.finished_runs:
-        finish_if_done(using, run_id)
+
+
+def _look_up_jobs(using: str, step_ids: list[int]) -> None:
+    """Find the jobs of the steps about to be released in the registry (importing their
+    modules where allowed) before any of them is: the first release may count a failed one
+    on its run, and no module is imported while a run's row is locked. A name still unknown
+    fails its step at its release, which says why."""
+    names = WorkflowStep.objects.using(using).filter(pk__in=step_ids).values_list("job_name")
+    for (name,) in set(names):
+        try:
+            registry.find(name)
+        except UnknownJobError:
+            continue

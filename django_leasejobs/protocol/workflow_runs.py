@@ -11,9 +11,10 @@ from dataclasses import replace
 from django.db import connections, transaction
 from django.db.models import F
 
+from ..core import registry
 from ..db.dbtime import DbNow
 from ..db.deadlocks import retry_deadlocks
-from ..errors import InvalidTransitionError, WorkflowError
+from ..errors import InvalidTransitionError, UnknownJobError, WorkflowError
 from ..models import (
     RunStatus,
     StepState,
@@ -89,6 +90,7 @@ def add_steps(run_id: int, specs: Sequence[StepSpec]) -> dict[str, int]:
     steps. A parent that has already ended counts as it ended: succeeded, it is not waited
     for; failed or cancelled, the new step's policy applies at once."""
     using = job_database()
+    _look_up(specs)
     with transaction.atomic(using=using):
         if not (
             WorkflowRun.objects.using(using)
@@ -131,6 +133,16 @@ def add_steps(run_id: int, specs: Sequence[StepSpec]) -> dict[str, int]:
                 _release_root(using, ids[spec.name])
         _replay_ended(using, run_id, ended, {ids[spec.name] for spec in specs})
     return {spec.name: ids[spec.name] for spec in specs}
+
+
+def _look_up(specs: Sequence[StepSpec]) -> None:
+    """Find the new steps' jobs in the registry (importing their modules where allowed) before
+    the run's row is locked; a name still unknown is refused by its release, which says why."""
+    for spec in specs:
+        try:
+            registry.find(spec.job_name)
+        except UnknownJobError:
+            continue
 
 
 def _named(using: str, run_id: int, specs: Sequence[StepSpec]) -> list[StepSpec]:

@@ -64,33 +64,26 @@ class Completer:
             return sum(1 for slot in self._pending if slot.lane is lane)
 
     def flush(self) -> None:
-        """Complete every successful job waiting in one statement (each row fenced by its token);
-        a workflow's jobs in a second one, with their steps.
+        """Complete every successful job waiting in one call (each row fenced by its token):
+        plain jobs in one statement, a workflow's with their steps, all or nothing.
 
         On a commit-bound database one statement for many jobs is much cheaper than one each;
         the slots stay in flight (and count against concurrency) until this has run.
         """
         with self._lock:
             slots, self._pending = self._pending, []
-        plain = [slot for slot in slots if slot.job.workflow_step_id is None]
-        steps = [slot for slot in slots if slot.job.workflow_step_id is not None]
-        for part, workflow_jobs in ((plain, False), (steps, True)):
-            if not part:
-                continue
-            try:
-                outcomes = protocol.complete_many(
-                    [(*slot.token, slot.result) for slot in part],
-                    finished_by=self.worker_id,
-                    workflow_jobs=workflow_jobs,
-                )
-            except DatabaseError:
-                untried = part + steps if part is plain else part
-                with self._lock:
-                    # One write per part, one transaction each: nothing of this part
-                    # was written, and fenced writes are safe to try again.
-                    self._pending[:0] = untried
-                raise
-            self._finished(part, outcomes)
+        if not slots:
+            return
+        try:
+            outcomes = protocol.complete_many(
+                [(*slot.token, slot.result) for slot in slots], finished_by=self.worker_id
+            )
+        except DatabaseError:
+            with self._lock:
+                # Nothing of the batch was written, and fenced writes are safe to try again.
+                self._pending[:0] = slots
+            raise
+        self._finished(slots, outcomes)
 
     def _finished(self, slots: list[Slot], outcomes: dict[int, Outcome]) -> None:
         for slot in slots:
