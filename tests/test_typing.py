@@ -1,5 +1,8 @@
 """``fn.enqueue`` is typed from the handler: mypy, run over a sample project, says so.
 
+The top-level names loaded on first use (``Worker``, ``JobContext``) are their classes to mypy,
+not ``Any``: a wrong call of them is reported too.
+
 The package ships ``py.typed``, so a project's mypy reads these types. Options travel through
 ``.using()``, which is typed too; options in ``enqueue``'s keywords work at run time but are
 outside the types.
@@ -17,8 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 JOBS = """
-from django_leasejobs import job
-from django_leasejobs.runtime.context import JobContext
+from django_leasejobs import JobContext, job
 
 
 @job
@@ -65,6 +67,7 @@ async def view() -> None:
 """
 
 BAD = """
+from django_leasejobs import JobContext, Worker
 from jobs import confirm, ctx_job, notify
 
 confirm.enqueue("x")  # BAD: arg-type
@@ -77,6 +80,8 @@ confirm.using(on_conflict="merge")  # BAD: arg-type
 notify.enqueue(1, txt="hi")  # BAD: call-arg
 ctx_job.enqueue("x")  # BAD: arg-type
 ctx_job.using(priority=5).enqueue(1, 2)  # BAD: call-arg
+Worker(["default"], concurrency="4")  # BAD: arg-type
+JobContext.no_such_flag  # BAD: attr-defined
 """
 
 CONFIG = """
@@ -134,7 +139,7 @@ def test_mypy_reports_bad_enqueues_and_passes_good_ones(tmp_path: Path) -> None:
     wrong_type = (
         'Argument 1 to "enqueue" of "JobFunction" has incompatible type "str"; expected "int"'
     )
-    assert f"bad.py:4: error: {wrong_type}" in output
+    assert f"bad.py:5: error: {wrong_type}" in output
 
 
 def test_the_package_ships_py_typed() -> None:

@@ -203,7 +203,9 @@ def resolve(dotted: str) -> tuple[Any, str]:
             continue
         owner = None
         for part in parts[end:]:
-            owner, target = target, inspect.getattr_static(target, part)
+            # A module's names through getattr: the package loads some on first use.
+            get = getattr if inspect.ismodule(target) else inspect.getattr_static
+            owner, target = target, get(target, part)
         if isinstance(target, staticmethod | classmethod):
             target = target.__func__
         if inspect.isclass(owner):

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from django_leasejobs import Backoff, job
-from django_leasejobs.runtime.context import JobContext
+from django_leasejobs import Backoff, JobContext, job
 
 
 @job

@@ -17,8 +17,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
 from demo import jobs
+from django_leasejobs import Worker
 from django_leasejobs.models import FINAL, DeadLetter, Job
-from django_leasejobs.runtime.worker import Worker
 
 SETTLE_TIMEOUT = 30.0
 
