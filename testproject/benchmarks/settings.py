@@ -42,6 +42,12 @@ DATABASES = {
     },
 }
 
+# The demo app is not measured, and ``--baseline`` loads every installed app with another
+# commit's library: only the apps the sections use, which keep to names every commit has.
+INSTALLED_APPS = [app for app in INSTALLED_APPS if app != "demo"]
+LEASEJOBS_SCHEDULES = {}
+LEASEJOBS_API_JOBS = ["testapp.jobs.add", "testapp.jobs.record"]
+
 PEER_INSTALLED = find_spec("django_tasks_db") is not None
 if PEER_INSTALLED:
     INSTALLED_APPS = [
