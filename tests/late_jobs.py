@@ -1,7 +1,7 @@
 """Jobs in a module that no installed app imports and that is outside every app's package.
 
 Nothing imports it at start: a worker may import it for a row only when
-``LEASEJOBS_TASK_MODULES`` lists it (``tests/test_registry.py``), and never otherwise.
+``LEASEJOBS_TASK_MODULES`` lists it (``tests/core/test_registry.py``), and never otherwise.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A URLconf whose views' module registers jobs (``tests.late_jobs``), as many projects' do.
 
-``tests/test_checks.py`` points ``ROOT_URLCONF`` here: the check loads the URLconf itself, so it
-sees those jobs whatever order Django runs the checks in.
+``tests/checks/test_checks.py`` points ``ROOT_URLCONF`` here: the check loads the URLconf
+itself, so it sees those jobs whatever order Django runs the checks in.
 """
 
 from __future__ import annotations

@@ -3,6 +3,12 @@
 Every folder and module of ``django_leasejobs`` (but the migrations) is named in the diagram,
 nothing it names is missing, and its rows are the import-linter contract's layers in order,
 with the same siblings. So the page cannot drift from the code it describes.
+
+``tests/`` mirrors the package, so a newcomer finds the tests of ``django_leasejobs/x/y.py``
+in ``tests/x/test_y*.py``: every folder of tests names a folder of the package (but the few
+in ``NOT_A_MODULE``, whose tests are of the project as a whole), every folder of the package
+has its folder of tests, and a test file at the top of ``tests/`` names a module at the top
+of the package (or a subject in ``PROJECT_TESTS``).
 """
 
 from __future__ import annotations
@@ -17,7 +23,23 @@ except ImportError:  # Python 3.10: pytest depends on tomli there
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "django_leasejobs"
+TESTS = ROOT / "tests"
 MARKER = "<!-- not run: a diagram of the layers -->"
+NOT_A_MODULE = {
+    "acceptance": "worker subprocesses and injected faults, across every layer",
+    "docs": "README.md and docs/: their samples, links, images and wording",
+    "outside_project": "a project outside the repository, run against the built wheel",
+}
+"""The folders of tests that mirror no package folder, and what they test instead."""
+PROJECT_TESTS = {
+    "architecture": "this file: the layers' page, the contract and the tests' layout",
+    "benchmark_command": "testproject's ``manage.py benchmark``",
+    "demo": "testproject's ``manage.py demo``, the README's first command",
+    "migrations": "the migrations (a folder of tests named so would be left out by ruff)",
+    "public_names": "the public face: the package's top-level names",
+    "typing": "mypy over a sample project",
+}
+"""The test files at the top of ``tests/`` that name no top module of the package."""
 
 
 def diagram() -> list[tuple[str, list[str]]]:
@@ -115,3 +137,48 @@ def test_the_diagram_parser_sees_the_rows():
     assert labels[0] == "public"
     assert labels[-1] == "core"
     assert {"faces", "runtime/", "protocol/", "dialects/", "models/"} <= set(labels)
+
+
+def folders_of_tests() -> tuple[set[str], set[str]]:
+    """The folders of tests holding test files, and the package's folders (but migrations)."""
+    tested = {
+        path.parent.relative_to(TESTS).as_posix()
+        for path in TESTS.rglob("test_*.py")
+        if path.parent != TESTS
+    }
+    _, package = tree()
+    return tested, package
+
+
+def test_every_folder_of_tests_names_a_folder_of_the_package():
+    tested, package = folders_of_tests()
+    elsewhere = {f for f in tested if f.split("/")[0] not in NOT_A_MODULE}
+    assert elsewhere - package == set(), (
+        "folders of tests that mirror no folder of django_leasejobs: the tests of "
+        "django_leasejobs/x/y.py go in tests/x/test_y*.py"
+    )
+    assert set(NOT_A_MODULE) <= {f.split("/")[0] for f in tested}, "an allowed folder is gone"
+    assert not set(NOT_A_MODULE) & package, "a folder of tests the package now mirrors"
+
+
+def test_every_folder_of_the_package_has_its_folder_of_tests():
+    _, package = folders_of_tests()
+    missing = {f for f in package if not (TESTS / f / "__init__.py").is_file()}
+    assert missing == set(), "folders of django_leasejobs without tests/<folder>/__init__.py"
+
+
+def test_every_test_file_at_the_top_of_tests_names_a_top_module_or_the_project():
+    modules, _ = tree()
+    top = {m[:-3] for m in modules if "/" not in m}
+    unplaced = {
+        path.name
+        for path in TESTS.glob("test_*.py")
+        if not any(path.stem == f"test_{m}" or path.stem.startswith(f"test_{m}_") for m in top)
+        and path.stem.removeprefix("test_") not in PROJECT_TESTS
+    }
+    assert unplaced == set(), (
+        "test files at the top of tests/ that name no module at the top of django_leasejobs: "
+        "the tests of django_leasejobs/x/y.py go in tests/x/test_y*.py"
+    )
+    for subject in PROJECT_TESTS:
+        assert (TESTS / f"test_{subject}.py").is_file(), f"tests/test_{subject}.py is gone"

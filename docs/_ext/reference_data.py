@@ -1,7 +1,7 @@
 """The reference's facts, read from the code: the code is the one source of truth.
 
 Each function returns plain rows, so ``reference_markdown`` writes them into the pages and
-``tests/test_docs_reference.py`` checks that nothing the code defines is left undocumented.
+``tests/docs/test_reference.py`` checks that nothing the code defines is left undocumented.
 Call them after ``django.setup()``.
 """
 

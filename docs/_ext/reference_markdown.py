@@ -3,7 +3,7 @@ written as Markdown.
 
 The text is written into the pages themselves (``docs/generate.py``), between markers, so that
 a page reads the same on a code host, in an editor and in the built site, and a test
-(``tests/test_docs_reference.py``) fails when a page no longer says what the code says now.
+(``tests/docs/test_reference.py``) fails when a page no longer says what the code says now.
 Each block is named by a marker ``<!-- generated: KIND ARGUMENTS -->``; ``render`` turns it
 into lines. Docstrings are reST-flavoured (````code````, ``:func:`name```, ``::`` before an
 example): they become Markdown here, and ``docs/page.md#anchor`` becomes a relative link.

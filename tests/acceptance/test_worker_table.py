@@ -23,7 +23,7 @@ from django_leasejobs import protocol
 from django_leasejobs.models import Job, Status, Worker
 
 from ..invariants import check_invariants, wait_for
-from ..runtime.test_monitoring_commands import check, run
+from ..management.commands.test_monitoring_commands import check, run
 from .conftest import FAST, wait_started
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]

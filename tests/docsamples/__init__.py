@@ -2,7 +2,7 @@
 
 The root ``conftest.py`` hands the pages to :func:`parse`; ``blocks`` finds the fenced blocks
 and their markers, ``runners`` runs each kind, ``pages`` runs a page's tests under pytest,
-``project`` stands for the reader's project around a page. ``tests/test_docs_samples.py``
+``project`` stands for the reader's project around a page. ``tests/docs/test_samples.py``
 checks that every block is either run or says why not.
 """
 

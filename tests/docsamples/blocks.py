@@ -39,7 +39,7 @@ RUN_ELSEWHERE = {
 """Blocks between markers of their own, run or compared by a test of their own."""
 
 PAGES_RUN_ELSEWHERE = {
-    "docs/tutorial.md": "tests/test_docs_tutorial.py follows it in a new startproject project",
+    "docs/tutorial.md": "tests/docs/test_tutorial.py follows it in a new startproject project",
 }
 """Pages whose every block a test of their own runs, in order, outside the test project."""
 

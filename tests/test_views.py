@@ -17,7 +17,7 @@ from django_leasejobs import protocol
 from django_leasejobs.models import Pause
 from django_leasejobs.runtime import execution
 
-from ..conftest import shifted
+from .conftest import shifted
 
 pytestmark = pytest.mark.django_db
 

@@ -172,7 +172,7 @@ def test_enqueue_with_a_keyword_that_is_both_refuses_and_points_at_using(
     with pytest.raises(TypeError) as refused:
         option_jobs.remind.enqueue(5, priority="high")
     assert str(refused.value) == (
-        "Job 'tests.test_enqueue_options.remind' has a parameter named 'priority', which is "
+        "Job 'tests.core.test_enqueue_options.remind' has a parameter named 'priority', which is "
         "also an enqueue option, so remind.enqueue(..., priority=...) is ambiguous. Set the "
         "option with remind.using(priority=...).enqueue(...); pass the argument with "
         "remind.using().enqueue(..., priority=...)."
@@ -204,7 +204,7 @@ def test_the_system_check_names_each_job_and_parameter(option_jobs: SimpleNamesp
         ("leasejobs.W011", remind),
         ("leasejobs.W011", remind),
     ]
-    assert "'tests.test_enqueue_options.remind' has a parameter named 'priority'" in (
+    assert "'tests.core.test_enqueue_options.remind' has a parameter named 'priority'" in (
         warnings[0].msg
     )
     assert "'queue'" in warnings[1].msg

@@ -259,5 +259,5 @@ class TestTextBounds:
         )
         letter = DeadLetter.objects.get(job_id=job_id)
         assert fingerprints.of_errors(letter.errors).label == (
-            "RuntimeError in tests.test_error_history.explode"
+            "RuntimeError in core.test_error_history.explode"
         )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 sys.path[:0] = [str(DOCS), str(DOCS / "_ext")]
 
 import reference_data as data  # noqa: E402

@@ -16,9 +16,9 @@ from testapp import jobs
 from django_leasejobs import metrics, protocol
 from django_leasejobs.runtime import execution
 
-from ..conftest import worker_row
-from ..exporter import NOTHING, free_port, leftovers, scrape
-from .test_health_view import TOKEN, user_client
+from .conftest import worker_row
+from .exporter import NOTHING, free_port, leftovers, scrape
+from .test_views import TOKEN, user_client
 
 pytestmark = [
     pytest.mark.django_db,

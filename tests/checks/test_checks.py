@@ -18,7 +18,7 @@ from django_leasejobs.checks import settings as setting_checks
 from django_leasejobs.core import job_modules, registry
 from django_leasejobs.jobs import job
 
-from .conftest import forget_module
+from ..conftest import forget_module
 
 GOOD_SCHEDULE = {"job": "testapp.jobs.noop", "cron": "0 3 * * *"}
 

@@ -21,7 +21,7 @@ from django_leasejobs.models import DeadLetter, Job, Status, results
 from django_leasejobs.runtime.worker import Worker
 
 from ..invariants import wait_for
-from .test_worker import FAST, Background
+from ..runtime.test_worker import FAST, Background
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,8 +21,8 @@ from django_leasejobs import metrics, protocol
 from django_leasejobs.models import Job, Status
 from django_leasejobs.runtime.completions import Completer
 
-from ..exporter import NOTHING, free_port, leftovers, listening, scrape
-from ..invariants import wait_for
+from ...exporter import NOTHING, free_port, leftovers, listening, scrape
+from ...invariants import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

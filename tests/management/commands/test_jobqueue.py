@@ -16,7 +16,7 @@ from django_leasejobs import protocol
 from django_leasejobs.models import Pause
 from django_leasejobs.reports import health, stats
 
-from ..conftest import shifted
+from ...conftest import shifted
 
 pytestmark = pytest.mark.django_db
 

@@ -21,7 +21,7 @@ from django_leasejobs.protocol import Outcome
 from django_leasejobs.runtime import execution
 from django_leasejobs.upkeep import pruning as prune
 
-from ..conftest import shifted
+from ...conftest import shifted
 
 pytestmark = pytest.mark.django_db
 

@@ -15,8 +15,8 @@ import pytest
 from django_leasejobs.core import job_modules, registry
 from django_leasejobs.errors import UnknownJobError
 
-from .conftest import LATE_JOBS as LATE
-from .conftest import forget_module
+from ..conftest import LATE_JOBS as LATE
+from ..conftest import forget_module
 
 BROKEN = "tests.late_broken"
 

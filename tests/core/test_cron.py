@@ -26,7 +26,7 @@ from django_leasejobs.errors import ScheduleError
 from django_leasejobs.models import Schedule
 from django_leasejobs.runtime import schedules
 
-from .conftest import examples
+from ..conftest import examples
 
 BERLIN = "Europe/Berlin"
 

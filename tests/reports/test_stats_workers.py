@@ -16,7 +16,7 @@ from django_leasejobs.models import Worker
 from django_leasejobs.reports import health, stats
 
 from ..conftest import worker_row
-from .test_monitoring_commands import check, run
+from ..management.commands.test_monitoring_commands import check, run
 
 pytestmark = pytest.mark.django_db
 

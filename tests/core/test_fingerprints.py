@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from django_leasejobs.core import fingerprints
 
-from .conftest import examples
+from ..conftest import examples
 
 HANDLER = """
 class Declined(Exception):

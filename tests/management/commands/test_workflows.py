@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from django_leasejobs.api import schema
 from django_leasejobs.models import RunStatus, WorkflowRun, WorkflowStep
 
-from .. import workflow_rows
+from ... import workflow_rows
 
 pytestmark = pytest.mark.django_db
 

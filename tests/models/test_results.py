@@ -1,7 +1,7 @@
 """Reading results: ``fn.get_result``, ``job.wait`` / ``await_result`` on jobs that finish in the
 test's own thread, the replay link, the refusal inside a transaction, and bad input.
 
-Waiting for a worker (a thread, a subprocess) is in tests/runtime/test_wait.py and
+Waiting for a worker (a thread, a subprocess) is in tests/models/test_results_wait.py and
 tests/acceptance/test_wait_worker.py.
 """
 

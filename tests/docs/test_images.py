@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 IMAGES = ROOT / "docs" / "images"
 BROWSER_TESTS = ROOT / "tests" / "admin" / "test_browser.py"
 LARGEST = 200_000

@@ -20,7 +20,7 @@ from testapp import jobs
 from django_leasejobs import metrics
 from django_leasejobs.models import Job
 
-MONITORING = Path(__file__).resolve().parent.parent / "docs" / "monitoring"
+MONITORING = Path(__file__).resolve().parents[2] / "docs" / "monitoring"
 DASHBOARD = MONITORING / "leasejobs-dashboard.json"
 RULES = MONITORING / "leasejobs-alerts.yml"
 

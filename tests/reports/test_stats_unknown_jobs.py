@@ -15,7 +15,7 @@ from django_leasejobs.models import Job
 from django_leasejobs.protocol import Failure, Outcome
 from django_leasejobs.reports import health, stats
 
-from .test_monitoring_commands import check, run
+from ..management.commands.test_monitoring_commands import check, run
 
 pytestmark = pytest.mark.django_db
 

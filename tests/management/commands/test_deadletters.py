@@ -15,7 +15,7 @@ from django_leasejobs import protocol
 from django_leasejobs.models import DeadLetter, Job
 from django_leasejobs.protocol import Failure
 
-from ..conftest import shifted
+from ...conftest import shifted
 
 pytestmark = pytest.mark.django_db
 
