@@ -15,7 +15,7 @@ from django.db.models.fields import DateTimeField
 from .. import dialects
 from ..core import registry
 from ..db.dbtime import DbNow
-from ..dialects import limiter_pruning
+from ..dialects.base import limiter_pruning
 from ..dialects.sql import JOB, placeholders
 from ..models import DeadLetter, Effect, Job, QueueSample, RunStatus, Status, WorkflowStep
 from ..protocol.base import job_database, logger

@@ -23,9 +23,10 @@ from django.test.utils import CaptureQueriesContext
 from django_leasejobs import dialects
 from django_leasejobs.core import notify
 from django_leasejobs.db.dbtime import db_now
-from django_leasejobs.dialects import Completion, Token, postgresql_sql, sql
+from django_leasejobs.dialects import Completion, Token, sql
 from django_leasejobs.dialects.mysql import MySQLDialect
 from django_leasejobs.dialects.postgresql import PostgreSQLDialect
+from django_leasejobs.dialects.postgresql import sql as postgresql_sql
 from django_leasejobs.dialects.sqlite import SQLiteDialect
 from django_leasejobs.models import Job, Limiter, Pause, Status, Worker
 from django_leasejobs.runtime.listener import Listener

@@ -25,7 +25,7 @@ from testapp import jobs
 
 from django_leasejobs import protocol
 from django_leasejobs.core import notify
-from django_leasejobs.dialects import postgresql_insert as pg_insert
+from django_leasejobs.dialects.postgresql import insert as pg_insert
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome

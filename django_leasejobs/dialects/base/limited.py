@@ -31,8 +31,8 @@ from collections.abc import Iterable, Sequence
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from ..db.dbtime import DbNow, as_aware
-from ..models import CLAIMABLE, IS_WAITING, Job, Limiter, Status
+from ...db.dbtime import DbNow, as_aware
+from ...models import CLAIMABLE, IS_WAITING, Job, Limiter, Status
 from .expressions import start_attempts
 from .pauses import not_paused
 from .within_limits import (

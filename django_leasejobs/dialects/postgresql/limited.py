@@ -18,8 +18,9 @@ from typing import Any
 
 from django.db import connections, transaction
 
-from .limiter_pruning import prunable
-from .postgresql_sql import (
+from ..base.limiter_pruning import prunable
+from ..base.within_limits import Bucket, Candidate, Fill, Head, Held, limiter_keys
+from .sql import (
     ATTEMPT_START,
     CLAIM_ORDER,
     CLAIMED_COLUMNS,
@@ -35,7 +36,6 @@ from .postgresql_sql import (
     queue_scan,
     try_lock,
 )
-from .within_limits import Bucket, Candidate, Fill, Head, Held, limiter_keys
 
 _CANDIDATE_FIELDS = ", ".join(Candidate._fields)
 

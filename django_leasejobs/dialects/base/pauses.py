@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.db.models import Q
 
-from ..models import Pause, PauseKind
+from ...models import Pause, PauseKind
 
 
 def not_paused(alias: str) -> Q:

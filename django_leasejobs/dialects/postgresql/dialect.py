@@ -17,12 +17,15 @@ from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DEFERRED, JSONField
 
-from ..core import notify
-from ..db.deadlocks import retry_deadlocks
-from ..models import Job
-from . import postgresql_insert, postgresql_limited, postgresql_steps
-from .base import Completed, Completion, Counted, Dialect, Renewed, StepsCompleted, Token
-from .postgresql_sql import (
+from ...core import notify
+from ...db.deadlocks import retry_deadlocks
+from ...models import Job
+from ..base.dialect import Completed, Completion, Counted, Dialect, Renewed, StepsCompleted, Token
+from ..base.within_limits import CANDIDATES_PER_SLOT, Bucket, Fill
+from . import insert as postgresql_insert
+from . import limited as postgresql_limited
+from . import steps as postgresql_steps
+from .sql import (
     ATTEMPT_START,
     CLAIM_ORDER,
     CLAIMED_COLUMNS,
@@ -36,7 +39,6 @@ from .postgresql_sql import (
     WITHOUT_LIMITS,
     queue_scan,
 )
-from .within_limits import CANDIDATES_PER_SLOT, Bucket, Fill
 
 _TAKE_DUE = f"""
 UPDATE {JOB} AS j

@@ -13,10 +13,10 @@ from typing import Any
 
 from django.db import connections
 
-from ..db.dbtime import SQLITE_NOW
-from ..models import Job
-from .base import Dialect
-from .sql import (
+from ...db.dbtime import SQLITE_NOW
+from ...models import Job
+from ..base.dialect import Dialect
+from ..sql import (
     CLAIM_ORDER,
     JOB,
     LIMITER,

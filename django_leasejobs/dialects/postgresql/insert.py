@@ -32,9 +32,9 @@ from django.db.models import Field
 from django.db.models.expressions import DatabaseDefault
 from django.db.models.fields.json import JSONField
 
-from ..core import json_values, notify
-from ..db import client_encoding
-from ..models import Job
+from ...core import json_values, notify
+from ...db import client_encoding
+from ...models import Job
 from . import job_rows
 
 CHUNK = 2000

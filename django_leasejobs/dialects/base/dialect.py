@@ -21,14 +21,14 @@ from typing import Any, NamedTuple
 from django.db import connections, transaction
 from django.db.models.expressions import DatabaseDefault
 
-from ..db.dbtime import DbNow
-from ..db.deadlocks import retry_deadlocks
-from ..models import CLAIMABLE, Job, Limiter, Status, Worker
+from ...db.dbtime import DbNow
+from ...db.deadlocks import retry_deadlocks
+from ...models import CLAIMABLE, Job, Limiter, Status, Worker
+from ..tokens import Completion, Token, succeeded_fields, tokens_q
 from . import limiter_pruning
 from .expressions import after, start_attempts
 from .limited import ORDER, UNLIMITED, LimitedClaimSteps
 from .pauses import not_paused
-from .tokens import Completion, Token, succeeded_fields, tokens_q
 from .within_limits import CANDIDATES_PER_SLOT, Held, limiter_keys
 from .workflow_steps import Counted, StepsCompleted, complete_steps, count_steps
 

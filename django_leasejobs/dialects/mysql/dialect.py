@@ -8,7 +8,7 @@ one INSERT per row in the same transaction; the worker row's upsert is Django's
 
 from __future__ import annotations
 
-from .base import Dialect
+from ..base.dialect import Dialect
 
 
 class MySQLDialect(Dialect):
