@@ -229,7 +229,7 @@ def insert(values: dict[str, Any], using: str) -> Inserted:
     dialect = dialects.for_alias(using)
     key = values["dedupe_key"]
     if key is None:
-        job = dialect.insert(values, using)
+        job = dialect.insert(using, values)
         logger.info("job.enqueued id=%s name=%s queue=%s", job.pk, job.name, job.queue)
         announce_enqueued(job, using)
         return Inserted(job, True)
@@ -244,7 +244,7 @@ def insert(values: dict[str, Any], using: str) -> Inserted:
             return Inserted(dedupe.met(holder, values, rule, using), False)
         try:
             job, created = dedupe.insert_checked(
-                lambda: dialect.insert(values, using), values["name"], key, rule, using
+                lambda: dialect.insert(using, values), values["name"], key, rule, using
             )
         except IntegrityError:
             continue
@@ -375,7 +375,7 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
 
     dialect = dialects.for_alias(using)
     with transaction.atomic(using=using):
-        inserted = iter(dialect.insert_many(bulk_rows(), using))
+        inserted = iter(dialect.insert_many(using, bulk_rows()))
         result = [next(inserted) if row is None else insert(row, using).job for row in order]
         dialect.announce(using, sorted(due_queues))
     if signals.wanted(signals.job_enqueued):

@@ -32,8 +32,9 @@ def claim(
     """Lease up to ``batch`` due jobs to ``worker_id``; each claim increments ``attempt``.
 
     Order: priority (high first), then ``run_at``, then id. ``queues=None`` means every queue.
-    Jobs with concurrency or rate limits start only within them (``dialects.limited``); those
-    over a limit stay waiting, unchanged, and the jobs behind them are claimed.
+    Jobs with concurrency or rate limits start only within them
+    (``dialects/base/limited.py``); those over a limit stay waiting, unchanged, and the jobs
+    behind them are claimed.
     """
     if batch < 1 or (queues is not None and not queues):
         return []

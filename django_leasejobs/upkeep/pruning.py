@@ -219,9 +219,9 @@ def prune_limiters(
     Call again with ``after_key`` set to the returned key until it comes back unchanged. Rate
     rows go once their window began more than ``older_than`` ago, concurrency rows once their
     key has no running job; rows a claimer holds are passed over (see
-    ``dialects.limiter_pruning``). ``older_than`` must be at least the longest rate period of
-    the registered jobs: a younger window may still be current, and forgetting its starts
-    would let the key start its limit again in that window.
+    ``dialects/base/limiter_pruning.py``). ``older_than`` must be at least the longest rate
+    period of the registered jobs: a younger window may still be current, and forgetting its
+    starts would let the key start its limit again in that window.
     """
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be a positive integer, not {batch!r}.")

@@ -23,7 +23,7 @@ from django.test.utils import CaptureQueriesContext
 from django_leasejobs import dialects
 from django_leasejobs.core import notify
 from django_leasejobs.db.dbtime import db_now
-from django_leasejobs.dialects import Completion, Token, sql
+from django_leasejobs.dialects import Completion, Token, base, sql
 from django_leasejobs.dialects.mysql import MySQLDialect
 from django_leasejobs.dialects.postgresql import PostgreSQLDialect
 from django_leasejobs.dialects.postgresql import sql as postgresql_sql
@@ -63,14 +63,14 @@ def same_as_a_read(job: Job) -> None:
 
 
 def make(dialect: dialects.Dialect, count: int = 1, **given: Any) -> list[Job]:
-    return dialect.insert_many([values(**given) for _ in range(count)], DEFAULT_DB_ALIAS)
+    return dialect.insert_many(DEFAULT_DB_ALIAS, [values(**given) for _ in range(count)])
 
 
 class TestInsert:
     def test_a_row_comes_back_as_the_orm_reads_it(self, dialect: dialects.Dialect) -> None:
         job = dialect.insert(
-            values(args=[1, "é", {"deep": [None, True, 2.5]}], kwargs={"k": "v"}, priority=3),
             DEFAULT_DB_ALIAS,
+            values(args=[1, "é", {"deep": [None, True, 2.5]}], kwargs={"k": "v"}, priority=3),
         )
         assert job.pk is not None
         assert (job.status, job.attempt, job.priority) == (Status.PENDING, 0, 3)
@@ -80,25 +80,25 @@ class TestInsert:
 
     def test_attnames_and_field_names_both_work(self, dialect: dialects.Dialect) -> None:
         when = db_now() + dt.timedelta(hours=1)
-        job = dialect.insert(values(run_at=when, occurrence_at=when), DEFAULT_DB_ALIAS)
+        job = dialect.insert(DEFAULT_DB_ALIAS, values(run_at=when, occurrence_at=when))
         assert Job.objects.get(pk=job.pk).run_at == when
         same_as_a_read(job)
 
     def test_many_rows_come_back_in_order(self, dialect: dialects.Dialect) -> None:
         rows = [values(args=[i], priority=i % 3) for i in range(7)]
-        jobs = dialect.insert_many(iter(rows), DEFAULT_DB_ALIAS)
+        jobs = dialect.insert_many(DEFAULT_DB_ALIAS, iter(rows))
         assert [job.args for job in jobs] == [[i] for i in range(7)]
         assert [job.pk for job in jobs] == sorted(job.pk for job in jobs)
         for job in jobs:
             same_as_a_read(job)
-        assert dialect.insert_many([], DEFAULT_DB_ALIAS) == []
+        assert dialect.insert_many(DEFAULT_DB_ALIAS, []) == []
 
 
 class TestClaim:
     def test_due_rows_in_priority_then_run_at_order(self, dialect: dialects.Dialect) -> None:
         low, high, later = make(dialect, priority=0), make(dialect, priority=9), make(dialect)
         Job.objects.filter(pk=later[0].pk).update(run_at=shifted(3600))
-        claimed = dialect.claim(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0)
+        claimed = dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0)
         assert sorted(job.pk for job in claimed) == sorted([low[0].pk, high[0].pk])
         for job in claimed:
             assert (job.status, job.attempt, job.lease_owner) == (Status.RUNNING, 1, "w1")
@@ -111,16 +111,16 @@ class TestClaim:
         make(dialect, 3, queue="a")
         make(dialect, 2, queue="b")
         make(dialect, 2, queue="c")
-        assert len(dialect.claim(DEFAULT_DB_ALIAS, "w1", ["a"], 2, 30.0)) == 2
-        both = dialect.claim(DEFAULT_DB_ALIAS, "w1", ["a", "b"], 10, 30.0)
+        assert len(dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", ["a"], 2, 30.0)) == 2
+        both = dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", ["a", "b"], 10, 30.0)
         assert sorted(job.queue for job in both) == ["a", "b", "b"]
-        rest = dialect.claim(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0)
+        rest = dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0)
         assert sorted(job.queue for job in rest) == ["c", "c"]
-        assert dialect.claim(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0) == []
+        assert dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0) == []
 
     def test_a_job_own_lease_wins_over_the_worker_lease(self, dialect: dialects.Dialect) -> None:
         (job,) = make(dialect, lease_seconds=600.0)
-        (claimed,) = dialect.claim(DEFAULT_DB_ALIAS, "w1", None, 1, 30.0)
+        (claimed,) = dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", None, 1, 30.0)
         assert claimed.pk == job.pk
         assert claimed.lease_expires_at > db_now() + dt.timedelta(seconds=500)
 
@@ -129,14 +129,14 @@ class TestClaim:
         Job.objects.filter(pk=running[0].pk).update(status=Status.RUNNING)
         Job.objects.filter(pk=done[0].pk).update(status=Status.SUCCEEDED)
         Job.objects.filter(pk=failed[0].pk).update(status=Status.FAILED)
-        claimed = dialect.claim(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0)
+        claimed = dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0)
         assert [job.pk for job in claimed] == [failed[0].pk]
 
 
 class TestRenewAndComplete:
     def claimed(self, dialect: dialects.Dialect, count: int) -> list[Job]:
         make(dialect, count)
-        return dialect.claim(DEFAULT_DB_ALIAS, "w1", None, count, 30.0)
+        return dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", None, count, 30.0)
 
     def test_renew_keeps_only_the_tokens_that_hold(self, dialect: dialects.Dialect) -> None:
         mine, stolen, wrong = self.claimed(dialect, 3)
@@ -379,7 +379,7 @@ def test_prune_limiters_passes_over_a_key_a_claimer_holds(dialect: dialects.Dial
 
 
 OPERATIONS = {
-    "insert", "insert_many", "claim", "claim_limited", "renew", "complete_many",
+    "insert", "insert_many", "claim_limited", "renew", "complete_many",
     "announce", "announce_cancel", "prune_limiters", "upsert_worker",
     # Finishes wake callers waiting for a job (``job.wait()``) where the database can.
     "complete_one", "announce_finished",
@@ -393,7 +393,7 @@ def test_the_interface_is_one_public_method_per_operation(cls: type[dialects.Dia
     """Steps of an operation are private to the dialect: a database adds none to the
     interface, and the protocol has nothing to call but the operations."""
     public = {name for name in dir(cls) if not name.startswith("_")}
-    assert public == OPERATIONS
+    assert public == OPERATIONS == set(base.OPERATIONS)
 
 
 def test_this_suite_calls_every_operation_on_the_dialect_under_test() -> None:

@@ -1,15 +1,17 @@
 """The dialect interface, implemented with the ORM alone.
 
-One public method per operation whose SQL differs per database: ``insert``, ``insert_many``,
-``claim``, ``claim_limited``, ``renew``, ``complete_one``, ``complete_many``,
-``complete_steps``, ``count_steps``, ``announce``, ``announce_cancel``, ``announce_finished``,
-``prune_limiters`` and ``upsert_worker``. Each owns
-its statements and, where it has several, its transaction; its steps are private to the dialect
-(a leading underscore), so a database overrides a step or the whole operation without the
-protocol knowing. The protocol guards and fences, the dialect only says how the database does
-it. These versions use querysets and work on every database Django supports; MariaDB and MySQL
-run them as they are. Every write here is guarded the same way as its SQL versions: by token
-(id, attempt) and status, so "zero rows changed" means stale on every database.
+One public method per operation the protocol calls whose SQL differs per database (named in
+``base.OPERATIONS``): ``insert``, ``insert_many``, ``claim_limited``, ``renew``,
+``complete_one``, ``complete_many``, ``complete_steps``, ``count_steps``, ``announce``,
+``announce_cancel``, ``announce_finished``, ``prune_limiters`` and ``upsert_worker``. Each
+takes the database alias first, owns its statements and, where it has several, its
+transaction; its steps are private to the dialect (a leading underscore: ``_claim``, the
+plain claim that ``claim_limited`` falls back to, is one), so a database overrides a step or
+the whole operation without the protocol knowing. The protocol guards and fences, the dialect
+only says how the database does it. These versions use querysets and work on every database
+Django supports; MariaDB and MySQL run them as they are. Every write here is guarded the same
+way as its SQL versions: by token (id, attempt) and status, so "zero rows changed" means stale
+on every database.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .within_limits import CANDIDATES_PER_SLOT, Held, limiter_keys
 from .workflow_steps import Counted, StepsCompleted, complete_steps, count_steps
 
 __all__ = [
+    "OPERATIONS",
     "Completed",
     "Completion",
     "Counted",
@@ -95,6 +98,24 @@ def _complete_one(alias: str, completion: Completion, finished_by: str) -> int:
     )
 
 
+OPERATIONS = (
+    "insert",
+    "insert_many",
+    "claim_limited",
+    "renew",
+    "complete_one",
+    "complete_many",
+    "complete_steps",
+    "count_steps",
+    "announce",
+    "announce_cancel",
+    "announce_finished",
+    "prune_limiters",
+    "upsert_worker",
+)
+"""The dialect's public methods: what the layers above call, and nothing else
+(tests/dialects/test_interface.py)."""
+
 CLAIM_PAGES = 4
 """Candidate pages a locking claim tries when other claimers hold the first ones."""
 
@@ -106,14 +127,14 @@ class Dialect(LimitedClaimSteps):
     database, beside this class itself).
     """
 
-    def insert(self, values: dict[str, Any], alias: str) -> Job:
+    def insert(self, alias: str, values: dict[str, Any]) -> Job:
         """INSERT one row of ``values`` (field name or attname to value) and return it."""
         job = Job(**values)
         job.save(using=alias, force_insert=True)
         refresh_defaults(job, alias)
         return job
 
-    def insert_many(self, rows: Iterable[dict[str, Any]], alias: str) -> list[Job]:
+    def insert_many(self, alias: str, rows: Iterable[dict[str, Any]]) -> list[Job]:
         """INSERT rows in bulk, in the caller's transaction; return them in order."""
         jobs = [Job(**values) for values in rows]
         if connections[alias].features.can_return_rows_from_bulk_insert:
@@ -129,7 +150,7 @@ class Dialect(LimitedClaimSteps):
     def announce(self, alias: str, queues: Sequence[str]) -> None:
         """Wake idle workers of ``queues`` when the transaction commits (where it can)."""
 
-    def claim(
+    def _claim(
         self,
         alias: str,
         worker_id: str,
@@ -198,16 +219,16 @@ class Dialect(LimitedClaimSteps):
         lease_seconds: float,
     ) -> list[Job]:
         """Lease up to ``batch`` due jobs, those with concurrency or rate limits only within
-        their limits, those without beside them in one claim order (``dialects.limited``).
+        their limits, those without beside them in one claim order (``base.limited``).
 
         Jobs over a limit stay waiting, unchanged, and the jobs behind them are claimed. With
-        no job with limits due, this is ``claim``.
+        no job with limits due, this is the plain claim (``_claim``).
         """
         if not self._limited_due(alias, queues, batch):
-            return self.claim(alias, worker_id, queues, batch, lease_seconds)
+            return self._claim(alias, worker_id, queues, batch, lease_seconds)
         candidates = self._limited_candidates(alias, queues, batch * CANDIDATES_PER_SLOT)
         if not candidates:  # all of them held back by their limits
-            return self.claim(alias, worker_id, queues, batch, lease_seconds)
+            return self._claim(alias, worker_id, queues, batch, lease_seconds)
         heads = self._unlimited_heads(alias, queues, batch)
         keys = limiter_keys(candidates)
         self._add_limiters(alias, keys)
@@ -230,7 +251,7 @@ class Dialect(LimitedClaimSteps):
         jobs without limits were due before it filled."""
         rest = batch - len(jobs)
         if rest > 0 and held.heads:
-            jobs += self.claim(alias, worker_id, queues, rest, lease_seconds)
+            jobs += self._claim(alias, worker_id, queues, rest, lease_seconds)
         return jobs
 
     def renew(

@@ -19,7 +19,7 @@ limits are claimed by the plain claim (their own index), in one claim order.
 jobs without limits and the limiter rows of their keys before the claim's transaction (a row
 lock needs a row, and creating one inside the transaction could make a claimer wait on
 another's), then, in it, the keys locked and ``_start_within_limits``. PostgreSQL reads and
-locks in one statement instead (``postgresql_limited``); the counts are always read after the
+locks in one statement instead (``postgresql.limited``); the counts are always read after the
 locks, in the transaction that starts the jobs.
 """
 

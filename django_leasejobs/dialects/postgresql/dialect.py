@@ -186,10 +186,10 @@ def int_array(values: Iterable[int]) -> str:
 
 
 class PostgreSQLDialect(Dialect):
-    def insert(self, values: dict[str, Any], alias: str) -> Job:
+    def insert(self, alias: str, values: dict[str, Any]) -> Job:
         return postgresql_insert.insert_one(values, alias)
 
-    def insert_many(self, rows: Iterable[dict[str, Any]], alias: str) -> list[Job]:
+    def insert_many(self, alias: str, rows: Iterable[dict[str, Any]]) -> list[Job]:
         return postgresql_insert.insert_many(rows, alias)
 
     def announce(self, alias: str, queues: Sequence[str]) -> None:
@@ -210,7 +210,7 @@ class PostgreSQLDialect(Dialect):
                 params: dict[str, Any] = {"channel": notify.FINISHED_CHANNEL, "payloads": payloads}
                 cursor.execute(ANNOUNCE_FINISHED, params)
 
-    def claim(
+    def _claim(
         self,
         alias: str,
         worker_id: str,
@@ -252,7 +252,7 @@ class PostgreSQLDialect(Dialect):
         # The candidates are read under the locks, in the statement that takes them
         # (postgresql_limited.HOLD): no limiter row is written to lock a key.
         if not self._limited_due(alias, queues, batch):
-            return self.claim(alias, worker_id, queues, batch, lease_seconds)
+            return self._claim(alias, worker_id, queues, batch, lease_seconds)
         count = batch * CANDIDATES_PER_SLOT
         with transaction.atomic(using=alias):
             held = postgresql_limited.hold(alias, queues, count, batch)

@@ -82,7 +82,7 @@ def _for_queues(statement: str, queues: Sequence[str] | None) -> tuple[str, dict
 
 
 class SQLiteDialect(Dialect):
-    def claim(
+    def _claim(
         self,
         alias: str,
         worker_id: str,
