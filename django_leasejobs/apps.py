@@ -1,5 +1,5 @@
 """App config: imports every installed app's ``jobs`` module so that ``@job`` functions register,
-and puts MySQL sessions in UTC (see :mod:`django_leasejobs.db.dbsession`)."""
+and puts MySQL sessions in UTC (see :mod:`django_leasejobs.dialects.session`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class LeaseJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from .db.dbsession import use_utc_on_mysql
+        from .dialects.session import use_utc_on_mysql
 
         connection_created.connect(use_utc_on_mysql, dispatch_uid="leasejobs_mysql_utc")
         autodiscover_modules("jobs")

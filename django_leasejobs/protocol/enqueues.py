@@ -18,8 +18,9 @@ from django.db import IntegrityError, connections, transaction
 from .. import dialects
 from ..core import json_values, limits, registry, validation
 from ..core.conf import settings as conf_settings
-from ..db import client_encoding, signals
+from ..db import signals
 from ..db.dbtime import db_now
+from ..dialects.postgresql import client_encoding
 from ..errors import JobArgumentsError, JobValidationError
 from ..models import Job
 from . import dedupe

@@ -11,8 +11,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connections, transaction
 
 from ..core import registry, task_rows
-from ..db import client_encoding
 from ..db.dbtime import DbNow
+from ..dialects.postgresql import client_encoding
 from ..errors import InvalidTransitionError, JobValidationError, TaskRefusedError
 from ..models import CLAIMABLE, DeadLetter, Effect, Job, Status
 from .base import job_database, logger

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..errors import JobValidationError
+from ...errors import JobValidationError
 
 _UTF8 = codecs.lookup("utf-8").name
 
