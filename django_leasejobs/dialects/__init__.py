@@ -1,10 +1,13 @@
 """The SQL that differs per database, behind one small interface: one method per operation.
 
 The protocol asks ``for_alias(alias)`` for the dialect of the database it writes to and calls the
-same methods on every database, the alias first: ``insert``, ``insert_many``, ``claim_limited``,
-``renew``, ``complete_one``, ``complete_many``, ``complete_steps``, ``count_steps``,
-``announce``, ``announce_cancel``, ``announce_finished``, ``prune_limiters`` and
-``upsert_worker`` (``base.OPERATIONS``). Each owns its statements and transaction; its steps
+same methods on every database, the alias first: ``insert``, ``insert_many``, ``insert_rows``,
+``claim_limited``, ``renew``, ``complete_one``, ``complete_many``, ``complete_steps``,
+``count_steps``, ``announce``, ``announce_cancel``, ``announce_finished``, ``prune_limiters``,
+``upsert_worker``, ``check_sendable`` and ``require_utf8`` (``base.OPERATIONS``). What a
+database can do is an attribute of its dialect (``notifies``, ``utc_session``,
+``journal_mode_query``), read through ``for_connection`` or ``notifies()``: no code outside
+this package tests ``connection.vendor``. Each owns its statements and transaction; its steps
 are private to the dialect. ``base.Dialect`` implements them with the ORM (what MariaDB and
 MySQL use); ``postgresql`` and ``sqlite`` replace the operations, or the steps of one, that
 their SQL does better. Each database's code is a folder: ``base/``, ``postgresql/``,
@@ -15,14 +18,28 @@ database: subclass ``Dialect``, override what its SQL can do in fewer statements
 
 from __future__ import annotations
 
-from django.db import connections
+from typing import Any
 
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..core.conf import settings
+from . import session
 from .base import Completion, Dialect, Renewed, Token
 from .mysql import MySQLDialect
 from .postgresql import PostgreSQLDialect
 from .sqlite import SQLiteDialect
 
-__all__ = ["Completion", "Dialect", "Renewed", "Token", "for_alias"]
+__all__ = [
+    "Completion",
+    "Dialect",
+    "Renewed",
+    "Token",
+    "for_alias",
+    "for_connection",
+    "notifies",
+    "prepare_session",
+]
 
 _BY_VENDOR: dict[str, Dialect] = {
     "postgresql": PostgreSQLDialect(),
@@ -34,4 +51,21 @@ _ORM = Dialect()
 
 def for_alias(alias: str) -> Dialect:
     """The dialect of the database behind ``alias`` (the ORM's, for a database not listed)."""
-    return _BY_VENDOR.get(connections[alias].vendor, _ORM)
+    return for_connection(connections[alias])
+
+
+def for_connection(connection: BaseDatabaseWrapper) -> Dialect:
+    """``for_alias`` for a connection the caller already holds."""
+    return _BY_VENDOR.get(connection.vendor, _ORM)
+
+
+def notifies(alias: str = DEFAULT_DB_ALIAS) -> bool:
+    """Whether enqueues and finishes are announced and workers and waiters may listen: a
+    database that notifies (PostgreSQL), with ``LEASEJOBS_NOTIFY`` on."""
+    return for_alias(alias).notifies and settings.NOTIFY
+
+
+def prepare_session(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    """``connection_created`` receiver (the app config connects it): what the connection's
+    dialect asks of a new session (MySQL and MariaDB: UTC, see ``session``)."""
+    session.use_utc(connection, for_connection(connection).utc_session)

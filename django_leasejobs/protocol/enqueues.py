@@ -13,14 +13,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, transaction
 
 from .. import dialects
 from ..core import json_values, limits, registry, validation
 from ..core.conf import settings as conf_settings
 from ..db import signals
 from ..db.dbtime import db_now
-from ..dialects.postgresql import client_encoding
 from ..errors import JobArgumentsError, JobValidationError
 from ..models import Job
 from . import dedupe
@@ -236,9 +235,7 @@ def insert(values: dict[str, Any], using: str) -> Inserted:
         return Inserted(job, True)
     values = dict(values)
     rule = values.pop(dedupe.RULE, None)
-    connection = connections[using]
-    connection.ensure_connection()
-    client_encoding.check_sendable(values.items(), connection)
+    dialect.check_sendable(using, values.items())
     for _ in range(5):
         holder = dedupe.holder(values["name"], key, rule, using)
         if holder is not None:

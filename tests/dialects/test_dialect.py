@@ -28,6 +28,7 @@ from django_leasejobs.dialects.mysql import MySQLDialect
 from django_leasejobs.dialects.postgresql import PostgreSQLDialect
 from django_leasejobs.dialects.postgresql import sql as postgresql_sql
 from django_leasejobs.dialects.sqlite import SQLiteDialect
+from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job, Limiter, Pause, Status, Worker
 from django_leasejobs.runtime.listener import Listener
 
@@ -92,6 +93,36 @@ class TestInsert:
         for job in jobs:
             same_as_a_read(job)
         assert dialect.insert_many(DEFAULT_DB_ALIAS, []) == []
+
+    def test_model_rows_get_their_ids_in_order(self, dialect: dialects.Dialect) -> None:
+        rows = [Job(**values(args=[i])) for i in range(3)]
+        dialect.insert_rows(DEFAULT_DB_ALIAS, rows)
+        assert [row.pk for row in rows] == sorted(row.pk for row in rows)
+        assert [Job.objects.get(pk=row.pk).args for row in rows] == [[0], [1], [2]]
+        dialect.insert_rows(DEFAULT_DB_ALIAS, [])
+
+
+class TestSendable:
+    def test_a_utf8_session_takes_any_text(self, dialect: dialects.Dialect) -> None:
+        dialect.check_sendable(DEFAULT_DB_ALIAS, [("dedupe_key", "¥ é ~")])
+        dialect.require_utf8(DEFAULT_DB_ALIAS, "replay")
+
+    def test_a_session_that_would_change_text_refuses_it(
+        self, vendor_dialect: dialects.Dialect
+    ) -> None:
+        if not isinstance(vendor_dialect, PostgreSQLDialect):
+            pytest.skip("client_encoding is a PostgreSQL session's")
+        with connection.cursor() as cursor:
+            cursor.execute("SET client_encoding TO 'SJIS'")
+        try:
+            with pytest.raises(JobValidationError, match="client_encoding"):
+                vendor_dialect.check_sendable(DEFAULT_DB_ALIAS, [("dedupe_key", "¥")])
+            with pytest.raises(JobValidationError, match="client_encoding"):
+                vendor_dialect.require_utf8(DEFAULT_DB_ALIAS, "replay")
+            vendor_dialect.check_sendable(DEFAULT_DB_ALIAS, [("dedupe_key", "ascii")])
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SET client_encoding TO 'UTF8'")
 
 
 class TestClaim:
@@ -379,28 +410,45 @@ def test_prune_limiters_passes_over_a_key_a_claimer_holds(dialect: dialects.Dial
 
 
 OPERATIONS = {
-    "insert", "insert_many", "claim_limited", "renew", "complete_many",
+    "insert", "insert_many", "insert_rows", "claim_limited", "renew", "complete_many",
     "announce", "announce_cancel", "prune_limiters", "upsert_worker",
+    # Text a session would change on its way is refused before it is sent (PostgreSQL's).
+    "check_sendable", "require_utf8",
     # Finishes wake callers waiting for a job (``job.wait()``) where the database can.
     "complete_one", "announce_finished",
     # A batch of workflow successes, with their steps and runs (test_complete_steps.py).
     "complete_steps", "count_steps",
 }  # fmt: skip
+CAPABILITIES = {"notifies", "utc_session", "journal_mode_query"}
 
 
 @pytest.mark.parametrize("cls", [dialects.Dialect, PostgreSQLDialect, SQLiteDialect, MySQLDialect])
 def test_the_interface_is_one_public_method_per_operation(cls: type[dialects.Dialect]) -> None:
     """Steps of an operation are private to the dialect: a database adds none to the
-    interface, and the protocol has nothing to call but the operations."""
+    interface, and the protocol has nothing to call but the operations. Beside them, only
+    the capabilities, attributes that are not called."""
     public = {name for name in dir(cls) if not name.startswith("_")}
-    assert public == OPERATIONS == set(base.OPERATIONS)
+    assert public == OPERATIONS | CAPABILITIES
+    assert {name for name in public if callable(getattr(cls, name))} == OPERATIONS
+    assert set(base.OPERATIONS) == OPERATIONS
+
+
+def test_the_capabilities_are_the_database_s(vendor_dialect: dialects.Dialect) -> None:
+    """What the layers above ask instead of ``connection.vendor``; the ORM's dialect has none."""
+    vendor = connection.vendor
+    assert vendor_dialect.notifies is (vendor == "postgresql")
+    assert (vendor_dialect.utc_session is not None) is (vendor == "mysql")
+    assert (vendor_dialect.journal_mode_query is not None) is (vendor == "sqlite")
+    orm = dialects.Dialect()
+    assert (orm.notifies, orm.utc_session, orm.journal_mode_query) == (False, None, None)
+    assert dialects.for_connection(connection) is dialects.for_alias(DEFAULT_DB_ALIAS)
 
 
 def test_this_suite_calls_every_operation_on_the_dialect_under_test() -> None:
     """Each operation is called as ``dialect.<operation>(`` in this suite, where ``dialect`` is
     the fixture that runs it with the database's own dialect and with the ORM's."""
     suite = "".join(path.read_text() for path in Path(__file__).parent.glob("test_*.py"))
-    called = set(re.findall(r"\bdialect\.([a-z_]+)\(", suite))
+    called = set(re.findall(r"\bdialect\.([a-z_0-9]+)\(", suite))
     assert called >= OPERATIONS, OPERATIONS - called
 
 

@@ -17,11 +17,11 @@ from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DEFERRED, JSONField
 
-from ...core import notify
 from ...db.deadlocks import retry_deadlocks
 from ...models import Job
 from ..base.dialect import Completed, Completion, Counted, Dialect, Renewed, StepsCompleted, Token
 from ..base.within_limits import CANDIDATES_PER_SLOT, Bucket, Fill
+from . import client_encoding, notify
 from . import insert as postgresql_insert
 from . import limited as postgresql_limited
 from . import steps as postgresql_steps
@@ -186,6 +186,8 @@ def int_array(values: Iterable[int]) -> str:
 
 
 class PostgreSQLDialect(Dialect):
+    notifies = True
+
     def insert(self, alias: str, values: dict[str, Any]) -> Job:
         return postgresql_insert.insert_one(values, alias)
 
@@ -332,6 +334,16 @@ class PostgreSQLDialect(Dialect):
 
     def count_steps(self, alias: str, children: dict[int, int], runs: dict[int, int]) -> Counted:
         return postgresql_steps.count_steps(alias, children, runs)
+
+    def check_sendable(self, alias: str, fields: Iterable[tuple[str, Any]]) -> None:
+        connection = connections[alias]
+        connection.ensure_connection()  # the session's encoding is read from the open connection
+        client_encoding.check_sendable(fields, connection)
+
+    def require_utf8(self, alias: str, action: str) -> None:
+        connection = connections[alias]
+        connection.ensure_connection()
+        client_encoding.require_utf8(connection, action)
 
 
 _COLUMN_ATTNAME = {str(f.column): str(f.attname) for f in Job._meta.concrete_fields}

@@ -27,9 +27,9 @@ from typing import Any
 
 from django.db import connections
 
-from ...core import notify
 from ..base.workflow_steps import Counted, StepsCompleted
 from ..tokens import Completion
+from . import notify
 from .sql import JOB, SUCCEEDED_SET, TOKENS
 
 STEP = "django_leasejobs_workflowstep"

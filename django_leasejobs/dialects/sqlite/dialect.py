@@ -82,6 +82,8 @@ def _for_queues(statement: str, queues: Sequence[str] | None) -> tuple[str, dict
 
 
 class SQLiteDialect(Dialect):
+    journal_mode_query = "PRAGMA journal_mode"  # WAL, or the worker's writes block readers
+
     def _claim(
         self,
         alias: str,
