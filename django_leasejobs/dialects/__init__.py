@@ -13,7 +13,8 @@ MySQL use); ``postgresql`` and ``sqlite`` replace the operations, or the steps o
 their SQL does better. Each database's code is a folder: ``base/``, ``postgresql/``,
 ``sqlite/``, ``mysql/``; ``sql``, ``tokens``, ``counting`` and ``waiting`` are shared. To add a
 database: subclass ``Dialect``, override what its SQL can do in fewer statements, add it to
-``_BY_VENDOR``, and run ``tests/dialects`` against it.
+``_BY_VENDOR``, and run ``tests/dialects`` against it. The layers above import this module
+alone (``__all__``), never one of the package's modules: an import-linter contract says so.
 """
 
 from __future__ import annotations
@@ -25,20 +26,42 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..core.conf import settings
 from . import session
-from .base import Completion, Dialect, Renewed, Token
+from .base import Completion, Dialect, Renewed, Token, after, succeeded_fields
+from .base.limiter_pruning import prunable as prunable_limiters
+from .counting import CAP as COUNT_CAP
+from .counting import Count, count
+from .counting import Kind as CountKind
 from .mysql import MySQLDialect
 from .postgresql import PostgreSQLDialect
+from .sql import JOB, placeholders
 from .sqlite import SQLiteDialect
+from .waiting import oldest_due
 
+# The package's public entry: the layers above import these names and no module of the
+# package (the import-linter contract "Dialects: ..." in pyproject.toml). Beside the dialect
+# of a database (for_alias, for_connection), what it can do (notifies), its session setup
+# and the interface's types: what the protocol shares with the dialects (after,
+# succeeded_fields), the read side's capped counts and oldest due jobs, and the pruning's
+# table name, IN-list placeholders and prunable limiter rows.
 __all__ = [
+    "COUNT_CAP",
+    "JOB",
     "Completion",
+    "Count",
+    "CountKind",
     "Dialect",
     "Renewed",
     "Token",
+    "after",
+    "count",
     "for_alias",
     "for_connection",
     "notifies",
+    "oldest_due",
+    "placeholders",
     "prepare_session",
+    "prunable_limiters",
+    "succeeded_fields",
 ]
 
 _BY_VENDOR: dict[str, Dialect] = {

@@ -16,8 +16,7 @@ from .. import dialects
 from ..db import signals
 from ..db.dbtime import DbNow
 from ..db.deadlocks import retry_deadlocks
-from ..dialects import Token
-from ..dialects.base import after
+from ..dialects import Token, after
 from ..models import CLAIMABLE, Job, Status
 from .base import job_database, logger
 

@@ -15,8 +15,7 @@ from django.db.models.fields import DateTimeField
 from .. import dialects
 from ..core import registry
 from ..db.dbtime import DbNow
-from ..dialects.base import limiter_pruning
-from ..dialects.sql import JOB, placeholders
+from ..dialects import JOB, placeholders
 from ..models import DeadLetter, Effect, Job, QueueSample, RunStatus, Status, WorkflowStep
 from ..protocol.base import job_database, logger
 
@@ -208,7 +207,7 @@ def _check_limiter_age(older_than: dt.timedelta) -> None:
 def count_prunable_limiters(older_than: dt.timedelta) -> int:
     """How many limiter rows ``prune_limiters`` would delete now (a dry run)."""
     _check_limiter_age(older_than)
-    return limiter_pruning.prunable(job_database(), older_than).count()
+    return dialects.prunable_limiters(job_database(), older_than).count()
 
 
 def prune_limiters(
