@@ -2,7 +2,7 @@
 
 Every statement is named here (the limited claim's in ``postgresql_limited``, the INSERTs in
 ``postgresql_insert``), beside the reason for its shape, with named parameters and the fragments
-it shares written once in ``postgresql_sql``. The id and attempt arrays travel as one text
+it shares written once in ``sql``. The id and attempt arrays travel as one text
 parameter each (``int_array``), which psycopg does not have to adapt element by element.
 """
 
