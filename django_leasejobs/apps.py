@@ -1,5 +1,6 @@
 """App config: imports every installed app's ``jobs`` module so that ``@job`` functions register,
-and puts MySQL sessions in UTC (see :mod:`django_leasejobs.db.dbsession`)."""
+and sets up each new database session as its dialect asks (MySQL's in UTC: see
+:mod:`django_leasejobs.dialects.session`)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ class LeaseJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from .db.dbsession import use_utc_on_mysql
+        from .dialects import prepare_session
 
-        connection_created.connect(use_utc_on_mysql, dispatch_uid="leasejobs_mysql_utc")
+        connection_created.connect(prepare_session, dispatch_uid="leasejobs_mysql_utc")
         autodiscover_modules("jobs")
         from . import checks, metrics
         from .db import migration_state
@@ -28,3 +29,10 @@ class LeaseJobsConfig(AppConfig):
         from .tasks import rows
 
         rows.register()  # the worker and the protocol reach django.tasks rows through it
+
+    def notifies(self, alias: str) -> bool:
+        """``dialects.notifies``, for the models, which sit below the dialects and import
+        none: ``job.wait()`` listens for finishes where the database announces them."""
+        from . import dialects
+
+        return dialects.notifies(alias)

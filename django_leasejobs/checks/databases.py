@@ -7,13 +7,14 @@ Django's ``database`` tag: they query the database, so they run with
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
 from django.core import checks
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
+
+from .. import dialects
 
 MINIMUM_VERSIONS = {
     "postgresql": ((13,), "PostgreSQL 13"),
@@ -51,9 +52,10 @@ def connection_messages(connection: BaseDatabaseWrapper) -> Messages:
                 id="leasejobs.E007",
             )
         )
-    if connection.vendor == "sqlite":
+    journal_mode_query = dialects.for_connection(connection).journal_mode_query
+    if journal_mode_query is not None:
         with connection.cursor() as cursor:
-            cursor.execute("PRAGMA journal_mode")
+            cursor.execute(journal_mode_query)
             mode = str(cursor.fetchone()[0]).lower()
         if mode not in ("wal", "memory"):
             messages.append(
@@ -69,18 +71,14 @@ def connection_messages(connection: BaseDatabaseWrapper) -> Messages:
 
 
 def database_version(connection: BaseDatabaseWrapper) -> tuple[str, tuple[int, ...]]:
-    """("postgresql" | "sqlite" | "mariadb" | "mysql" | other vendor, version tuple)."""
-    vendor = connection.vendor
-    if vendor == "sqlite":
-        return vendor, tuple(sqlite3.sqlite_version_info)  # the library Django's backend uses
-    if vendor == "postgresql":
-        connection.ensure_connection()
-        number = connection.pg_version  # type: ignore[attr-defined]
-        return vendor, (number // 10000, number % 10000)
-    if vendor == "mysql":
-        version = tuple(connection.mysql_version)  # type: ignore[attr-defined]
-        return ("mariadb" if connection.mysql_is_mariadb else "mysql"), version  # type: ignore[attr-defined]
-    return vendor, ()
+    """("postgresql" | "sqlite" | "mariadb" | "mysql" | another product, version tuple): the
+    product as Django's backend names it (``display_name``: MariaDB apart from MySQL) and the
+    version it reads (the SQLite library it uses; ``()`` for a product not supported)."""
+    product = str(connection.display_name).lower()
+    if product not in MINIMUM_VERSIONS:
+        return product, ()
+    connection.ensure_connection()
+    return product, tuple(connection.get_database_version())
 
 
 def version_problem(vendor: str, version: tuple[int, ...]) -> str | None:

@@ -1,17 +1,13 @@
-"""LISTEN/NOTIFY on PostgreSQL: whether it is on, and its channels.
+"""LISTEN/NOTIFY on PostgreSQL: its channels and payloads.
 
-The sending side is the PostgreSQL dialect (the ``pg_notify`` travels in the enqueuing or
+Whether it is on is the dialect's to say (``dialects.notifies``). The sending side is the
+PostgreSQL dialect (the ``pg_notify`` travels in the enqueuing or
 finishing statement or transaction, so it is delivered on commit and never for a rolled-back
 change); the receiving sides are ``listener.Listener``, in the worker, and ``results``, for
 a caller waiting for a job to finish.
 """
 
 from __future__ import annotations
-
-from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.backends.base.base import BaseDatabaseWrapper
-
-from .conf import settings
 
 CHANNEL = "leasejobs"
 """One channel for every queue; the payload is the queue name."""
@@ -41,13 +37,3 @@ def finished_ids(payload: str) -> set[int]:
     """The job ids of a finish notification's payload (anything else in it is ignored)."""
     parts = (part.strip() for part in payload.split(","))
     return {int(part) for part in parts if part.isascii() and part.isdecimal()}
-
-
-def supported(alias: str = DEFAULT_DB_ALIAS) -> bool:
-    """Whether enqueue notifies and workers may listen: PostgreSQL with LEASEJOBS_NOTIFY on."""
-    return supported_on(connections[alias])
-
-
-def supported_on(connection: BaseDatabaseWrapper) -> bool:
-    """``supported()`` for a connection the caller already holds."""
-    return connection.vendor == "postgresql" and settings.NOTIFY

@@ -1,25 +1,68 @@
 """The SQL that differs per database, behind one small interface: one method per operation.
 
 The protocol asks ``for_alias(alias)`` for the dialect of the database it writes to and calls the
-same methods on every database: ``insert``, ``insert_many``, ``claim``, ``claim_limited``,
-``renew``, ``complete_many``, ``announce``, ``announce_cancel``, ``prune_limiters`` and
-``upsert_worker``. Each owns its statements and transaction; its steps are private to the
-dialect. ``base.Dialect`` implements them with the ORM (what MariaDB and MySQL use);
-``postgresql`` and ``sqlite`` replace the operations, or the steps of one, that their SQL does
-better. To add a database: subclass ``Dialect``, override what its SQL can do in fewer
-statements, add it to ``_BY_VENDOR``, and run ``tests/dialects`` against it.
+same methods on every database, the alias first: ``insert``, ``insert_many``, ``insert_rows``,
+``claim_limited``, ``renew``, ``complete_one``, ``complete_many``, ``complete_steps``,
+``count_steps``, ``announce``, ``announce_cancel``, ``announce_finished``, ``prune_limiters``,
+``upsert_worker``, ``check_sendable`` and ``require_utf8`` (``base.OPERATIONS``). What a
+database can do is an attribute of its dialect (``notifies``, ``utc_session``,
+``journal_mode_query``), read through ``for_connection`` or ``notifies()``: no code outside
+this package tests ``connection.vendor``. Each owns its statements and transaction; its steps
+are private to the dialect. ``base.Dialect`` implements them with the ORM (what MariaDB and
+MySQL use); ``postgresql`` and ``sqlite`` replace the operations, or the steps of one, that
+their SQL does better. Each database's code is a folder: ``base/``, ``postgresql/``,
+``sqlite/``, ``mysql/``; ``sql``, ``tokens``, ``counting`` and ``waiting`` are shared. To add a
+database: subclass ``Dialect``, override what its SQL can do in fewer statements, add it to
+``_BY_VENDOR``, and run ``tests/dialects`` against it. The layers above import this module
+alone (``__all__``), never one of the package's modules: an import-linter contract says so.
 """
 
 from __future__ import annotations
 
-from django.db import connections
+from typing import Any
 
-from .base import Completion, Dialect, Renewed, Token
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..core.conf import settings
+from . import session
+from .base import Completion, Dialect, Renewed, Token, after, succeeded_fields
+from .base.limiter_pruning import prunable as prunable_limiters
+from .counting import CAP as COUNT_CAP
+from .counting import Count, count
+from .counting import Kind as CountKind
 from .mysql import MySQLDialect
 from .postgresql import PostgreSQLDialect
+from .sql import JOB, placeholders
 from .sqlite import SQLiteDialect
+from .waiting import oldest_due
 
-__all__ = ["Completion", "Dialect", "Renewed", "Token", "for_alias"]
+# The package's public entry: the layers above import these names and no module of the
+# package (the import-linter contract "Dialects: ..." in pyproject.toml). Beside the dialect
+# of a database (for_alias, for_connection), what it can do (notifies), its session setup
+# and the interface's types: what the protocol shares with the dialects (after,
+# succeeded_fields), the read side's capped counts and oldest due jobs, and the pruning's
+# table name, IN-list placeholders and prunable limiter rows.
+__all__ = [
+    "COUNT_CAP",
+    "JOB",
+    "Completion",
+    "Count",
+    "CountKind",
+    "Dialect",
+    "Renewed",
+    "Token",
+    "after",
+    "count",
+    "for_alias",
+    "for_connection",
+    "notifies",
+    "oldest_due",
+    "placeholders",
+    "prepare_session",
+    "prunable_limiters",
+    "succeeded_fields",
+]
 
 _BY_VENDOR: dict[str, Dialect] = {
     "postgresql": PostgreSQLDialect(),
@@ -31,4 +74,21 @@ _ORM = Dialect()
 
 def for_alias(alias: str) -> Dialect:
     """The dialect of the database behind ``alias`` (the ORM's, for a database not listed)."""
-    return _BY_VENDOR.get(connections[alias].vendor, _ORM)
+    return for_connection(connections[alias])
+
+
+def for_connection(connection: BaseDatabaseWrapper) -> Dialect:
+    """``for_alias`` for a connection the caller already holds."""
+    return _BY_VENDOR.get(connection.vendor, _ORM)
+
+
+def notifies(alias: str = DEFAULT_DB_ALIAS) -> bool:
+    """Whether enqueues and finishes are announced and workers and waiters may listen: a
+    database that notifies (PostgreSQL), with ``LEASEJOBS_NOTIFY`` on."""
+    return for_alias(alias).notifies and settings.NOTIFY
+
+
+def prepare_session(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    """``connection_created`` receiver (the app config connects it): what the connection's
+    dialect asks of a new session (MySQL and MariaDB: UTC, see ``session``)."""
+    session.use_utc(connection, for_connection(connection).utc_session)

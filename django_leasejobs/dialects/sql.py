@@ -6,7 +6,7 @@ condition term for term can use it on every database that has them. Each fragmen
 columns unqualified, for a statement where the job row is the only table with those columns in
 scope. Values are never here: the statements that compose these fragments take named
 parameters (``%(name)s``) and are run with a dict. What differs per database (the clock, the
-locks) is in that database's module: ``postgresql_sql``, ``sqlite``.
+locks) is in that database's folder: ``postgresql/sql.py``, ``sqlite/dialect.py``.
 """
 
 from __future__ import annotations

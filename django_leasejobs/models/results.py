@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.apps import apps
 from django.db import DEFAULT_DB_ALIAS, connections, router
 
 from ..core import notify, registry
@@ -173,6 +174,13 @@ _DEAD_LETTER = Job._meta.get_field("dead_letter")
 _FIELDS = [field.attname for field in Job._meta.concrete_fields]
 
 
+def _notifies(alias: str) -> bool:
+    """Whether the database announces finishes: its dialect's capability, asked through the
+    app's config (``LeaseJobsConfig.notifies``), since the models import no dialect."""
+    config: Any = apps.get_app_config("django_leasejobs")
+    return bool(config.notifies(alias))
+
+
 class _FinishListener:
     """A dedicated connection listening for finish notifications (PostgreSQL)."""
 
@@ -184,7 +192,7 @@ class _FinishListener:
     def open(self) -> bool:
         """LISTEN now (before the next read, so no finish after it is missed); False when
         that is not possible here, and the wait polls."""
-        if not notify.supported(self.using):
+        if not _notifies(self.using):
             return False
         wrapper = connections[self.using]
         try:

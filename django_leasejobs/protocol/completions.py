@@ -16,8 +16,7 @@ from .. import dialects
 from ..core import json_values
 from ..db import signals
 from ..db.deadlocks import retry_deadlocks
-from ..dialects import Completion
-from ..dialects.base import succeeded_fields
+from ..dialects import Completion, succeeded_fields
 from ..errors import JobValidationError, StaleAttemptError
 from ..models import Job, Status
 from .base import Failure, Outcome, announce, announce_finished, job_database, logger, report

@@ -29,7 +29,7 @@ from django.db.models.functions import Coalesce
 
 from ..db.dbtime import DbNow
 from ..db.deadlocks import retry_deadlocks
-from ..dialects.base import after
+from ..dialects import after
 from ..models import Job, Status
 from .base import Failure, Outcome, job_database, report
 from .cancels import cancel_attempt

@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, transaction
 
 from .. import dialects
 from ..core import json_values, limits, registry, validation
 from ..core.conf import settings as conf_settings
-from ..db import client_encoding, signals
+from ..db import signals
 from ..db.dbtime import db_now
 from ..errors import JobArgumentsError, JobValidationError
 from ..models import Job
@@ -229,22 +229,20 @@ def insert(values: dict[str, Any], using: str) -> Inserted:
     dialect = dialects.for_alias(using)
     key = values["dedupe_key"]
     if key is None:
-        job = dialect.insert(values, using)
+        job = dialect.insert(using, values)
         logger.info("job.enqueued id=%s name=%s queue=%s", job.pk, job.name, job.queue)
         announce_enqueued(job, using)
         return Inserted(job, True)
     values = dict(values)
     rule = values.pop(dedupe.RULE, None)
-    connection = connections[using]
-    connection.ensure_connection()
-    client_encoding.check_sendable(values.items(), connection)
+    dialect.check_sendable(using, values.items())
     for _ in range(5):
         holder = dedupe.holder(values["name"], key, rule, using)
         if holder is not None:
             return Inserted(dedupe.met(holder, values, rule, using), False)
         try:
             job, created = dedupe.insert_checked(
-                lambda: dialect.insert(values, using), values["name"], key, rule, using
+                lambda: dialect.insert(using, values), values["name"], key, rule, using
             )
         except IntegrityError:
             continue
@@ -375,7 +373,7 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
 
     dialect = dialects.for_alias(using)
     with transaction.atomic(using=using):
-        inserted = iter(dialect.insert_many(bulk_rows(), using))
+        inserted = iter(dialect.insert_many(using, bulk_rows()))
         result = [next(inserted) if row is None else insert(row, using).job for row in order]
         dialect.announce(using, sorted(due_queues))
     if signals.wanted(signals.job_enqueued):

@@ -20,7 +20,7 @@ from ..core.backoff import Backoff
 from ..db import signals
 from ..db.dbtime import DbNow, as_aware
 from ..db.deadlocks import retry_deadlocks
-from ..dialects.base import after
+from ..dialects import after
 from ..models import DeadLetter, Job, Status
 from ..retries import When
 from .base import Failure, Outcome, announce_finished, job_database, logger, report

@@ -16,8 +16,7 @@ from .. import dialects
 from ..db import signals
 from ..db.dbtime import DbNow
 from ..db.deadlocks import retry_deadlocks
-from ..dialects import Token
-from ..dialects.base import after
+from ..dialects import Token, after
 from ..models import CLAIMABLE, Job, Status
 from .base import job_database, logger
 
@@ -32,8 +31,9 @@ def claim(
     """Lease up to ``batch`` due jobs to ``worker_id``; each claim increments ``attempt``.
 
     Order: priority (high first), then ``run_at``, then id. ``queues=None`` means every queue.
-    Jobs with concurrency or rate limits start only within them (``dialects.limited``); those
-    over a limit stay waiting, unchanged, and the jobs behind them are claimed.
+    Jobs with concurrency or rate limits start only within them
+    (``dialects/base/limited.py``); those over a limit stay waiting, unchanged, and the jobs
+    behind them are claimed.
     """
     if batch < 1 or (queues is not None and not queues):
         return []

@@ -86,7 +86,7 @@ def emit_occurrence(
         if advanced:
             try:
                 with transaction.atomic(using=alias):  # a savepoint: the cursor move survives
-                    job = dialect.insert(values, alias)
+                    job = dialect.insert(alias, values)
             except IntegrityError:
                 logger.warning(
                     "schedule.occurrence_exists name=%s occurrence=%s",

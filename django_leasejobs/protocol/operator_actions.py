@@ -10,8 +10,8 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connections, transaction
 
+from .. import dialects
 from ..core import registry, task_rows
-from ..db import client_encoding
 from ..db.dbtime import DbNow
 from ..errors import InvalidTransitionError, JobValidationError, TaskRefusedError
 from ..models import CLAIMABLE, DeadLetter, Effect, Job, Status
@@ -81,8 +81,7 @@ def replay(
     from the dead letter, and a second replay returns that same job.
     """
     alias = job_database()
-    connections[alias].ensure_connection()
-    client_encoding.require_utf8(connections[alias], "replay")
+    dialects.for_alias(alias).require_utf8(alias, "replay")
     for _ in range(3):
         try:
             return _replay_once(alias, dead_letter_id, args, kwargs)

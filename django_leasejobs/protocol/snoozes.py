@@ -21,7 +21,7 @@ import datetime as dt
 from django.db.models import F
 
 from ..db.deadlocks import retry_deadlocks
-from ..dialects.base import after
+from ..dialects import after
 from ..models import Job, Status
 from ..retries import When
 from .base import Failure, Outcome, job_database, report

@@ -34,7 +34,7 @@ from django.db import transaction
 from .. import dialects
 from ..core import registry
 from ..db.dbtime import DbNow
-from ..dialects.base import Completion
+from ..dialects import Completion
 from ..errors import UnknownJobError
 from ..models import Job, Policy, StepState, WorkflowEdge, WorkflowStep
 from .workflow_steps import finish_if_done, propagate, released_if_ready

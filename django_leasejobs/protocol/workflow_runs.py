@@ -8,9 +8,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import F
 
+from .. import dialects
 from ..core import registry
 from ..db.dbtime import DbNow
 from ..db.deadlocks import retry_deadlocks
@@ -68,12 +69,7 @@ def _insert_steps(
         )
         for spec in specs
     ]
-    manager = WorkflowStep.objects.using(using)
-    if connections[using].features.can_return_rows_from_bulk_insert:
-        manager.bulk_create(rows, batch_size=1000)
-    else:
-        for row in rows:
-            row.save(using=using, force_insert=True)
+    dialects.for_alias(using).insert_rows(using, rows)
     ids = {**known, **{row.name: row.pk for row in rows}}
     edges = [
         WorkflowEdge(parent_id=ids[parent], child_id=ids[spec.name], position=position)

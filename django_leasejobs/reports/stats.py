@@ -15,7 +15,7 @@ lost (a lost worker's row is older than its lease: it died or stalled, and its n
 
 Cost: short read-only queries that do not grow with the backlog. Waiting rows are read a
 queue at a time through the partial index ``leasejobs_waiting``: each count stops at
-``counting.CAP`` rows (past it, PostgreSQL's planner estimates and the number is marked in
+``dialects.COUNT_CAP`` rows (past it, PostgreSQL's planner estimates and the number is marked in
 ``approximate``) and the oldest due job is an index range's first entry. Running rows come
 through ``leasejobs_running_lease``, dead letters through the index on ``created_at``; no query
 reads finished rows; the workers' rows are one more query. Plans and figures at ten million
@@ -32,10 +32,9 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import Count, Q
 
-from .. import protocol
+from .. import dialects, protocol
 from ..core.conf import settings
 from ..db import dbtime
-from ..dialects import counting, waiting
 from ..models import CLAIMABLE, IS_RUNNING, IS_WAITING, DeadLetter, Job, Pause, PauseKind, Worker
 
 HOUR = dt.timedelta(hours=1)
@@ -67,26 +66,27 @@ class QueueStats:
     paused_age: float | None = None
     approximate: dict[str, str] = field(default_factory=dict)
     """The counts that are not exact: field -> ``"estimate"`` (PostgreSQL's planner, past
-    ``counting.CAP`` rows) or ``"at least"`` (the cap, on other databases). Empty: all exact."""
+    ``dialects.COUNT_CAP`` rows) or ``"at least"`` (the cap, on other databases). Empty: all
+    exact."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def record(self, name: str, counted: counting.Count) -> None:
+    def record(self, name: str, counted: dialects.Count) -> None:
         """Add ``counted`` to the count ``name``, remembering when it is not exact."""
         setattr(self, name, getattr(self, name) + counted.value)
         if not counted.exact:
             self._approximate(name, counted.kind.value)
 
-    def counted(self, name: str) -> counting.Count:
+    def counted(self, name: str) -> dialects.Count:
         """The count ``name`` with its kind: its ``text()`` is ``12``, ``~12,345,678`` or
         ``10,000+``."""
         kind = self.approximate.get(name)
-        return counting.Count(getattr(self, name), counting.Kind(kind or "exact"))
+        return dialects.Count(getattr(self, name), dialects.CountKind(kind or "exact"))
 
     def _approximate(self, name: str, kind: str) -> None:
         # An estimate anywhere in a sum makes the sum an estimate; "at least" only otherwise.
-        if self.approximate.get(name) != counting.Kind.ESTIMATE.value:
+        if self.approximate.get(name) != dialects.CountKind.ESTIMATE.value:
             self.approximate[name] = kind
 
     def add(self, other: QueueStats) -> None:
@@ -197,7 +197,7 @@ def collect(using: str | None = None, *, counts: bool = True) -> Stats:
     paused_queues, paused_jobs = _pauses(alias, now)
     for name, age in paused_queues.items():
         queue(name).paused_age = age
-    for name, oldest in waiting.oldest_due(alias, now, paused_jobs).items():
+    for name, oldest in dialects.oldest_due(alias, now, paused_jobs).items():
         stats = queue(name)
         if oldest is not None and name not in paused_queues:
             stats.oldest_due_age = max(0.0, (now - oldest).total_seconds())
@@ -213,7 +213,7 @@ def collect(using: str | None = None, *, counts: bool = True) -> Stats:
         total.add(stats)
     if len(kept) < len(names):
         for name in COUNTS:
-            total.approximate.setdefault(name, counting.Kind.AT_LEAST.value)
+            total.approximate.setdefault(name, dialects.CountKind.AT_LEAST.value)
     return Stats(
         queues={name: queues[name] for name in sorted(kept)},
         total=total,
@@ -235,23 +235,23 @@ def _count_waiting(
 ) -> None:
     """A queue's pending, failed and due rows, through ``leasejobs_waiting``.
 
-    Each count reads at most ``counting.CAP`` rows (beyond: an estimate, or "at least"), so
+    Each count reads at most ``dialects.COUNT_CAP`` rows (beyond: an estimate, or "at least"), so
     the cost does not grow with the backlog. What a pause holds back is not due.
     """
     of_queue = Job.objects.using(alias).filter(IS_WAITING, queue=name)
     for status in CLAIMABLE:
-        stats.record(str(status), counting.count(of_queue.filter(status=status)))
+        stats.record(str(status), dialects.count(of_queue.filter(status=status)))
     if paused:
         return
     due = of_queue.filter(run_at__lte=now)
     if paused_jobs:
         due = due.exclude(name__in=list(paused_jobs))
-    stats.record("due", counting.count(due))
+    stats.record("due", dialects.count(due))
 
 
 def waiting_queues(alias: str) -> list[str]:
     """The queues holding a pending or failed job, in name order (one statement)."""
-    return list(waiting.oldest_due(alias, dbtime.db_now(alias)))
+    return list(dialects.oldest_due(alias, dbtime.db_now(alias)))
 
 
 def _add_running(queue: Callable[[str], QueueStats], alias: str, now: dt.datetime) -> None:

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, router
 
+from .. import dialects
 from ..db import dbtime
-from ..dialects import counting, waiting
 from ..models import IS_WAITING, Job
 from .stats import QueueStats, WorkerStats
 
@@ -67,12 +67,12 @@ def unserved_queues(
 
 def left_behind(
     served: Sequence[str] | None, using: str | None = None
-) -> tuple[list[tuple[str, counting.Count]], int]:
+) -> tuple[list[tuple[str, dialects.Count]], int]:
     """The queues this worker does not serve that hold due jobs, with their due jobs counted.
 
-    One statement finds the queues holding due jobs (``waiting.oldest_due``, a skip scan: its
+    One statement finds the queues holding due jobs (``dialects.oldest_due``, a skip scan: its
     cost follows the number of queues, not of jobs); then the first :data:`LISTED` of those
-    not served are counted, each count capped (``counting.count``). Returns those queues with
+    not served are counted, each count capped (``dialects.count``). Returns those queues with
     their counts, in name order, and how many more were left out. ``served=None`` (every queue)
     leaves nothing behind and reads nothing.
     """
@@ -82,9 +82,9 @@ def left_behind(
     now = dbtime.db_now(alias)
     due = [
         queue
-        for queue, oldest in waiting.oldest_due(alias, now).items()
+        for queue, oldest in dialects.oldest_due(alias, now).items()
         if oldest is not None and queue not in served
     ]
     waiting_rows = Job.objects.using(alias).filter(IS_WAITING, run_at__lte=now)
-    counted = [(queue, counting.count(waiting_rows.filter(queue=queue))) for queue in due[:LISTED]]
+    counted = [(queue, dialects.count(waiting_rows.filter(queue=queue))) for queue in due[:LISTED]]
     return counted, max(0, len(due) - LISTED)

@@ -9,7 +9,7 @@ list read the counts through :func:`counts`. Nothing here writes: cancelling goe
 Cost: a run's page reads its steps (one query), its edges with their parents' names (one query)
 and the status of its released steps' jobs (one query, by primary key), so a group of 10,000
 members is three queries, not one per step; the API reads a page of steps at a time. The counts
-go through the index on the run's status, each stopped at ``counting.CAP`` rows as the queue
+go through the index on the run's status, each stopped at ``dialects.COUNT_CAP`` rows as the queue
 counts are.
 """
 
@@ -19,8 +19,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import dialects
 from ..core.durations import iso
-from ..dialects import counting
 from ..models import (
     DeadLetter,
     Job,
@@ -150,15 +150,15 @@ def dead_letters(rows: list[StepRow], alias: str | None = None) -> list[DeadLett
     )
 
 
-def counts(using: str | None = None) -> dict[str, counting.Count]:
-    """Runs by status, each through the status index and stopped at ``counting.CAP``."""
+def counts(using: str | None = None) -> dict[str, dialects.Count]:
+    """Runs by status, each through the status index and stopped at ``dialects.COUNT_CAP``."""
     rows = WorkflowRun.objects.using(using)
-    return {status: counting.count(rows.filter(status=status)) for status in RunStatus.values}
+    return {status: dialects.count(rows.filter(status=status)) for status in RunStatus.values}
 
 
 def counts_as_dict(using: str | None = None) -> dict[str, int]:
     """:func:`counts` as JSON-ready numbers (``jobstats --json``, the API's ``queues/`` and
-    ``health/``): exact up to ``counting.CAP``, past it the estimate or the cap."""
+    ``health/``): exact up to ``dialects.COUNT_CAP``, past it the estimate or the cap."""
     return {status: count.value for status, count in counts(using).items()}
 
 

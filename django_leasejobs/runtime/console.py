@@ -26,8 +26,8 @@ from typing import Protocol
 
 from django.db import connections
 
+from .. import dialects
 from ..core import registry
-from ..dialects import counting
 from ..models import Job
 from ..protocol import Outcome, job_database
 from .options import WorkerOptions
@@ -201,7 +201,7 @@ class Console:
             f"now, leaving {them} to {'its lease' if them == 'it' else 'their leases'}"
         )
 
-    def left_behind(self, left: Sequence[tuple[str, counting.Count]], more: int) -> None:
+    def left_behind(self, left: Sequence[tuple[str, dialects.Count]], more: int) -> None:
         """After ``--burst``: the due jobs left in queues this worker does not serve."""
         if left:
             self.write(left_behind_line(left, more))
@@ -227,7 +227,7 @@ def describe_queues(queues: Sequence[str] | None) -> str:
     return "every queue" if queues is None else ", ".join(queues)
 
 
-def left_behind_line(left: Sequence[tuple[str, counting.Count]], more: int) -> str:
+def left_behind_line(left: Sequence[tuple[str, dialects.Count]], more: int) -> str:
     """``3 jobs due in queues this worker does not serve: emails (3)``; a count past the cap,
     or queues left out, make the total a lower bound."""
     total = sum(count.value for _, count in left)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from ..core import notify
+from .. import dialects
 from . import listener
 
 
@@ -46,7 +46,7 @@ class Wakeup:
         claims, so one that lands between the claim and the wait is not lost either. Polling
         every ``poll`` seconds stays the fallback (a dropped LISTEN connection is reopened).
         """
-        if not notify.supported():
+        if not dialects.notifies():
             return
         self.listener = listener.Listener()
         self.listener.start()

@@ -15,8 +15,7 @@ from django.db.models.fields import DateTimeField
 from .. import dialects
 from ..core import registry
 from ..db.dbtime import DbNow
-from ..dialects import limiter_pruning
-from ..dialects.sql import JOB, placeholders
+from ..dialects import JOB, placeholders
 from ..models import DeadLetter, Effect, Job, QueueSample, RunStatus, Status, WorkflowStep
 from ..protocol.base import job_database, logger
 
@@ -208,7 +207,7 @@ def _check_limiter_age(older_than: dt.timedelta) -> None:
 def count_prunable_limiters(older_than: dt.timedelta) -> int:
     """How many limiter rows ``prune_limiters`` would delete now (a dry run)."""
     _check_limiter_age(older_than)
-    return limiter_pruning.prunable(job_database(), older_than).count()
+    return dialects.prunable_limiters(job_database(), older_than).count()
 
 
 def prune_limiters(
@@ -219,9 +218,9 @@ def prune_limiters(
     Call again with ``after_key`` set to the returned key until it comes back unchanged. Rate
     rows go once their window began more than ``older_than`` ago, concurrency rows once their
     key has no running job; rows a claimer holds are passed over (see
-    ``dialects.limiter_pruning``). ``older_than`` must be at least the longest rate period of
-    the registered jobs: a younger window may still be current, and forgetting its starts
-    would let the key start its limit again in that window.
+    ``dialects/base/limiter_pruning.py``). ``older_than`` must be at least the longest rate
+    period of the registered jobs: a younger window may still be current, and forgetting its
+    starts would let the key start its limit again in that window.
     """
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be a positive integer, not {batch!r}.")

@@ -20,7 +20,7 @@ from django.db.models.expressions import ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
 
 from ..db.dbtime import DbNow
-from ..dialects.sql import placeholders
+from ..dialects import placeholders
 from ..models import Job, RunStatus, Status, WorkflowEdge, WorkflowRun, WorkflowStep
 from ..protocol.base import job_database, logger
 from .pruning import next_keys

@@ -25,7 +25,7 @@ import pytest
 from testapp import jobs
 
 from django_leasejobs.db.dbtime import DbNow
-from django_leasejobs.dialects.within_limits import window_start
+from django_leasejobs.dialects.base.within_limits import window_start
 from django_leasejobs.models import Job, Limiter, Status
 
 from ..conftest import shifted

@@ -20,7 +20,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from testapp import jobs
 
 from django_leasejobs.dialects import Dialect
-from django_leasejobs.dialects.within_limits import window_start
+from django_leasejobs.dialects.base.within_limits import window_start
 from django_leasejobs.models import Job, Limiter, Status
 
 from ..conftest import race, shifted

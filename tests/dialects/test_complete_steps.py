@@ -15,8 +15,9 @@ from testapp import jobs
 from testapp import workflow_jobs as w
 
 from django_leasejobs import dialects, group, protocol
-from django_leasejobs.dialects import Completion, postgresql_steps
-from django_leasejobs.dialects.workflow_steps import Counted, StepsCompleted
+from django_leasejobs.dialects import Completion
+from django_leasejobs.dialects.base.workflow_steps import Counted, StepsCompleted
+from django_leasejobs.dialects.postgresql import steps as postgresql_steps
 from django_leasejobs.models import Job, Status, WorkflowEdge, WorkflowRun, WorkflowStep
 from django_leasejobs.protocol.workflow_completions import counts
 

@@ -23,10 +23,12 @@ from django.test.utils import CaptureQueriesContext
 from django_leasejobs import dialects
 from django_leasejobs.core import notify
 from django_leasejobs.db.dbtime import db_now
-from django_leasejobs.dialects import Completion, Token, postgresql_sql, sql
+from django_leasejobs.dialects import Completion, Token, base, sql
 from django_leasejobs.dialects.mysql import MySQLDialect
 from django_leasejobs.dialects.postgresql import PostgreSQLDialect
+from django_leasejobs.dialects.postgresql import sql as postgresql_sql
 from django_leasejobs.dialects.sqlite import SQLiteDialect
+from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job, Limiter, Pause, Status, Worker
 from django_leasejobs.runtime.listener import Listener
 
@@ -62,14 +64,14 @@ def same_as_a_read(job: Job) -> None:
 
 
 def make(dialect: dialects.Dialect, count: int = 1, **given: Any) -> list[Job]:
-    return dialect.insert_many([values(**given) for _ in range(count)], DEFAULT_DB_ALIAS)
+    return dialect.insert_many(DEFAULT_DB_ALIAS, [values(**given) for _ in range(count)])
 
 
 class TestInsert:
     def test_a_row_comes_back_as_the_orm_reads_it(self, dialect: dialects.Dialect) -> None:
         job = dialect.insert(
-            values(args=[1, "é", {"deep": [None, True, 2.5]}], kwargs={"k": "v"}, priority=3),
             DEFAULT_DB_ALIAS,
+            values(args=[1, "é", {"deep": [None, True, 2.5]}], kwargs={"k": "v"}, priority=3),
         )
         assert job.pk is not None
         assert (job.status, job.attempt, job.priority) == (Status.PENDING, 0, 3)
@@ -79,25 +81,55 @@ class TestInsert:
 
     def test_attnames_and_field_names_both_work(self, dialect: dialects.Dialect) -> None:
         when = db_now() + dt.timedelta(hours=1)
-        job = dialect.insert(values(run_at=when, occurrence_at=when), DEFAULT_DB_ALIAS)
+        job = dialect.insert(DEFAULT_DB_ALIAS, values(run_at=when, occurrence_at=when))
         assert Job.objects.get(pk=job.pk).run_at == when
         same_as_a_read(job)
 
     def test_many_rows_come_back_in_order(self, dialect: dialects.Dialect) -> None:
         rows = [values(args=[i], priority=i % 3) for i in range(7)]
-        jobs = dialect.insert_many(iter(rows), DEFAULT_DB_ALIAS)
+        jobs = dialect.insert_many(DEFAULT_DB_ALIAS, iter(rows))
         assert [job.args for job in jobs] == [[i] for i in range(7)]
         assert [job.pk for job in jobs] == sorted(job.pk for job in jobs)
         for job in jobs:
             same_as_a_read(job)
-        assert dialect.insert_many([], DEFAULT_DB_ALIAS) == []
+        assert dialect.insert_many(DEFAULT_DB_ALIAS, []) == []
+
+    def test_model_rows_get_their_ids_in_order(self, dialect: dialects.Dialect) -> None:
+        rows = [Job(**values(args=[i])) for i in range(3)]
+        dialect.insert_rows(DEFAULT_DB_ALIAS, rows)
+        assert [row.pk for row in rows] == sorted(row.pk for row in rows)
+        assert [Job.objects.get(pk=row.pk).args for row in rows] == [[0], [1], [2]]
+        dialect.insert_rows(DEFAULT_DB_ALIAS, [])
+
+
+class TestSendable:
+    def test_a_utf8_session_takes_any_text(self, dialect: dialects.Dialect) -> None:
+        dialect.check_sendable(DEFAULT_DB_ALIAS, [("dedupe_key", "¥ é ~")])
+        dialect.require_utf8(DEFAULT_DB_ALIAS, "replay")
+
+    def test_a_session_that_would_change_text_refuses_it(
+        self, vendor_dialect: dialects.Dialect
+    ) -> None:
+        if not isinstance(vendor_dialect, PostgreSQLDialect):
+            pytest.skip("client_encoding is a PostgreSQL session's")
+        with connection.cursor() as cursor:
+            cursor.execute("SET client_encoding TO 'SJIS'")
+        try:
+            with pytest.raises(JobValidationError, match="client_encoding"):
+                vendor_dialect.check_sendable(DEFAULT_DB_ALIAS, [("dedupe_key", "¥")])
+            with pytest.raises(JobValidationError, match="client_encoding"):
+                vendor_dialect.require_utf8(DEFAULT_DB_ALIAS, "replay")
+            vendor_dialect.check_sendable(DEFAULT_DB_ALIAS, [("dedupe_key", "ascii")])
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SET client_encoding TO 'UTF8'")
 
 
 class TestClaim:
     def test_due_rows_in_priority_then_run_at_order(self, dialect: dialects.Dialect) -> None:
         low, high, later = make(dialect, priority=0), make(dialect, priority=9), make(dialect)
         Job.objects.filter(pk=later[0].pk).update(run_at=shifted(3600))
-        claimed = dialect.claim(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0)
+        claimed = dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0)
         assert sorted(job.pk for job in claimed) == sorted([low[0].pk, high[0].pk])
         for job in claimed:
             assert (job.status, job.attempt, job.lease_owner) == (Status.RUNNING, 1, "w1")
@@ -110,16 +142,16 @@ class TestClaim:
         make(dialect, 3, queue="a")
         make(dialect, 2, queue="b")
         make(dialect, 2, queue="c")
-        assert len(dialect.claim(DEFAULT_DB_ALIAS, "w1", ["a"], 2, 30.0)) == 2
-        both = dialect.claim(DEFAULT_DB_ALIAS, "w1", ["a", "b"], 10, 30.0)
+        assert len(dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", ["a"], 2, 30.0)) == 2
+        both = dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", ["a", "b"], 10, 30.0)
         assert sorted(job.queue for job in both) == ["a", "b", "b"]
-        rest = dialect.claim(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0)
+        rest = dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0)
         assert sorted(job.queue for job in rest) == ["c", "c"]
-        assert dialect.claim(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0) == []
+        assert dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0) == []
 
     def test_a_job_own_lease_wins_over_the_worker_lease(self, dialect: dialects.Dialect) -> None:
         (job,) = make(dialect, lease_seconds=600.0)
-        (claimed,) = dialect.claim(DEFAULT_DB_ALIAS, "w1", None, 1, 30.0)
+        (claimed,) = dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", None, 1, 30.0)
         assert claimed.pk == job.pk
         assert claimed.lease_expires_at > db_now() + dt.timedelta(seconds=500)
 
@@ -128,14 +160,14 @@ class TestClaim:
         Job.objects.filter(pk=running[0].pk).update(status=Status.RUNNING)
         Job.objects.filter(pk=done[0].pk).update(status=Status.SUCCEEDED)
         Job.objects.filter(pk=failed[0].pk).update(status=Status.FAILED)
-        claimed = dialect.claim(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0)
+        claimed = dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", None, 10, 30.0)
         assert [job.pk for job in claimed] == [failed[0].pk]
 
 
 class TestRenewAndComplete:
     def claimed(self, dialect: dialects.Dialect, count: int) -> list[Job]:
         make(dialect, count)
-        return dialect.claim(DEFAULT_DB_ALIAS, "w1", None, count, 30.0)
+        return dialect.claim_limited(DEFAULT_DB_ALIAS, "w1", None, count, 30.0)
 
     def test_renew_keeps_only_the_tokens_that_hold(self, dialect: dialects.Dialect) -> None:
         mine, stolen, wrong = self.claimed(dialect, 3)
@@ -378,28 +410,45 @@ def test_prune_limiters_passes_over_a_key_a_claimer_holds(dialect: dialects.Dial
 
 
 OPERATIONS = {
-    "insert", "insert_many", "claim", "claim_limited", "renew", "complete_many",
+    "insert", "insert_many", "insert_rows", "claim_limited", "renew", "complete_many",
     "announce", "announce_cancel", "prune_limiters", "upsert_worker",
+    # Text a session would change on its way is refused before it is sent (PostgreSQL's).
+    "check_sendable", "require_utf8",
     # Finishes wake callers waiting for a job (``job.wait()``) where the database can.
     "complete_one", "announce_finished",
     # A batch of workflow successes, with their steps and runs (test_complete_steps.py).
     "complete_steps", "count_steps",
 }  # fmt: skip
+CAPABILITIES = {"notifies", "utc_session", "journal_mode_query"}
 
 
 @pytest.mark.parametrize("cls", [dialects.Dialect, PostgreSQLDialect, SQLiteDialect, MySQLDialect])
 def test_the_interface_is_one_public_method_per_operation(cls: type[dialects.Dialect]) -> None:
     """Steps of an operation are private to the dialect: a database adds none to the
-    interface, and the protocol has nothing to call but the operations."""
+    interface, and the protocol has nothing to call but the operations. Beside them, only
+    the capabilities, attributes that are not called."""
     public = {name for name in dir(cls) if not name.startswith("_")}
-    assert public == OPERATIONS
+    assert public == OPERATIONS | CAPABILITIES
+    assert {name for name in public if callable(getattr(cls, name))} == OPERATIONS
+    assert set(base.OPERATIONS) == OPERATIONS
+
+
+def test_the_capabilities_are_the_database_s(vendor_dialect: dialects.Dialect) -> None:
+    """What the layers above ask instead of ``connection.vendor``; the ORM's dialect has none."""
+    vendor = connection.vendor
+    assert vendor_dialect.notifies is (vendor == "postgresql")
+    assert (vendor_dialect.utc_session is not None) is (vendor == "mysql")
+    assert (vendor_dialect.journal_mode_query is not None) is (vendor == "sqlite")
+    orm = dialects.Dialect()
+    assert (orm.notifies, orm.utc_session, orm.journal_mode_query) == (False, None, None)
+    assert dialects.for_connection(connection) is dialects.for_alias(DEFAULT_DB_ALIAS)
 
 
 def test_this_suite_calls_every_operation_on_the_dialect_under_test() -> None:
     """Each operation is called as ``dialect.<operation>(`` in this suite, where ``dialect`` is
     the fixture that runs it with the database's own dialect and with the ORM's."""
     suite = "".join(path.read_text() for path in Path(__file__).parent.glob("test_*.py"))
-    called = set(re.findall(r"\bdialect\.([a-z_]+)\(", suite))
+    called = set(re.findall(r"\bdialect\.([a-z_0-9]+)\(", suite))
     assert called >= OPERATIONS, OPERATIONS - called
 
 

@@ -9,7 +9,7 @@ import pytest
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models import signals
 
-from django_leasejobs.dialects import job_rows
+from django_leasejobs.dialects.postgresql import job_rows
 from django_leasejobs.models import Job
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,9 @@ from testapp import jobs
 from testapp import workflow_jobs as w
 
 from django_leasejobs import dialects, group, protocol
-from django_leasejobs.dialects import postgresql, postgresql_sql, postgresql_steps
+from django_leasejobs.dialects.postgresql import dialect as postgresql
+from django_leasejobs.dialects.postgresql import sql as postgresql_sql
+from django_leasejobs.dialects.postgresql import steps as postgresql_steps
 from django_leasejobs.dialects.tokens import SUCCEEDED, succeeded_fields, succeeded_sql
 from django_leasejobs.models import Job
 

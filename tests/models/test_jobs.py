@@ -47,7 +47,7 @@ def test_partial_indexes_cover_the_states_their_queries_read(
 
 def test_the_claimable_indexes_split_jobs_by_limits() -> None:
     """Each due job is in exactly one of the two claim indexes, as the claims' filters say."""
-    from django_leasejobs.dialects.limited import LIMITED, UNLIMITED
+    from django_leasejobs.dialects.base.limited import LIMITED, UNLIMITED
 
     indexes = {i.name: i.condition for i in Job._meta.indexes}
     claimable = indexes["leasejobs_claimable"].children  # type: ignore[union-attr]

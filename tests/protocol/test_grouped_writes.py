@@ -23,9 +23,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from testapp import jobs
 
-from django_leasejobs import protocol
+from django_leasejobs import dialects, protocol
 from django_leasejobs.core import notify
-from django_leasejobs.dialects import postgresql_insert as pg_insert
+from django_leasejobs.dialects.postgresql import insert as pg_insert
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome
@@ -309,7 +309,7 @@ class TestNotify:
 
     def test_notify_can_be_turned_off(self, listener: Listener) -> None:
         with override_settings(LEASEJOBS_NOTIFY=False):
-            assert not notify.supported()
+            assert not dialects.notifies()
             jobs.noop.enqueue()
             jobs.noop.enqueue_many([((), {})])
         assert listener.wait(0.3) == set()
@@ -347,7 +347,7 @@ class TestNotify:
 
 @pytest.mark.django_db
 def test_notify_is_postgresql_only() -> None:
-    assert notify.supported() is (connection.vendor == "postgresql")
+    assert dialects.notifies() is (connection.vendor == "postgresql")
 
 
 @pytest.mark.django_db

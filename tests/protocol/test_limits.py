@@ -160,7 +160,7 @@ def test_starts_count_in_the_window_they_happened_in(all_due: Callable[[], None]
     the next minute. Here the bucket's clock reads a minute early: the five starts must fill
     the minute they happened in, or the next claim starts more in that same minute."""
     from django_leasejobs.dialects import for_alias
-    from django_leasejobs.dialects.within_limits import window_start
+    from django_leasejobs.dialects.base.within_limits import window_start
 
     real = for_alias(job_database())
 
@@ -188,7 +188,7 @@ def test_the_counts_that_decide_are_read_after_the_locks(all_due: Callable[[], N
     jobs of the key running, and the rate bucket filled. The claim must start none."""
     from django_leasejobs.db.dbtime import db_now
     from django_leasejobs.dialects import for_alias
-    from django_leasejobs.dialects.within_limits import window_start
+    from django_leasejobs.dialects.base.within_limits import window_start
 
     real = for_alias(job_database())
 
@@ -240,7 +240,7 @@ def test_both_limits_at_once(all_due: Callable[[], None]) -> None:
 
 
 def test_bucket_windows_align_to_the_epoch() -> None:
-    from django_leasejobs.dialects.within_limits import Bucket, room, window_start
+    from django_leasejobs.dialects.base.within_limits import Bucket, room, window_start
 
     now = dt.datetime(2030, 1, 1, 12, 34, 56, 789000, tzinfo=dt.timezone.utc)
     assert window_start(now, 60) == now.replace(second=0, microsecond=0)

@@ -13,7 +13,7 @@ from django.db.models import Count
 from testapp import jobs
 
 from django_leasejobs import protocol
-from django_leasejobs.dialects.within_limits import window_start
+from django_leasejobs.dialects.base.within_limits import window_start
 from django_leasejobs.models import Job, Limiter, Status
 
 from ..conftest import race

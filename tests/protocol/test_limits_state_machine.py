@@ -33,7 +33,7 @@ from testapp import jobs
 
 from django_leasejobs import protocol
 from django_leasejobs.db.dbtime import DbNow, as_aware
-from django_leasejobs.dialects.within_limits import Bucket, room
+from django_leasejobs.dialects.base.within_limits import Bucket, room
 from django_leasejobs.models import CLAIMABLE, Job, Limiter, Pause, Status
 
 from ..conftest import examples, shifted

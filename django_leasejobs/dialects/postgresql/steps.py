@@ -27,10 +27,10 @@ from typing import Any
 
 from django.db import connections
 
-from ..core import notify
-from .postgresql_sql import JOB, SUCCEEDED_SET, TOKENS
-from .tokens import Completion
-from .workflow_steps import Counted, StepsCompleted
+from ..base.workflow_steps import Counted, StepsCompleted
+from ..tokens import Completion
+from . import notify
+from .sql import JOB, SUCCEEDED_SET, TOKENS
 
 STEP = "django_leasejobs_workflowstep"
 EDGE = "django_leasejobs_workflowedge"

@@ -1,15 +1,21 @@
 """The dialect interface, implemented with the ORM alone.
 
-One public method per operation whose SQL differs per database: ``insert``, ``insert_many``,
-``claim``, ``claim_limited``, ``renew``, ``complete_one``, ``complete_many``,
-``complete_steps``, ``count_steps``, ``announce``, ``announce_cancel``, ``announce_finished``,
-``prune_limiters`` and ``upsert_worker``. Each owns
-its statements and, where it has several, its transaction; its steps are private to the dialect
-(a leading underscore), so a database overrides a step or the whole operation without the
-protocol knowing. The protocol guards and fences, the dialect only says how the database does
-it. These versions use querysets and work on every database Django supports; MariaDB and MySQL
-run them as they are. Every write here is guarded the same way as its SQL versions: by token
-(id, attempt) and status, so "zero rows changed" means stale on every database.
+One public method per operation the protocol calls whose SQL differs per database (named in
+``base.OPERATIONS``): ``insert``, ``insert_many``, ``insert_rows``, ``claim_limited``,
+``renew``, ``complete_one``, ``complete_many``, ``complete_steps``, ``count_steps``,
+``announce``, ``announce_cancel``, ``announce_finished``, ``prune_limiters``,
+``upsert_worker``, ``check_sendable`` and ``require_utf8``. Beside them, the database's
+capabilities are attributes (``notifies``, ``utc_session``, ``journal_mode_query``), as
+Django's ``connection.features`` are, so that no code outside ``dialects/`` names a database.
+Each
+takes the database alias first, owns its statements and, where it has several, its
+transaction; its steps are private to the dialect (a leading underscore: ``_claim``, the
+plain claim that ``claim_limited`` falls back to, is one), so a database overrides a step or
+the whole operation without the protocol knowing. The protocol guards and fences, the dialect
+only says how the database does it. These versions use querysets and work on every database
+Django supports; MariaDB and MySQL run them as they are. Every write here is guarded the same
+way as its SQL versions: by token (id, attempt) and status, so "zero rows changed" means stale
+on every database.
 """
 
 from __future__ import annotations
@@ -19,20 +25,22 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from django.db import connections, transaction
+from django.db.models import Model
 from django.db.models.expressions import DatabaseDefault
 
-from ..db.dbtime import DbNow
-from ..db.deadlocks import retry_deadlocks
-from ..models import CLAIMABLE, Job, Limiter, Status, Worker
+from ...db.dbtime import DbNow
+from ...db.deadlocks import retry_deadlocks
+from ...models import CLAIMABLE, Job, Limiter, Status, Worker
+from ..tokens import Completion, Token, succeeded_fields, tokens_q
 from . import limiter_pruning
 from .expressions import after, start_attempts
 from .limited import ORDER, UNLIMITED, LimitedClaimSteps
 from .pauses import not_paused
-from .tokens import Completion, Token, succeeded_fields, tokens_q
 from .within_limits import CANDIDATES_PER_SLOT, Held, limiter_keys
 from .workflow_steps import Counted, StepsCompleted, complete_steps, count_steps
 
 __all__ = [
+    "OPERATIONS",
     "Completed",
     "Completion",
     "Counted",
@@ -95,6 +103,27 @@ def _complete_one(alias: str, completion: Completion, finished_by: str) -> int:
     )
 
 
+OPERATIONS = (
+    "insert",
+    "insert_many",
+    "insert_rows",
+    "claim_limited",
+    "renew",
+    "complete_one",
+    "complete_many",
+    "complete_steps",
+    "count_steps",
+    "announce",
+    "announce_cancel",
+    "announce_finished",
+    "prune_limiters",
+    "upsert_worker",
+    "check_sendable",
+    "require_utf8",
+)
+"""The dialect's public methods: what the layers above call, and nothing else
+(tests/dialects/test_interface.py)."""
+
 CLAIM_PAGES = 4
 """Candidate pages a locking claim tries when other claimers hold the first ones."""
 
@@ -106,30 +135,59 @@ class Dialect(LimitedClaimSteps):
     database, beside this class itself).
     """
 
-    def insert(self, values: dict[str, Any], alias: str) -> Job:
+    notifies = False
+    """Whether the database announces (LISTEN/NOTIFY): enqueues wake idle workers, finishes
+    wake callers waiting for a job, cancel requests reach a worker at once. Only with
+    ``LEASEJOBS_NOTIFY`` on (``dialects.notifies``)."""
+
+    utc_session: str | None = None
+    """The statement that puts a new session in UTC under ``USE_TZ``, where the database's
+    clock follows the session's time zone (``dialects.session``); None where it is UTC."""
+
+    journal_mode_query: str | None = None
+    """The statement that reads the database's journal mode, where the system checks want WAL
+    (``leasejobs.W001``); None where there is no such mode."""
+
+    def insert(self, alias: str, values: dict[str, Any]) -> Job:
         """INSERT one row of ``values`` (field name or attname to value) and return it."""
         job = Job(**values)
         job.save(using=alias, force_insert=True)
         refresh_defaults(job, alias)
         return job
 
-    def insert_many(self, rows: Iterable[dict[str, Any]], alias: str) -> list[Job]:
+    def insert_many(self, alias: str, rows: Iterable[dict[str, Any]]) -> list[Job]:
         """INSERT rows in bulk, in the caller's transaction; return them in order."""
         jobs = [Job(**values) for values in rows]
-        if connections[alias].features.can_return_rows_from_bulk_insert:
-            Job.objects.using(alias).bulk_create(jobs, batch_size=1000)
-        else:
-            # MySQL 8 cannot return ids from a multi-row INSERT (MariaDB 10.5+ can).
-            for job in jobs:
-                job.save(using=alias, force_insert=True)
+        self.insert_rows(alias, jobs)
         for job in jobs:
             refresh_defaults(job, alias)
         return jobs
 
+    def insert_rows(self, alias: str, rows: Sequence[Model]) -> None:
+        """INSERT model instances of one model in the caller's transaction, in order, each given
+        its primary key: in bulk where a multi-row INSERT returns the ids, else one by one."""
+        if not rows:
+            return
+        if connections[alias].features.can_return_rows_from_bulk_insert:
+            type(rows[0])._default_manager.using(alias).bulk_create(rows, batch_size=1000)
+        else:
+            # MySQL 8 cannot return ids from a multi-row INSERT (MariaDB 10.5+ can).
+            for row in rows:
+                row.save(using=alias, force_insert=True)
+
+    def check_sendable(self, alias: str, fields: Iterable[tuple[str, Any]]) -> None:
+        """Raise ``JobValidationError`` for a text value among ``(field, value)`` pairs that the
+        session could change on its way to the database, before a statement sends it (a
+        dedupe key's lookup). Here every value arrives as given."""
+
+    def require_utf8(self, alias: str, action: str) -> None:
+        """Refuse ``action`` (``JobValidationError``), which reads stored text and sends it
+        again, on a session that could change that text. Here none would."""
+
     def announce(self, alias: str, queues: Sequence[str]) -> None:
         """Wake idle workers of ``queues`` when the transaction commits (where it can)."""
 
-    def claim(
+    def _claim(
         self,
         alias: str,
         worker_id: str,
@@ -198,16 +256,16 @@ class Dialect(LimitedClaimSteps):
         lease_seconds: float,
     ) -> list[Job]:
         """Lease up to ``batch`` due jobs, those with concurrency or rate limits only within
-        their limits, those without beside them in one claim order (``dialects.limited``).
+        their limits, those without beside them in one claim order (``base.limited``).
 
         Jobs over a limit stay waiting, unchanged, and the jobs behind them are claimed. With
-        no job with limits due, this is ``claim``.
+        no job with limits due, this is the plain claim (``_claim``).
         """
         if not self._limited_due(alias, queues, batch):
-            return self.claim(alias, worker_id, queues, batch, lease_seconds)
+            return self._claim(alias, worker_id, queues, batch, lease_seconds)
         candidates = self._limited_candidates(alias, queues, batch * CANDIDATES_PER_SLOT)
         if not candidates:  # all of them held back by their limits
-            return self.claim(alias, worker_id, queues, batch, lease_seconds)
+            return self._claim(alias, worker_id, queues, batch, lease_seconds)
         heads = self._unlimited_heads(alias, queues, batch)
         keys = limiter_keys(candidates)
         self._add_limiters(alias, keys)
@@ -230,7 +288,7 @@ class Dialect(LimitedClaimSteps):
         jobs without limits were due before it filled."""
         rest = batch - len(jobs)
         if rest > 0 and held.heads:
-            jobs += self.claim(alias, worker_id, queues, rest, lease_seconds)
+            jobs += self._claim(alias, worker_id, queues, rest, lease_seconds)
         return jobs
 
     def renew(

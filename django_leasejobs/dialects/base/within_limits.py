@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from ..models import Job
+from ...models import Job
 
 CANDIDATES_PER_SLOT = 2
 """Limited candidates read per job wanted: room for a few keys taken or locked elsewhere."""

@@ -2,14 +2,14 @@
 
 A condition of the claim's own statements (the plain claim and each step of a limited one), so
 it is read in the same snapshot as the rows it keeps; see ``protocol.pauses``. PostgreSQL's
-statements say it in SQL (``postgresql_sql.not_paused``).
+statements say it in SQL (``postgresql.sql.not_paused``).
 """
 
 from __future__ import annotations
 
 from django.db.models import Q
 
-from ..models import Pause, PauseKind
+from ...models import Pause, PauseKind
 
 
 def not_paused(alias: str) -> Q:

@@ -19,7 +19,7 @@ limits are claimed by the plain claim (their own index), in one claim order.
 jobs without limits and the limiter rows of their keys before the claim's transaction (a row
 lock needs a row, and creating one inside the transaction could make a claimer wait on
 another's), then, in it, the keys locked and ``_start_within_limits``. PostgreSQL reads and
-locks in one statement instead (``postgresql_limited``); the counts are always read after the
+locks in one statement instead (``postgresql.limited``); the counts are always read after the
 locks, in the transaction that starts the jobs.
 """
 
@@ -31,8 +31,8 @@ from collections.abc import Iterable, Sequence
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from ..db.dbtime import DbNow, as_aware
-from ..models import CLAIMABLE, IS_WAITING, Job, Limiter, Status
+from ...db.dbtime import DbNow, as_aware
+from ...models import CLAIMABLE, IS_WAITING, Job, Limiter, Status
 from .expressions import start_attempts
 from .pauses import not_paused
 from .within_limits import (

@@ -2,7 +2,7 @@
 
 Every statement is named here (the limited claim's in ``postgresql_limited``, the INSERTs in
 ``postgresql_insert``), beside the reason for its shape, with named parameters and the fragments
-it shares written once in ``postgresql_sql``. The id and attempt arrays travel as one text
+it shares written once in ``sql``. The id and attempt arrays travel as one text
 parameter each (``int_array``), which psycopg does not have to adapt element by element.
 """
 
@@ -17,12 +17,15 @@ from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DEFERRED, JSONField
 
-from ..core import notify
-from ..db.deadlocks import retry_deadlocks
-from ..models import Job
-from . import postgresql_insert, postgresql_limited, postgresql_steps
-from .base import Completed, Completion, Counted, Dialect, Renewed, StepsCompleted, Token
-from .postgresql_sql import (
+from ...db.deadlocks import retry_deadlocks
+from ...models import Job
+from ..base.dialect import Completed, Completion, Counted, Dialect, Renewed, StepsCompleted, Token
+from ..base.within_limits import CANDIDATES_PER_SLOT, Bucket, Fill
+from . import client_encoding, notify
+from . import insert as postgresql_insert
+from . import limited as postgresql_limited
+from . import steps as postgresql_steps
+from .sql import (
     ATTEMPT_START,
     CLAIM_ORDER,
     CLAIMED_COLUMNS,
@@ -36,7 +39,6 @@ from .postgresql_sql import (
     WITHOUT_LIMITS,
     queue_scan,
 )
-from .within_limits import CANDIDATES_PER_SLOT, Bucket, Fill
 
 _TAKE_DUE = f"""
 UPDATE {JOB} AS j
@@ -184,10 +186,12 @@ def int_array(values: Iterable[int]) -> str:
 
 
 class PostgreSQLDialect(Dialect):
-    def insert(self, values: dict[str, Any], alias: str) -> Job:
+    notifies = True
+
+    def insert(self, alias: str, values: dict[str, Any]) -> Job:
         return postgresql_insert.insert_one(values, alias)
 
-    def insert_many(self, rows: Iterable[dict[str, Any]], alias: str) -> list[Job]:
+    def insert_many(self, alias: str, rows: Iterable[dict[str, Any]]) -> list[Job]:
         return postgresql_insert.insert_many(rows, alias)
 
     def announce(self, alias: str, queues: Sequence[str]) -> None:
@@ -208,7 +212,7 @@ class PostgreSQLDialect(Dialect):
                 params: dict[str, Any] = {"channel": notify.FINISHED_CHANNEL, "payloads": payloads}
                 cursor.execute(ANNOUNCE_FINISHED, params)
 
-    def claim(
+    def _claim(
         self,
         alias: str,
         worker_id: str,
@@ -250,7 +254,7 @@ class PostgreSQLDialect(Dialect):
         # The candidates are read under the locks, in the statement that takes them
         # (postgresql_limited.HOLD): no limiter row is written to lock a key.
         if not self._limited_due(alias, queues, batch):
-            return self.claim(alias, worker_id, queues, batch, lease_seconds)
+            return self._claim(alias, worker_id, queues, batch, lease_seconds)
         count = batch * CANDIDATES_PER_SLOT
         with transaction.atomic(using=alias):
             held = postgresql_limited.hold(alias, queues, count, batch)
@@ -330,6 +334,16 @@ class PostgreSQLDialect(Dialect):
 
     def count_steps(self, alias: str, children: dict[int, int], runs: dict[int, int]) -> Counted:
         return postgresql_steps.count_steps(alias, children, runs)
+
+    def check_sendable(self, alias: str, fields: Iterable[tuple[str, Any]]) -> None:
+        connection = connections[alias]
+        connection.ensure_connection()  # the session's encoding is read from the open connection
+        client_encoding.check_sendable(fields, connection)
+
+    def require_utf8(self, alias: str, action: str) -> None:
+        connection = connections[alias]
+        connection.ensure_connection()
+        client_encoding.require_utf8(connection, action)
 
 
 _COLUMN_ATTNAME = {str(f.column): str(f.attname) for f in Job._meta.concrete_fields}

@@ -13,8 +13,8 @@ from django.db.models import F, QuerySet
 from django.db.models.expressions import ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
 
-from ..db.dbtime import DbNow
-from ..models import Job, Status
+from ...db.dbtime import DbNow
+from ...models import Job, Status
 
 
 def after(seconds: float) -> ExpressionWrapper:

@@ -20,7 +20,7 @@ from django.db.models.base import ModelState
 from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
 from django.db.models.query_utils import DeferredAttribute
 
-from ..models import Job
+from ...models import Job
 
 ATTNAMES = tuple(str(f.attname) for f in Job._meta.concrete_fields)
 """The attributes a builder takes: the model's concrete fields."""

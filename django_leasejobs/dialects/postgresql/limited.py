@@ -4,7 +4,7 @@ A limited claim here is four statements in its transaction: ``HOLD`` (read the c
 lock their keys, read the heads of the jobs without limits), ``LIMITER_STATE`` (running counts
 and buckets, read after the locks), ``TAKE`` and, with rate keys, ``FILL_BUCKETS``. The
 candidate reads take each queue's first rows from its index (the queues given, or found by a
-loose index scan, ``postgresql_sql.queue_scan``) and keep the best: ordering the due rows of
+loose index scan, ``sql.queue_scan``) and keep the best: ordering the due rows of
 every queue at once would sort the whole backlog on each claim. Each statement that reads
 queues comes in two variants, ``..._IN_QUEUES`` (the ``queues`` parameter) and
 ``..._EVERY_QUEUE``; every value is a named parameter.
@@ -18,8 +18,9 @@ from typing import Any
 
 from django.db import connections, transaction
 
-from .limiter_pruning import prunable
-from .postgresql_sql import (
+from ..base.limiter_pruning import prunable
+from ..base.within_limits import Bucket, Candidate, Fill, Head, Held, limiter_keys
+from .sql import (
     ATTEMPT_START,
     CLAIM_ORDER,
     CLAIMED_COLUMNS,
@@ -35,7 +36,6 @@ from .postgresql_sql import (
     queue_scan,
     try_lock,
 )
-from .within_limits import Bucket, Candidate, Fill, Head, Held, limiter_keys
 
 _CANDIDATE_FIELDS = ", ".join(Candidate._fields)
 
@@ -119,7 +119,7 @@ HOLD_EVERY_QUEUE = _hold(
 )
 """Candidates (a hint: read before the locks), their keys locked, and the heads of the jobs
 without limits, in one statement at the start of the claim's transaction. The locks are
-transaction-level advisory locks (``postgresql_sql.try_lock``), tried and never waited for: no
+transaction-level advisory locks (``sql.try_lock``), tried and never waited for: no
 row is written to take one (a row lock is a write on PostgreSQL). Parameters: ``count``
 (candidates to read), ``batch``, and ``queues`` for ``HOLD_IN_QUEUES``."""
 

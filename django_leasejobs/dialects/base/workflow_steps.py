@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
-from ..db.dbtime import DbNow
-from ..models import Job, Status, StepState, WorkflowRun, WorkflowStep
-from .tokens import Completion, Token, succeeded_fields, tokens_q
+from ...db.dbtime import DbNow
+from ...models import Job, Status, StepState, WorkflowRun, WorkflowStep
+from ..tokens import Completion, Token, succeeded_fields, tokens_q
 
 
 class StepsCompleted(NamedTuple):

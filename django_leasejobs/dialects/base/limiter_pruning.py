@@ -24,8 +24,8 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.expressions import ExpressionWrapper, Value
 from django.db.models.fields import DateTimeField
 
-from ..db.dbtime import DbNow
-from ..models import Job, Limiter, Status
+from ...db.dbtime import DbNow
+from ...models import Job, Limiter, Status
 
 
 def prunable(alias: str, older_than: dt.timedelta) -> QuerySet[Limiter]:

@@ -17,15 +17,15 @@ from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..errors import JobValidationError
+from ...errors import JobValidationError
 
 _UTF8 = codecs.lookup("utf-8").name
 
 
 def codec(connection: BaseDatabaseWrapper) -> str | None:
-    """The Python codec a PostgreSQL session encodes text with; None for every other database
-    and for a connection not open yet (Django opens it in UTF-8)."""
-    if connection.vendor != "postgresql" or connection.connection is None:
+    """The Python codec a PostgreSQL session encodes text with when it is not UTF-8; None for
+    a UTF-8 session and a connection not open yet (Django opens it in UTF-8)."""
+    if connection.connection is None:
         return None
     info = getattr(connection.connection, "info", None)
     name = getattr(info, "encoding", None)  # psycopg 3: already Python's name

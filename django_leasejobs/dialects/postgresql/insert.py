@@ -32,10 +32,9 @@ from django.db.models import Field
 from django.db.models.expressions import DatabaseDefault
 from django.db.models.fields.json import JSONField
 
-from ..core import json_values, notify
-from ..db import client_encoding
-from ..models import Job
-from . import job_rows
+from ...core import json_values
+from ...models import Job
+from . import client_encoding, job_rows, notify
 
 CHUNK = 2000
 """Rows per bulk statement: small enough that the database has the first chunk to insert

@@ -9,9 +9,9 @@ run with a dict.
 
 from __future__ import annotations
 
-from ..models import Job
-from .sql import CLAIM_ORDER, JOB, LIMITER, PAUSE, WAITING, WITH_LIMITS, WITHOUT_LIMITS
-from .tokens import succeeded_sql
+from ...models import Job
+from ..sql import CLAIM_ORDER, JOB, LIMITER, PAUSE, WAITING, WITH_LIMITS, WITHOUT_LIMITS
+from ..tokens import succeeded_sql
 
 __all__ = [
     "ATTEMPT_START",

@@ -13,10 +13,10 @@ from typing import Any
 
 from django.db import connections
 
-from ..db.dbtime import SQLITE_NOW
-from ..models import Job
-from .base import Dialect
-from .sql import (
+from ...db.dbtime import SQLITE_NOW
+from ...models import Job
+from ..base.dialect import Dialect
+from ..sql import (
     CLAIM_ORDER,
     JOB,
     LIMITER,
@@ -82,7 +82,9 @@ def _for_queues(statement: str, queues: Sequence[str] | None) -> tuple[str, dict
 
 
 class SQLiteDialect(Dialect):
-    def claim(
+    journal_mode_query = "PRAGMA journal_mode"  # WAL, or the worker's writes block readers
+
+    def _claim(
         self,
         alias: str,
         worker_id: str,

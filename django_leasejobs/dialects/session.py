@@ -12,15 +12,15 @@ with explicit ``CONVERT_TZ``), so this changes nothing else for the project.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 
-def use_utc_on_mysql(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
-    """``connection_created`` receiver: set a MySQL/MariaDB session's time zone to UTC."""
-    if connection.vendor != "mysql" or not settings.USE_TZ:
+def use_utc(connection: BaseDatabaseWrapper, statement: str | None) -> None:
+    """Put a new session in UTC with ``statement``, its dialect's ``utc_session`` (called by
+    ``dialects.prepare_session``, the ``connection_created`` receiver); nothing without
+    ``USE_TZ`` or where the dialect has no such statement."""
+    if statement is None or not settings.USE_TZ:
         return
     with connection.cursor() as cursor:
-        cursor.execute("SET time_zone = '+00:00'")
+        cursor.execute(statement)

@@ -1,0 +1,7 @@
+"""The ORM's dialect, which every other subclasses: the interface and its ORM versions
+(``dialect``), and the steps they share (``limited``, ``within_limits``, ``workflow_steps``,
+``limiter_pruning``, ``expressions``, ``pauses``)."""
+
+from .dialect import OPERATIONS, Completion, Dialect, Renewed, Token, after, succeeded_fields
+
+__all__ = ["OPERATIONS", "Completion", "Dialect", "Renewed", "Token", "after", "succeeded_fields"]
