@@ -23,8 +23,8 @@ from django_leasejobs.dialects import Dialect
 from django_leasejobs.dialects.base.within_limits import window_start
 from django_leasejobs.models import Job, Limiter, Status
 
-from ..conftest import race, shifted
-from .conftest import backend_pid, hold_key, locked_keys
+from ...conftest import race, shifted
+from ..conftest import backend_pid, hold_key, locked_keys
 
 pytestmark = pytest.mark.django_db
 

@@ -22,8 +22,8 @@ from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.models import Job, Status
 from django_leasejobs.reports import samples
 
-from ..conftest import shifted
-from ..plans import sqlite_steps, statements
+from ...conftest import shifted
+from ...plans import sqlite_steps, statements
 
 pytestmark = [
     pytest.mark.django_db,
