@@ -15,12 +15,12 @@ from typing import Any
 
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import DEFERRED, JSONField
+from django.db.models import JSONField
 
 from ..core import notify
 from ..db.deadlocks import retry_deadlocks
 from ..models import Job
-from . import postgresql_insert, postgresql_limited, postgresql_steps
+from . import job_rows, postgresql_insert, postgresql_limited, postgresql_steps
 from .base import Completed, Completion, Counted, Dialect, Renewed, StepsCompleted, Token
 from .postgresql_sql import (
     ATTEMPT_START,
@@ -333,7 +333,6 @@ class PostgreSQLDialect(Dialect):
 
 
 _COLUMN_ATTNAME = {str(f.column): str(f.attname) for f in Job._meta.concrete_fields}
-_ATTNAMES = [str(f.attname) for f in Job._meta.concrete_fields]
 _JSON = {str(f.column): f for f in Job._meta.concrete_fields if isinstance(f, JSONField)}
 
 
@@ -343,7 +342,8 @@ def fetch_jobs(
     sql: str,
     params: Sequence[Any] | dict[str, Any],
 ) -> list[Job]:
-    """Run ``sql`` (returning job columns by name) and load each row with ``Job.from_db``.
+    """Run ``sql`` (returning job columns by name) and load each row as ``Job.from_db`` would
+    (``job_rows.builder``; a column not returned is a deferred field).
 
     Timestamps are parsed by psycopg's C loader (``timestamps_in_c``). Only the JSON columns
     need their field's ``from_db_value``: a test checks that no other field of ``Job`` has a
@@ -359,12 +359,12 @@ def fetch_jobs(
         for i, field in ((i, _JSON.get(c)) for i, c in enumerate(columns))
         if field is not None
     ]
-    position = {_COLUMN_ATTNAME[c]: i for i, c in enumerate(columns)}
+    names = [_COLUMN_ATTNAME[c] for c in columns]
+    build = job_rows.builder(alias)
     jobs = []
     for row in rows:
         values = list(row)
         for i, field, expression in json_columns:
             values[i] = field.from_db_value(values[i], expression, connection)
-        ordered = [values[position[a]] if a in position else DEFERRED for a in _ATTNAMES]
-        jobs.append(Job.from_db(alias, _ATTNAMES, ordered))
+        jobs.append(build(dict(zip(names, values, strict=True))))
     return jobs
