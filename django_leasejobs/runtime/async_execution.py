@@ -20,7 +20,6 @@ completions. What differs is what must never happen on an event loop:
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable
 
 from asgiref.sync import sync_to_async
@@ -33,6 +32,7 @@ from . import execution, upgrades
 from .connection_keeper import ConnectionKeeper
 from .context import Cancellation
 from .execution import Execution
+from .flags import Flag
 
 CANCELLED = "cancelled"
 """The error kind of an attempt whose async handler was cancelled by the worker."""
@@ -58,7 +58,7 @@ def possible() -> bool:
 async def execute(
     job: Job,
     worker_id: str,
-    lease_lost: threading.Event,
+    lease_lost: Flag,
     *,
     cancellation: Cancellation | None = None,
     on_start: Callable[[Execution, float | None], None] | None = None,
@@ -106,9 +106,7 @@ def cancelled(result: Execution, exc: BaseException) -> None:
     result.failure = Failure("The worker cancelled the handler.", detail.traceback, kind=CANCELLED)
 
 
-def interrupted(
-    job: Job, worker_id: str, lease_lost: threading.Event, exc: BaseException
-) -> Execution:
+def interrupted(job: Job, worker_id: str, lease_lost: Flag, exc: BaseException) -> Execution:
     """The result of an attempt stopped before its handler ran (cancelled while it waited for
     the worker's async limit) or by an error of the worker's own: failed, and retried."""
     result = execution.start(job, worker_id, lease_lost)

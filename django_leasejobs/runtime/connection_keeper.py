@@ -86,7 +86,7 @@ class ConnectionKeeper:
         """
         now = time.monotonic()
         seen = self._last_seen()
-        for connection in connections.all(initialized_only=True):
+        for connection in self._connections(now):
             if connection.in_atomic_block:
                 continue
             idle = now - seen.get(connection.alias, -math.inf)
@@ -114,7 +114,7 @@ class ConnectionKeeper:
         """Close this thread's connections not tidied for ``close_after`` seconds."""
         now = time.monotonic()
         seen = self._last_seen()
-        for connection in connections.all(initialized_only=True):
+        for connection in self._connections(now):
             if connection.in_atomic_block or connection.connection is None:
                 continue
             if now - seen.get(connection.alias, -math.inf) >= self.close_after:
@@ -136,12 +136,28 @@ class ConnectionKeeper:
         seen = self._last_seen()
         last = [
             seen.get(connection.alias, -math.inf)
-            for connection in connections.all(initialized_only=True)
+            for connection in self._connections(time.monotonic())
             if connection.connection is not None and not connection.in_atomic_block
         ]
         if not last:
             return None
         return max(0.0, min(last) + self.close_after - time.monotonic())
+
+    def _connections(self, now: float) -> list[BaseDatabaseWrapper]:
+        """This thread's connection object of every alias (made, not opened, on first use).
+
+        ``connections.all(initialized_only=True)`` reads a context-local twice per alias; called
+        around every job, it cost more CPU than a no-op job's claim. Every alias's object,
+        taken once, is the one a handler uses later, so the list is fixed; it is read again
+        every ``check_after`` seconds, in case the project replaced one
+        (``connections[alias] = ...``).
+        """
+        local = self._seen
+        listed: list[BaseDatabaseWrapper] | None = getattr(local, "connections", None)
+        if listed is None or now - local.listed_at >= self.check_after:
+            listed = local.connections = list(connections.all())
+            local.listed_at = now
+        return listed
 
     def _last_seen(self) -> dict[str, float]:
         seen: dict[str, float] | None = getattr(self._seen, "times", None)

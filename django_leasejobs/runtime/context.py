@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import protocol
+from .flags import Flag
 
 TIMEOUT = "timeout"
 """``cancel_reason`` when the handler ran past its ``timeout``."""
@@ -22,25 +22,27 @@ class Cancellation:
     sleep in steps that end as soon as it is set.
     """
 
+    __slots__ = ("_flag", "reason")
+
     def __init__(self) -> None:
-        self._event = threading.Event()
-        self._lock = threading.Lock()
+        self._flag = Flag()
         self.reason: str | None = None
 
     def set(self, reason: str) -> bool:
-        """Set it with ``reason``; False (and the first reason kept) if it was already set."""
-        with self._lock:
-            if self._event.is_set():
-                return False
-            self.reason = reason
-            self._event.set()
-            return True
+        """Set it with ``reason``; False (and the first reason kept) if it was already set.
+
+        One caller sets it, the winner of the slot's end (``Slot.try_end``): the reason is
+        written before the flag that makes it visible."""
+        if self._flag.is_set():
+            return False
+        self.reason = reason
+        return self._flag.set()
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self._flag.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self._event.wait(timeout)
+        return self._flag.wait(timeout)
 
 
 @dataclass
@@ -57,7 +59,7 @@ class JobContext:
     name: str
     queue: str
     worker_id: str
-    lease_lost_event: threading.Event = field(default_factory=threading.Event)
+    lease_lost_event: Flag = field(default_factory=Flag)
     cancellation: Cancellation = field(default_factory=Cancellation)
     completed: bool = False
     result: Any = None

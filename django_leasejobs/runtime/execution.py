@@ -26,6 +26,7 @@ from ..protocol import UNREGISTERED_JOB, Failure, Outcome
 from ..retries import Reschedule, Snooze, When
 from . import connection_keeper, upgrades
 from .context import CANCELLED, Cancellation, JobContext
+from .flags import Flag
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -103,7 +104,7 @@ def interrupts_process(exc: BaseException) -> bool:
 def start(
     job: Job,
     worker_id: str,
-    lease_lost: threading.Event | None = None,
+    lease_lost: Flag | None = None,
     *,
     cancellation: Cancellation | None = None,
     on_start: Callable[[Execution, float | None], None] | None = None,
@@ -116,7 +117,7 @@ def start(
         queue=job.queue,
         worker_id=worker_id,
         workflow_step_id=job.workflow_step_id,
-        lease_lost_event=lease_lost or threading.Event(),
+        lease_lost_event=lease_lost or Flag(),
         cancellation=cancellation or Cancellation(),
     )
     return Execution(job=job, context=context, on_start=on_start)
@@ -191,7 +192,7 @@ def failed(execution: Execution, exc: BaseException, job_function: registry.JobS
 def execute(
     job: Job,
     worker_id: str,
-    lease_lost: threading.Event | None = None,
+    lease_lost: Flag | None = None,
     *,
     cancellation: Cancellation | None = None,
     on_start: Callable[[Execution, float | None], None] | None = None,
@@ -333,7 +334,7 @@ def finished(execution: Execution, outcome: Outcome) -> None:
     task_rows.handler().finished(execution, outcome)
 
 
-def run(job: Job, worker_id: str, lease_lost: threading.Event | None = None) -> Outcome:
+def run(job: Job, worker_id: str, lease_lost: Flag | None = None) -> Outcome:
     """Execute and report one claimed job."""
     return report(execute(job, worker_id, lease_lost))
 

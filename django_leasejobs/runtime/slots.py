@@ -54,6 +54,7 @@ from ..models import Job
 from .claim_sizing import ClaimSizer
 from .context import Cancellation
 from .execution import Execution
+from .flags import Flag
 
 
 class SlotState(enum.StrEnum):
@@ -162,7 +163,7 @@ class Slot:
     state: SlotState = SlotState.QUEUED
     """Written under ``lock`` by the transition methods only; read without it (one attribute:
     a read is a state it was in, and only a move under the lock acts on it)."""
-    lease_lost: threading.Event = field(default_factory=threading.Event)
+    lease_lost: Flag = field(default_factory=Flag)
     """Set by the heartbeat (lease lost) or shutdown (released); read by the handler."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     duration: float = 0.0

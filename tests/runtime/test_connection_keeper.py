@@ -246,3 +246,30 @@ class TestKeeper:
         keeper.close_if_idle()
         assert connection.connection is None
         assert not any(c.connection is not None for c in connections.all(initialized_only=True))
+
+    def test_a_connection_opened_after_the_thread_was_listed_is_tidied(self) -> None:
+        """The keeper lists a thread's connection objects once: the one a handler opens later
+        is that same object, so it is tidied at once (here: left outside autocommit)."""
+        keeper = ConnectionKeeper(check_after=3600.0)
+        connection.close()
+        keeper.tidy()  # lists the thread's connections while none is open
+        connection.ensure_connection()
+        connection.set_autocommit(False)  # a handler's leftover: Django closes such a one
+        keeper.tidy()
+        assert connection.connection is None
+
+    def test_a_connection_object_replaced_is_tidied_once_listed_again(self) -> None:
+        keeper = ConnectionKeeper(check_after=3600.0)
+        keeper.tidy()
+        original = connections[connection.alias]
+        replacement = connections.create_connection(connection.alias)
+        connections[connection.alias] = replacement
+        try:
+            replacement.ensure_connection()
+            replacement.set_autocommit(False)
+            keeper.check_after = 0.0  # the list is read again after check_after
+            keeper.tidy()
+            assert replacement.connection is None
+        finally:
+            replacement.close()
+            connections[connection.alias] = original

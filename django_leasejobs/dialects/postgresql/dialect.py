@@ -15,13 +15,13 @@ from typing import Any
 
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import DEFERRED, JSONField
+from django.db.models import JSONField
 
 from ...db.deadlocks import retry_deadlocks
 from ...models import Job
 from ..base.dialect import Completed, Completion, Counted, Dialect, Renewed, StepsCompleted, Token
 from ..base.within_limits import CANDIDATES_PER_SLOT, Bucket, Fill
-from . import client_encoding, notify
+from . import client_encoding, job_rows, notify
 from . import insert as postgresql_insert
 from . import limited as postgresql_limited
 from . import steps as postgresql_steps
@@ -347,7 +347,6 @@ class PostgreSQLDialect(Dialect):
 
 
 _COLUMN_ATTNAME = {str(f.column): str(f.attname) for f in Job._meta.concrete_fields}
-_ATTNAMES = [str(f.attname) for f in Job._meta.concrete_fields]
 _JSON = {str(f.column): f for f in Job._meta.concrete_fields if isinstance(f, JSONField)}
 
 
@@ -357,7 +356,8 @@ def fetch_jobs(
     sql: str,
     params: Sequence[Any] | dict[str, Any],
 ) -> list[Job]:
-    """Run ``sql`` (returning job columns by name) and load each row with ``Job.from_db``.
+    """Run ``sql`` (returning job columns by name) and load each row as ``Job.from_db`` would
+    (``job_rows.builder``; a column not returned is a deferred field).
 
     Timestamps are parsed by psycopg's C loader (``timestamps_in_c``). Only the JSON columns
     need their field's ``from_db_value``: a test checks that no other field of ``Job`` has a
@@ -373,12 +373,12 @@ def fetch_jobs(
         for i, field in ((i, _JSON.get(c)) for i, c in enumerate(columns))
         if field is not None
     ]
-    position = {_COLUMN_ATTNAME[c]: i for i, c in enumerate(columns)}
+    names = [_COLUMN_ATTNAME[c] for c in columns]
+    build = job_rows.builder(alias)
     jobs = []
     for row in rows:
         values = list(row)
         for i, field, expression in json_columns:
             values[i] = field.from_db_value(values[i], expression, connection)
-        ordered = [values[position[a]] if a in position else DEFERRED for a in _ATTNAMES]
-        jobs.append(Job.from_db(alias, _ATTNAMES, ordered))
+        jobs.append(build(dict(zip(names, values, strict=True))))
     return jobs

@@ -15,7 +15,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from django.db.models import Model, signals
+from django.db.models import DEFERRED, Model, signals
 from django.db.models.base import ModelState
 from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
 from django.db.models.query_utils import DeferredAttribute
@@ -35,10 +35,13 @@ _PLAIN = (
 
 def builder(alias: str) -> Callable[[dict[str, Any]], Job]:
     """A function making the ``Job`` loaded from ``alias`` with these attributes (a new dict
-    with every field's attname, which the job keeps as its ``__dict__``). Signal receivers are
-    looked up here, once for the rows it builds."""
+    by field attname, which the job keeps as its ``__dict__``; a field missing from it is
+    deferred, loaded on access). Signal receivers are looked up here, once for the rows it
+    builds."""
     if not _PLAIN or signals.pre_init.has_listeners(Job) or signals.post_init.has_listeners(Job):
-        return lambda attrs: Job.from_db(alias, ATTNAMES, [attrs[name] for name in ATTNAMES])
+        return lambda attrs: Job.from_db(
+            alias, ATTNAMES, [attrs.get(name, DEFERRED) for name in ATTNAMES]
+        )
 
     new = Job.__new__
 

@@ -71,3 +71,25 @@ def test_init_receivers_are_called_for_every_built_job(stored: Job, signal: Any)
     if signal is signals.post_init:
         assert seen == jobs
     assert all(job._state.adding is False for job in jobs)
+
+
+@pytest.mark.parametrize("listening", [False, True])
+def test_a_field_left_out_is_deferred_and_loaded_on_access(stored: Job, listening: bool) -> None:
+    """A claim returns no ``errors``, ``result`` or ``last_error``: either path defers them."""
+    Job.objects.filter(pk=stored.pk).update(last_error="boom", errors=[{"error": "boom"}])
+    values = row_values(stored)
+    del values["last_error"], values["errors"]
+
+    def receiver(sender: Any, **kwargs: Any) -> None:
+        pass
+
+    if listening:
+        signals.post_init.connect(receiver, sender=Job)
+    try:
+        built = job_rows.builder(DEFAULT_DB_ALIAS)(values)
+    finally:
+        signals.post_init.disconnect(receiver, sender=Job)
+    assert built.get_deferred_fields() == {"last_error", "errors"}
+    assert built.last_error == "boom"
+    assert built.errors == [{"error": "boom"}]
+    assert built.get_deferred_fields() == set()
