@@ -53,7 +53,7 @@ from .enqueues import (
     enqueue_task,
 )
 from .failures import Recovered, fail, recover_expired, release
-from .lease import Renewal, claim, claim_job, heartbeat, renew
+from .lease import Renewal, anything_due, claim, claim_job, heartbeat, renew
 from .occurrences import emit_occurrence, pass_occurrences, skip_occurrences
 from .operator_actions import record_effect, replay, retry_now, run_now
 from .pauses import Paused, cover_aliases, pause, paused, resume
@@ -75,6 +75,7 @@ __all__ = [
     "Recovered",
     "Renewal",
     "Upgraded",
+    "anything_due",
     "cancel",
     "cancel_attempt",
     "cancel_many",

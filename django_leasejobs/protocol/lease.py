@@ -14,7 +14,7 @@ from django.db.models import F
 
 from .. import dialects
 from ..db import signals
-from ..db.dbtime import DbNow
+from ..db.dbtime import DbNow, db_now
 from ..db.deadlocks import retry_deadlocks
 from ..dialects import Token, after
 from ..models import CLAIMABLE, Job, Status
@@ -58,6 +58,16 @@ def _started(jobs: list[Job], worker_id: str, using: str) -> None:
         )
         if wanted:
             signals.send_after_commit(signals.job_started, using, job=job, worker_id=worker_id)
+
+
+def anything_due(queues: Sequence[str] | None = None) -> bool:
+    """Whether a pending or failed job is due in ``queues`` (every queue: None), read without
+    a lock (``dialects.oldest_due``: one index probe per queue). Pauses and limits are not
+    consulted: a job they hold back counts as due."""
+    using = job_database()
+    due = dialects.oldest_due(using, db_now(using))
+    wanted = due if queues is None else {q: due.get(q) for q in queues}
+    return any(at is not None for at in wanted.values())
 
 
 def claim_job(

@@ -31,10 +31,16 @@ FLUSH_DELAY = 0.05
 """Longest wait of the loop while jobs are in flight: grouped completions are written at
 least this often, whatever the claim's low mark says."""
 
+BURST_RETRIES = 3
+"""Empty claims in a row, ``FLUSH_DELAY`` apart, after which a ``--burst`` worker goes home
+although jobs are due: concurrent claimers took every row its claims read (under load, a
+claim's snapshot can be that far behind), or limits and pauses hold the due jobs back (they
+may for an hour: not a reason to stay)."""
+
 
 class ClaimLoop:
-    """The main thread's loop. Its own state is the outage count (:class:`.Outage`) and
-    ``room.async_recent``, both written here alone."""
+    """The main thread's loop. Its own state is the outage count (:class:`.Outage`),
+    ``room.async_recent`` and ``empty_claims``, all written here alone."""
 
     def __init__(
         self,
@@ -61,6 +67,8 @@ class ClaimLoop:
         self.pool = pool
         self.async_pool = async_pool
         """Tried first: it accepts only ``async def`` jobs, and only while its loop runs."""
+        self.empty_claims = 0
+        """A burst worker's empty claims in a row while it runs nothing (``_due_but_taken``)."""
 
     def run(self, burst: bool) -> None:
         """Until stopped, or (``burst``) until nothing is due and nothing runs, or ``max_jobs``."""
@@ -85,8 +93,12 @@ class ClaimLoop:
                 control.reason = control.reason or f"max_jobs={self.options.max_jobs} reached"
                 return
             if burst and not claimed and not slots.running:
+                if self._due_but_taken():
+                    control.wake.wait(FLUSH_DELAY)
+                    continue
                 control.reason = control.reason or "burst: nothing due"
                 return
+            self.empty_claims = 0
             if again:
                 continue  # more may be due and there is room: claim again at once
             # Completions waiting for a flush are written within FLUSH_DELAY even when no
@@ -114,6 +126,18 @@ class ClaimLoop:
                 claimed_in_all += len(claimed)
                 again = again or (len(claimed) == want and room.wanted(lane) > 0)
         return claimed_in_all, again
+
+    def _due_but_taken(self) -> bool:
+        """A burst worker's empty claim while jobs are due: true for ``BURST_RETRIES`` passes
+        in a row (one probe each), then false."""
+        self.empty_claims += 1
+        if self.empty_claims > BURST_RETRIES:
+            return False
+        try:
+            return protocol.anything_due(self.options.queues)
+        except DatabaseError as exc:
+            self.outage.error("claim", exc)
+            return True
 
     def _remaining(self) -> int:
         """Jobs still allowed by ``max_jobs`` (a full batch when there is no such limit)."""
