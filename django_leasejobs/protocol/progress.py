@@ -16,12 +16,13 @@ from typing import Any, NamedTuple
 from django.db.models import FloatField, TextField, Value
 from django.db.models.functions import JSONObject
 
+from ..core.validation import MAX_PROGRESS_MESSAGE
 from ..db.dbtime import DbNow
 from ..errors import JobArgumentsError, JobValidationError
 from ..models import Job, Status
 from .base import job_database, logger
 
-MESSAGE_MAX = 500
+MESSAGE_MAX = MAX_PROGRESS_MESSAGE
 """The longest ``message`` kept, in characters; a longer one is cut to it (docs/progress.md)."""
 
 
