@@ -13,7 +13,7 @@ import math
 from numbers import Real
 from typing import Any, NamedTuple
 
-from django.db.models import FloatField, TextField, Value
+from django.db.models import FloatField, IntegerField, TextField, Value
 from django.db.models.functions import JSONObject
 
 from ..core.validation import MAX_PROGRESS_MESSAGE
@@ -62,6 +62,11 @@ def _number(value: Any, name: str) -> float:
     return int(number) if number.is_integer() else number
 
 
+def _number_value(number: float | None) -> Value:
+    """A parameter typed as the number is, so that 3 is stored as 3, not 3.0."""
+    return Value(number, output_field=IntegerField() if isinstance(number, int) else FloatField())
+
+
 def record_progress(job_id: int, attempt: int, report: ProgressReport) -> bool:
     """Store ``report`` as the job's progress, only if ``attempt`` still runs it.
 
@@ -74,8 +79,8 @@ def record_progress(job_id: int, attempt: int, report: ProgressReport) -> bool:
         .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
         .update(
             progress=JSONObject(
-                done=Value(report.done, output_field=FloatField()),
-                total=Value(report.total, output_field=FloatField()),
+                done=_number_value(report.done),
+                total=_number_value(report.total),
                 message=Value(report.message, output_field=TextField()),
                 at=DbNow(),
             )

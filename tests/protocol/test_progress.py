@@ -37,6 +37,7 @@ def test_a_report_is_stored_with_the_database_time() -> None:
         "total": 10,
         "message": "rows",
     }
+    assert isinstance(progress["done"], int)  # stored as given: 3, not 3.0
     at = dt.datetime.fromisoformat(progress["at"])
     assert at.utcoffset() == dt.timedelta(0)
     assert before - dt.timedelta(seconds=1) <= at <= db_now() + dt.timedelta(seconds=1)
