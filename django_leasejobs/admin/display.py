@@ -72,6 +72,42 @@ def pretty_json(value: Any) -> SafeString:
     return format_html('<pre class="leasejobs-json">{}</pre>', text)
 
 
+def progress_percent(progress: Any) -> str:
+    """The list's column: ``37%`` of the total, ``12 done`` when the total is unknown."""
+    if not isinstance(progress, dict):
+        return "\u2014"
+    done, total = progress.get("done") or 0, progress.get("total")
+    if total is None:
+        return f"{done:g} done"
+    return f"{int(100 * done / total) if total else 100}%"
+
+
+def progress_bar(progress: Any) -> SafeString | str:
+    """The job page's bar: ``<progress>`` (without a value when the total is unknown) and
+    the same figures, message and time as text; the message is escaped."""
+    if not isinstance(progress, dict):
+        return "\u2014"
+    done, total = progress.get("done") or 0, progress.get("total")
+    figures = progress_percent(progress)
+    if total is None:
+        bar = format_html('<progress class="leasejobs-progress">{}</progress>', figures)
+    else:
+        figures = f"{done:g} / {total:g} ({figures})"
+        bar = format_html(
+            '<progress class="leasejobs-progress" value="{}" max="{}">{}</progress>',
+            f"{done:g}",
+            f"{total or 1:g}",
+            figures,
+        )
+    return format_html(
+        '{} <span class="leasejobs-progress-text">{}</span>{}{}',
+        bar,
+        figures,
+        format_html(" \u2014 {}", progress["message"]) if progress.get("message") else "",
+        format_html(' <span class="quiet">at {}</span>', progress.get("at") or ""),
+    )
+
+
 def preformatted(text: str) -> SafeString:
     return format_html('<pre class="leasejobs-text">{}</pre>', text or "\u2014")
 

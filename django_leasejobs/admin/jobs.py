@@ -99,6 +99,7 @@ class JobAdmin(BulkJobViews, PayloadDisplay, ReadOnlyAdmin):
         "priority",
         "run_at_marked",
         "attempts",
+        "progress_column",
         "lease_owner",
         "lease_expires_at",
         "arguments",
@@ -125,6 +126,7 @@ class JobAdmin(BulkJobViews, PayloadDisplay, ReadOnlyAdmin):
                     "id",
                     "name",
                     "status",
+                    "progress_bar",
                     "cancel_request",
                     "queue",
                     "priority",
@@ -227,6 +229,14 @@ class JobAdmin(BulkJobViews, PayloadDisplay, ReadOnlyAdmin):
     @admin.display(description="attempt")
     def attempts(self, job: Job) -> str:
         return f"{job.attempts_charged}/{job.max_attempts}"
+
+    @admin.display(description="progress")
+    def progress_column(self, job: Job) -> str:
+        return display.progress_percent(job.progress)
+
+    @admin.display(description="progress")
+    def progress_bar(self, job: Job) -> SafeString | str:
+        return display.progress_bar(job.progress)
 
     @admin.display(description="arguments")
     def arguments(self, job: Job) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..core import error_history
 from ..core.conf import settings
+from ..core.validation import MAX_PROGRESS_MESSAGE
 from .errors import CODES
 from .schema_bulk import BULK_SCHEMAS
 from .schema_monitoring import MONITORING_SCHEMAS
@@ -93,6 +94,22 @@ SCHEMAS: dict[str, Schema] = {
             "last_error": {**ERROR_TEXT, "type": ["string", "null"]},
             "errors": ERROR_HISTORY,
             "result": ANY_JSON,
+            "progress": {
+                "oneOf": [ref("Progress"), {"type": "null"}],
+                "description": "The handler's latest ctx.progress() report; null before any.",
+            },
+        }
+    ),
+    "Progress": obj(
+        {
+            "done": {"type": "number", "minimum": 0},
+            "total": nullable("number", minimum=0, description="null: unknown."),
+            "message": {"type": "string", "maxLength": MAX_PROGRESS_MESSAGE},
+            "at": {
+                "type": "string",
+                "format": "date-time",
+                "description": "When it was written, by the database's clock.",
+            },
         }
     ),
     "DeadLetter": obj(

@@ -39,6 +39,7 @@ def job(row: Job) -> dict[str, Any]:
         "last_error": row.last_error or None,
         "errors": row.errors if isinstance(row.errors, list) else [],
         "result": row.result,
+        "progress": row.progress,
     }
 
 

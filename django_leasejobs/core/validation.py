@@ -22,6 +22,8 @@ from .value_rules import BUDGET_LIKE, MAX_ATTEMPTS_LIMIT, QUEUE_NAME, QUEUE_NAME
 MIN_PRIORITY = -100
 MAX_PRIORITY = 100
 MAX_DEDUPE_KEY = 200
+MAX_PROGRESS_MESSAGE = 500
+"""The longest ``ctx.progress()`` message kept, in characters; a longer one is cut to it."""
 
 
 def check_priority(priority: Any) -> int:

@@ -10,6 +10,7 @@ Every state change of a ``Job`` is made by :mod:`django_leasejobs.protocol`; not
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 from django.db import models
@@ -19,7 +20,39 @@ from ..core.validation import MAX_PRIORITY, MIN_PRIORITY
 from .statuses import Status
 
 # Status stays importable from here: the reference (docs/reference/models.md) names it so.
-__all__ = ["Job", "Status"]
+__all__ = ["Job", "ProgressField", "Status"]
+
+_FRACTION = re.compile(r"\.(\d{1,6})")
+
+
+class ProgressField(models.JSONField):
+    """The handler's latest ``ctx.progress()``: ``{"done", "total", "message", "at"}``.
+
+    ``at`` is the database's clock, put into the JSON by the UPDATE itself, so each database
+    spells it its own way (PostgreSQL ISO 8601 with an offset and trailing zeros trimmed,
+    SQLite and MySQL a space and no offset, in UTC). It is read back as one spelling:
+    ISO 8601 in UTC with microseconds, ``"2026-01-31T12:00:00.250000+00:00"``.
+    """
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        value = super().from_db_value(value, expression, connection)
+        if isinstance(value, dict) and isinstance(value.get("at"), str):
+            value["at"] = iso_utc(value["at"])
+        return value
+
+
+def iso_utc(text: str) -> str:
+    """A timestamp as a database wrote it, in ISO 8601 UTC with six fractional digits."""
+    text = _FRACTION.sub(lambda m: "." + m.group(1).ljust(6, "0"), text.replace(" ", "T", 1))
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:  # not a timestamp: left as it was written
+        return text
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.timezone.utc)
+    return moment.astimezone(dt.timezone.utc).isoformat(timespec="microseconds")
 
 
 class Job(models.Model):
@@ -118,6 +151,14 @@ class Job(models.Model):
     # dead-letters the job instead ("Unstorable return value"). Read it with fn.get_result()
     # or job.wait() (docs/results.md).
     result = models.JSONField(null=True, blank=True)
+    # The handler's latest ctx.progress(), written by protocol.record_progress (fenced by the
+    # attempt, at most about once a second) and with the attempt's end (docs/progress.md).
+    progress = ProgressField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text='The latest progress the handler reported: {"done", "total", "message", "at"}.',
+    )
     finished_by = models.CharField(
         max_length=200, blank=True, default="", help_text="The worker whose attempt succeeded."
     )

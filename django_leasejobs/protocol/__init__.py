@@ -19,7 +19,8 @@ spending an attempt), ``operator_actions`` (cancel, run now, retry now, replay, 
 ``dead_letter_groups`` (dead letters grouped by fingerprint: replay or discard a group, backfill
 fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron), ``pruning``, ``runtime_stats``
 (the lease advisor's per-hour counters), ``workers`` (the live workers' rows, written by their
-heartbeat), ``maintenance`` (the lease that lets one worker at a time prune by retention).
+heartbeat), ``maintenance`` (the lease that lets one worker at a time prune by retention),
+``progress`` (the handler's progress reports, fenced like a completion).
 """
 
 from .base import Failure, Outcome, job_database
@@ -57,6 +58,7 @@ from .lease import Renewal, anything_due, claim, claim_job, heartbeat, renew
 from .occurrences import emit_occurrence, pass_occurrences, skip_occurrences
 from .operator_actions import record_effect, replay, retry_now, run_now
 from .pauses import Paused, cover_aliases, pause, paused, resume
+from .progress import ProgressReport, record_progress, report_of
 from .snoozes import SNOOZED_TOO_OFTEN, snooze
 
 __all__ = [
@@ -72,6 +74,7 @@ __all__ = [
     "Inserted",
     "Outcome",
     "Paused",
+    "ProgressReport",
     "Recovered",
     "Renewal",
     "Upgraded",
@@ -105,11 +108,13 @@ __all__ = [
     "pause",
     "paused",
     "record_effect",
+    "record_progress",
     "recover_expired",
     "release",
     "renew",
     "replay",
     "replay_group",
+    "report_of",
     "request_cancel",
     "resume",
     "retry_now",

@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import protocol
 from .flags import Flag
+from .progress import Progress
 
 TIMEOUT = "timeout"
 """``cancel_reason`` when the handler ran past its ``timeout``."""
@@ -67,6 +68,10 @@ class JobContext:
     """The arguments the worker upgraded for this call: ``complete()`` stores them too."""
     workflow_step_id: int | None = None
     """The workflow step this job runs (docs/workflows.md); None for a job alone."""
+    atomic_depth: int | None = None
+    """The handler's connection's atomic depth when a sync handler was called: a progress
+    report made in a transaction the handler opened waits (:mod:`.progress`)."""
+    _progress: Progress | None = field(default=None, repr=False)
     _step: Any = field(default=None, repr=False)
     _parent_results: dict[str, Any] | None = field(default=None, repr=False)
 
@@ -116,6 +121,24 @@ class JobContext:
     def wait_cancelled(self, seconds: float) -> bool:
         """Sleep up to ``seconds``, waking at once when cancelled; return ``cancelled``."""
         return self.cancellation.wait(seconds)
+
+    def progress(self, done: float, total: float | None = None, message: str = "") -> None:
+        """Report how far the handler got: ``done`` out of ``total`` (None: unknown), and what
+        it is doing. Returns at once; readers see ``job.progress``.
+
+        ``done`` and ``total`` are numbers >= 0 with ``total >= done``; ``message`` a str, cut
+        to 500 characters. A bad report raises ``JobValidationError`` at once. Reports are
+        written at most about once a second, the last one always, with the attempt's end;
+        a report of an attempt that lost its lease changes nothing.
+        """
+        if self._progress is None:
+            self._progress = Progress(self.job_id, self.attempt, atomic_depth=self.atomic_depth)
+        self._progress.report(done, total, message)
+
+    def flush_progress(self) -> None:
+        """Write the pending progress report, if any (the runner, before the attempt's end)."""
+        if self._progress is not None:
+            self._progress.flush()
 
     def first_time(self, key: str) -> bool:
         """Record the effect ``key`` in the current transaction; False if already recorded.

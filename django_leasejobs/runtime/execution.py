@@ -225,6 +225,8 @@ def execute(
         return execution
     args, kwargs = prepared
     func = async_to_sync(job_function.func) if job_function.is_async else job_function.func
+    # A report made in a transaction the handler opens waits (runtime/progress.py).
+    execution.context.atomic_depth = len(connections[protocol.job_database()].atomic_blocks)
     try:
         execution.begin(job_function.get_timeout())
         execution.result = func(*arguments(execution, job_function, args), **kwargs)
@@ -238,8 +240,20 @@ def execute(
     return execution
 
 
+def flush_progress(execution: Execution) -> None:
+    """Write the handler's last progress report before its attempt's end is: then a reader
+    who sees the job finished sees its last report too. Not for an attempt that already
+    ended (lease lost, ended by the worker, completed by the handler): it would change
+    nothing."""
+    context = execution.context
+    if not (context.completed or context.lease_lost or context.cancelled):
+        context.flush_progress()
+
+
 def report(execution: Execution) -> Outcome:
-    """Write the execution's result, guarded by its attempt token."""
+    """Write the execution's result, guarded by its attempt token (its last progress
+    report first)."""
+    flush_progress(execution)
     job, context = execution.job, execution.context
     if context.completed:
         return Outcome.SUCCEEDED

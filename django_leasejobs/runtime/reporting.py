@@ -62,6 +62,7 @@ class Reporter:
                 self.watchdog.refuse_late(slot)  # the worker ended this attempt: token spent
             return False
         if self.completer.groupable(result):
+            execution.flush_progress(result)  # before the grouped completion is written
             slot.execution = result
             slot.try_group()
             self.completer.add([slot])
@@ -79,6 +80,7 @@ class Reporter:
             for (slot, result), reporting in zip(batch, won, strict=True):
                 if reporting and result is not None:
                     if self.completer.groupable(result):
+                        execution.flush_progress(result)
                         slot.execution = result
                         slot.try_group()
                         deferred.append(slot)  # the claim loop's next flush settles it

@@ -333,3 +333,30 @@ def keyed_by_shape(items: list[int], n: int = 0) -> None:
 @job(rate_limit="120/m")
 def rate_120(n: int = 0) -> None:
     """120 starts a minute over all workers (the rate accuracy test)."""
+
+
+# Progress reports (docs/progress.md): ``steps`` reports, the last one ``done == total``.
+@job(takes_context=True)
+def report_progress(ctx: JobContext, steps: int = 3, atomic: bool = False) -> int:
+    for done in range(1, steps + 1):
+        if atomic:
+            with transaction.atomic():
+                ctx.progress(done, steps, f"step {done}")
+        else:
+            ctx.progress(done, steps, f"step {done}")
+    return steps
+
+
+@job(takes_context=True)
+async def async_report_progress(ctx: JobContext, steps: int = 3) -> int:
+    for done in range(1, steps + 1):
+        ctx.progress(done, steps, f"step {done}")
+        await asyncio.sleep(0)
+    return steps
+
+
+@job(takes_context=True, max_attempts=1)
+def progress_then_fail(ctx: JobContext) -> None:
+    ctx.progress(1, 2, "half way")
+    ctx.progress(2, 2, "failing")
+    raise RuntimeError("broke after reporting")

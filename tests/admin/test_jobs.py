@@ -383,3 +383,42 @@ def test_the_detail_shows_a_deferred_jobs_deferrals(admin_client) -> None:
     page = admin_client.get(url("job_change", job.pk)).content.decode()
     assert '<div class="readonly">1</div>' in _field_row(page, "Deferrals")
     assert "First deferred at" in page
+
+
+class TestProgress:
+    def report(self, job: Job, done: float, total: float | None, message: str) -> None:
+        running = claim(job)
+        protocol.record_progress(job.pk, running.attempt, protocol.report_of(done, total, message))
+
+    def test_the_job_page_shows_a_bar_with_its_figures_and_escaped_message(
+        self, admin_client
+    ) -> None:
+        job = jobs.add.enqueue(1, 2)
+        self.report(job, 3, 8, SCRIPT)
+        page = admin_client.get(url("job_change", job.pk)).content.decode()
+        assert '<progress class="leasejobs-progress" value="3" max="8">' in page
+        assert "3 / 8 (37%)" in page
+        assert escape(SCRIPT) in page
+        assert SCRIPT not in page
+        at = Job.objects.get(pk=job.pk).progress["at"]
+        assert f"at {at}" in page
+
+    def test_an_unknown_total_is_a_bar_without_a_value(self, admin_client) -> None:
+        job = jobs.add.enqueue(1, 2)
+        self.report(job, 12, None, "")
+        page = admin_client.get(url("job_change", job.pk)).content.decode()
+        assert '<progress class="leasejobs-progress">12 done</progress>' in page
+
+    def test_the_list_has_a_percent_column(self, admin_client) -> None:
+        quiet = jobs.add.enqueue(1, 2)
+        busy = jobs.add.enqueue(3, 4, priority=10)  # claimed first
+        self.report(busy, 1, 4, "a quarter")
+        page = admin_client.get(url("job_changelist")).content.decode()
+        assert '<td class="field-progress_column">25%</td>' in page
+        assert page.count('class="field-progress_column"') == 2
+        assert Job.objects.get(pk=quiet.pk).progress is None
+
+    def test_a_job_without_progress_shows_a_dash(self, admin_client) -> None:
+        job = jobs.add.enqueue(1, 2)
+        page = admin_client.get(url("job_change", job.pk)).content.decode()
+        assert "leasejobs-progress" not in page

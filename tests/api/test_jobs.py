@@ -215,3 +215,28 @@ def test_unknown_paths_are_json_404_for_every_method(operator):
             response = getattr(client, method)(path)
             assert response.status_code == 404, (method, path)
             assert response.json()["code"] == "not_found"
+
+
+def test_a_job_shows_its_progress_as_the_schema_says(operator):
+    from django_leasejobs.protocol import record_progress, report_of
+
+    quiet = jobs.add.enqueue(1, 2)
+    busy = jobs.add.enqueue(3, 4)
+    claimed = protocol.claim_job(busy.pk, "api-test", lease_seconds=60)
+    record_progress(busy.pk, claimed.attempt, report_of(3, 8, "copying"))
+    document = json.loads(schema.rendered())
+    checker = {**document, "$ref": "#/components/schemas/Job"}
+    status, body = operator.get(f"jobs/{busy.pk}/")
+    assert status == 200
+    assert {k: body["progress"][k] for k in ("done", "total", "message")} == {
+        "done": 3,
+        "total": 8,
+        "message": "copying",
+    }
+    jsonschema_rs.Draft202012Validator(checker, validate_formats=True).validate(body)
+    wrong = {**body, "progress": {**body["progress"], "done": -1}}
+    assert not jsonschema_rs.Draft202012Validator(checker).is_valid(wrong)
+    assert operator.get(f"jobs/{quiet.pk}/")[1]["progress"] is None
+    listed = {row["id"]: row["progress"] for row in operator.get("jobs/")[1]["results"]}
+    assert listed[quiet.pk] is None
+    assert listed[busy.pk]["message"] == "copying"

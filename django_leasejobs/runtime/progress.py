@@ -1,0 +1,127 @@
+"""A running attempt's progress reports: the latest kept, written at most about once a second.
+
+``ctx.progress()`` returns at once. A report is written when ``INTERVAL`` has passed since
+the attempt's last write (the first one at once); the reports in between only replace the
+pending one, which the next due report, or the attempt's end, writes. The runner calls
+:meth:`Progress.flush` after the handler returned and before the attempt's end is reported,
+so the last report is in the row when the job is seen finished; a success's completion stays
+one statement shared with others (:mod:`.completions`).
+
+Where a report is written from:
+
+* a sync handler: its own thread and connection, unless the handler is inside a transaction
+  it opened (the UPDATE would hold the job's row lock until it commits, and the worker's
+  heartbeat would wait for it): the report then waits for a later one, or the end;
+* an async handler: ``sync_to_async`` on asgiref's thread (the one its async ORM calls use),
+  as a task of its own, since nothing may touch the database on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import Error as DatabaseError
+from django.db import connections
+
+from .. import protocol
+from ..protocol import ProgressReport
+
+logger = logging.getLogger("django_leasejobs")
+
+INTERVAL = 1.0
+"""Seconds between two writes of one attempt's progress (the last report is always written)."""
+
+
+class Progress:
+    """One attempt's reports. ``_latest``, ``_written`` and ``_last_write`` change under
+    ``_lock``: the handler's thread (or its tasks) and the runner's flush may both write.
+    Writes are one at a time (``_write_lock``, taken before ``_lock``) and each writes the
+    latest report of its moment, so the last write, the flush's, holds the last report."""
+
+    def __init__(
+        self,
+        job_id: int,
+        attempt: int,
+        *,
+        interval: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        atomic_depth: int | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self.attempt = attempt
+        self.interval = INTERVAL if interval is None else interval
+        self.clock = clock
+        self.atomic_depth = atomic_depth
+        """The handler's connection's atomic depth when it was called (sync handlers); a
+        deeper one is a transaction of the handler's own. None: not checked (async)."""
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._latest: ProgressReport | None = None
+        self._written: ProgressReport | None = None
+        self._last_write: float | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def report(self, done: Any, total: Any = None, message: Any = "") -> None:
+        """Validate and keep the report; write it now if the interval allows it."""
+        report = protocol.report_of(done, total, message)
+        in_loop = _running_loop()
+        with self._lock:
+            self._latest = report
+            now = self.clock()
+            due = self._last_write is None or now - self._last_write >= self.interval
+            if not due or (in_loop is None and self._in_own_transaction()):
+                return
+            self._last_write = now
+        if in_loop is None:
+            self._write_latest()
+            return
+        task = in_loop.create_task(sync_to_async(self._write_latest, thread_sensitive=True)())
+        self._tasks.add(task)  # a reference until done: the loop keeps only weak ones
+        task.add_done_callback(self._tasks.discard)
+
+    def flush(self) -> None:
+        """Write the latest report unless it was written (the attempt is ending): called by
+        the runner, in a thread that may use the database, before the end is reported."""
+        self._write_latest()
+
+    @property
+    def pending(self) -> bool:
+        """A report not yet written."""
+        return self._latest is not None and self._latest is not self._written
+
+    def _write_latest(self) -> None:
+        with self._write_lock:
+            with self._lock:
+                report = self._latest
+            if report is None or report is self._written:
+                return
+            try:
+                protocol.record_progress(self.job_id, self.attempt, report)
+            except DatabaseError as exc:
+                # Kept pending, for the next due report or the end: a report that cannot be
+                # written must not fail the handler, nor cost the attempt its result.
+                logger.warning(
+                    "job.progress_error id=%s attempt=%s error=%s", self.job_id, self.attempt, exc
+                )
+                return
+            with self._lock:
+                self._written = report
+
+    def _in_own_transaction(self) -> bool:
+        if self.atomic_depth is None:
+            return False
+        connection = connections[protocol.job_database()]
+        return len(connection.atomic_blocks) > self.atomic_depth
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
