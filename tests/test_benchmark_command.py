@@ -75,6 +75,8 @@ def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
         "django_cursor_single_per_s",
         "statement_single_per_s",
         "raw_bulk_select_per_s",
+        "raw_copy_per_s",
+        "raw_copy_no_ids_per_s",
         "bulk_1000_per_s",
         "ceiling_p1_per_s",
     ):
@@ -99,6 +101,8 @@ def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
         "single_vs_raw",
         "single_vs_django_cursor",
         "bulk_vs_pgqueuer_1000",
+        "single_vs_pgqueuer",
+        "single_vs_statement",
         "claim_one_queue_growth",
     }
 

@@ -18,7 +18,10 @@ same way.
 Bulk compares ``enqueue_many`` of N jobs in one call (and in calls of 1,000, each its own
 transaction) with raw INSERTs of the same rows in one transaction (a multi-row ``VALUES`` list
 and an ``INSERT ... SELECT`` from an array, 1,000 rows a statement: the database's ceiling) and
-with PgQueuer's ``enqueue`` of lists of 1,000. Each bulk variant runs ``BULK_REPEATS`` times,
+with PgQueuer's ``enqueue`` of lists of 1,000; and with COPY of the same rows: given their ids
+(read from the sequence first, with the database's time, as enqueue_many must return them) and
+without (the rows take the columns' defaults, nothing comes back: COPY's ceiling). Each bulk
+variant runs ``BULK_REPEATS`` times,
 interleaved, from an empty table; the figure is its median. No-op jobs have no arguments;
 ``bulk_args_per_s`` is the same bulk enqueue of jobs with two integer arguments each.
 """
@@ -57,6 +60,15 @@ SELECT name, '[]', '{}', 'default', 0, 'pending', STATEMENT_TIMESTAMP(), 0, 0, 5
     STATEMENT_TIMESTAMP(), '', '[]', '', ''
 FROM unnest(%s::text[]) AS t(name)
 RETURNING id, run_at, created_at
+"""
+RAW_COPY_COLUMNS = (
+    "name, args, kwargs, queue, priority, status, attempt, released, max_attempts, lease_owner, "
+    "last_error, errors, finished_by, task_backend"
+)
+RAW_COPY = "COPY django_leasejobs_job ({columns}) FROM STDIN"
+RAW_IDS = """
+SELECT nextval(pg_get_serial_sequence('django_leasejobs_job', 'id')), STATEMENT_TIMESTAMP()
+FROM generate_series(1, %s)
 """
 BLOCK = 250
 BULK_ROWS = 1000
@@ -239,12 +251,32 @@ def _bulk(
                 rows = min(BULK_ROWS, jobs_count - first)
                 raw.execute(RAW_BULK_SELECT, [[database.NOOP] * rows]).fetchall()
 
+    def raw_copy(ids: bool) -> None:
+        # COPY returns nothing. With ``ids``, what enqueue_many gives back is read first (an
+        # id per row from the sequence, and the database's time) and written into the rows;
+        # without, the rows take the columns' defaults and nothing comes back (River's
+        # InsertManyFast): the ceiling of a COPY.
+        constant = (database.NOOP, "[]", "{}", "default", 0, "pending", 0, 0, 5, "", "", "[]")
+        with raw.transaction():
+            if not ids:
+                with raw.cursor().copy(RAW_COPY.format(columns=RAW_COPY_COLUMNS)) as copy:
+                    for _ in range(jobs_count):
+                        copy.write_row((*constant, "", ""))
+                return
+            given = raw.execute(RAW_IDS, [jobs_count]).fetchall()
+            columns = f"id, run_at, created_at, {RAW_COPY_COLUMNS}"
+            with raw.cursor().copy(RAW_COPY.format(columns=columns)) as copy:
+                for job_id, now in given:
+                    copy.write_row((job_id, now, now, *constant, "", ""))
+
     variants: dict[str, Callable[[], Any]] = {
         "bulk": ours,
         "bulk_1000": ours_1000,
         "bulk_args": ours_args,
         "raw_bulk": raw_values,
         "raw_bulk_select": raw_select,
+        "raw_copy": lambda: raw_copy(ids=True),
+        "raw_copy_no_ids": lambda: raw_copy(ids=False),
     }
     if pgqueuer is not None:
         variants["pgqueuer_bulk_1000"] = lambda: pgqueuer.time_lists(jobs_count, BULK_ROWS)
@@ -302,6 +334,10 @@ def run(target: Target, *, jobs_count: int, single_count: int) -> dict[str, Any]
             "bulk_vs_raw_select": per_s["bulk"] / per_s["raw_bulk_select"],
             "bulk_1000_per_s": per_s["bulk_1000"],
             "bulk_args_per_s": per_s["bulk_args"],
+            "raw_copy_per_s": per_s["raw_copy"],
+            "raw_copy_vs_raw_select": per_s["raw_copy"] / per_s["raw_bulk_select"],
+            "raw_copy_no_ids_per_s": per_s["raw_copy_no_ids"],
+            "raw_copy_no_ids_vs_raw_select": per_s["raw_copy_no_ids"] / per_s["raw_bulk_select"],
         }
     )
     if pgqueuer is not None:
@@ -309,11 +345,14 @@ def run(target: Target, *, jobs_count: int, single_count: int) -> dict[str, Any]
             {
                 "pgqueuer_single_per_s": rate["pgqueuer"],
                 "single_vs_pgqueuer": rate["ours"] / rate["pgqueuer"],
+                "statement_vs_pgqueuer": rate["statement"] / rate["pgqueuer"],
+                "django_cursor_vs_pgqueuer": rate["django_cursor"] / rate["pgqueuer"],
                 "pgqueuer_bulk_1000_per_s": per_s["pgqueuer_bulk_1000"],
                 "bulk_vs_pgqueuer_1000": per_s["bulk"] / per_s["pgqueuer_bulk_1000"],
                 "bulk_1000_vs_pgqueuer_1000": per_s["bulk_1000"] / per_s["pgqueuer_bulk_1000"],
                 "raw_bulk_select_vs_pgqueuer_1000": per_s["raw_bulk_select"]
                 / per_s["pgqueuer_bulk_1000"],
+                "raw_copy_vs_pgqueuer_1000": per_s["raw_copy"] / per_s["pgqueuer_bulk_1000"],
             }
         )
     return out

@@ -119,6 +119,26 @@ def test_enqueue_is_a_query_django_logs() -> None:
     assert Job.objects.get(pk=job.pk).name == "testapp.jobs.noop"
 
 
+@postgresql_only
+@pytest.mark.django_db
+def test_columns_whose_database_default_is_the_models_are_left_to_the_database() -> None:
+    """``snoozes``, ``deferrals`` and ``version`` default to the same value in the schema:
+    the INSERTs do not name them, and the jobs returned hold what a read gives."""
+    with CaptureQueriesContext(connection) as queries:
+        single = jobs.noop.enqueue()
+        bulk = jobs.noop.enqueue_many([((), {})] * 3)
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    assert len(inserts) == 2
+    for insert in inserts:
+        for column in ('"snoozes"', '"deferrals"', '"version"'):
+            assert column not in insert
+        assert '"attempt"' in insert  # no default in the schema: a parameter
+    for enqueued in [single, *bulk]:
+        stored = Job.objects.get(pk=enqueued.pk)
+        assert (enqueued.snoozes, enqueued.deferrals, enqueued.version) == (0, 0, 1)
+        assert (stored.snoozes, stored.deferrals, stored.version) == (0, 0, 1)
+
+
 @pytest.mark.django_db
 def test_the_query_log_shows_the_values() -> None:
     with CaptureQueriesContext(connection) as queries:

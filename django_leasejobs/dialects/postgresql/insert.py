@@ -28,8 +28,8 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Field
-from django.db.models.expressions import DatabaseDefault
+from django.db.models import NOT_PROVIDED, Field
+from django.db.models.expressions import DatabaseDefault, Value
 from django.db.models.fields.json import JSONField
 
 from ...core import json_values
@@ -52,14 +52,15 @@ class InsertShape:
         by_name = {**{f.name: f for f in _FIELDS}, **{str(f.attname): f for f in _FIELDS}}
         self.given: list[Field[Any, Any]] = [by_name[name] for name in given]
         # Model defaults the caller left out, as parameters prepared once. NULL ones are left
-        # out of the column list (no column here has a database default but the ones already
-        # left out): a shorter statement to parse and plan.
+        # out of the column list, and so are the ones the column's own default stores as
+        # well: a shorter statement, with fewer parameters to bind, parse and plan.
         self.constant = [
             f
             for f in _FIELDS
             if f not in self.given
             and not isinstance(getattr(template, f.attname), DatabaseDefault)
             and getattr(template, f.attname) is not None
+            and not _database_stores(f, getattr(template, f.attname))
         ]
         self.constant_params = {
             str(f.attname): f.get_db_prep_save(getattr(template, f.attname), connection)
@@ -127,6 +128,17 @@ class InsertShape:
             setattr(job, attname, returned[column])
 
 
+def _database_stores(field: Field[Any, Any], value: Any) -> bool:
+    """Whether the column's own default is ``value``: a constant ``db_default`` equal to the
+    model's default (``snoozes``, ``version``), which a row leaving the column out gets."""
+    db_default = field.db_default
+    if isinstance(db_default, Value):
+        db_default = db_default.value
+    elif db_default is NOT_PROVIDED or hasattr(db_default, "resolve_expression"):
+        return False  # none, or an expression (``Now()``): not a value known here
+    return type(db_default) is type(value) and db_default == value
+
+
 _NULL_BY_DEFAULT = frozenset(
     f.name for f in _FIELDS if f.null and getattr(Job(), f.attname) is None
 )
@@ -143,8 +155,8 @@ def placeholder(field: Field[Any, Any]) -> str:
     return f"%({field.attname})s"
 
 
-NOTIFY_PARAMS = ("notify_channel", "notify_queue")
-"""The parameters of the ``pg_notify`` an announced INSERT carries (no column has these names)."""
+NOTIFY_CHANNEL = "notify_channel"
+"""The parameter of the channel an announced INSERT notifies (no column has this name)."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -152,7 +164,7 @@ def insert_one_statement(alias: str, given: tuple[str, ...], announce: bool) -> 
     """``INSERT INTO job (...) VALUES (...) RETURNING ...`` for one row giving ``given``.
 
     Its parameters are named after the columns (``%(queue)s``), the shape's given ones then its
-    constant ones; with ``announce``, ``%(notify_channel)s`` and ``%(notify_queue)s`` too.
+    constant ones; with ``announce``, ``%(notify_channel)s`` too.
     """
     row = shape(alias, given)
     qn = connections[alias].ops.quote_name
@@ -164,9 +176,11 @@ def insert_one_statement(alias: str, given: tuple[str, ...], announce: bool) -> 
     if not announce:
         return insert
     # In RETURNING, not a CTE around the INSERT: the same NOTIFY for a job due now, and a
-    # shorter statement for the database to parse and plan. A row without a run_at takes the
-    # statement's time: due now, no CASE to work out.
-    notify_call = "pg_notify(%(notify_channel)s, %(notify_queue)s)"
+    # shorter statement for the database to parse and plan. Its payload is the new row's
+    # queue column, not the value sent again. A row without a run_at takes the statement's
+    # time: due now, no CASE to work out.
+    queue = qn(str(Job._meta.get_field("queue").column))
+    notify_call = f"pg_notify(%({NOTIFY_CHANNEL})s, {queue})"
     if "run_at" not in given:
         return f"{insert}, {notify_call}"
     return f"{insert}, CASE WHEN run_at <= STATEMENT_TIMESTAMP() THEN {notify_call} END"
@@ -186,7 +200,7 @@ def insert_one(values: dict[str, Any], alias: str) -> Job:
     params = row.params(given, connection)
     announce = notify.supported_on(connection)
     if announce:
-        params.update(zip(NOTIFY_PARAMS, (notify.CHANNEL, given["queue"]), strict=True))
+        params[NOTIFY_CHANNEL] = notify.CHANNEL
     with connection.cursor() as cursor:
         timestamps_in_c(cursor.cursor)
         cursor.execute(insert_one_statement(alias, names, announce), params)
