@@ -17,7 +17,7 @@ from asgiref.sync import async_to_sync
 from django.db import connections
 
 from .. import protocol
-from ..core import registry, task_rows
+from ..core import registry, task_rows, tracing
 from ..core.backoff import Backoff
 from ..core.conf import settings
 from ..errors import PermanentError, UnknownJobError
@@ -206,22 +206,56 @@ def execute(
     (:mod:`.async_execution`).
     """
     execution = start(job, worker_id, lease_lost, cancellation=cancellation, on_start=on_start)
+    if not tracing.enabled():
+        _execute(execution)
+        return execution
+    with tracing.processing(job) as span:  # current in this thread: the handler's spans nest
+        try:
+            _execute(execution)
+        finally:
+            traced(span, execution)
+    return execution
+
+
+def traced(span: Any, execution: Execution) -> None:
+    """Say on the attempt's span how it ended (``tracing.processed``): a snooze and a
+    deferral (a name this worker cannot run) are not errors; a cancelled async handler, with
+    no exception of its own, is one of its failure's kind."""
+    if span is None:
+        return
+    failure, context = execution.failure, execution.context
+    ending: dict[str, Any] = {
+        "lease_lost": context.lease_lost,
+        "cancelled": context.cancel_reason if context.cancelled else None,
+    }
+    if execution.snoozed:
+        ending["snooze_after"] = execution.when
+    elif failure is not None and not execution.unknown:
+        ending["exception"] = execution.exception
+        ending["error_type"] = "" if execution.exception is not None else failure.kind
+        ending["retry_after"] = execution.when
+    tracing.processed(span, **ending)
+
+
+def _execute(execution: Execution) -> None:
+    """``execute``'s work, inside the attempt's span."""
+    job = execution.job
     if job.task_backend and registry.lookup(job.name) is None:
         close_old_connections()
         try:
             task_rows.handler().execute(execution)
         finally:
             close_old_connections()
-        return execution
+        return
     job_function = find(job)
     if isinstance(job_function, UnknownJobError):
         unregistered(execution, job_function)
-        return execution
+        return
     close_old_connections()
     prepared = upgrades.prepared(execution, job_function)  # upgraders may read the database
     if prepared is None:
         close_old_connections()
-        return execution
+        return
     args, kwargs = prepared
     func = async_to_sync(job_function.func) if job_function.is_async else job_function.func
     try:
@@ -234,7 +268,6 @@ def execute(
         failed(execution, exc, job_function)
     finally:
         close_old_connections()
-    return execution
 
 
 def report(execution: Execution) -> Outcome:
