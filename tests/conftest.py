@@ -264,3 +264,13 @@ def spans() -> Iterator[Any]:
     finally:
         spans.sampler.on = False
         spans.clear()
+
+
+@pytest.fixture
+def measurements() -> Any:
+    """OpenTelemetry metrics this test records, with the SDK (``tests/spans.py``)."""
+    from .spans import measured
+
+    measurements = measured()
+    measurements.read()  # what earlier tests recorded
+    return measurements

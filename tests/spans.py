@@ -71,3 +71,37 @@ def recorded() -> Recorded:
         _recorded = Recorded()
         trace.set_tracer_provider(_recorded.provider)
     return _recorded
+
+
+class Measured:
+    """The session's metric reader, reporting what was recorded since the last read (delta)."""
+
+    def __init__(self) -> None:
+        from opentelemetry import metrics
+        from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
+        from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
+
+        delta = AggregationTemporality.DELTA
+        self.reader = InMemoryMetricReader(preferred_temporality={Counter: delta, Histogram: delta})
+        metrics.set_meter_provider(MeterProvider(metric_readers=[self.reader]))
+
+    def read(self) -> dict[str, list[Any]]:
+        """Each instrument's points since the last read, by instrument name."""
+        data = self.reader.get_metrics_data()
+        found: dict[str, list[Any]] = {}
+        for resource in data.resource_metrics if data else ():
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    found.setdefault(metric.name, []).extend(metric.data.data_points)
+        return found
+
+
+_measured: Measured | None = None
+
+
+def measured() -> Measured:
+    """The session's meter provider, set as the global one on first use."""
+    global _measured
+    if _measured is None:
+        _measured = Measured()
+    return _measured

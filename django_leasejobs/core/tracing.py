@@ -50,12 +50,16 @@ def _get_tracer() -> Any:
     """The library's tracer, from the global provider (a proxy until the project sets one)."""
     global _tracer
     if _tracer is None:
-        try:
-            version: str | None = metadata.version("django-leasejobs")
-        except metadata.PackageNotFoundError:  # run from a checkout that is not installed
-            version = None
-        _tracer = trace.get_tracer("django_leasejobs", version)
+        _tracer = trace.get_tracer("django_leasejobs", library_version())
     return _tracer
+
+
+def library_version() -> str | None:
+    """The installed distribution's version, for the instrumentation scope."""
+    try:
+        return metadata.version("django-leasejobs")
+    except metadata.PackageNotFoundError:  # run from a checkout that is not installed
+        return None
 
 
 def _messaging(operation: str, queue: str, name: str) -> dict[str, Any]:
@@ -181,7 +185,7 @@ def processed(
     if snooze_after is not None:
         span.set_attribute("leasejobs.snooze.after", _when(snooze_after))
     elif exception is not None or error_type:
-        kind = error_type or _qualified(type(exception))
+        kind = error_type or qualified_type(exception)
         span.set_attribute("error.type", kind)
         span.set_status(trace.Status(trace.StatusCode.ERROR, str(exception or kind)))
         if retry_after is not None:
@@ -194,7 +198,8 @@ def processed(
         span.add_event("leasejobs.cancelled", {"leasejobs.cancel.reason": cancelled})
 
 
-def _qualified(cls: type) -> str:
+def qualified_type(exception: BaseException | None) -> str:
     """``error.type``: the exception's class, by its full path unless it is a builtin."""
+    cls = type(exception)
     module = cls.__module__
     return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"

@@ -7,6 +7,7 @@ savepoint (so the caller's transaction survives) and returns the winner's row.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
@@ -16,7 +17,7 @@ from typing import Any, NamedTuple
 from django.db import IntegrityError, connections, transaction
 
 from .. import dialects
-from ..core import json_values, limits, registry, tracing, validation
+from ..core import json_values, limits, otel_metrics, registry, tracing, validation
 from ..core.conf import settings as conf_settings
 from ..db import client_encoding, signals
 from ..db.dbtime import db_now
@@ -279,14 +280,18 @@ def enqueue_reporting(
 
 
 def traced_insert(values: dict[str, Any], using: str) -> Inserted:
-    """``insert`` inside a ``send <queue>`` span, whose context the new row stores."""
-    if not tracing.enabled():
-        return insert(values, using)
-    with tracing.sending(values["queue"], values["name"]) as send:
-        if send.carrier is not None:
-            values["trace_context"] = send.carrier
+    """``insert`` inside a ``send <queue>`` span, whose context the new row stores; a new
+    job is counted (``messaging.client.sent.messages``)."""
+    if tracing.enabled():
+        with tracing.sending(values["queue"], values["name"]) as send:
+            if send.carrier is not None:
+                values["trace_context"] = send.carrier
+            inserted = insert(values, using)
+            send.sent(inserted.job.pk)
+    else:
         inserted = insert(values, using)
-        send.sent(inserted.job.pk)
+    if inserted.created:
+        otel_metrics.sent(values["queue"], values["name"])
     return inserted
 
 
@@ -402,5 +407,7 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
         for row, job in zip(order, result, strict=True):
             if row is None:  # insert() announced the others
                 announce_enqueued(job, using)
+    for queue, count in collections.Counter(job.queue for job in result).items():
+        otel_metrics.sent(queue, name, count)
     logger.info("job.enqueued_many name=%s count=%s", name, len(result))
     return result

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 
 from asgiref.sync import sync_to_async
@@ -67,14 +68,13 @@ async def execute(
     result = execution.start(
         job, worker_id, lease_lost, cancellation=cancellation, on_start=on_start
     )
-    if not tracing.enabled():
-        await _execute(result)
-        return result
-    with tracing.processing(job) as span:  # current in this task: the handler's spans nest
+    started = time.monotonic()
+    # The span is current in this task, so the handler's own spans nest under it.
+    with tracing.processing(job) if tracing.enabled() else execution.NO_SPAN as span:
         try:
             await _execute(result)
         finally:
-            execution.traced(span, result)
+            execution.ended(span, result, time.monotonic() - started)
     return result
 
 

@@ -7,8 +7,10 @@ allows), call it outside any transaction, and turn what happened into one guarde
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +19,7 @@ from asgiref.sync import async_to_sync
 from django.db import connections
 
 from .. import protocol
-from ..core import registry, task_rows, tracing
+from ..core import otel_metrics, registry, task_rows, tracing
 from ..core.backoff import Backoff
 from ..core.conf import settings
 from ..errors import PermanentError, UnknownJobError
@@ -206,15 +208,37 @@ def execute(
     (:mod:`.async_execution`).
     """
     execution = start(job, worker_id, lease_lost, cancellation=cancellation, on_start=on_start)
-    if not tracing.enabled():
-        _execute(execution)
-        return execution
-    with tracing.processing(job) as span:  # current in this thread: the handler's spans nest
+    started = time.monotonic()
+    # The span is current in this thread, so the handler's own spans nest under it.
+    with tracing.processing(job) if tracing.enabled() else NO_SPAN as span:
         try:
             _execute(execution)
         finally:
-            traced(span, execution)
+            ended(span, execution, time.monotonic() - started)
     return execution
+
+
+NO_SPAN = contextlib.nullcontext()
+"""Where no span records: the attempt runs with no span made at all."""
+
+
+def ended(span: Any, execution: Execution, seconds: float) -> None:
+    """Record how the attempt ended: on its span, and in the metrics."""
+    traced(span, execution)
+    failure = execution.failure
+    if execution.ok:
+        outcome, error_type = otel_metrics.SUCCEEDED, ""
+    elif execution.snoozed:
+        outcome, error_type = otel_metrics.SNOOZED, ""
+    elif execution.unknown:
+        outcome, error_type = otel_metrics.DEFERRED, ""
+    elif execution.exception is not None:
+        outcome, error_type = otel_metrics.FAILED, tracing.qualified_type(execution.exception)
+    else:  # ended with no exception of the handler's: a cancelled async handler, an upgrade
+        outcome = otel_metrics.FAILED
+        error_type = failure.kind if failure is not None else ""
+    job = execution.job
+    otel_metrics.consumed(job.queue, job.name, outcome, seconds, error_type)
 
 
 def traced(span: Any, execution: Execution) -> None:

@@ -24,11 +24,12 @@ SCRIPT = textwrap.dedent(
     call_command("migrate", verbosity=0)
     from testapp import jobs
 
-    from django_leasejobs.core import tracing
+    from django_leasejobs.core import otel_metrics, tracing
     from django_leasejobs.models import Job
     from django_leasejobs.runtime.worker import Worker
 
     assert tracing.trace is None
+    assert otel_metrics.metrics is None
     single = jobs.add.enqueue(1, 2)
     many = jobs.add.enqueue_many([([3, 4], {}), ([5, 6], {})])
     summary = Worker(lease=5.0, heartbeat=0.1, poll=0.05, scheduler=False).run(burst=True)
