@@ -16,12 +16,14 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 from testapp import jobs, retry_jobs, tracing_jobs
 
-from django_leasejobs import operations, protocol
-from django_leasejobs.models import DeadLetter, Job, Status
+from django_leasejobs import operations, protocol, schedules
+from django_leasejobs.models import DeadLetter, Job, Schedule, Status
 from django_leasejobs.runtime import execution
 from django_leasejobs.runtime.context import Cancellation
 from django_leasejobs.runtime.worker import Worker
 from django_leasejobs.testing import drain, travel
+
+from ..conftest import shifted
 
 WORKER = {"lease": 5.0, "heartbeat": 0.1, "poll": 0.05, "scheduler": False}
 TRACED = "testapp.tracing_jobs.traced"
@@ -129,6 +131,24 @@ class TestProcess:
         process = spans.one("process default")
         assert process.parent is None
         assert not process.links
+
+    def test_a_cron_occurrence_starts_its_own_trace(self, spans: Any) -> None:
+        schedule = Schedule.objects.create(
+            name="tick", cron="* * * * *", job=TRACED, args=["cron"], misfire="all"
+        )
+        Schedule.objects.filter(pk=schedule.pk).update(last_occurrence_at=shifted(-120))
+        with trace.get_tracer("test").start_as_current_span("around"):
+            assert schedules.tick() >= 1  # emitted by the scheduler, not enqueued by a caller
+        assert not spans.named("send default")
+        assert set(Job.objects.values_list("trace_context", flat=True)) == {None}
+        drain()
+        for process in process_spans(spans):
+            assert (process.parent, process.links) == (None, ())
+        inside = spans.named("inside cron")
+        assert inside
+        assert {span.parent.span_id for span in inside} == {
+            span.context.span_id for span in process_spans(spans)
+        }
 
     def test_the_workers_own_current_span_is_no_parent(self, spans: Any) -> None:
         tracing_jobs.traced.enqueue("a")
