@@ -249,3 +249,28 @@ def forget_module(name: str) -> None:
     if parent in sys.modules:
         # ``from . import child`` would find the old module here without importing it.
         vars(sys.modules[parent]).pop(child, None)
+
+
+@pytest.fixture
+def spans() -> Iterator[Any]:
+    """The spans this test records with OpenTelemetry's SDK (``tests/spans.py``)."""
+    from .spans import recorded
+
+    spans = recorded()
+    spans.clear()
+    spans.sampler.on = True
+    try:
+        yield spans
+    finally:
+        spans.sampler.on = False
+        spans.clear()
+
+
+@pytest.fixture
+def measurements() -> Any:
+    """OpenTelemetry metrics this test records, with the SDK (``tests/spans.py``)."""
+    from .spans import measured
+
+    measurements = measured()
+    measurements.read()  # what earlier tests recorded
+    return measurements

@@ -39,6 +39,7 @@ from .value_rules import (
     JITTER_MODES,
     QUEUE_NAME,
     QUEUE_NAME_RULE,
+    SPAN_RELATIONSHIPS,
     TOKEN_MIN_LENGTH,
     TOKEN_PATTERN,
     is_timeout,
@@ -325,6 +326,19 @@ class Settings:
         deferral, before it is dead-lettered as ``unregistered job`` (a duration such as
         ``"24h"``; ``"0s"``: dead-lettered at its first claim; docs/deploying-changes.md)."""
         return duration("UNKNOWN_JOB_GRACE")
+
+    @cached_property
+    def OTEL_SPAN_RELATIONSHIP(self) -> str:
+        """How a job's ``process`` span relates to the ``send`` span of its enqueue, when
+        ``opentelemetry-api`` is installed: ``"link"`` (a new trace linked to it), ``"child"``
+        (the same trace) or ``"none"`` (a new trace, unlinked); docs/observability.md."""
+        value = raw("OTEL_SPAN_RELATIONSHIP")
+        if value not in SPAN_RELATIONSHIPS:
+            raise ImproperlyConfigured(
+                f"{PREFIX}OTEL_SPAN_RELATIONSHIP must be one of "
+                f"{', '.join(map(repr, SPAN_RELATIONSHIPS))}, not {value!r}."
+            )
+        return str(value)
 
     def forget(self) -> None:
         """Drop every value read so far: the next read takes the current setting."""

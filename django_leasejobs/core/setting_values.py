@@ -54,6 +54,7 @@ DEFAULTS: dict[str, Any] = {
     "API_MAX_ATTEMPTS": 100,
     "RETENTION": {},
     "UNKNOWN_JOB_GRACE": "24h",
+    "OTEL_SPAN_RELATIONSHIP": "link",
 }
 
 RETENTION_STATES = ("succeeded", "cancelled", "dead")

@@ -16,6 +16,8 @@ MAX_ATTEMPTS_LIMIT = 2**31 - 1
 """The ``max_attempts`` column is a 32-bit integer on every database."""
 
 JITTER_MODES = ("full", "equal", "none")
+SPAN_RELATIONSHIPS = ("link", "child", "none")
+"""``LEASEJOBS_OTEL_SPAN_RELATIONSHIP``: how a process span relates to its send span."""
 
 DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 """A dotted module name (``fullmatch``)."""

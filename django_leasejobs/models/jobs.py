@@ -203,6 +203,15 @@ class Job(models.Model):
         related_name="jobs",
         editable=False,
     )
+    # The W3C context (traceparent, tracestate) of the enqueue's send span, when OpenTelemetry
+    # recorded it (core/tracing.py): every attempt's process span relates to it, after retries,
+    # snoozes and deferrals (the same row) and a replay (which copies it). NULL otherwise.
+    trace_context = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The enqueue's trace context (traceparent, tracestate), for the job's spans.",
+    )
 
     class Meta:
         ordering = ["-id"]

@@ -7,6 +7,7 @@ savepoint (so the caller's transaction survives) and returns the winner's row.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
@@ -16,7 +17,7 @@ from typing import Any, NamedTuple
 from django.db import IntegrityError, transaction
 
 from .. import dialects
-from ..core import json_values, limits, registry, validation
+from ..core import json_values, limits, otel_metrics, registry, tracing, validation
 from ..core.conf import settings as conf_settings
 from ..db import signals
 from ..db.dbtime import db_now
@@ -273,7 +274,23 @@ def enqueue_reporting(
     """
     check_options(options)
     values = row_values(name, args, kwargs or {}, **options)
-    return insert(values, job_database())
+    return traced_insert(values, job_database())
+
+
+def traced_insert(values: dict[str, Any], using: str) -> Inserted:
+    """``insert`` inside a ``send <queue>`` span, whose context the new row stores; a new
+    job is counted (``messaging.client.sent.messages``)."""
+    if tracing.enabled():
+        with tracing.sending(values["queue"], values["name"]) as send:
+            if send.carrier is not None:
+                values["trace_context"] = send.carrier
+            inserted = insert(values, using)
+            send.sent(inserted.job.pk)
+    else:
+        inserted = insert(values, using)
+    if inserted.created:
+        otel_metrics.sent(values["queue"], values["name"])
+    return inserted
 
 
 def enqueue_task(
@@ -293,7 +310,7 @@ def enqueue_task(
     if not task_backend:
         raise JobValidationError("enqueue_task needs the TASKS alias the task came through.")
     values = row_values(path, args, kwargs, task_backend=task_backend, **options)
-    return insert(values, job_database()).job
+    return traced_insert(values, job_database()).job
 
 
 _ITEM_KEYS = frozenset({"args", "kwargs", *ENQUEUE_OPTIONS})
@@ -321,7 +338,10 @@ def _bulk_row(
     """One ``enqueue_many`` item's row: ``shared`` plus its arguments when it has no options."""
     args, kwargs, options = _item(item)
     if options or defaults.keyed:
-        return row_values(name, args, kwargs, now=now, defaults=defaults, **options)
+        row = row_values(name, args, kwargs, now=now, defaults=defaults, **options)
+        if "trace_context" in shared:
+            row["trace_context"] = shared["trace_context"]
+        return row
     args_list, kwargs_dict = _checked_arguments(defaults, args, kwargs)
     row = {**shared, "args": args_list, "kwargs": kwargs_dict}
     if defaults.limits:
@@ -372,7 +392,12 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
                 order.append(row)
 
     dialect = dialects.for_alias(using)
-    with transaction.atomic(using=using):
+    with (
+        tracing.sending(shared["queue"], name, count=len(items)) as send,
+        transaction.atomic(using=using),
+    ):
+        if send.carrier is not None:  # every job of the call stores the call's span
+            shared["trace_context"] = send.carrier
         inserted = iter(dialect.insert_many(using, bulk_rows()))
         result = [next(inserted) if row is None else insert(row, using).job for row in order]
         dialect.announce(using, sorted(due_queues))
@@ -380,5 +405,7 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
         for row, job in zip(order, result, strict=True):
             if row is None:  # insert() announced the others
                 announce_enqueued(job, using)
+    for queue, count in collections.Counter(job.queue for job in result).items():
+        otel_metrics.sent(queue, name, count)
     logger.info("job.enqueued_many name=%s count=%s", name, len(result))
     return result

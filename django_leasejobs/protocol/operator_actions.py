@@ -128,6 +128,8 @@ def _replay_once(
         if values.get("version", 1) != _current_version(values["name"], original.task_backend):
             values.update(_limit_columns(original))  # not recomputed from older arguments
         values["workflow_step_id"] = original.workflow_step_id
+        # The replay continues the dead job's trace: its attempts relate to the first enqueue.
+        values["trace_context"] = original.trace_context
         new, created = insert(values, alias)
         # insert() returns the live job holding the dedupe key instead of inserting. Such a
         # holder is not this replay's job (even while it is pending with attempt 0): linking

@@ -20,11 +20,12 @@ completions. What differs is what must never happen on an event loop:
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 from asgiref.sync import sync_to_async
 
-from ..core import registry, task_rows
+from ..core import registry, task_rows, tracing
 from ..errors import UnknownJobError
 from ..models import Job
 from ..protocol import Failure
@@ -67,17 +68,30 @@ async def execute(
     result = execution.start(
         job, worker_id, lease_lost, cancellation=cancellation, on_start=on_start
     )
+    started = time.monotonic()
+    # The span is current in this task, so the handler's own spans nest under it.
+    with tracing.processing(job) if tracing.enabled() else execution.NO_SPAN as span:
+        try:
+            await _execute(result)
+        finally:
+            execution.ended(span, result, time.monotonic() - started)
+    return result
+
+
+async def _execute(result: Execution) -> None:
+    """``execute``'s work, inside the attempt's span."""
+    job = result.job
     job_function = registry.lookup(job.name)
     try:
         if job_function is None and job.task_backend:
             await task_rows.handler().aexecute(result)
-            return result
+            return
         if job_function is None:  # ``is_async`` found it; it can only have gone since
             execution.unregistered(result, registry.unknown(job.name))
-            return result
+            return
         prepared = upgrades.prepared(result, job_function)  # no database here: plain code
         if prepared is None:
-            return result
+            return
         args, kwargs = prepared
         result.begin(job_function.get_timeout())
         call = job_function.func(*execution.arguments(result, job_function, args), **kwargs)
@@ -92,7 +106,6 @@ async def execute(
             result.failure = Failure.from_exception(exc)
         else:
             execution.failed(result, exc, job_function)
-    return result
 
 
 def cancelled(result: Execution, exc: BaseException) -> None:

@@ -7,8 +7,10 @@ allows), call it outside any transaction, and turn what happened into one guarde
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +19,7 @@ from asgiref.sync import async_to_sync
 from django.db import connections
 
 from .. import protocol
-from ..core import registry, task_rows
+from ..core import otel_metrics, registry, task_rows, tracing
 from ..core.backoff import Backoff
 from ..core.conf import settings
 from ..errors import PermanentError, UnknownJobError
@@ -207,22 +209,78 @@ def execute(
     (:mod:`.async_execution`).
     """
     execution = start(job, worker_id, lease_lost, cancellation=cancellation, on_start=on_start)
+    started = time.monotonic()
+    # The span is current in this thread, so the handler's own spans nest under it.
+    with tracing.processing(job) if tracing.enabled() else NO_SPAN as span:
+        try:
+            _execute(execution)
+        finally:
+            ended(span, execution, time.monotonic() - started)
+    return execution
+
+
+NO_SPAN = contextlib.nullcontext()
+"""Where no span records: the attempt runs with no span made at all."""
+
+
+def ended(span: Any, execution: Execution, seconds: float) -> None:
+    """Record how the attempt ended: on its span, and in the metrics."""
+    traced(span, execution)
+    failure = execution.failure
+    if execution.ok:
+        outcome, error_type = otel_metrics.SUCCEEDED, ""
+    elif execution.snoozed:
+        outcome, error_type = otel_metrics.SNOOZED, ""
+    elif execution.unknown:
+        outcome, error_type = otel_metrics.DEFERRED, ""
+    elif execution.exception is not None:
+        outcome, error_type = otel_metrics.FAILED, tracing.qualified_type(execution.exception)
+    else:  # ended with no exception of the handler's: a cancelled async handler, an upgrade
+        outcome = otel_metrics.FAILED
+        error_type = failure.kind if failure is not None else ""
+    job = execution.job
+    otel_metrics.consumed(job.queue, job.name, outcome, seconds, error_type)
+
+
+def traced(span: Any, execution: Execution) -> None:
+    """Say on the attempt's span how it ended (``tracing.processed``): a snooze and a
+    deferral (a name this worker cannot run) are not errors; a cancelled async handler, with
+    no exception of its own, is one of its failure's kind."""
+    if span is None:
+        return
+    failure, context = execution.failure, execution.context
+    ending: dict[str, Any] = {
+        "lease_lost": context.lease_lost,
+        "cancelled": context.cancel_reason if context.cancelled else None,
+    }
+    if execution.snoozed:
+        ending["snooze_after"] = execution.when
+    elif failure is not None and not execution.unknown:
+        ending["exception"] = execution.exception
+        ending["error_type"] = "" if execution.exception is not None else failure.kind
+        ending["retry_after"] = execution.when
+    tracing.processed(span, **ending)
+
+
+def _execute(execution: Execution) -> None:
+    """``execute``'s work, inside the attempt's span."""
+    job = execution.job
     if job.task_backend and registry.lookup(job.name) is None:
         close_old_connections()
         try:
             task_rows.handler().execute(execution)
         finally:
             close_old_connections()
-        return execution
+        return
     job_function = find(job)
     if isinstance(job_function, UnknownJobError):
         unregistered(execution, job_function)
-        return execution
+        return
     close_old_connections()
     prepared = upgrades.prepared(execution, job_function)  # upgraders may read the database
     if prepared is None:
         close_old_connections()
-        return execution
+        return
     args, kwargs = prepared
     func = async_to_sync(job_function.func) if job_function.is_async else job_function.func
     # A report made in a transaction the handler opens waits (runtime/progress.py).
@@ -237,7 +295,6 @@ def execute(
         failed(execution, exc, job_function)
     finally:
         close_old_connections()
-    return execution
 
 
 def flush_progress(execution: Execution) -> None:

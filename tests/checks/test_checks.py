@@ -417,3 +417,13 @@ def test_sqlite_with_wal_is_silent(tmp_path: Path) -> None:
         assert db_checks.connection_messages(handler["default"]) == []
     finally:
         handler.close_all()
+
+
+@override_settings(LEASEJOBS_OTEL_SPAN_RELATIONSHIP="parent")
+def test_e001_a_bad_span_relationship_is_an_error() -> None:
+    (message,) = setting_checks.check_settings()
+    assert message.id == "leasejobs.E001"
+    assert (
+        "LEASEJOBS_OTEL_SPAN_RELATIONSHIP must be one of 'link', 'child', 'none', not 'parent'"
+        in message.msg
+    )

@@ -1,0 +1,205 @@
+"""OpenTelemetry spans around each enqueue and each attempt, when ``opentelemetry-api`` is there.
+
+The ``otel`` extra installs the API alone; the project brings its own SDK and exporter. Without
+the API nothing is imported and every function here returns at once. With the API and no SDK
+no span is made at all (``enabled``), and with an SDK that does not sample a span, attributes
+are set only on spans that record (``is_recording``) and no trace context is stored on the row.
+The library never sets a tracer provider: it asks for the global one, the project's.
+
+A send span's W3C context (``traceparent``, ``tracestate``) is stored on the job row
+(``Job.trace_context``), so every attempt, after retries, snoozes, deferrals and a replay, finds
+the enqueue it came from; ``LEASEJOBS_OTEL_SPAN_RELATIONSHIP`` says how its process span relates
+to it (docs/observability.md).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import metadata
+from typing import Any
+
+from .conf import settings
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import propagate, trace
+except ImportError:  # the otel extra is not installed: no spans, nothing imported
+    trace = None  # type: ignore[assignment]
+
+SYSTEM = "django_leasejobs"
+"""``messaging.system``: the semantic conventions' name for this queue system."""
+
+_tracer: Any = None
+
+
+def enabled() -> bool:
+    """Whether spans can record: the API is installed and the project set an SDK's provider.
+
+    The API's own providers (none set, or the no-op one) record nothing; callers skip the
+    span altogether then, sparing each enqueue and attempt the making of a no-op span.
+    """
+    if trace is None:
+        return False
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
+def _get_tracer() -> Any:
+    """The library's tracer, from the global provider (a proxy until the project sets one)."""
+    global _tracer
+    if _tracer is None:
+        _tracer = trace.get_tracer("django_leasejobs", library_version())
+    return _tracer
+
+
+def library_version() -> str | None:
+    """The installed distribution's version, for the instrumentation scope."""
+    try:
+        return metadata.version("django-leasejobs")
+    except metadata.PackageNotFoundError:  # run from a checkout that is not installed
+        return None
+
+
+def _messaging(operation: str, queue: str, name: str) -> dict[str, Any]:
+    return {
+        "messaging.system": SYSTEM,
+        "messaging.operation.type": operation,
+        "messaging.operation.name": operation,
+        "messaging.destination.name": queue,
+        "leasejobs.job.name": name,
+    }
+
+
+class Send:
+    """The span of one enqueue call, and the context its jobs store."""
+
+    __slots__ = ("carrier", "span")
+
+    def __init__(self, span: Any = None, carrier: dict[str, str] | None = None) -> None:
+        self.span = span
+        self.carrier = carrier
+        """``traceparent`` (and ``tracestate``) of the send span; None when nothing records."""
+
+    def sent(self, job_id: Any) -> None:
+        """Name the job the span sent (``messaging.message.id``), once its row has an id."""
+        if self.span is not None and self.span.is_recording():
+            self.span.set_attribute("messaging.message.id", str(job_id))
+
+
+_NOT_SENT = Send()
+
+
+@contextmanager
+def sending(queue: str, name: str, count: int | None = None) -> Iterator[Send]:
+    """A PRODUCER span ``send <queue>`` around an enqueue, child of the caller's current span.
+
+    ``count``: an ``enqueue_many`` call, one span for all its jobs
+    (``messaging.batch.message_count``); each job stores this span's context.
+    """
+    if not enabled():
+        yield _NOT_SENT
+        return
+    with _get_tracer().start_as_current_span(f"send {queue}", kind=trace.SpanKind.PRODUCER) as span:
+        if not span.is_recording():
+            yield _NOT_SENT
+            return
+        span.set_attributes(_messaging("send", queue, name))
+        if count is not None:
+            span.set_attribute("messaging.batch.message_count", count)
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        yield Send(span, carrier or None)
+
+
+@contextmanager
+def processing(job: Any) -> Iterator[Any]:
+    """A CONSUMER span ``process <queue>`` for one attempt, current while the handler runs.
+
+    Its relation to the job's send span: ``"link"`` starts a new trace linked to it (a job may
+    run hours after its enqueue), ``"child"`` continues that trace, ``"none"`` starts a new
+    trace with no link. A row without a stored context (a cron occurrence, a job enqueued with
+    no SDK) starts its own trace. Yields the span (None without the API) for ``processed``.
+    """
+    if not enabled():
+        yield None
+        return
+    tracer = _get_tracer()
+    relationship = settings.OTEL_SPAN_RELATIONSHIP
+    parent = otel_context.Context()  # a new trace, whatever is current in this thread
+    links = None
+    if job.trace_context and relationship != "none":
+        sent = propagate.extract(job.trace_context, context=otel_context.Context())
+        if relationship == "child":
+            parent = sent
+        else:
+            span_context = trace.get_current_span(sent).get_span_context()
+            if span_context.is_valid:
+                links = [trace.Link(span_context)]
+    with tracer.start_as_current_span(
+        f"process {job.queue}",
+        context=parent,
+        kind=trace.SpanKind.CONSUMER,
+        links=links,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        if span.is_recording():
+            span.set_attributes(_messaging("process", job.queue, job.name))
+            span.set_attributes(
+                {
+                    "messaging.message.id": str(job.pk),
+                    "leasejobs.job.attempt": job.attempt,
+                    "leasejobs.job.max_attempts": job.max_attempts,
+                    "leasejobs.job.priority": job.priority,
+                }
+            )
+        yield span
+
+
+def _when(value: float | dt.datetime) -> float | str:
+    """A ``Retry``'s or ``Snooze``'s time as an attribute: seconds, or an ISO 8601 moment."""
+    return value.isoformat() if isinstance(value, dt.datetime) else float(value)
+
+
+def processed(
+    span: Any,
+    *,
+    exception: BaseException | None = None,
+    error_type: str = "",
+    retry_after: float | dt.datetime | None = None,
+    snooze_after: float | dt.datetime | None = None,
+    lease_lost: bool = False,
+    cancelled: str | None = None,
+) -> None:
+    """Record how the attempt ended on its span, before the span ends.
+
+    An error (``exception``, or an ``error_type`` with no exception of the handler's, as a
+    timeout) sets the span's status to ERROR; a ``Retry`` is one too, and says when
+    (``leasejobs.retry.after``); a ``Snooze`` is not an error (``leasejobs.snooze.after``).
+    A lost lease and a cancel are events: the attempt's result is not written.
+    """
+    if span is None or not span.is_recording():
+        return
+    if snooze_after is not None:
+        span.set_attribute("leasejobs.snooze.after", _when(snooze_after))
+    elif exception is not None or error_type:
+        kind = error_type or qualified_type(exception)
+        span.set_attribute("error.type", kind)
+        span.set_status(trace.Status(trace.StatusCode.ERROR, str(exception or kind)))
+        if retry_after is not None:
+            span.set_attribute("leasejobs.retry.after", _when(retry_after))
+        if exception is not None:
+            span.record_exception(exception)
+    if lease_lost:
+        span.add_event("leasejobs.lease_lost")
+    if cancelled is not None:
+        span.add_event("leasejobs.cancelled", {"leasejobs.cancel.reason": cancelled})
+
+
+def qualified_type(exception: BaseException | None) -> str:
+    """``error.type``: the exception's class, by its full path unless it is a builtin."""
+    cls = type(exception)
+    module = cls.__module__
+    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
