@@ -3,24 +3,25 @@
 A schedule's occurrences (``next_occurrences``, ``occurrences_between``), what became of each
 (``occurrence_history``, ``history_of``: its job, its skip or a gap), the scheduler's step
 (``tick``) and the sync of declared schedules (``sync_from_settings``, ``declared_in_code``,
-``validate_schedule_spec``). They live in the worker's layer (``runtime/schedules.py``,
-``runtime/schedule_settings.py``), which is internal and moves as the code asks;
-docs/recurrence.md and projects import them from here.
+``validate_schedule_spec``). They live in the layers (the cron math in ``core/occurrences.py``,
+the reads in ``reports/occurrences.py``, the tick in ``runtime/schedules.py``, the sync in
+``upkeep/schedule_sync.py``), which are internal and move as the code asks; docs/recurrence.md
+and projects import them from here.
 """
 
-from .runtime.schedule_settings import (
-    SyncResult,
-    declared_in_code,
-    sync_from_settings,
-    validate_schedule_spec,
-)
-from .runtime.schedules import (
+from .core.occurrences import occurrences_between
+from .reports.occurrences import (
     Occurrence,
     history_of,
     next_occurrences,
     occurrence_history,
-    occurrences_between,
-    tick,
+)
+from .runtime.schedules import tick
+from .upkeep.schedule_sync import (
+    SyncResult,
+    declared_in_code,
+    sync_from_settings,
+    validate_schedule_spec,
 )
 
 __all__ = [

@@ -17,9 +17,12 @@ import pytest
 
 import django_leasejobs
 from django_leasejobs import operations, schedules, upkeep
+from django_leasejobs.core import occurrences as core_occurrences
 from django_leasejobs.protocol import cancels, operator_actions, pauses
-from django_leasejobs.runtime import context, schedule_settings, worker
+from django_leasejobs.reports import occurrences as reports_occurrences
+from django_leasejobs.runtime import context, worker
 from django_leasejobs.runtime import schedules as runtime_schedules
+from django_leasejobs.upkeep import schedule_sync
 
 from .test_architecture import ROOT
 
@@ -60,7 +63,10 @@ def test_importing_the_package_loads_no_worker_and_no_model() -> None:
     ("public", "internal"),
     [
         (operations, [cancels, operator_actions, pauses, upkeep]),
-        (schedules, [runtime_schedules, schedule_settings]),
+        (
+            schedules,
+            [core_occurrences, reports_occurrences, runtime_schedules, schedule_sync],
+        ),
     ],
     ids=["operations", "schedules"],
 )

@@ -21,9 +21,10 @@ from urllib.parse import urlencode
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..core.cron import representable
+from ..core.occurrences import cron_of
 from ..db import dbtime
 from ..models import Job, Schedule
-from ..runtime import schedules
+from ..reports.occurrences import Occurrence, history_of
 from . import display
 
 MAX_RANGE = dt.timedelta(days=31)
@@ -140,10 +141,10 @@ NOTES = {
     "due": "missed: due but not emitted (is a scheduler running?)",
     "upcoming": "upcoming",
 }
-"""What each state of :func:`schedules.occurrence_history` means to an operator."""
+"""What each state of :func:`occurrence_history` means to an operator."""
 
 
-def note(schedule: Schedule, occurrence: schedules.Occurrence) -> str:
+def note(schedule: Schedule, occurrence: Occurrence) -> str:
     if occurrence.job is None and occurrence.at < schedule.created_at:
         return "before the schedule existed"
     if occurrence.state == "skipped" and occurrence.skip is not None:
@@ -192,7 +193,7 @@ def page_bounds(
     ``after``: the first ``PAGE_SIZE`` occurrences after it; otherwise the last ``PAGE_SIZE``
     up to ``until`` (default ``end``). One more is computed to know where the next page starts.
     """
-    cron = schedules.cron_of(schedule)
+    cron = cron_of(schedule)
     # A cursor is held within the range, whose ends parse_range made sure can be computed: a
     # link edited to year 9999 in another offset would overflow the cron arithmetic.
     if after is not None:
@@ -217,11 +218,11 @@ def page_between(
 ) -> Table:
     """One page of the range (see :func:`page_bounds`) beside the occurrences' jobs.
 
-    The states come from :func:`schedules.history_of`, so the admin and the scheduler agree on
+    The states come from :func:`history_of`, so the admin and the scheduler agree on
     what each occurrence is.
     """
     expected, lower, upper = page_bounds(schedule, start, end, after, until)
-    history = schedules.history_of(schedule, expected)
+    history = history_of(schedule, expected)
     rows = [Row(o.at, o.job, gap=o.job is None, note=note(schedule, o)) for o in history]
     # Jobs of occurrences the current expression does not yield (the cron was edited).
     for job in (
@@ -235,7 +236,7 @@ def page_between(
     zone = schedule_zone(schedule)
     for row in rows:
         row.at = row.at.astimezone(zone)
-    cron = schedules.cron_of(schedule)
+    cron = cron_of(schedule)
     return Table(
         rows,
         shown=len(history),

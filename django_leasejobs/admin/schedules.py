@@ -16,7 +16,7 @@ from django.utils.safestring import SafeString
 
 from ..core.row_ids import row_id
 from ..models import Schedule
-from ..runtime import schedules
+from ..reports.occurrences import next_occurrences
 from . import json_input, occurrences
 from .base import NulRefusingLists
 
@@ -57,7 +57,7 @@ class ScheduleAdmin(NulRefusingLists, admin.ModelAdmin):
     @admin.display(description="next occurrence")
     def next_occurrence(self, schedule: Schedule) -> str:
         try:
-            upcoming = schedules.next_occurrences(schedule, count=1)
+            upcoming = next_occurrences(schedule, count=1)
         except Exception as exc:  # a row edited behind the admin's back: show, never crash
             return f"invalid: {exc}"
         return self._format(schedule, upcoming[0]) if upcoming else "\u2014"
@@ -67,7 +67,7 @@ class ScheduleAdmin(NulRefusingLists, admin.ModelAdmin):
         if schedule.pk is None:
             return "\u2014"
         try:
-            times = schedules.next_occurrences(schedule, count=10)
+            times = next_occurrences(schedule, count=10)
         except Exception as exc:
             return f"invalid: {exc}"
         items = format_html_join("", "<li>{}</li>", ((self._format(schedule, t),) for t in times))

@@ -11,11 +11,13 @@ from django.http import HttpRequest, JsonResponse
 
 from .. import protocol
 from ..core import cron
+from ..core.occurrences import cron_of
 from ..errors import InvalidTransitionError, JobArgumentsError, JobValidationError, ScheduleError
 from ..models import DeadLetter, Schedule
 from ..reports import stats, workflow_reads
 from ..reports.health import Thresholds, evaluate
-from ..runtime import inprocess, schedules
+from ..reports.occurrences import history_of
+from ..runtime import inprocess
 from . import inputs, serialize
 from .endpoint import audit
 from .errors import ApiError
@@ -103,7 +105,7 @@ def occurrences(request: HttpRequest, schedule_id: int) -> JsonResponse:
         )
     size = inputs.limit(params)
     try:
-        expression = schedules.cron_of(schedule)
+        expression = cron_of(schedule)
     except ScheduleError as exc:
         raise ApiError("invalid_state", f"The schedule cannot be read: {exc}") from None
     for name, value in bounds.items():
@@ -118,7 +120,7 @@ def occurrences(request: HttpRequest, schedule_id: int) -> JsonResponse:
     expected = list(islice(takewhile(lambda t: t <= end, upcoming), size + 1))
     more = len(expected) > size
     expected = expected[:size]
-    history = schedules.history_of(schedule, expected)
+    history = history_of(schedule, expected)
     return JsonResponse(
         {
             "schedule": serialize.schedule(schedule),

@@ -11,7 +11,7 @@ from typing import Any
 from ..core.durations import iso
 from ..models import DeadLetter, Job, Schedule
 from ..reports import workflow_reads
-from ..runtime.schedules import Occurrence
+from ..reports.occurrences import Occurrence
 
 
 def job(row: Job) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Checked when the decorator runs, with the rules a ``LEASEJOBS_SCHEDULES`` entry meets at sync
 (so a typo fails at import, in every process, not in the scheduler at 3 a.m.), and synced to a
-``Schedule`` row named after the job by ``runtime.schedule_settings``, as settings entries are.
+``Schedule`` row named after the job by ``upkeep.schedule_sync``, as settings entries are.
 """
 
 from __future__ import annotations

@@ -9,16 +9,16 @@ from django.db import models
 from django.db.models.functions import Now
 
 from ..core import cron as cron_module
-from ..core import json_values, registry, validation
+from ..core import json_values, occurrences, registry, validation
 from ..errors import JobValidationError
 
 
 class Misfire(models.TextChoices):
     """What a scheduler does with occurrences missed while no scheduler ran."""
 
-    ALL = "all", "Run every missed occurrence"
-    LATEST = "latest", "Run only the latest missed occurrence"
-    SKIP = "skip", "Skip missed occurrences"
+    ALL = occurrences.ALL, "Run every missed occurrence"
+    LATEST = occurrences.LATEST, "Run only the latest missed occurrence"
+    SKIP = occurrences.SKIP, "Skip missed occurrences"
 
 
 class Schedule(models.Model):

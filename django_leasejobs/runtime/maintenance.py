@@ -21,8 +21,9 @@ from django.db import Error as DatabaseError
 from .. import protocol, upkeep
 from ..core import registry
 from ..reports import samples
+from ..upkeep import schedule_sync
 from ..upkeep.retention import Retention
-from . import execution, schedule_settings, schedules
+from . import execution, schedules
 from .deferred_names import DeferredNames
 from .ledger import Ledger
 from .options import WorkerOptions
@@ -160,7 +161,7 @@ class Maintenance:
         logged and the start goes on; the next ``syncschedules`` or worker start syncs.
         """
         try:
-            schedule_settings.sync_from_settings()  # logs its one line, schedule.synced
+            schedule_sync.sync_from_settings()  # logs its one line, schedule.synced
         except DatabaseError as exc:
             self.outage.error("schedule sync", exc)
 

@@ -1,5 +1,6 @@
-"""Cron schedules: their occurrences and the scheduler tick (the sync from settings is
-``schedule_settings``).
+"""The scheduler's tick: every due occurrence of every enabled schedule emitted as a job or
+recorded as skipped (the cron math is ``core/occurrences.py``, what became of each occurrence
+``reports/occurrences.py``, the sync from settings ``upkeep/schedule_sync.py``).
 
 Any number of processes may run ``tick()`` at the same time; there is no leader. What keeps each
 occurrence to one job is the schedule's cursor (``last_occurrence_at``), moved forward by a
@@ -8,226 +9,26 @@ compare-and-set in the same transaction as the job's INSERT, with the unique
 from the cron expression and the cursor only, never from process uptime or the jobs table, so
 restarts, pruning and clock skew between workers change nothing: "now" is the database's.
 
-Missed occurrences (no scheduler ran when they were due) follow the schedule's misfire policy:
-
-* ``all``: every occurrence not older than ``catchup_window`` seconds is emitted, oldest first;
-* ``latest``: only the newest due occurrence is emitted (if inside the catch-up window);
-* ``skip``: only occurrences at most ``LEASEJOBS_MISFIRE_GRACE_SECONDS`` late are emitted.
-
-Whatever is not emitted is recorded as a ``ScheduleSkip`` before the cursor passes it, so the
-admin can show it as a gap with its reason.
+Missed occurrences (no scheduler ran when they were due) follow the schedule's misfire policy
+(``core/occurrences.py`` states the three). Whatever is not emitted is recorded as a
+``ScheduleSkip`` before the cursor passes it, so the admin can show it as a gap with its reason.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
 import random
-from dataclasses import dataclass, field
-from itertools import islice, takewhile
-from typing import Any
 
 from django.db import DatabaseError
 
 from .. import protocol
-from ..core import cron, registry
-from ..core.conf import settings
-from ..db import dbtime
+from ..core import occurrences, registry
 from ..db.dbtime import DbNow
 from ..errors import ScheduleError, UnknownJobError
-from ..models import Job, Misfire, Schedule, ScheduleSkip
+from ..models import Misfire, Schedule
 
 logger = logging.getLogger("django_leasejobs")
-
-COUNT_CAP = 1000
-"""Skipped occurrences are counted up to this many; past it the count is left empty."""
-
-# Looking back for the newest occurrence before an instant: croniter only iterates forward, so
-# try growing spans (an hourly look-back finds a per-minute schedule's newest at once).
-_LOOK_BACK = [dt.timedelta(seconds=s) for s in (3600, 86400, 32 * 86400, 367 * 86400)]
-# Occurrences are whole minutes, so "t < x" is "t <= x - 1 µs".
-_MICROSECOND = dt.timedelta(microseconds=1)
-
-
-# --------------------------------------------------------------------------- occurrences
-
-
-def _cron(schedule: Schedule) -> cron.Cron:
-    try:
-        return cron.compile_cron(schedule.cron, schedule.timezone)
-    except cron.CronError as exc:
-        raise ScheduleError(f"Schedule {schedule.name!r}: {exc}.") from None
-
-
-def cron_of(schedule: Schedule) -> cron.Cron:
-    """The schedule's compiled cron expression; ``ScheduleError`` if it cannot be used."""
-    return _cron(schedule)
-
-
-def _aware(value: Any, name: str) -> dt.datetime:
-    if not isinstance(value, dt.datetime) or value.tzinfo is None:
-        raise ValueError(f"{name} must be an aware datetime, not {value!r}.")
-    return value
-
-
-def occurrences_between(
-    schedule: Schedule, start: dt.datetime, end: dt.datetime
-) -> list[dt.datetime]:
-    """The occurrences ``t`` of ``schedule`` with ``start < t <= end``, as aware UTC datetimes.
-
-    These are the exact occurrence keys a scheduler emits (``Job.occurrence_at``): the cron
-    expression read in the schedule's timezone, with the DST rule of
-    :mod:`django_leasejobs.core.cron`.
-    """
-    return _cron(schedule).between(_aware(start, "start"), _aware(end, "end"))
-
-
-def next_occurrences(
-    schedule: Schedule, count: int = 10, after: dt.datetime | None = None
-) -> list[dt.datetime]:
-    """The next ``count`` occurrences after ``after`` (default: the database's now)."""
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise ValueError(f"count must be a non-negative integer, not {count!r}.")
-    start = dbtime.db_now() if after is None else _aware(after, "after")
-    return list(islice(_cron(schedule).after(start), count))
-
-
-@functools.lru_cache(maxsize=4096)
-def _first_after(expression: str, timezone: str, instant: dt.datetime) -> dt.datetime | None:
-    """The first occurrence after the cursor: cached, so an idle tick does no cron math."""
-    return next(cron.compile_cron(expression, timezone).after(instant), None)
-
-
-def _newest(
-    schedule_cron: cron.Cron, floor: dt.datetime, ceiling: dt.datetime
-) -> dt.datetime | None:
-    """The newest occurrence ``t`` with ``floor < t <= ceiling``, or None."""
-    for span in _LOOK_BACK:
-        lower = max(floor, ceiling - span)
-        found = schedule_cron.between(lower, ceiling)
-        if found:
-            return found[-1]
-        if lower == floor:
-            return None
-    newest = None
-    for instant in takewhile(lambda t: t <= ceiling, schedule_cron.after(floor)):
-        newest = instant
-    return newest
-
-
-def _count(schedule_cron: cron.Cron, after: dt.datetime, through: dt.datetime) -> int | None:
-    due = takewhile(lambda t: t <= through, schedule_cron.after(after))
-    counted = sum(1 for _ in islice(due, COUNT_CAP + 1))
-    return None if counted > COUNT_CAP else counted
-
-
-@dataclass(frozen=True)
-class Occurrence:
-    """One expected occurrence of a schedule beside what became of it (the admin's gap view)."""
-
-    at: dt.datetime
-    state: str
-    """``emitted`` (``job`` is set), ``skipped`` (``skip`` says why), ``pruned`` (at or before the
-    cursor with neither: its job was deleted), ``due`` (after the cursor, not yet emitted: no
-    scheduler has ticked since) or ``upcoming``."""
-    job: Job | None = None
-    skip: ScheduleSkip | None = None
-
-
-def occurrence_history(
-    schedule: Schedule, start: dt.datetime, end: dt.datetime
-) -> list[Occurrence]:
-    """Every occurrence ``start < t <= end`` with its job or skip record; gaps are explicit."""
-    return history_of(schedule, occurrences_between(schedule, start, end))
-
-
-def history_of(schedule: Schedule, expected: list[dt.datetime]) -> list[Occurrence]:
-    """These occurrences of ``schedule`` (in order) with their jobs or skip records.
-
-    For a page of a long range: the caller computes only the occurrences it shows.
-    """
-    if not expected:
-        return []
-    jobs = {
-        job.occurrence_at: job
-        for job in Job.objects.filter(
-            schedule=schedule, occurrence_at__gte=expected[0], occurrence_at__lte=expected[-1]
-        )
-    }
-    skips = list(
-        ScheduleSkip.objects.filter(
-            schedule=schedule, through__gte=expected[0], after__lt=expected[-1]
-        )
-    )
-    cursor, now = schedule.last_occurrence_at, dbtime.db_now()
-    history = []
-    for at in expected:
-        job = jobs.get(at)
-        skip = next((s for s in skips if s.after < at <= s.through), None)
-        if job is not None:
-            state = "emitted"
-        elif skip is not None:
-            state = "skipped"
-        elif cursor is not None and at <= cursor:
-            state = "pruned"
-        else:
-            state = "due" if at <= now else "upcoming"
-        history.append(Occurrence(at, state, job, skip))
-    return history
-
-
-# --------------------------------------------------------------------------- the tick
-
-
-@dataclass
-class _Plan:
-    """What one tick does with one schedule: skip a prefix of the due occurrences, emit the rest."""
-
-    emit: list[dt.datetime] = field(default_factory=list)
-    skip_through: dt.datetime | None = None
-    skip_count: int | None = None
-    skip_reason: str = ""
-
-
-def _plan(
-    schedule: Schedule, schedule_cron: cron.Cron, now: dt.datetime, budget: int
-) -> _Plan | None:
-    """Decide from the cursor and the database's ``now``; None when nothing is due."""
-    baseline = schedule.last_occurrence_at or schedule.created_at
-    first = _first_after(schedule.cron, schedule.timezone, baseline)
-    if first is None or first > now:
-        return None
-    plan = _Plan()
-    if schedule.misfire == Misfire.SKIP:
-        grace = settings.MISFIRE_GRACE_SECONDS
-        horizon = now - dt.timedelta(seconds=grace)
-        plan.skip_reason = f"misfire=skip: missed by more than {grace}s"
-    else:
-        horizon = now - dt.timedelta(seconds=schedule.catchup_window)
-        plan.skip_reason = (
-            f"misfire={schedule.misfire}: older than the catch-up window "
-            f"({schedule.catchup_window}s)"
-        )
-    if schedule.misfire == Misfire.LATEST:
-        newest = _newest(schedule_cron, baseline, now)
-        assert newest is not None  # ``first`` is due
-        if newest > horizon:
-            plan.emit = [newest]
-            if first < newest:
-                plan.skip_through = _newest(schedule_cron, baseline, newest - _MICROSECOND)
-                plan.skip_reason = "misfire=latest: only the newest due occurrence runs"
-        else:
-            plan.skip_through = newest
-    else:
-        lower = max(baseline, horizon)
-        due = takewhile(lambda t: t <= now, schedule_cron.after(lower))
-        plan.emit = list(islice(due, budget))
-        if first <= lower:
-            plan.skip_through = _newest(schedule_cron, baseline, lower)
-    if plan.skip_through is not None:
-        plan.skip_count = _count(schedule_cron, baseline, plan.skip_through)
-    return plan
 
 
 def _run_at(schedule: Schedule, occurrence_at: dt.datetime) -> dt.datetime:
@@ -238,7 +39,7 @@ def _run_at(schedule: Schedule, occurrence_at: dt.datetime) -> dt.datetime:
 
 
 def _tick_schedule(schedule: Schedule, now: dt.datetime, budget: int) -> int:
-    schedule_cron = _cron(schedule)
+    schedule_cron = occurrences.cron_of(schedule)
     if schedule.misfire not in Misfire.values:
         raise ScheduleError(
             f"Schedule {schedule.name!r}: unknown misfire policy {schedule.misfire!r}."
@@ -246,7 +47,7 @@ def _tick_schedule(schedule: Schedule, now: dt.datetime, budget: int) -> int:
     # An unknown job moves nothing: fix the code, and it resumes. Found as a worker finds a
     # row's job: its module imported if the allow-list has it.
     registry.find(schedule.job)
-    plan = _plan(schedule, schedule_cron, now, budget)
+    plan = occurrences.plan(schedule, schedule_cron, now, budget)
     if plan is None:
         return 0
     if plan.skip_through is not None and not protocol.skip_occurrences(
@@ -291,7 +92,7 @@ def pass_time(seconds: float) -> int:
         end = start + span
         try:
             registry.find(schedule.job)
-            schedule_cron = _cron(schedule)
+            schedule_cron = occurrences.cron_of(schedule)
         except (ScheduleError, UnknownJobError):
             continue  # broken: ``tick()`` reported it, and passes over it too
         emit: list[dt.datetime] = []

@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from ..reports.summary import Summary
 from .async_runner import AsyncPool
@@ -75,6 +76,10 @@ class Worker:
     of callables the scheduler step runs (see :mod:`.maintenance`). ``max_stuck=N``
     stops the worker gracefully once N handlers are stuck (``stuck_limit_reached`` then says so).
     ``console`` gets one line per finished attempt (``runjobworker`` passes its own).
+
+    The options, checked, are ``worker.options`` (``worker.options.worker_id``, ``.queues``,
+    ``.batch``, ...); ``summary`` and ``stuck_limit_reached`` say how the run went. The parts
+    (``slots``, ``ledger``, ``control``, ``loop``, ...) are built and wired by ``_parts``.
     """
 
     def __init__(
@@ -109,90 +114,19 @@ class Worker:
             grace=grace,
             max_stuck=max_stuck,
         )
-        worker_id = options.worker_id
-        self.connection_keeper = keeper = ConnectionKeeper()
+        parts = _parts(options, maintenance, console)
+        self.connection_keeper = parts.connection_keeper
         """Keeps the threads' connections between jobs, whatever ``CONN_MAX_AGE`` says."""
-        self.slots = slots = InFlight()
-        self.ledger = ledger = Ledger(worker_id, options.lease, options.heartbeat, console)
-        self.control = control = Control(worker_id, options.grace, slots)
-        outage = Outage(worker_id, control.stopping)
-        lanes = _lanes(options)
-        completer = Completer(worker_id, slots, ledger)
-        room = ClaimRoom(lanes, slots, completer, options.async_slots)
-        self.watchdog = watchdog = Watchdog(
-            options=options,
-            slots=slots,
-            ledger=ledger,
-            keeper=keeper,
-            stop=control.stop,
-            cancel_async=self._cancel_async,
-        )
-        reporter = Reporter(
-            worker_id=worker_id,
-            slots=slots,
-            completer=completer,
-            ledger=ledger,
-            watchdog=watchdog,
-            abandon=control.abandon,
-        )
-        self.pool = ThreadPool(
-            worker_id=worker_id,
-            lanes=lanes,
-            keeper=keeper,
-            reporter=reporter,
-            watchdog=watchdog,
-            room=room,
-            wake=control.wake,
-        )
-        self.async_pool = AsyncPool(
-            worker_id=worker_id,
-            async_slots=options.async_slots,
-            keeper=keeper,
-            reporter=reporter,
-            watchdog=watchdog,
-            wake=control.wake,
-        )
-        self.heartbeat_thread = Heartbeat(
-            options=options,
-            slots=slots,
-            ledger=ledger,
-            keeper=keeper,
-            request_cancel=watchdog.request_cancel,
-        )
-        self.wakeup = Wakeup(
-            queues=options.queues,
-            poll=options.poll,
-            wake=control.wake,
-            stopping=control.stopping,
-            request_cancel=watchdog.request_cancel,
-        )
-        self.loop = ClaimLoop(
-            options=options,
-            room=room,
-            slots=slots,
-            ledger=ledger,
-            completer=completer,
-            control=control,
-            outage=outage,
-            maintenance=Maintenance(
-                options=options, tasks=maintenance, ledger=ledger, outage=outage
-            ),
-            pool=self.pool,
-            async_pool=self.async_pool,
-        )
-        self.shutdown = Shutdown(
-            control=control,
-            slots=slots,
-            lanes=lanes,
-            completer=completer,
-            ledger=ledger,
-            outage=outage,
-            wakeup=self.wakeup,
-            watchdog=watchdog,
-            pool=self.pool,
-            async_pool=self.async_pool,
-            heartbeat=self.heartbeat_thread,
-        )
+        self.slots = parts.slots
+        self.ledger = parts.ledger
+        self.control = parts.control
+        self.watchdog = parts.watchdog
+        self.pool = parts.pool
+        self.async_pool = parts.async_pool
+        self.heartbeat_thread = parts.heartbeat_thread
+        self.wakeup = parts.wakeup
+        self.loop = parts.loop
+        self.shutdown = parts.shutdown
 
     def run(self, burst: bool = False) -> Summary:
         """Run until stopped (or, with ``burst``, until nothing is due and nothing runs)."""
@@ -219,76 +153,9 @@ class Worker:
         return self.ledger.summary
 
     @property
-    def in_flight(self) -> int:
-        """Slots holding a runner, stuck ones included: the capacity they take is real."""
-        return self.slots.total
-
-    @property
-    def running(self) -> int:
-        """In-flight attempts the worker still has to report (not ended under their handler)."""
-        return self.slots.running
-
-    @property
     def stuck_limit_reached(self) -> bool:
         """``max_stuck`` stuck threads were reached and the worker stopped for it."""
         return self.watchdog.stuck_limit_reached
-
-    @property
-    def worker_id(self) -> str:
-        return self.options.worker_id
-
-    @property
-    def queues(self) -> list[str] | None:
-        return self.options.queues
-
-    @property
-    def budgets(self) -> dict[str, int] | None:
-        return self.options.budgets
-
-    @property
-    def concurrency(self) -> int:
-        return self.options.concurrency
-
-    @property
-    def async_concurrency(self) -> int:
-        return self.options.async_concurrency
-
-    @property
-    def batch(self) -> int:
-        return self.options.batch
-
-    @property
-    def lease(self) -> float:
-        return self.options.lease
-
-    @property
-    def heartbeat(self) -> float:
-        return self.options.heartbeat
-
-    @property
-    def poll(self) -> float:
-        return self.options.poll
-
-    @property
-    def max_jobs(self) -> int | None:
-        return self.options.max_jobs
-
-    @property
-    def max_stuck(self) -> int | None:
-        return self.options.max_stuck
-
-    @property
-    def scheduler(self) -> bool:
-        return self.options.scheduler
-
-    @property
-    def grace(self) -> float:
-        """The grace of the next (or the current) stop."""
-        return self.control.grace
-
-    def _cancel_async(self, slot: Slot) -> bool:
-        """The watchdog's way to the event loop (built after it): cancel an async handler."""
-        return self.async_pool.cancel(slot)
 
     def _run(self, burst: bool) -> Summary:
         options = self.options
@@ -334,7 +201,7 @@ class Worker:
         logger.info(
             "worker.stopped id=%s reason=%s claimed=%s succeeded=%s retried=%s dead=%s "
             "stale=%s released=%s snoozed=%s cancelled=%s timed_out=%s stuck=%s seconds=%.2f",
-            self.worker_id,
+            self.options.worker_id,
             self.control.reason or "done",
             s.claimed,
             s.succeeded,
@@ -348,6 +215,129 @@ class Worker:
             s.stuck,
             s.seconds,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """A worker's parts, wired to each other; ``Worker`` keeps each as an attribute."""
+
+    connection_keeper: ConnectionKeeper
+    slots: InFlight
+    ledger: Ledger
+    control: Control
+    watchdog: Watchdog
+    pool: ThreadPool
+    async_pool: AsyncPool
+    heartbeat_thread: Heartbeat
+    wakeup: Wakeup
+    loop: ClaimLoop
+    shutdown: Shutdown
+
+
+def _parts(
+    options: WorkerOptions, tasks: Sequence[Callable[[], object]], console: Console | None
+) -> _Parts:
+    """Build every part from the options, each given by constructor what it may touch."""
+    worker_id = options.worker_id
+    keeper = ConnectionKeeper()
+    slots = InFlight()
+    ledger = Ledger(worker_id, options.lease, options.heartbeat, console)
+    control = Control(worker_id, options.grace, slots)
+    outage = Outage(worker_id, control.stopping)
+    lanes = _lanes(options)
+    completer = Completer(worker_id, slots, ledger)
+    room = ClaimRoom(lanes, slots, completer, options.async_slots)
+
+    def cancel_async(slot: Slot) -> bool:
+        """The watchdog's way to the event loop (built after it): cancel an async handler."""
+        return async_pool.cancel(slot)
+
+    watchdog = Watchdog(
+        options=options,
+        slots=slots,
+        ledger=ledger,
+        keeper=keeper,
+        stop=control.stop,
+        cancel_async=cancel_async,
+    )
+    reporter = Reporter(
+        worker_id=worker_id,
+        slots=slots,
+        completer=completer,
+        ledger=ledger,
+        watchdog=watchdog,
+        abandon=control.abandon,
+    )
+    pool = ThreadPool(
+        worker_id=worker_id,
+        lanes=lanes,
+        keeper=keeper,
+        reporter=reporter,
+        watchdog=watchdog,
+        room=room,
+        wake=control.wake,
+    )
+    async_pool = AsyncPool(
+        worker_id=worker_id,
+        async_slots=options.async_slots,
+        keeper=keeper,
+        reporter=reporter,
+        watchdog=watchdog,
+        wake=control.wake,
+    )
+    heartbeat = Heartbeat(
+        options=options,
+        slots=slots,
+        ledger=ledger,
+        keeper=keeper,
+        request_cancel=watchdog.request_cancel,
+    )
+    wakeup = Wakeup(
+        queues=options.queues,
+        poll=options.poll,
+        wake=control.wake,
+        stopping=control.stopping,
+        request_cancel=watchdog.request_cancel,
+    )
+    loop = ClaimLoop(
+        options=options,
+        room=room,
+        slots=slots,
+        ledger=ledger,
+        completer=completer,
+        control=control,
+        outage=outage,
+        maintenance=Maintenance(options=options, tasks=tasks, ledger=ledger, outage=outage),
+        pool=pool,
+        async_pool=async_pool,
+    )
+    shutdown = Shutdown(
+        control=control,
+        slots=slots,
+        lanes=lanes,
+        completer=completer,
+        ledger=ledger,
+        outage=outage,
+        wakeup=wakeup,
+        watchdog=watchdog,
+        pool=pool,
+        async_pool=async_pool,
+        heartbeat=heartbeat,
+    )
+    # Positional: each field has its own type, so mypy catches a swap.
+    return _Parts(
+        keeper,
+        slots,
+        ledger,
+        control,
+        watchdog,
+        pool,
+        async_pool,
+        heartbeat,
+        wakeup,
+        loop,
+        shutdown,
+    )
 
 
 def _lanes(options: WorkerOptions) -> list[Lane]:

@@ -23,8 +23,9 @@ from ..core.conf import settings
 from ..db.dbtime import DbNow
 from ..models import CLAIMABLE, Job, Status
 from ..protocol import Outcome
-from ..runtime import inprocess, schedule_settings, schedules
+from ..runtime import inprocess, schedules
 from ..runtime.worker import Summary, Worker
+from ..upkeep import schedule_sync
 from .matching import name_of
 
 MAX_TRAVEL = 366 * 86400
@@ -92,7 +93,7 @@ def drain(
     """
     if isinstance(queues, str):
         raise ValueError("queues must be a list of queue names, not a string.")
-    schedule_settings.sync_from_settings()
+    schedule_sync.sync_from_settings()
     schedules.tick()
     summary = DrainSummary()
     if not until_empty:
@@ -153,7 +154,7 @@ def travel(seconds: float) -> None:
     if seconds > MAX_TRAVEL:
         raise ValueError(f"travel() moves at most {MAX_TRAVEL} seconds (a year), not {seconds!r}.")
     using = protocol.job_database()
-    schedule_settings.sync_from_settings()
+    schedule_sync.sync_from_settings()
     schedules.tick()
     if seconds:
         schedules.pass_time(seconds)

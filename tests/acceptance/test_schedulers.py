@@ -19,8 +19,8 @@ from urllib.parse import quote
 import pytest
 from django.db import connection
 
+from django_leasejobs.core.occurrences import occurrences_between
 from django_leasejobs.models import Job, Schedule, ScheduleSkip
-from django_leasejobs.runtime import schedules
 
 from ..conftest import shifted
 
@@ -86,9 +86,7 @@ def assert_one_job_per_occurrence(starts: dict[int, dt.datetime]) -> int:
     """From each start to each cursor: exactly one job per occurrence, no gap, no extra job."""
     total = 0
     for schedule in Schedule.objects.all():
-        expected = schedules.occurrences_between(
-            schedule, starts[schedule.pk], schedule.last_occurrence_at
-        )
+        expected = occurrences_between(schedule, starts[schedule.pk], schedule.last_occurrence_at)
         emitted = list(
             Job.objects.filter(schedule=schedule)
             .order_by("occurrence_at")

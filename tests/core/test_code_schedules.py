@@ -25,7 +25,8 @@ from django_leasejobs.core import registry
 from django_leasejobs.core.code_schedules import MISFIRE_POLICIES
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.models import Job, Misfire, Schedule, Status
-from django_leasejobs.runtime import execution, schedule_settings, schedules
+from django_leasejobs.runtime import execution, schedules
+from django_leasejobs.upkeep import schedule_sync
 
 from ..conftest import shifted
 
@@ -63,9 +64,9 @@ def declare(monkeypatch: pytest.MonkeyPatch) -> Declare:
     return register
 
 
-def sync(specs: dict[str, Any] | None = None) -> schedule_settings.SyncResult:
+def sync(specs: dict[str, Any] | None = None) -> schedule_sync.SyncResult:
     with override_settings(LEASEJOBS_SCHEDULES=specs or {}):
-        return schedule_settings.sync_from_settings()
+        return schedule_sync.sync_from_settings()
 
 
 def forget(name: str) -> None:
@@ -158,7 +159,7 @@ class TestDecoration:
         spec = declare(nightly, cron="0 3 * * *", timezone="Europe/Paris", jitter=60)
         fields = spec.schedule.fields(spec.name)
         settings_entry = {k: v for k, v in fields.items() if k != "queue"}
-        assert schedule_settings.validate_schedule_spec(spec.name, settings_entry) == fields
+        assert schedule_sync.validate_schedule_spec(spec.name, settings_entry) == fields
 
 
 # --------------------------------------------------------------------------- sync
@@ -255,7 +256,7 @@ class TestSync:
         entry = {"other": {"job": NAME, "cron": "30 1 * * *"}}
         with override_settings(LEASEJOBS_SCHEDULES=entry):
             assert schedule_checks.check_code_schedules() == []
-            assert sorted(schedule_settings.sync_from_settings().created) == ["other", NAME]
+            assert sorted(schedule_sync.sync_from_settings().created) == ["other", NAME]
 
     def test_a_settings_schedule_moved_into_code_keeps_its_cursor(self, declare: Declare) -> None:
         entry = {NAME: {"job": NAME, "cron": "0 3 * * *"}}

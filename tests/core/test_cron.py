@@ -22,9 +22,10 @@ from django_leasejobs.core.cron import (
     check_timezone,
     representable,
 )
+from django_leasejobs.core.occurrences import occurrences_between
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.models import Schedule
-from django_leasejobs.runtime import schedules
+from django_leasejobs.reports.occurrences import next_occurrences
 
 from ..conftest import examples
 
@@ -40,7 +41,7 @@ def schedule(cron: str, timezone: str = "UTC") -> Schedule:
 
 
 def between(cron: str, timezone: str, start: dt.datetime, end: dt.datetime) -> list[dt.datetime]:
-    return schedules.occurrences_between(schedule(cron, timezone), start, end)
+    return occurrences_between(schedule(cron, timezone), start, end)
 
 
 class TestDaylightSaving:
@@ -126,26 +127,26 @@ class TestRangeAndValidation:
 
     def test_next_occurrences_after_an_instant(self) -> None:
         s = schedule("@daily", "Europe/Paris")
-        assert schedules.next_occurrences(s, 2, after=utc(2026, 7, 1, 12)) == [
+        assert next_occurrences(s, 2, after=utc(2026, 7, 1, 12)) == [
             utc(2026, 7, 1, 22),
             utc(2026, 7, 2, 22),
         ]
-        assert schedules.next_occurrences(s, 0, after=utc(2026, 7, 1)) == []
+        assert next_occurrences(s, 0, after=utc(2026, 7, 1)) == []
 
     @pytest.mark.django_db
     def test_next_occurrences_default_to_after_the_database_now(self) -> None:
         from django_leasejobs.db.dbtime import db_now
 
         before = db_now()
-        (first,) = schedules.next_occurrences(schedule("* * * * *"), 1)
+        (first,) = next_occurrences(schedule("* * * * *"), 1)
         assert before < first <= before + dt.timedelta(seconds=61)
 
     @pytest.mark.parametrize(
         ("call", "message"),
         [
-            (lambda: schedules.next_occurrences(schedule("@daily"), -1), "count must be"),
+            (lambda: next_occurrences(schedule("@daily"), -1), "count must be"),
             (
-                lambda: schedules.next_occurrences(schedule("@daily"), 1, dt.datetime(2026, 1, 1)),
+                lambda: next_occurrences(schedule("@daily"), 1, dt.datetime(2026, 1, 1)),
                 "aware",
             ),
             (

@@ -49,7 +49,7 @@ class TestRun:
         hit = Hit.objects.get(job_id=recorded.pk)
         assert (hit.attempt, hit.label) == (1, "orm")
         finished_by = set(Job.objects.values_list("finished_by", flat=True))
-        assert finished_by == {worker.worker_id}
+        assert finished_by == {worker.options.worker_id}
         check_invariants([summed.pk, recorded.pk, where.pk, *(j.pk for j in naps)])
 
     def test_failures_are_retried_then_succeed(self) -> None:
@@ -144,7 +144,7 @@ class TestLease:
             second = take_over(job.pk)  # another worker takes it over, between two heartbeats
             # The handler sees ctx.lease_lost, stops early and records its run.
             wait_for(lambda: Hit.objects.filter(job_id=job.pk, attempt=1).exists(), what="stop")
-            wait_for(lambda: running.worker.in_flight == 0, what="slot freed")
+            wait_for(lambda: running.worker.slots.total == 0, what="slot freed")
             assert protocol.complete(second.pk, second.attempt, "second") is Outcome.SUCCEEDED
         assert running.summary is not None
         assert (running.summary.stale, running.summary.succeeded) == (1, 0)
@@ -159,7 +159,7 @@ class TestCancel:
         worker = Worker(concurrency=1, **FAST, scheduler=False)
         with Background(worker) as running:
             wait_for(lambda: status(job) == Status.RUNNING, what="running")
-            assert worker._cancel_async(slot_of(worker, job)) is True
+            assert worker.watchdog.cancel_async(slot_of(worker, job)) is True
             wait_for(lambda: status(job) == Status.FAILED, what="attempt failed")
         assert last_error_kind(job) == async_execution.CANCELLED
         assert fields(job.pk, "attempt")["attempt"] == 1
@@ -173,7 +173,7 @@ class TestCancel:
         worker = Worker(concurrency=1, async_concurrency=1, grace=0, **FAST, scheduler=False)
         with Background(worker):
             wait_for(lambda: status(waiting) == Status.RUNNING, what="both claimed")
-            assert worker._cancel_async(slot_of(worker, waiting)) is True
+            assert worker.watchdog.cancel_async(slot_of(worker, waiting)) is True
             wait_for(lambda: status(waiting) == Status.FAILED, what="waiting one cancelled")
             assert status(first) == Status.RUNNING
         assert last_error_kind(waiting) == async_execution.CANCELLED
@@ -184,7 +184,7 @@ class TestCancel:
         worker = Worker(concurrency=1, **FAST, scheduler=False)
         worker.run(burst=True)
         slot = type("S", (), {"cancel_handler": None})()
-        assert worker._cancel_async(slot) is False
+        assert worker.watchdog.cancel_async(slot) is False
 
 
 class TestStop:
@@ -214,7 +214,8 @@ class TestCapacity:
     def test_a_process_with_async_handlers_claims_for_both_kinds(self) -> None:
         worker = Worker(concurrency=2, async_concurrency=3, **FAST)
         assert worker.options.async_enabled
-        assert (worker.batch, worker.loop.room.wanted()) == (100, 3)  # threads + one to find async
+        options = worker.options
+        assert (options.batch, worker.loop.room.wanted()) == (100, 3)  # threads + one to find async
         worker.loop.room.async_recent = True  # as after a claim that brought an async job
         assert worker.loop.room.wanted() == 5
 
@@ -224,7 +225,7 @@ class TestCapacity:
         monkeypatch.setattr(async_execution, "possible", lambda: False)
         jobs.noop.enqueue_many([((), {})] * 3)
         worker = Worker(concurrency=2, async_concurrency=3, **FAST, scheduler=False)
-        assert (worker.batch, worker.loop.room.wanted()) == (100, 2)
+        assert (worker.options.batch, worker.loop.room.wanted()) == (100, 2)
         assert worker.run(burst=True).succeeded == 3
         assert worker.async_pool.thread is None  # no loop thread started
 

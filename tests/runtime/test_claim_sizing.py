@@ -77,9 +77,10 @@ class TestWorkerClaims:
         assert Job.objects.filter(pk__in=ids).values("started_at").distinct().count() == 4
 
     def test_default_batch(self) -> None:
-        assert Worker(concurrency=4).batch == DEFAULT_BATCH + 4  # the test project has async jobs
-        assert Worker(concurrency=500).batch == 600  # its threads and the 100 async slots
-        assert Worker(concurrency=4, batch=7).batch == 7
+        # The test project has async jobs: the batch covers the 100 async slots too.
+        assert Worker(concurrency=4).options.batch == DEFAULT_BATCH + 4
+        assert Worker(concurrency=500).options.batch == 600  # its threads and the 100 async slots
+        assert Worker(concurrency=4, batch=7).options.batch == 7
 
     def test_a_stop_releases_prefetched_jobs_at_once_and_lets_the_running_one_finish(
         self,

@@ -56,7 +56,7 @@ class TestParse:
         with pytest.raises(ValueError, match="at least one queue"):
             Worker({})
         worker = Worker({"mail": 3, "reports": 1})
-        assert (worker.queues, worker.concurrency) == (["mail", "reports"], 4)
+        assert (worker.options.queues, worker.options.concurrency) == (["mail", "reports"], 4)
         assert [(lane.queues, lane.threads) for lane in worker.loop.room.lanes] == [
             (["mail"], 3),
             (["reports"], 1),

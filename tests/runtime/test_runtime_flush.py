@@ -65,7 +65,7 @@ def test_a_lost_lease_is_counted_as_a_stale_report() -> None:
     with Background(worker) as running:
         wait_for(lambda: fields(job.pk, "status")["status"] == Status.RUNNING, what="claimed")
         take_over(job.pk)  # another worker takes it over between two beats
-        wait_for(lambda: running.worker.in_flight == 0, what="handler stopped")
+        wait_for(lambda: running.worker.slots.total == 0, what="handler stopped")
     assert running.summary is not None
     assert running.summary.stale == 1
     stats = row("testapp.jobs.sleep")

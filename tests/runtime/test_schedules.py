@@ -19,6 +19,7 @@ from django.test import override_settings
 
 from django_leasejobs import protocol, upkeep
 from django_leasejobs.core import job_modules
+from django_leasejobs.core.occurrences import occurrences_between
 from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.models import Job, Schedule, ScheduleSkip
 from django_leasejobs.runtime import schedules
@@ -59,7 +60,7 @@ def accounted(
     Returns (emitted, skipped).
     """
     schedule.refresh_from_db()
-    expected = schedules.occurrences_between(schedule, since, schedule.last_occurrence_at)
+    expected = occurrences_between(schedule, since, schedule.last_occurrence_at)
     skips = list(ScheduleSkip.objects.filter(schedule=schedule))
     skipped = [t for t in expected if sum(s.after < t <= s.through for s in skips) == 1]
     assert all(sum(s.after < t <= s.through for s in skips) <= 1 for t in expected)
@@ -83,7 +84,7 @@ class TestEmission:
         before = db_now()
         assert schedules.tick() == 1
         (job,) = Job.objects.filter(schedule=schedule)
-        (due,) = schedules.occurrences_between(schedule, before - dt.timedelta(minutes=8), before)
+        (due,) = occurrences_between(schedule, before - dt.timedelta(minutes=8), before)
         assert (job.name, job.args, job.queue, job.priority, job.max_attempts) == (
             "testapp.jobs.add",
             [2, 3],
@@ -179,7 +180,7 @@ class TestOncePerOccurrence:
         assert schedules.tick() == 0
         assert not Job.objects.exists()
         schedule.refresh_from_db()
-        assert len(schedules.occurrences_between(schedule, start, schedule.last_occurrence_at)) == 6
+        assert len(occurrences_between(schedule, start, schedule.last_occurrence_at)) == 6
 
     def test_a_cursor_moved_back_by_hand_never_duplicates_a_job(self, caplog) -> None:
         schedule = make(cursor_ago=60 * MINUTE, misfire="all")
@@ -199,9 +200,7 @@ class TestOncePerOccurrence:
             Schedule.objects.get(pk=schedule.pk),
             Schedule.objects.get(pk=schedule.pk),
         )
-        (first, second, *_) = schedules.occurrences_between(
-            schedule, schedule.last_occurrence_at, db_now()
-        )
+        (first, second, *_) = occurrences_between(schedule, schedule.last_occurrence_at, db_now())
         assert protocol.emit_occurrence(schedule, first, first) is not None
         assert protocol.emit_occurrence(stale, first, first) is None
         assert stale.last_occurrence_at == first  # refreshed from the database
@@ -362,27 +361,6 @@ class TestBrokenSchedules:
         assert schedules.tick() == 0
         Schedule.objects.filter(pk=schedule.pk).update(job="testapp.jobs.noop")
         assert schedules.tick() == 1
-
-
-def test_occurrence_history_shows_jobs_skips_pruned_and_due_occurrences() -> None:
-    schedule = make(cursor_ago=2 * 3600, misfire="all", catchup_window=3600)
-    start = schedule.last_occurrence_at
-    schedules.tick()
-    schedule.refresh_from_db()
-    pruned = Job.objects.filter(schedule=schedule).order_by("occurrence_at").first()
-    Job.objects.filter(pk=pruned.pk).delete()
-    history = schedules.occurrence_history(schedule, start, db_now() + dt.timedelta(minutes=20))
-    assert [o.state for o in history] == ["skipped"] * 6 + ["pruned"] + ["emitted"] * 5 + [
-        "upcoming"
-    ] * 2
-    assert all(o.skip is not None for o in history[:6])
-    assert all(o.job is not None and o.job.occurrence_at == o.at for o in history[7:12])
-    # A scheduler that stopped: what is past due after the cursor shows as due.
-    Schedule.objects.filter(pk=schedule.pk).update(last_occurrence_at=history[9].at)
-    Job.objects.filter(occurrence_at__gt=history[9].at).delete()
-    schedule.refresh_from_db()
-    states = [o.state for o in schedules.occurrence_history(schedule, history[9].at, db_now())]
-    assert states == ["due", "due"]
 
 
 def test_an_emitted_job_is_announced_like_an_enqueued_one(

@@ -163,21 +163,21 @@ class TestCancelRunning:
         """A claimed job waiting for a pool thread (a prefetch) is ended without running."""
         job = jobs.until_cancelled.enqueue(seconds=30)
         worker = Worker(concurrency=1, **FAST)
-        (claimed,) = protocol.claim(worker.worker_id, batch=1)
+        (claimed,) = protocol.claim(worker.options.worker_id, batch=1)
         slot = Slot(claimed)
         worker.slots.add(slot)
         protocol.request_cancel(job.pk)
         worker.watchdog.request_cancel(
-            protocol.renew(worker.worker_id, [slot.token]).cancel_requested
+            protocol.renew(worker.options.worker_id, [slot.token]).cancel_requested
         )
         worker.watchdog.watch_once()
         assert fields(job.pk, "status")["status"] == Status.CANCELLED
         assert slot.cancellation.reason == "cancelled"
         assert worker.pool._work(slot) is False
         assert hits(job) == []
-        assert (worker.summary.cancelled, worker.in_flight) == (1, 1)
+        assert (worker.summary.cancelled, worker.slots.total) == (1, 1)
         worker.pool._returned(slot)
-        assert worker.in_flight == 0
+        assert worker.slots.total == 0
 
 
 class TestCancelRacingCompletion:
@@ -202,7 +202,7 @@ class TestCancelRacingCompletion:
             wait_for(lambda: Job.objects.filter(pk__in=ids, status__in=FINAL).count() == len(ids))
         # A job cancelled while it waited for a thread (a prefetch) never ran; the others'
         # handlers have all returned once nothing holds a thread.
-        wait_for(lambda: worker.in_flight == 0, what="every handler to return")
+        wait_for(lambda: worker.slots.total == 0, what="every handler to return")
         rows = check_invariants(ids)
         ran = set(Hit.objects.filter(job_id__in=ids).values_list("job_id", flat=True))
         for row in rows:
@@ -275,7 +275,7 @@ class TestAsyncHandlers:
         row = fields(job.pk, "status", "errors")
         # Only the timeout is recorded: the task's own "cancelled" failure was refused.
         assert (row["status"], [e["kind"] for e in row["errors"]]) == (Status.DEAD, ["timeout"])
-        wait_for(lambda: worker.in_flight == 0, what="the task to end")
+        wait_for(lambda: worker.slots.total == 0, what="the task to end")
 
     def test_a_running_async_handler_is_cancelled_by_request(self) -> None:
         job = jobs.async_until_cancelled.enqueue(seconds=30)
@@ -284,7 +284,7 @@ class TestAsyncHandlers:
             wait_for(lambda: fields(job.pk, "status")["status"] == Status.RUNNING)
             assert protocol.request_cancel(job.pk) is protocol.Cancel.REQUESTED
             wait_for(lambda: fields(job.pk, "status")["status"] == Status.CANCELLED)
-            wait_for(lambda: worker.in_flight == 0, what="the task to end")
+            wait_for(lambda: worker.slots.total == 0, what="the task to end")
         assert background.summary is not None
         assert (background.summary.cancelled, background.summary.stuck) == (1, 0)
         assert fields(job.pk, "result", "errors") == {"result": None, "errors": []}

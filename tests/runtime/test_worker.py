@@ -148,7 +148,7 @@ class TestHeartbeat:
             assert second.attempt == 2
             # The heartbeat finds the lease lost; the handler stops early and records its run.
             wait_for(lambda: Hit.objects.filter(job_id=job.pk, attempt=1).exists(), what="stop")
-            wait_for(lambda: running.worker.in_flight == 0, what="slot freed")
+            wait_for(lambda: running.worker.slots.total == 0, what="slot freed")
             assert protocol.complete(second.pk, second.attempt, "second") is Outcome.SUCCEEDED
         assert running.summary is not None
         assert running.summary.stale == 1
@@ -279,12 +279,13 @@ class TestOptions:
         settings.LEASEJOBS_HEARTBEAT_SECONDS = 7
         worker = Worker(concurrency=3)
         # The test project has async handlers: the batch covers the 100 async slots too.
-        assert (worker.lease, worker.heartbeat, worker.batch) == (40.0, 7.0, 103)
+        options = worker.options
+        assert (options.lease, options.heartbeat, options.batch) == (40.0, 7.0, 103)
 
     def test_worker_ids_are_unique_per_start(self) -> None:
         ids = {default_worker_id() for _ in range(50)}
         assert len(ids) == 50
-        assert Worker().worker_id != Worker().worker_id
+        assert Worker().options.worker_id != Worker().options.worker_id
 
     def test_parse_queues(self) -> None:
         assert parse_queues("*") is None

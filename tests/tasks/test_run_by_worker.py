@@ -53,8 +53,9 @@ def test_tasks_returning_none_still_send_task_finished(finished) -> None:
         [(counted.id, TaskResultStatus.SUCCESSFUL), (silent.id, TaskResultStatus.SUCCESSFUL)]
     )
     silent.refresh()
-    assert silent.worker_ids == [worker.worker_id]
-    assert Job.objects.get(pk=native.pk).finished_by == worker.worker_id  # grouped completion
+    worker_id = worker.options.worker_id
+    assert silent.worker_ids == [worker_id]
+    assert Job.objects.get(pk=native.pk).finished_by == worker_id  # grouped completion
 
 
 def test_a_task_dead_lettered_by_the_workers_lease_recovery_sends_task_finished(finished):

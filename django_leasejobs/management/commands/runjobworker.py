@@ -216,7 +216,7 @@ class Command(LeaseJobsCommand):
         if options["burst"] or options["verbosity"] > 1 or worker.stuck_limit_reached:
             self.stdout.write(summary.as_table())
         if options["burst"]:
-            _left_behind(console, worker.queues, self.stderr)
+            _left_behind(console, worker.options.queues, self.stderr)
         if worker.stuck_limit_reached:
             raise CommandError(
                 f"{summary.stuck} handler(s) stuck (--max-stuck {options['max_stuck']}): "

@@ -13,7 +13,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.management.base import LeaseJobsCommand
-from django_leasejobs.runtime import schedule_settings
+from django_leasejobs.upkeep import schedule_sync
 
 
 class Command(LeaseJobsCommand):
@@ -32,7 +32,7 @@ class Command(LeaseJobsCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         dry_run = options["dry_run"]
         try:
-            result = schedule_settings.sync_from_settings(dry_run=dry_run)
+            result = schedule_sync.sync_from_settings(dry_run=dry_run)
         except (ScheduleError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from None
         prefix = "would be " if dry_run else ""

@@ -18,6 +18,7 @@ from django.db import connection
 
 from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.models import Job, Schedule
+from django_leasejobs.reports.occurrences import next_occurrences
 from django_leasejobs.runtime import schedules
 
 
@@ -25,7 +26,7 @@ def _nothing_due() -> bool:
     now = db_now()
     for schedule in Schedule.objects.filter(enabled=True):
         after = schedule.last_occurrence_at or schedule.created_at
-        upcoming = schedules.next_occurrences(schedule, 1, after=after)
+        upcoming = next_occurrences(schedule, 1, after=after)
         if upcoming and upcoming[0] <= now:
             return False
     return True

@@ -13,7 +13,7 @@ from django.test import override_settings
 
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.models import Schedule
-from django_leasejobs.runtime import schedule_settings
+from django_leasejobs.upkeep import schedule_sync
 
 from ..conftest import shifted
 
@@ -23,9 +23,9 @@ NOOP = "testapp.jobs.noop"
 NIGHTLY = {"job": NOOP, "cron": "0 3 * * *", "timezone": "Europe/Paris"}
 
 
-def sync(specs: dict[str, Any], **options: Any) -> schedule_settings.SyncResult:
+def sync(specs: dict[str, Any], **options: Any) -> schedule_sync.SyncResult:
     with override_settings(LEASEJOBS_SCHEDULES=specs):
-        return schedule_settings.sync_from_settings(**options)
+        return schedule_sync.sync_from_settings(**options)
 
 
 def command(specs: Any, *args: str) -> tuple[str, str]:
@@ -82,26 +82,24 @@ class TestValidateSpec:
         self, spec: Any, message: str
     ) -> None:
         with pytest.raises(ScheduleError) as caught:
-            schedule_settings.validate_schedule_spec("nightly", spec)
+            schedule_sync.validate_schedule_spec("nightly", spec)
         assert str(caught.value).startswith("Schedule 'nightly': ")
         assert message in str(caught.value)
 
     def test_every_problem_is_listed_at_once(self) -> None:
         spec = {"job": "nowhere.x", "cron": "61 * * * *", "timezone": "Mars/Olympus"}
         with pytest.raises(ScheduleError) as caught:
-            schedule_settings.validate_schedule_spec("nightly", spec)
+            schedule_sync.validate_schedule_spec("nightly", spec)
         for fragment in ("invalid cron", "unknown timezone", "no job is registered"):
             assert fragment in str(caught.value)
 
     @pytest.mark.parametrize("name", ["", "  ", 7, "x" * 201])
     def test_bad_names_are_refused(self, name: Any) -> None:
         with pytest.raises(ScheduleError, match=r"Schedule name .* is not valid"):
-            schedule_settings.validate_schedule_spec(name, NIGHTLY)
+            schedule_sync.validate_schedule_spec(name, NIGHTLY)
 
     def test_defaults_fill_what_is_not_given(self) -> None:
-        fields = schedule_settings.validate_schedule_spec(
-            "nightly", {"job": NOOP, "cron": "@daily"}
-        )
+        fields = schedule_sync.validate_schedule_spec("nightly", {"job": NOOP, "cron": "@daily"})
         assert fields == {
             "job": NOOP,
             "cron": "@daily",
@@ -228,7 +226,7 @@ class TestSync:
     @override_settings(LEASEJOBS_SCHEDULES=["nightly"])
     def test_the_setting_must_be_a_dict(self) -> None:
         with pytest.raises(Exception, match="LEASEJOBS_SCHEDULES must be a dict"):
-            schedule_settings.sync_from_settings()
+            schedule_sync.sync_from_settings()
 
 
 class TestCommand:
