@@ -11,16 +11,17 @@ Rules that hold for every function here:
 * No function holds a transaction open longer than its own statements; handlers run outside.
 * No database is named here: what differs per database is a ``dialects`` method.
 
-Modules: ``enqueues`` (enqueue, bulk, dedupe), ``lease`` (claim, heartbeat), ``completions``,
-``failures`` (retry, dead letter, lease recovery, release), ``deferrals`` (a name the worker cannot
-run: it waits for one that can), ``snoozes`` (the handler's ``Snooze``: waiting again without
-spending an attempt), ``operator_actions`` (cancel, run now, retry now, replay, effects),
-``cancels`` (cancel a waiting job, or request it of a running job's worker; one job or a batch),
-``dead_letter_groups`` (dead letters grouped by fingerprint: replay or discard a group, backfill
-fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron), ``pruning``, ``runtime_stats``
-(the lease advisor's per-hour counters), ``workers`` (the live workers' rows, written by their
-heartbeat), ``maintenance`` (the lease that lets one worker at a time prune by retention),
-``progress`` (the handler's progress reports, fenced like a completion).
+Modules: ``enqueues`` (enqueue, bulk, dedupe: ``dedupe``), ``lease`` (claim, heartbeat),
+``completions`` and ``workflow_completions`` (a batch's successes, workflow steps among them),
+``failures`` (retry, dead letter, lease recovery, release), ``deferrals`` (a name the worker
+cannot run: it waits for one that can), ``snoozes`` (the handler's ``Snooze``: waiting again
+without spending an attempt), ``operator_actions`` (cancel, run now, retry now, replay,
+effects), ``cancels`` (cancel a waiting job, or request it of a running job's worker; one job or
+a batch), ``dead_letter_groups`` (dead letters grouped by fingerprint: replay or discard a group,
+backfill fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron), ``progress`` (the
+handler's progress reports, fenced like a completion), ``workflow_specs``, ``workflow_runs`` and
+``workflow_steps`` (a workflow's rows, its steps released and counted). Pruning, the live
+workers' rows, the advisor's counters and the maintenance lease are ``upkeep``'s.
 """
 
 from .base import Failure, Outcome, job_database
