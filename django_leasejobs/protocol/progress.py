@@ -14,7 +14,7 @@ from numbers import Real
 from typing import Any, NamedTuple
 
 from django.db.models import FloatField, IntegerField, TextField, Value
-from django.db.models.functions import JSONObject
+from django.db.models.functions import Cast, JSONObject
 
 from ..core.validation import MAX_PROGRESS_MESSAGE
 from ..db.dbtime import DbNow
@@ -62,9 +62,10 @@ def _number(value: Any, name: str) -> float:
     return int(number) if number.is_integer() else number
 
 
-def _number_value(number: float | None) -> Value:
-    """A parameter typed as the number is, so that 3 is stored as 3, not 3.0."""
-    return Value(number, output_field=IntegerField() if isinstance(number, int) else FloatField())
+def _number_value(number: float | None) -> Cast:
+    """A parameter typed as the number is, so that 3 is stored as 3, not 3.0; cast in the SQL,
+    as a parameter bound on the server has no type of its own inside a JSON object."""
+    return Cast(Value(number), IntegerField() if isinstance(number, int) else FloatField())
 
 
 def record_progress(job_id: int, attempt: int, report: ProgressReport) -> bool:
@@ -81,7 +82,7 @@ def record_progress(job_id: int, attempt: int, report: ProgressReport) -> bool:
             progress=JSONObject(
                 done=_number_value(report.done),
                 total=_number_value(report.total),
-                message=Value(report.message, output_field=TextField()),
+                message=Cast(Value(report.message), TextField()),
                 at=DbNow(),
             )
         )
