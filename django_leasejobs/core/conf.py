@@ -29,6 +29,7 @@ from .setting_values import (
     column_integer,
     duration,
     flag,
+    job_logs_level,
     number,
     optional_count,
     optional_number,
@@ -339,6 +340,13 @@ class Settings:
                 f"{', '.join(map(repr, SPAN_RELATIONSHIPS))}, not {value!r}."
             )
         return str(value)
+
+    @cached_property
+    def JOB_LOGS(self) -> int | None:
+        """Each job's own logs (docs/observability.md#each-jobs-own-logs): ``{"level": "INFO"}``
+        keeps the records a handler emits through ``logging`` at that level or above, per
+        attempt, beside the job; ``None`` keeps none. Read as the level's number (or None)."""
+        return job_logs_level(raw("JOB_LOGS"))
 
     def forget(self) -> None:
         """Drop every value read so far: the next read takes the current setting."""

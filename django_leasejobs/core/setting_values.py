@@ -8,6 +8,7 @@ read by :mod:`.durations`), with the message of ``ImproperlyConfigured`` naming 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -55,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION": {},
     "UNKNOWN_JOB_GRACE": "24h",
     "OTEL_SPAN_RELATIONSHIP": "link",
+    "JOB_LOGS": {"level": "INFO"},
 }
 
 RETENTION_STATES = ("succeeded", "cancelled", "dead")
@@ -124,3 +126,30 @@ def ages(name: str, states: tuple[str, ...]) -> dict[str, dt.timedelta]:
         return parse_ages(raw(name), states)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{PREFIX}{name}{exc}") from None
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+"""The levels ``LEASEJOBS_JOB_LOGS["level"]`` may name."""
+
+
+def job_logs_level(value: Any) -> int | None:
+    """``LEASEJOBS_JOB_LOGS``: ``None``, or a dict with only ``"level"``, a level's name (or
+    its number, as ``logging`` takes it); the level's number."""
+    name = f"{PREFIX}JOB_LOGS"
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(
+            f'{name} must be a dict such as {{"level": "INFO"}}, or None, not {value!r}.'
+        )
+    unknown = sorted(str(key) for key in value if key != "level")
+    if unknown:
+        raise ImproperlyConfigured(f"{name} has unknown keys {', '.join(unknown)}; it takes level.")
+    level = value.get("level", "INFO")
+    if isinstance(level, str) and level.upper() in LOG_LEVELS:
+        return int(logging.getLevelName(level.upper()))
+    if isinstance(level, int) and not isinstance(level, bool) and 0 <= level <= 50:
+        return level
+    raise ImproperlyConfigured(
+        f'{name}["level"] must be one of {", ".join(LOG_LEVELS)} (or 0 to 50), not {level!r}.'
+    )

@@ -11,6 +11,7 @@ from .api import ApiToken
 from .dead_letters import DeadLetter
 from .effects import Effect
 from .flow import Limiter, Pause, PauseKind
+from .job_logs import JobLog
 from .jobs import Job
 from .maintenance import MaintenanceLease
 from .runtimes import RuntimeStat
@@ -40,6 +41,7 @@ __all__ = [
     "DeadLetter",
     "Effect",
     "Job",
+    "JobLog",
     "Limiter",
     "MaintenanceLease",
     "Misfire",

@@ -367,6 +367,17 @@ class Job(models.Model):
 
         return await await_result(self, timeout)
 
+    def logs(self) -> list[dict[str, Any]]:
+        """What the job's attempts emitted through ``logging`` (``LEASEJOBS_JOB_LOGS``), oldest
+        first: ``{"attempt", "level", "logger", "message", "at"}`` each, and ``{"attempt",
+        "dropped"}`` where the caps dropped records (docs/observability.md)."""
+        rows = self.log_records.using(self._state.db).order_by("attempt", "id")
+        return [
+            {"attempt": attempt, **record}
+            for attempt, records in rows.values_list("attempt", "records")
+            for record in records
+        ]
+
     @property
     def attempts_charged(self) -> int:
         """Claims that count against ``max_attempts``."""

@@ -20,16 +20,15 @@ completions. What differs is what must never happen on an event loop:
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 
 from asgiref.sync import sync_to_async
 
-from ..core import registry, task_rows, tracing
+from ..core import registry, task_rows
 from ..errors import UnknownJobError
 from ..models import Job
 from ..protocol import Failure
-from . import execution, upgrades
+from . import execution, telemetry, upgrades
 from .connection_keeper import ConnectionKeeper
 from .context import Cancellation
 from .execution import Execution
@@ -68,13 +67,9 @@ async def execute(
     result = execution.start(
         job, worker_id, lease_lost, cancellation=cancellation, on_start=on_start
     )
-    started = time.monotonic()
-    # The span is current in this task, so the handler's own spans nest under it.
-    with tracing.processing(job) if tracing.enabled() else execution.NO_SPAN as span:
-        try:
-            await _execute(result)
-        finally:
-            execution.ended(span, result, time.monotonic() - started)
+    # The span is current and the logs captured in this task (runtime/telemetry.py).
+    with telemetry.observed(result):
+        await _execute(result)
     return result
 
 

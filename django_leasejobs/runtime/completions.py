@@ -3,7 +3,8 @@
 A runner whose handler returned a plain success adds its slot here instead of writing; the claim
 loop (and shutdown) flushes the list with one ``protocol.complete_many`` call, each row fenced
 by its own attempt token, results included. A ``django.tasks`` task gets its ``task_finished``
-signal once the flush has decided its outcome.
+signal once the flush has decided its outcome; the batch's logs are written in one insert
+after it (:mod:`.job_logs`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from django.db import Error as DatabaseError
 
 from .. import protocol
 from ..protocol import Outcome
-from . import execution
+from . import execution, job_logs
 from .ledger import Ledger
 from .slots import InFlight, Lane, Slot
 
@@ -86,6 +87,11 @@ class Completer:
         self._finished(slots, outcomes)
 
     def _finished(self, slots: list[Slot], outcomes: dict[int, Outcome]) -> None:
+        job_logs.keep(  # the batch's logs in one insert, once their attempts' ends are written
+            (slot.execution, outcomes.get(slot.job.pk, Outcome.STALE))
+            for slot in slots
+            if slot.execution is not None
+        )
         for slot in slots:
             outcome = outcomes.get(slot.job.pk, Outcome.STALE)
             if slot.execution is not None:

@@ -71,6 +71,8 @@ class JobContext:
     atomic_depth: int | None = None
     """The handler's connection's atomic depth when a sync handler was called: a progress
     report made in a transaction the handler opened waits (:mod:`.progress`)."""
+    logs: Any = field(default=None, repr=False)
+    """The attempt's log buffer while logs are kept (:mod:`.job_logs`), else None."""
     _progress: Progress | None = field(default=None, repr=False)
     _step: Any = field(default=None, repr=False)
     _parent_results: dict[str, Any] | None = field(default=None, repr=False)

@@ -1,6 +1,8 @@
 """Writes to the tables beside the jobs: pruning (finished workflow runs too), retention,
-the maintenance lease, the live workers' rows and the lease advisor's counters."""
+the maintenance lease, the live workers' rows, the lease advisor's counters and each
+attempt's logs."""
 
+from .job_logs import AttemptLogs, store_logs
 from .maintenance import RETENTION, release_lease, take_lease
 from .pruning import (
     PRUNABLE,
@@ -29,6 +31,7 @@ __all__ = [
     "PRUNE_AFTER_LEASES",
     "RETENTION",
     "RUN_STATES",
+    "AttemptLogs",
     "Beat",
     "RuntimeCounts",
     "beat",
@@ -48,5 +51,6 @@ __all__ = [
     "prune_workers",
     "record_runtimes",
     "release_lease",
+    "store_logs",
     "take_lease",
 ]

@@ -360,3 +360,41 @@ def progress_then_fail(ctx: JobContext) -> None:
     ctx.progress(1, 2, "half way")
     ctx.progress(2, 2, "failing")
     raise RuntimeError("broke after reporting")
+
+
+# Each job's own logs (docs/observability.md): its records, a library's, at every level.
+def library_call(n: int) -> None:
+    import logging
+
+    logging.getLogger("testlib.client").info("library call %s", n)
+
+
+@job(takes_context=True, max_attempts=3, backoff=NO_WAIT)
+def logs_lines(ctx: JobContext, lines: int = 1, fail_attempts: int = 0, size: int = 0) -> int:
+    import logging
+
+    log = logging.getLogger("testapp.work")
+    log.debug("debug line")
+    for n in range(lines):
+        log.info("line %s of attempt %s%s", n, ctx.attempt, "x" * size)
+    library_call(ctx.attempt)
+    if ctx.attempt <= fail_attempts:
+        log.error("failing attempt %s", ctx.attempt)
+        raise RuntimeError(f"attempt {ctx.attempt} broke")
+    return lines
+
+
+@job(takes_context=True)
+async def async_logs_lines(ctx: JobContext, lines: int = 1) -> int:
+    import logging
+
+    log = logging.getLogger("testapp.work")
+    for n in range(lines):
+        log.info("async line %s", n)
+        await asyncio.sleep(0)
+
+    async def child() -> None:
+        log.warning("from a child task")
+
+    await asyncio.gather(child())
+    return lines

@@ -76,6 +76,13 @@ def test_e001_a_bad_snooze_cap_is_an_error() -> None:
     assert "LEASEJOBS_MAX_SNOOZES must be at least 0, not -1" in message.msg
 
 
+@override_settings(LEASEJOBS_JOB_LOGS={"level": "NOISY"})
+def test_e001_a_bad_job_logs_level_is_an_error() -> None:
+    (message,) = setting_checks.check_settings()
+    assert message.id == "leasejobs.E001"
+    assert 'LEASEJOBS_JOB_LOGS["level"] must be one of DEBUG' in message.msg
+
+
 @override_settings(LEASEJOBS_TIMEOUT_SECONDS=-1)
 def test_e001_a_bad_timeout_setting_is_an_error() -> None:
     (message,) = setting_checks.check_settings()

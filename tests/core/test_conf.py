@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 
 import pytest
@@ -30,6 +31,16 @@ def test_defaults() -> None:
     assert settings.NOTIFY is True
     assert settings.MONITORING_TOKEN is None
     assert settings.TIMEOUT_SECONDS is None
+    assert settings.JOB_LOGS == logging.INFO
+
+
+@pytest.mark.parametrize(
+    ("value", "level"),
+    [(None, None), ({}, logging.INFO), ({"level": "warning"}, logging.WARNING), ({"level": 5}, 5)],
+)
+def test_job_logs_is_read_as_a_level(value: object, level: int | None) -> None:
+    with override_settings(LEASEJOBS_JOB_LOGS=value):
+        assert level == settings.JOB_LOGS
 
 
 @override_settings(LEASEJOBS_TIMEOUT_SECONDS=90)
@@ -72,6 +83,11 @@ def test_a_timeout_setting_is_kept_as_seconds() -> None:
         ("LEASEJOBS_MONITORING_TOKEN", "short-token", "at least 32 characters"),
         ("LEASEJOBS_MONITORING_TOKEN", "x" * 31 + " y", "A-Z a-z 0-9"),
         ("LEASEJOBS_MONITORING_TOKEN", "\u00e9" * 40, "A-Z a-z 0-9"),
+        ("LEASEJOBS_JOB_LOGS", "INFO", 'must be a dict such as {"level": "INFO"}, or None'),
+        ("LEASEJOBS_JOB_LOGS", {"level": "LOUD"}, "must be one of DEBUG, INFO, WARNING"),
+        ("LEASEJOBS_JOB_LOGS", {"level": True}, "not True"),
+        ("LEASEJOBS_JOB_LOGS", {"level": 99}, "(or 0 to 50), not 99"),
+        ("LEASEJOBS_JOB_LOGS", {"level": "INFO", "cap": 1}, "unknown keys cap"),
     ],
 )
 def test_bad_settings_name_the_setting(name: str, value: object, message: str) -> None:

@@ -1,0 +1,210 @@
+"""Each attempt's own logs: the records its handler emits through ``logging``, kept beside the job.
+
+How a record reaches an attempt's buffer, without changing the project's logging:
+
+* One :class:`Router` (a ``logging.Handler``) is on the root logger while at least one attempt
+  is being captured in this process, and taken off when the last one ends, so a process that
+  runs no job never has it. It never formats, filters or stops a record: the project's own
+  handlers see every record as they would without it.
+* Around a handler's call, :func:`capturing` sets the context variable
+  :data:`~django_leasejobs.core.job_log_context.CURRENT` and this module's buffer in the
+  handler's context: a sync handler's thread, an async handler's task (and what they start with
+  a copy of their context: tasks, ``sync_to_async``). The router reads them; a record emitted
+  anywhere else finds none and is ignored at once.
+* A record reaches the root's handlers only if its logger's level lets it be made at all (the
+  root's is ``WARNING`` unless the project's ``LOGGING`` says otherwise): this app changes no
+  logger's level, so a project that wants INFO lines kept sets its loggers to INFO.
+* The router also puts ``job_id``, ``job_name`` and ``attempt`` on the record; handlers that run
+  before it (a child logger's, the root's earlier ones) see them through the
+  :class:`~django_leasejobs.core.job_log_context.JobFields` filter, the project's choice. The
+  record factory is never replaced: it is process-wide.
+
+Caps: an attempt keeps its first and last records within ``ATTEMPT_CAP`` bytes (half each),
+with a ``{"dropped": N}`` between them; a job keeps ``JOB_CAP`` bytes over all its attempts
+(``upkeep/job_logs.py``). Memory stays bounded by the same caps while the handler runs.
+
+Written with the attempt's end, by the runner that writes it (``report``) or by the grouped
+completions' flush (one insert for the batch). An attempt that no longer owns its job (lease
+lost, a write refused as stale) writes none: its job may be another worker's, or gone. One the
+worker ended itself (a timeout, a cancel) writes what its handler logged until it returned.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from django.db import Error as DatabaseError
+
+from .. import upkeep
+from ..core.conf import settings
+from ..core.job_log_context import CURRENT, Attempt, stamp
+from ..protocol import Outcome
+
+if TYPE_CHECKING:
+    from .execution import Execution
+
+logger = logging.getLogger("django_leasejobs")
+
+ATTEMPT_CAP = 64 * 1024
+"""Bytes of records one attempt keeps (its first half and its last half)."""
+MESSAGE_CAP = 8 * 1024
+"""Characters of one message kept; a longer one is cut, with a mark."""
+OVERHEAD = 48
+"""Bytes a record is counted beyond its message and logger name (its level, time, keys)."""
+
+_FORMATTER = logging.Formatter()
+
+
+class Buffer:
+    """One attempt's records. Its handler's thread, the threads and tasks it starts with its
+    context, and the runner (after the handler returned) touch it, under ``_lock``."""
+
+    def __init__(self, level: int, cap: int = ATTEMPT_CAP) -> None:
+        self.level = level
+        self.half = cap // 2
+        self.head: list[dict[str, Any]] = []
+        self.tail: collections.deque[tuple[int, dict[str, Any]]] = collections.deque()
+        self.head_size = 0
+        self.tail_size = 0
+        self.dropped = 0
+        self._lock = threading.Lock()
+
+    def add(self, record: logging.LogRecord) -> None:
+        entry = entry_of(record)
+        size = OVERHEAD + len(entry["message"].encode(errors="replace")) + len(entry["logger"])
+        with self._lock:
+            if not self.tail and self.head_size + size <= self.half:
+                self.head.append(entry)
+                self.head_size += size
+                return
+            self.tail.append((size, entry))
+            self.tail_size += size
+            while self.tail_size > self.half and len(self.tail) > 1:
+                dropped, _ = self.tail.popleft()
+                self.tail_size -= dropped
+                self.dropped += 1
+
+    def records(self) -> tuple[list[dict[str, Any]], int]:
+        """The records kept, with a ``{"dropped": N}`` where some were, and their size."""
+        with self._lock:
+            middle = [{"dropped": self.dropped}] if self.dropped else []
+            kept = [*self.head, *middle, *(entry for _, entry in self.tail)]
+            return kept, self.head_size + self.tail_size
+
+
+def entry_of(record: logging.LogRecord) -> dict[str, Any]:
+    """What is kept of a record: level, logger, message (its traceback too), time."""
+    try:
+        message = record.getMessage()
+    except Exception:  # a bad format string: the project's handlers report it; keep the text
+        message = str(record.msg)
+    if record.exc_info:
+        message = f"{message}\n{_FORMATTER.formatException(record.exc_info)}"
+    if len(message) > MESSAGE_CAP:
+        message = f"{message[:MESSAGE_CAP]}… ({len(message) - MESSAGE_CAP} characters cut)"
+    at = dt.datetime.fromtimestamp(record.created, tz=dt.timezone.utc)
+    return {
+        "level": record.levelname,
+        "logger": record.name,
+        "message": message,
+        "at": at.isoformat().replace("+00:00", "Z"),
+    }
+
+
+_BUFFER: ContextVar[Buffer | None] = ContextVar("django_leasejobs_job_logs", default=None)
+
+
+class Router(logging.Handler):
+    """Sends a record to the current attempt's buffer, if there is one (see the module)."""
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        # No lock and no filters: the buffer has its own lock, and the record goes on as it came.
+        attempt = CURRENT.get()
+        if attempt is None:
+            return False
+        stamp(record, attempt)
+        buffer = _BUFFER.get()
+        if buffer is not None and record.levelno >= buffer.level:
+            buffer.add(record)
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:  # pragma: no cover: handle() does it
+        self.handle(record)
+
+
+ROUTER = Router()
+_users = 0
+_users_lock = threading.Lock()
+
+
+def _attach() -> None:
+    global _users
+    with _users_lock:
+        _users += 1
+        if _users == 1:
+            logging.getLogger().addHandler(ROUTER)
+
+
+def _detach() -> None:
+    global _users
+    with _users_lock:
+        _users -= 1
+        if _users == 0:
+            logging.getLogger().removeHandler(ROUTER)
+
+
+@contextmanager
+def capturing(execution: Execution) -> Iterator[None]:
+    """Around a handler's call: its records go to its attempt's buffer (``context.logs``).
+
+    The attempt's fields are set for the handler's records even when logs are off, so a
+    project's format can print them."""
+    job, context = execution.job, execution.context
+    level = settings.JOB_LOGS
+    attempt_token = CURRENT.set(Attempt(job.pk, job.name, job.attempt))
+    buffer_token = None
+    if level is not None:
+        context.logs = Buffer(level)
+        buffer_token = _BUFFER.set(context.logs)
+        _attach()
+    try:
+        yield
+    finally:
+        if buffer_token is not None:
+            _detach()
+            _BUFFER.reset(buffer_token)
+        CURRENT.reset(attempt_token)
+
+
+def owned(execution: Execution, outcome: Outcome) -> bool:
+    """Whether the attempt still owned its job when its end was written: its logs are kept."""
+    context = execution.context
+    if context.lease_lost:
+        return False
+    return outcome is not Outcome.STALE or context.completed or context.cancelled
+
+
+def keep(results: Iterable[tuple[Execution, Outcome]]) -> None:
+    """Write the logs of these ended attempts, in one insert; those that no longer own their
+    job are dropped. A database error loses them (logged): the attempt's end is written."""
+    rows: list[upkeep.AttemptLogs] = []
+    for result, outcome in results:
+        buffer: Buffer | None = result.context.logs
+        if buffer is None or not owned(result, outcome):
+            continue
+        records, size = buffer.records()
+        if records:
+            rows.append(upkeep.AttemptLogs(result.job.pk, result.job.attempt, records, size))
+    if not rows:
+        return
+    try:
+        upkeep.store_logs(rows)
+    except DatabaseError as exc:
+        logger.warning("job.logs_lost count=%s error=%s", len(rows), exc)

@@ -1,0 +1,81 @@
+"""Storing each attempt's logs (``JobLog``), within the job's cap.
+
+The runtime hands ended attempts' records here in one call per report or grouped flush: one
+insert for all of them. A job keeps ``JOB_CAP`` bytes of logs over all its attempts: when an
+attempt's records would pass it, the attempts after the first are deleted, oldest first, until
+they fit, and the new attempt's records start with ``{"dropped": N}`` (N records of those
+attempts), so the job's first records and its last are kept. Only a retried job's earlier
+rows are read, and only their sizes unless the cap is reached.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, NamedTuple
+
+from django.db import transaction
+
+from ..models import JobLog
+from ..protocol.base import job_database
+
+JOB_CAP = 1024 * 1024
+"""Bytes of records one job keeps over all its attempts."""
+
+
+class AttemptLogs(NamedTuple):
+    """One ended attempt's records, as :mod:`django_leasejobs.runtime.job_logs` kept them."""
+
+    job_id: int
+    attempt: int
+    records: list[dict[str, Any]]
+    size: int
+
+
+def counted(records: list[dict[str, Any]]) -> int:
+    """How many records a stored list stands for (its ``dropped`` markers counted)."""
+    return sum(int(record.get("dropped", 1)) for record in records)
+
+
+def store_logs(rows: list[AttemptLogs], *, cap: int | None = None) -> None:
+    """Insert these attempts' logs, first making room within each job's cap (``JOB_CAP``)."""
+    cap = JOB_CAP if cap is None else cap
+    alias = job_database()
+    doomed: list[int] = []
+    dropped: dict[int, int] = defaultdict(int)
+    earlier: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    retried = [row.job_id for row in rows if row.attempt > 1]
+    if retried:
+        for job_id, pk, size in (
+            JobLog.objects.using(alias)
+            .filter(job_id__in=retried)
+            .order_by("job_id", "attempt", "id")
+            .values_list("job_id", "id", "size")
+        ):
+            earlier[job_id].append((pk, size))
+    for row in rows:
+        kept = earlier[row.job_id]
+        used = sum(size for _, size in kept) + row.size
+        while used > cap and len(kept) > 1:
+            pk, size = kept.pop(1)  # the first attempt's records stay
+            doomed.append(pk)
+            used -= size
+    if doomed:
+        for job_id, records in (
+            JobLog.objects.using(alias).filter(pk__in=doomed).values_list("job_id", "records")
+        ):
+            dropped[job_id] += counted(records)
+    objects = [
+        JobLog(
+            job_id=row.job_id,
+            attempt=row.attempt,
+            records=[{"dropped": dropped[row.job_id]}, *row.records]
+            if dropped[row.job_id]
+            else row.records,
+            size=row.size,
+        )
+        for row in rows
+    ]
+    with transaction.atomic(using=alias):
+        if doomed:
+            JobLog.objects.using(alias).filter(pk__in=doomed).delete()
+        JobLog.objects.using(alias).bulk_create(objects)

@@ -1,0 +1,211 @@
+"""Each job's own logs: what a handler emits through ``logging`` is kept per attempt, beside
+the job, and still reaches the project's handlers unchanged."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+from testapp import jobs
+
+from django_leasejobs import protocol
+from django_leasejobs.core.job_log_context import CURRENT, JobFields
+from django_leasejobs.models import Job, JobLog, Status
+from django_leasejobs.runtime import execution, job_logs
+from django_leasejobs.runtime.job_logs import ROUTER, Buffer
+from django_leasejobs.runtime.worker import Worker
+from django_leasejobs.testing import drain, run_job
+
+pytestmark = pytest.mark.django_db
+
+
+class Kept(logging.Handler):
+    """A project's own handler: what it receives, formatted with the job's fields."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self.setFormatter(logging.Formatter("%(job_id)s/%(attempt)s %(name)s %(message)s"))
+        self.addFilter(JobFields())
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+@pytest.fixture
+def project_logging() -> Iterator[Kept]:
+    """The project's LOGGING: its loggers at INFO, a handler of its own on the root."""
+    handler = Kept()
+    root = logging.getLogger()
+    names = ("testapp", "testlib")
+    levels = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.INFO)
+    root.addHandler(handler)
+    yield handler
+    root.removeHandler(handler)
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def messages(job: Job) -> list[tuple[int, str, str, str]]:
+    return [
+        (entry["attempt"], entry["level"], entry["logger"], entry["message"])
+        for entry in job.logs()
+        if "message" in entry
+    ]
+
+
+def test_a_sync_handler_s_records_are_kept_with_a_library_s(project_logging) -> None:
+    run_job(jobs.logs_lines, 2)
+    job = Job.objects.get(name=jobs.logs_lines.name)
+    assert messages(job) == [
+        (1, "INFO", "testapp.work", "line 0 of attempt 1"),
+        (1, "INFO", "testapp.work", "line 1 of attempt 1"),
+        (1, "INFO", "testlib.client", "library call 1"),
+    ]
+    entry = job.logs()[0]
+    assert set(entry) == {"attempt", "level", "logger", "message", "at"}
+    assert entry["at"].endswith("Z")
+    # The project's handler got every record, DEBUG ones dropped by the logger's level alone,
+    # with the job's fields.
+    assert f"{job.pk}/1 testapp.work line 0 of attempt 1" in project_logging.lines
+    assert f"{job.pk}/1 testlib.client library call 1" in project_logging.lines
+
+
+def test_the_router_is_on_the_root_only_while_a_job_runs(project_logging) -> None:
+    run_job(jobs.logs_lines)
+    assert ROUTER not in logging.getLogger().handlers
+    logging.getLogger("testapp.work").info("outside any job")
+    assert project_logging.lines[-1] == "None/None testapp.work outside any job"
+
+
+def test_an_async_handler_s_records_and_its_child_task_s(project_logging) -> None:
+    run_job(jobs.async_logs_lines, 2)
+    job = Job.objects.get(name=jobs.async_logs_lines.name)
+    assert messages(job) == [
+        (1, "INFO", "testapp.work", "async line 0"),
+        (1, "INFO", "testapp.work", "async line 1"),
+        (1, "WARNING", "testapp.work", "from a child task"),
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sync_and_async_jobs_in_the_worker_keep_their_own(project_logging) -> None:
+    sync = [jobs.logs_lines.enqueue(1) for _ in range(4)]
+    asyncs = [jobs.async_logs_lines.enqueue(1) for _ in range(4)]
+    Worker(queues=None, concurrency=2, poll=0.05, scheduler=False, worker_id="w-logs").run(
+        burst=True
+    )
+    for row in sync:
+        assert [m[3] for m in messages(row)] == ["line 0 of attempt 1", "library call 1"]
+    for row in asyncs:
+        assert [m[3] for m in messages(row)] == ["async line 0", "from a child task"]
+
+
+def test_the_level_setting_filters(project_logging, settings) -> None:
+    settings.LEASEJOBS_JOB_LOGS = {"level": "WARNING"}
+    run_job(jobs.async_logs_lines, 2)
+    job = Job.objects.get(name=jobs.async_logs_lines.name)
+    assert messages(job) == [(1, "WARNING", "testapp.work", "from a child task")]
+
+
+def test_none_turns_it_off_and_the_fields_are_still_set(project_logging, settings) -> None:
+    settings.LEASEJOBS_JOB_LOGS = None
+    run_job(jobs.logs_lines)
+    job = Job.objects.get(name=jobs.logs_lines.name)
+    assert job.logs() == []
+    assert not JobLog.objects.exists()
+    assert f"{job.pk}/1 testapp.work line 0 of attempt 1" in project_logging.lines
+
+
+def test_each_attempt_keeps_its_own_with_its_error(project_logging) -> None:
+    row = jobs.logs_lines.enqueue(1, fail_attempts=2)
+    drain(with_scheduled=True)
+    row.refresh_from_db()
+    assert row.status == Status.SUCCEEDED
+    assert messages(row) == [
+        (1, "INFO", "testapp.work", "line 0 of attempt 1"),
+        (1, "INFO", "testlib.client", "library call 1"),
+        (1, "ERROR", "testapp.work", "failing attempt 1"),
+        (2, "INFO", "testapp.work", "line 0 of attempt 2"),
+        (2, "INFO", "testlib.client", "library call 2"),
+        (2, "ERROR", "testapp.work", "failing attempt 2"),
+        (3, "INFO", "testapp.work", "line 0 of attempt 3"),
+        (3, "INFO", "testlib.client", "library call 3"),
+    ]
+    assert JobLog.objects.filter(job=row).count() == 3
+
+
+def test_the_attempt_cap_keeps_the_first_and_last_with_a_dropped_count(project_logging) -> None:
+    run_job(jobs.logs_lines, 400, size=1000)  # about 400 KB of lines, 64 KiB kept
+    job = Job.objects.get(name=jobs.logs_lines.name)
+    logs = job.logs()
+    (marker,) = [entry for entry in logs if "dropped" in entry]
+    kept = [entry["message"] for entry in logs if "message" in entry]
+    assert kept[0].startswith("line 0 of attempt 1")
+    assert kept[-1] == "library call 1"
+    assert marker["dropped"] + len(kept) == 401
+    assert sum(len(message) for message in kept) <= job_logs.ATTEMPT_CAP
+    assert JobLog.objects.get(job=job).size <= job_logs.ATTEMPT_CAP
+
+
+def test_the_job_cap_drops_middle_attempts_and_keeps_the_first_and_last(
+    project_logging, monkeypatch
+) -> None:
+    from django_leasejobs.upkeep import job_logs as stored
+
+    monkeypatch.setattr(stored, "JOB_CAP", 3000)
+    row = jobs.logs_lines.enqueue(1, fail_attempts=2, size=900)
+    drain(with_scheduled=True)
+    logs = row.logs()
+    attempts = sorted({entry["attempt"] for entry in logs})
+    assert attempts == [1, 3]
+    marker = next(entry for entry in logs if "dropped" in entry)
+    assert marker == {"attempt": 3, "dropped": 3}  # attempt 2's three records
+
+
+def test_a_long_message_is_cut() -> None:
+    buffer = Buffer(logging.INFO)
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "y" * 20000, None, None)
+    buffer.add(record)
+    (entry,), _ = buffer.records()
+    assert entry["message"].endswith("(11808 characters cut)")
+
+
+def test_a_stale_attempt_writes_no_logs(project_logging) -> None:
+    jobs.logs_lines.enqueue(1)
+    (claimed,) = protocol.claim("w1", batch=1)
+    Job.objects.filter(pk=claimed.pk).update(attempt=claimed.attempt + 1)  # someone else's now
+    result = execution.execute(claimed, "w1")
+    assert result.context.logs is not None
+    assert execution.report(result) is protocol.Outcome.STALE
+    assert not JobLog.objects.exists()
+
+
+def test_a_lost_lease_writes_no_logs(project_logging) -> None:
+    jobs.logs_lines.enqueue(1)
+    (claimed,) = protocol.claim("w1", batch=1)
+    result = execution.execute(claimed, "w1")
+    result.context.lease_lost_event.set()
+    assert execution.report(result) is protocol.Outcome.STALE
+    assert not JobLog.objects.exists()
+
+
+def test_records_outside_a_job_are_ignored_at_once() -> None:
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "m", None, None)
+    assert CURRENT.get() is None
+    assert ROUTER.handle(record) is False
+    assert not hasattr(record, "job_id")
+
+
+def test_current_job_is_the_running_attempt_for_structlog_users(project_logging) -> None:
+    from django_leasejobs.logs import current_job
+
+    assert current_job() is None
+    job = jobs.noop.enqueue()
+    (claimed,) = protocol.claim("w1", batch=1)
+    with job_logs.capturing(execution.start(claimed, "w1")):
+        assert current_job() == {"job_id": job.pk, "job_name": job.name, "attempt": 1}
+    assert current_job() is None
