@@ -178,3 +178,58 @@ def _history_row(entry: Any) -> SafeString:
         str(item.get("error", "")),
         str(item.get("traceback", "")) or "\u2014",
     )
+
+
+def job_logs(logs: list[dict[str, Any]], errors: Any) -> SafeString:
+    """A job's logs (``Job.logs()``) by attempt, each failed attempt's error beside its own."""
+    if not logs:
+        return format_html("<p>{}</p>", "No logs kept (docs/observability.md).")
+    failures = {
+        entry.get("attempt"): entry
+        for entry in (errors if isinstance(errors, list) else [])
+        if isinstance(entry, dict) and not is_dropped(entry)
+    }
+    by_attempt: dict[int, list[dict[str, Any]]] = {}
+    for entry in logs:
+        by_attempt.setdefault(entry["attempt"], []).append(entry)
+    return format_html_join(
+        "",
+        "{}",
+        ((_attempt_logs(n, entries, failures.get(n)),) for n, entries in by_attempt.items()),
+    )
+
+
+def _attempt_logs(attempt: int, entries: list[dict[str, Any]], failure: Any) -> SafeString:
+    error = (
+        format_html(
+            '<p class="leasejobs-attempt-error">{} <pre class="leasejobs-text">{}</pre></p>',
+            f"Failed ({failure.get('kind', 'error')}):",
+            str(failure.get("error", "")),
+        )
+        if failure
+        else ""
+    )
+    rows = format_html_join("", "{}", ((_log_row(entry),) for entry in entries))
+    return format_html(
+        '<h3>Attempt {}</h3>{}<table class="leasejobs-logs"><thead><tr><th>at</th>'
+        "<th>level</th><th>logger</th><th>message</th></tr></thead><tbody>{}</tbody></table>",
+        attempt,
+        error,
+        rows,
+    )
+
+
+def _log_row(entry: dict[str, Any]) -> SafeString:
+    if "dropped" in entry:
+        count = entry["dropped"]
+        return format_html(
+            '<tr class="leasejobs-dropped"><td colspan="4"><em>{}</em></td></tr>',
+            f"\u2026 {count} record{'' if count == 1 else 's'} dropped here by the caps.",
+        )
+    return format_html(
+        '<tr><td>{}</td><td>{}</td><td>{}</td><td><pre class="leasejobs-text">{}</pre></td></tr>',
+        entry.get("at", ""),
+        entry.get("level", ""),
+        entry.get("logger", ""),
+        entry.get("message", ""),
+    )

@@ -167,6 +167,7 @@ class JobAdmin(BulkJobViews, PayloadDisplay, ReadOnlyAdmin):
         ("Arguments", {"fields": ("arguments_version", "args_json", "kwargs_json")}),
         ("Outcome", {"fields": ("result_json", "last_error_text", "dead_letter_link")}),
         ("Attempt history", {"fields": ("history",)}),
+        ("Logs", {"fields": ("logs_by_attempt",)}),
     )
     readonly_fields = fieldset_fields(fieldsets)
 
@@ -229,6 +230,10 @@ class JobAdmin(BulkJobViews, PayloadDisplay, ReadOnlyAdmin):
     @admin.display(description="attempt")
     def attempts(self, job: Job) -> str:
         return f"{job.attempts_charged}/{job.max_attempts}"
+
+    @admin.display(description="logs")
+    def logs_by_attempt(self, job: Job) -> SafeString:
+        return display.job_logs(job.logs(), job.errors)
 
     @admin.display(description="progress")
     def progress_column(self, job: Job) -> str:

@@ -214,6 +214,11 @@ def get_job(request: HttpRequest, job_id: int) -> JsonResponse:
     return JsonResponse(serialize.job(get_row(Job, job_id, "job")))
 
 
+def get_logs(request: HttpRequest, job_id: int) -> JsonResponse:
+    """What the job's attempts logged (``Job.logs()``), oldest first."""
+    return JsonResponse({"logs": get_row(Job, job_id, "job").logs()})
+
+
 def _operator_action(
     request: HttpRequest, job_id: int, call: Any, states: tuple[str, ...], done: str
 ) -> JsonResponse:

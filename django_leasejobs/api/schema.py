@@ -169,6 +169,15 @@ PATHS: dict[str, Schema] = {
             parameters=[path_id("job_id")],
         )
     },
+    "/jobs/{job_id}/logs/": {
+        "get": operation(
+            "getJobLogs",
+            "What a job's attempts logged",
+            "view_job",
+            reply(200, "JobLogs", "The job's logs"),
+            parameters=[path_id("job_id")],
+        )
+    },
     "/jobs/{job_id}/cancel/": {
         "post": operation(
             "cancelJob",

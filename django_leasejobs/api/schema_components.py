@@ -112,6 +112,34 @@ SCHEMAS: dict[str, Schema] = {
             },
         }
     ),
+    "JobLogs": obj(
+        {
+            "logs": {
+                "type": "array",
+                "items": {"oneOf": [ref("JobLogRecord"), ref("JobLogDropped")]},
+                "description": "What the job's attempts logged, oldest first (LEASEJOBS_JOB_LOGS).",
+            }
+        }
+    ),
+    "JobLogRecord": obj(
+        {
+            "attempt": {"type": "integer", "minimum": 1},
+            "level": {"type": "string"},
+            "logger": {"type": "string"},
+            "message": {"type": "string"},
+            "at": {"type": "string", "format": "date-time", "description": "The record's time."},
+        }
+    ),
+    "JobLogDropped": obj(
+        {
+            "attempt": {"type": "integer", "minimum": 1},
+            "dropped": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Records dropped here by the caps (64 KiB an attempt, 1 MiB a job).",
+            },
+        }
+    ),
     "DeadLetter": obj(
         {
             "id": {"type": "integer"},

@@ -36,6 +36,7 @@ urlpatterns = [
     # the view once it has read which action; a dry run needs view_job only.
     path("jobs/bulk/", resource(POST=Action(bulk.bulk_action, VIEW_JOB)), name="bulk"),
     path("jobs/<int:job_id>/", resource(GET=Action(jobs.get_job, VIEW_JOB)), name="job"),
+    path("jobs/<int:job_id>/logs/", resource(GET=Action(jobs.get_logs, VIEW_JOB)), name="logs"),
     path(
         "jobs/<int:job_id>/cancel/",
         resource(POST=Action(jobs.cancel, (*VIEW_JOB, "cancel_job"))),

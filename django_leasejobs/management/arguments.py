@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from django.core.management.base import CommandError
 
+from django_leasejobs.core import row_ids
 from django_leasejobs.core.durations import parse_duration
 
 Parsed = TypeVar("Parsed")
@@ -72,3 +73,16 @@ def given(
         return parse(str(value))
     except argparse.ArgumentTypeError as exc:
         raise CommandError(f"{option}: {exc}", returncode=returncode) from None
+
+
+def job_id(text: str) -> int:
+    """A row id from 1 (ASCII digits, within the key column's range), or argparse's own
+    error naming the bad value: ``+5``, a superscript or an id past 64 bits never reaches the
+    database."""
+    value = row_ids.row_id(text)
+    if not value:
+        raise ValueError(text)
+    return value
+
+
+job_id.__name__ = "job id"  # argparse says "invalid job id value: 'x'"

@@ -240,3 +240,30 @@ def test_a_job_shows_its_progress_as_the_schema_says(operator):
     listed = {row["id"]: row["progress"] for row in operator.get("jobs/")[1]["results"]}
     assert listed[quiet.pk] is None
     assert listed[busy.pk]["message"] == "copying"
+
+
+def test_a_job_s_logs_as_the_schema_says(operator, caller):
+    from django_leasejobs.upkeep import AttemptLogs, store_logs
+
+    job = jobs.add.enqueue(1, 2)
+    line = {"level": "INFO", "logger": "shop", "message": "hello", "at": "2026-01-01T00:00:00Z"}
+    store_logs([AttemptLogs(job.pk, 1, [line, {"dropped": 4}, line], 10)])
+    document = json.loads(schema.rendered())
+    checker = {**document, "$ref": "#/components/schemas/JobLogs"}
+    status, body = operator.get(f"jobs/{job.pk}/logs/")
+    assert status == 200
+    assert body == {
+        "logs": [
+            {"attempt": 1, **line},
+            {"attempt": 1, "dropped": 4},
+            {"attempt": 1, **line},
+        ]
+    }
+    jsonschema_rs.Draft202012Validator(checker, validate_formats=True).validate(body)
+    assert operator.get(f"jobs/{jobs.add.enqueue(3, 4).pk}/logs/") == (200, {"logs": []})
+    assert operator.get("jobs/999999/logs/")[0] == 404
+    status, body = caller("add_job").get(f"jobs/{job.pk}/logs/")
+    assert (status, body["code"]) == (403, "permission_denied")
+    anonymous = caller()
+    anonymous.secret = None
+    assert anonymous.get(f"jobs/{job.pk}/logs/")[0] == 401

@@ -11,7 +11,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from django_leasejobs import protocol
-from django_leasejobs.core import row_ids
+from django_leasejobs.management.arguments import job_id
 from django_leasejobs.management.base import LeaseJobsCommand
 
 SAID = {
@@ -19,19 +19,6 @@ SAID = {
     protocol.Cancel.REQUESTED: "cancel requested (running: its worker will end the attempt)",
     protocol.Cancel.REFUSED: "refused (finished, or no such job)",
 }
-
-
-def job_id(text: str) -> int:
-    """A row id from 1 (ASCII digits, within the key column's range), or argparse's own
-    error naming the bad value: ``+5``, a superscript or an id past 64 bits never reaches the
-    database."""
-    value = row_ids.row_id(text)
-    if not value:
-        raise ValueError(text)
-    return value
-
-
-job_id.__name__ = "job id"  # argparse says "invalid job id value: 'x'"
 
 
 class Command(LeaseJobsCommand):
