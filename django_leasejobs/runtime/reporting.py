@@ -16,7 +16,7 @@ import threading
 from django.db import Error as DatabaseError
 
 from ..protocol import Outcome
-from . import execution
+from . import execution, job_logs
 from .completions import Completer
 from .ledger import Ledger
 from .outage import RECONNECT, headline
@@ -59,7 +59,7 @@ class Reporter:
             reporting = slot.try_report()
         if reporting is None:  # released (never reported) or ended meanwhile
             if slot.ended:
-                self.watchdog.refuse_late(slot)  # the worker ended this attempt: token spent
+                self.late(slot, result)  # the worker ended this attempt: token spent
             return False
         if self.completer.groupable(result):
             execution.flush_progress(result)  # before the grouped completion is written
@@ -87,10 +87,17 @@ class Reporter:
                         continue
                     self.ledger.count(slot, self.report(result), result.unknown)
                 if self.watchdog.ended_returned(slot):
-                    self.watchdog.refuse_late(slot)  # the watchdog ended it, cancelled its task
+                    self.late(slot, result)  # the watchdog ended it, cancelled its task
         finally:
             if deferred:
                 self.completer.add(deferred)
+
+    def late(self, slot: Slot, result: execution.Execution | None) -> None:
+        """The handler of an attempt the worker ended (a timeout, a cancel) returned: its
+        result is refused, and what it logged until then is kept (:mod:`.job_logs`)."""
+        self.watchdog.refuse_late(slot)
+        if result is not None:
+            job_logs.keep([(result, Outcome.STALE)])
 
     def report(self, result: execution.Execution) -> Outcome:
         """Write the result; on a database error retry with backoff (the write is fenced)."""

@@ -398,3 +398,20 @@ async def async_logs_lines(ctx: JobContext, lines: int = 1) -> int:
 
     await asyncio.gather(child())
     return lines
+
+
+@job(takes_context=True, timeout=0.3, max_attempts=1)
+def logs_until_timeout(ctx: JobContext) -> None:
+    import logging
+
+    logging.getLogger("testapp.work").warning("waiting")
+    ctx.wait_cancelled(30)
+    logging.getLogger("testapp.work").warning("stopped: %s", ctx.cancel_reason)
+
+
+@job(takes_context=True, timeout=0.3, max_attempts=1)
+async def async_logs_until_timeout(ctx: JobContext) -> None:
+    import logging
+
+    logging.getLogger("testapp.work").warning("awaiting")
+    await asyncio.sleep(30)

@@ -209,3 +209,20 @@ def test_current_job_is_the_running_attempt_for_structlog_users(project_logging)
     with job_logs.capturing(execution.start(claimed, "w1")):
         assert current_job() == {"job_id": job.pk, "job_name": job.name, "attempt": 1}
     assert current_job() is None
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("handler", "kept"),
+    [
+        (jobs.logs_until_timeout, ["waiting", "stopped: timeout"]),
+        (jobs.async_logs_until_timeout, ["awaiting"]),
+    ],
+)
+def test_an_attempt_the_worker_ended_keeps_what_it_logged(handler, kept) -> None:
+    row = handler.enqueue()
+    summary = Worker(queues=None, concurrency=1, poll=0.05, scheduler=False).run(burst=True)
+    assert summary.timed_out == 1
+    row.refresh_from_db()
+    assert row.status == Status.DEAD
+    assert [entry["message"] for entry in row.logs()] == kept
