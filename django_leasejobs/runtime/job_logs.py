@@ -14,6 +14,9 @@ How a record reaches an attempt's buffer, without changing the project's logging
 * A record reaches the root's handlers only if its logger's level lets it be made at all (the
   root's is ``WARNING`` unless the project's ``LOGGING`` says otherwise): this app changes no
   logger's level, so a project that wants INFO lines kept sets its loggers to INFO.
+* While it is on the root, a record that no other handler takes (a project with no handler
+  for it) still goes to ``logging.lastResort``, as Python would have sent it: the router's
+  presence changes nothing of what is printed.
 * The router also puts ``job_id``, ``job_name`` and ``attempt`` on the record; handlers that run
   before it (a child logger's, the root's earlier ones) see them through the
   :class:`~django_leasejobs.core.job_log_context.JobFields` filter, the project's choice. The
@@ -126,6 +129,8 @@ class Router(logging.Handler):
 
     def handle(self, record: logging.LogRecord) -> bool:
         # No lock and no filters: the buffer has its own lock, and the record goes on as it came.
+        if alone(record):
+            last_resort(record)
         attempt = CURRENT.get()
         if attempt is None:
             return False
@@ -137,6 +142,32 @@ class Router(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:  # pragma: no cover: handle() does it
         self.handle(record)
+
+
+def alone(record: logging.LogRecord) -> bool:
+    """Whether the router is the only handler the record met: then Python would have given it
+    to ``logging.lastResort`` (WARNING and above to stderr, for a project with no handler for
+    it), had the router not been there. One look at the root's handlers in a project that
+    configured some."""
+    root = logging.getLogger()
+    if len(root.handlers) > 1:
+        return False
+    logger = logging.Logger.manager.loggerDict.get(record.name)
+    current = logger if isinstance(logger, logging.Logger) else None
+    while current is not None and current is not root:
+        if current.handlers:
+            return False
+        if not current.propagate:
+            return True  # pragma: no cover: the record would not have reached the root
+        current = current.parent
+    return True
+
+
+def last_resort(record: logging.LogRecord) -> None:
+    """What Python does with a record no handler took, which the router must not change."""
+    resort = logging.lastResort
+    if resort is not None and record.levelno >= resort.level:
+        resort.handle(record)
 
 
 ROUTER = Router()

@@ -226,3 +226,21 @@ def test_an_attempt_the_worker_ended_keeps_what_it_logged(handler, kept) -> None
     row.refresh_from_db()
     assert row.status == Status.DEAD
     assert [entry["message"] for entry in row.logs()] == kept
+
+
+def test_a_record_no_handler_takes_still_reaches_python_s_last_resort(monkeypatch) -> None:
+    """With the router on a root that has no other handler, Python would skip its last
+    resort (stderr) for every record: the router passes such records to it itself."""
+    import io
+
+    stream = io.StringIO()
+    resort = logging.StreamHandler(stream)
+    resort.setLevel(logging.WARNING)
+    monkeypatch.setattr(logging, "lastResort", resort)
+    monkeypatch.setattr(logging.getLogger(), "handlers", [ROUTER])
+    logging.getLogger("nohandlers.here").warning("seen on stderr")
+    logging.getLogger("nohandlers.here").info("below the last resort's level")
+    assert stream.getvalue() == "seen on stderr\n"
+    monkeypatch.setattr(logging.getLogger(), "handlers", [ROUTER, logging.NullHandler()])
+    logging.getLogger("nohandlers.here").warning("the project's handler took it")
+    assert stream.getvalue() == "seen on stderr\n"
