@@ -17,6 +17,8 @@ from django_leasejobs.runtime.job_logs import ROUTER, Buffer
 from django_leasejobs.runtime.worker import Worker
 from django_leasejobs.testing import drain, run_job
 
+from ..conftest import shifted
+
 pytestmark = pytest.mark.django_db
 
 
@@ -174,14 +176,21 @@ def test_a_long_message_is_cut() -> None:
     assert entry["message"].endswith("(11808 characters cut)")
 
 
-def test_a_stale_attempt_writes_no_logs(project_logging) -> None:
+def test_a_stale_attempt_writes_no_logs_and_the_new_owner_s_are_its_own(
+    project_logging,
+) -> None:
     jobs.logs_lines.enqueue(1)
-    (claimed,) = protocol.claim("w1", batch=1)
-    Job.objects.filter(pk=claimed.pk).update(attempt=claimed.attempt + 1)  # someone else's now
-    result = execution.execute(claimed, "w1")
-    assert result.context.logs is not None
-    assert execution.report(result) is protocol.Outcome.STALE
+    (stale,) = protocol.claim("w1", batch=1)
+    Job.objects.filter(pk=stale.pk).update(lease_expires_at=shifted(-60))
+    protocol.recover_expired()  # the lease expired: the job fails, to be retried
+    Job.objects.filter(pk=stale.pk).update(run_at=shifted(-1))
+    (owner,) = protocol.claim("w2", batch=1)  # w2 takes it again
+    late = execution.execute(stale, "w1")
+    assert late.context.logs is not None
+    assert execution.report(late) is protocol.Outcome.STALE
     assert not JobLog.objects.exists()
+    assert execution.report(execution.execute(owner, "w2")) is protocol.Outcome.SUCCEEDED
+    assert [m[0] for m in messages(owner)] == [2, 2]  # only the owner's attempt
 
 
 def test_a_lost_lease_writes_no_logs(project_logging) -> None:
