@@ -26,7 +26,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..core.conf import settings
 from . import session
-from .base import Completion, Dialect, Renewed, Token, after, succeeded_fields
+from .base import Completed, Completion, Dialect, Renewed, Token, after, succeeded_fields
 from .base.limiter_pruning import prunable as prunable_limiters
 from .counting import CAP as COUNT_CAP
 from .counting import Count, count
@@ -46,6 +46,7 @@ from .waiting import oldest_due
 __all__ = [
     "COUNT_CAP",
     "JOB",
+    "Completed",
     "Completion",
     "Count",
     "CountKind",

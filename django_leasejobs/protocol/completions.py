@@ -7,7 +7,7 @@ on them, so a failed upgrade or a failed handler leaves the arguments as they we
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from django.db import connections, transaction
@@ -16,7 +16,7 @@ from .. import dialects
 from ..core import json_values
 from ..db import signals
 from ..db.deadlocks import retry_deadlocks
-from ..dialects import Completion, succeeded_fields
+from ..dialects import Completed, Completion, succeeded_fields
 from ..errors import JobValidationError, StaleAttemptError
 from ..models import Job, Status
 from .base import Failure, Outcome, announce, announce_finished, job_database, logger, report
@@ -92,7 +92,10 @@ def _complete_upgraded(
 
 
 def complete_many(
-    completions: Iterable[tuple[int, int] | tuple[int, int, Any]], *, finished_by: str = ""
+    completions: Iterable[tuple[int, int] | tuple[int, int, Any]],
+    *,
+    finished_by: str = "",
+    then: Then | None = None,
 ) -> dict[int, Outcome]:
     """Mark many jobs succeeded in as few statements as the database allows, each row fenced
     by its own token; an item is ``(id, attempt)`` or ``(id, attempt, result)``.
@@ -101,7 +104,9 @@ def complete_many(
     workflow's jobs (completed with their steps) may come in one batch: which is which is
     read from the rows, never asked of the caller. The batch's successes are written all or
     nothing: after an error none is, and the caller may try the whole batch again (a write
-    that had committed would report its jobs stale on that try).
+    that had committed would report its jobs stale on that try). ``then`` is called with the
+    ids completed, in the same transaction (the worker writes their attempts' logs there:
+    one commit for both).
     """
     outcomes: dict[int, Outcome] = {}
     storable: list[Completion] = []
@@ -118,10 +123,10 @@ def complete_many(
     using = job_database()
     # One statement for a batch of plain jobs (the common case); a batch holding a
     # workflow's job is left unwritten by it, and written whole in one transaction.
-    written = dialects.for_alias(using).complete_many(using, storable, finished_by)
+    written = _complete_plain(using, storable, finished_by, then)
     succeeded = written.jobs
     if written.steps:
-        succeeded = _complete_with_steps(using, storable, written.steps, finished_by)
+        succeeded = _complete_with_steps(using, storable, written.steps, finished_by, then)
     for done in storable:
         outcomes[done.id] = report(
             int(done.id in succeeded), "succeeded", done.id, done.attempt, Outcome.SUCCEEDED
@@ -136,20 +141,46 @@ def complete_many(
     return outcomes
 
 
+Then = Callable[[set[int]], None]
+"""Called with the ids a batch completed, inside the transaction that completed them."""
+
+
+@retry_deadlocks
+def _complete_plain(
+    using: str, completions: list[Completion], finished_by: str, then: Then | None
+) -> Completed:
+    """The batch's one statement (nothing written if it holds a workflow's job), and ``then``
+    with what it completed, in one transaction."""
+    if then is None:
+        return dialects.for_alias(using).complete_many(using, completions, finished_by)
+    with transaction.atomic(using=using):
+        written = dialects.for_alias(using).complete_many(using, completions, finished_by)
+        if written.jobs and not written.steps:
+            then(written.jobs)
+    return written
+
+
 @retry_deadlocks  # the job rows, as for a plain batch; steps and runs lock in one order
 def _complete_with_steps(
-    using: str, completions: list[Completion], steps: set[int], finished_by: str
+    using: str,
+    completions: list[Completion],
+    steps: set[int],
+    finished_by: str,
+    then: Then | None = None,
 ) -> set[int]:
     """A batch holding workflow jobs (``steps``): the plain ones in one statement, the
-    workflow ones with their steps, in one transaction."""
+    workflow ones with their steps, in one transaction (with ``then``)."""
     plain = [c for c in completions if c.id not in steps]
     with transaction.atomic(using=using):
         succeeded: set[int] = set()
         if plain:
             succeeded = dialects.for_alias(using).complete_many(using, plain, finished_by).jobs
-        return succeeded | complete_step_jobs(
+        succeeded |= complete_step_jobs(
             using, [c for c in completions if c.id in steps], finished_by
         )
+        if then is not None and succeeded:
+            then(succeeded)
+        return succeeded
 
 
 def complete_in_transaction(

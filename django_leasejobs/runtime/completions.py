@@ -4,7 +4,7 @@ A runner whose handler returned a plain success adds its slot here instead of wr
 loop (and shutdown) flushes the list with one ``protocol.complete_many`` call, each row fenced
 by its own attempt token, results included. A ``django.tasks`` task gets its ``task_finished``
 signal once the flush has decided its outcome; the batch's logs are written in one insert
-after it (:mod:`.job_logs`).
+in the same transaction (:mod:`.job_logs`).
 """
 
 from __future__ import annotations
@@ -77,7 +77,13 @@ class Completer:
             return
         try:
             outcomes = protocol.complete_many(
-                [(*slot.token, slot.result) for slot in slots], finished_by=self.worker_id
+                [(*slot.token, slot.result) for slot in slots],
+                finished_by=self.worker_id,
+                then=lambda done: job_logs.keep(  # the batch's logs, in its transaction
+                    (slot.execution, Outcome.SUCCEEDED)
+                    for slot in slots
+                    if slot.execution is not None and slot.job.pk in done
+                ),
             )
         except DatabaseError:
             with self._lock:
@@ -87,11 +93,6 @@ class Completer:
         self._finished(slots, outcomes)
 
     def _finished(self, slots: list[Slot], outcomes: dict[int, Outcome]) -> None:
-        job_logs.keep(  # the batch's logs in one insert, once their attempts' ends are written
-            (slot.execution, outcomes.get(slot.job.pk, Outcome.STALE))
-            for slot in slots
-            if slot.execution is not None
-        )
         for slot in slots:
             outcome = outcomes.get(slot.job.pk, Outcome.STALE)
             if slot.execution is not None:

@@ -26,10 +26,12 @@ Caps: an attempt keeps its first and last records within ``ATTEMPT_CAP`` bytes (
 with a ``{"dropped": N}`` between them; a job keeps ``JOB_CAP`` bytes over all its attempts
 (``upkeep/job_logs.py``). Memory stays bounded by the same caps while the handler runs.
 
-Written with the attempt's end, by the runner that writes it (``report``) or by the grouped
-completions' flush (one insert for the batch). An attempt that no longer owns its job (lease
-lost, a write refused as stale) writes none: its job may be another worker's, or gone. One the
-worker ended itself (a timeout, a cancel) writes what its handler logged until it returned.
+Written with the attempt's end: by the runner that writes it (``report``), just after, or by
+the grouped completions' flush, one insert for the batch inside the transaction that completes
+it (``protocol.complete_many(then=)``), so a batch costs one commit with its logs too. An
+attempt that no longer owns its job (lease lost, a write refused as stale) writes none: its
+job may be another worker's, or gone. One the worker ended itself (a timeout, a cancel)
+writes what its handler logged until it returned.
 """
 
 from __future__ import annotations

@@ -253,3 +253,35 @@ def test_a_record_no_handler_takes_still_reaches_python_s_last_resort(monkeypatc
     monkeypatch.setattr(logging.getLogger(), "handlers", [ROUTER, logging.NullHandler()])
     logging.getLogger("nohandlers.here").warning("the project's handler took it")
     assert stream.getvalue() == "seen on stderr\n"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_workflow_s_steps_keep_their_logs_through_the_grouped_flush(project_logging) -> None:
+    from django_leasejobs import chain
+
+    chain(jobs.logs_lines.si(1), jobs.logs_lines.si(2)).enqueue()
+    Worker(queues=None, concurrency=2, poll=0.05, scheduler=False).run(burst=True)
+    rows = Job.objects.filter(name=jobs.logs_lines.name).order_by("pk")
+    assert [row.status for row in rows] == [Status.SUCCEEDED] * 2
+    assert [len(messages(row)) for row in rows] == [2, 3]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("workflow", [False, True])
+def test_the_logs_are_written_in_the_completion_s_transaction(workflow) -> None:
+    """``then`` runs inside the batch's transaction: its failure leaves nothing written."""
+    from django_leasejobs import chain
+
+    if workflow:
+        chain(jobs.noop.si(), jobs.noop.si()).enqueue()
+    else:
+        jobs.noop.enqueue()
+    (claimed, *_) = protocol.claim("w1", batch=1)
+
+    def then(done: set[int]) -> None:
+        assert done == {claimed.pk}
+        raise RuntimeError("the logs' insert failed")
+
+    with pytest.raises(RuntimeError):
+        protocol.complete_many([(claimed.pk, claimed.attempt)], then=then)
+    assert Job.objects.get(pk=claimed.pk).status == Status.RUNNING

@@ -2,6 +2,24 @@
 (``dialect``), and the steps they share (``limited``, ``within_limits``, ``workflow_steps``,
 ``limiter_pruning``, ``expressions``, ``pauses``)."""
 
-from .dialect import OPERATIONS, Completion, Dialect, Renewed, Token, after, succeeded_fields
+from .dialect import (
+    OPERATIONS,
+    Completed,
+    Completion,
+    Dialect,
+    Renewed,
+    Token,
+    after,
+    succeeded_fields,
+)
 
-__all__ = ["OPERATIONS", "Completion", "Dialect", "Renewed", "Token", "after", "succeeded_fields"]
+__all__ = [
+    "OPERATIONS",
+    "Completed",
+    "Completion",
+    "Dialect",
+    "Renewed",
+    "Token",
+    "after",
+    "succeeded_fields",
+]
