@@ -198,6 +198,16 @@ def processed(
         span.add_event("leasejobs.cancelled", {"leasejobs.cancel.reason": cancelled})
 
 
+def progressed(span: Any, done: float, total: float | None, message: str) -> None:
+    """A progress report (``ctx.progress``) as an event of the attempt's span."""
+    attributes: dict[str, Any] = {"leasejobs.progress.done": done}
+    if total is not None:
+        attributes["leasejobs.progress.total"] = total
+    if message:
+        attributes["leasejobs.progress.message"] = message
+    span.add_event("leasejobs.progress", attributes)
+
+
 def qualified_type(exception: BaseException | None) -> str:
     """``error.type``: the exception's class, by its full path unless it is a builtin."""
     cls = type(exception)

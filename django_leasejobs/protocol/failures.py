@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from django.db import transaction
 from django.db.models import F, Q, QuerySet
 
-from ..core import error_history, fingerprints, registry
+from ..core import error_history, fingerprints, otel_metrics, registry
 from ..core.backoff import Backoff
 from ..db import signals
 from ..db.dbtime import DbNow, as_aware
@@ -168,6 +169,10 @@ def _bury(failed: _FailedAttempt, reason: str) -> Outcome:
         reason,
         failure.headline,
     )
+    if otel_metrics.available():  # counted once committed, as the signal is sent
+        transaction.on_commit(
+            partial(otel_metrics.dead_lettered, row["queue"], row["name"]), using=using
+        )
     if signals.wanted(signals.job_dead):
         signals.send_after_commit(
             signals.job_dead,

@@ -25,11 +25,11 @@ from collections.abc import Callable
 
 from asgiref.sync import sync_to_async
 
-from ..core import registry, task_rows, tracing
+from ..core import registry, task_rows
 from ..errors import UnknownJobError
 from ..models import Job
 from ..protocol import Failure
-from . import execution, upgrades
+from . import execution, telemetry, upgrades
 from .connection_keeper import ConnectionKeeper
 from .context import Cancellation
 from .execution import Execution
@@ -70,11 +70,12 @@ async def execute(
     )
     started = time.monotonic()
     # The span is current in this task, so the handler's own spans nest under it.
-    with tracing.processing(job) if tracing.enabled() else execution.NO_SPAN as span:
+    with telemetry.span(job) as span:
+        telemetry.began(span, result)
         try:
             await _execute(result)
         finally:
-            execution.ended(span, result, time.monotonic() - started)
+            telemetry.ended(span, result, time.monotonic() - started)
     return result
 
 

@@ -14,7 +14,7 @@ from django.db import Error as DatabaseError
 
 from .. import protocol
 from ..protocol import Outcome
-from . import execution
+from . import execution, telemetry
 from .ledger import Ledger
 from .slots import InFlight, Lane, Slot
 
@@ -90,5 +90,6 @@ class Completer:
             outcome = outcomes.get(slot.job.pk, Outcome.STALE)
             if slot.execution is not None:
                 execution.finished(slot.execution, outcome)
+                telemetry.refused(slot.execution, outcome)
             self.ledger.count(slot, outcome)
         self.slots.completed(slots)

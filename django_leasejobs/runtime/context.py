@@ -71,6 +71,9 @@ class JobContext:
     atomic_depth: int | None = None
     """The handler's connection's atomic depth when a sync handler was called: a progress
     report made in a transaction the handler opened waits (:mod:`.progress`)."""
+    span: Any = field(default=None, repr=False)
+    """The attempt's ``process`` span while it records (``runtime/telemetry.py``): progress
+    reports become its events. None without an SDK that records it."""
     _progress: Progress | None = field(default=None, repr=False)
     _step: Any = field(default=None, repr=False)
     _parent_results: dict[str, Any] | None = field(default=None, repr=False)
@@ -132,8 +135,15 @@ class JobContext:
         a report of an attempt that lost its lease changes nothing.
         """
         if self._progress is None:
-            self._progress = Progress(self.job_id, self.attempt, atomic_depth=self.atomic_depth)
+            self._progress = Progress(
+                self.job_id, self.attempt, atomic_depth=self.atomic_depth, span=self.span
+            )
         self._progress.report(done, total, message)
+
+    def end_progress(self) -> None:
+        """The attempt's span is ending: its last progress report becomes an event of it."""
+        if self._progress is not None:
+            self._progress.end_events()
 
     def flush_progress(self) -> None:
         """Write the pending progress report, if any (the runner, before the attempt's end)."""

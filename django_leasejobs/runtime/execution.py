@@ -7,7 +7,6 @@ allows), call it outside any transaction, and turn what happened into one guarde
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -19,14 +18,14 @@ from asgiref.sync import async_to_sync
 from django.db import connections
 
 from .. import protocol
-from ..core import otel_metrics, registry, task_rows, tracing
+from ..core import registry, task_rows
 from ..core.backoff import Backoff
 from ..core.conf import settings
 from ..errors import PermanentError, UnknownJobError
 from ..models import Job
 from ..protocol import UNREGISTERED_JOB, Failure, Outcome
 from ..retries import Reschedule, Snooze, When
-from . import connection_keeper, upgrades
+from . import connection_keeper, telemetry, upgrades
 from .context import CANCELLED, Cancellation, JobContext
 from .flags import Flag
 
@@ -211,55 +210,13 @@ def execute(
     execution = start(job, worker_id, lease_lost, cancellation=cancellation, on_start=on_start)
     started = time.monotonic()
     # The span is current in this thread, so the handler's own spans nest under it.
-    with tracing.processing(job) if tracing.enabled() else NO_SPAN as span:
+    with telemetry.span(job) as span:
+        telemetry.began(span, execution)
         try:
             _execute(execution)
         finally:
-            ended(span, execution, time.monotonic() - started)
+            telemetry.ended(span, execution, time.monotonic() - started)
     return execution
-
-
-NO_SPAN = contextlib.nullcontext()
-"""Where no span records: the attempt runs with no span made at all."""
-
-
-def ended(span: Any, execution: Execution, seconds: float) -> None:
-    """Record how the attempt ended: on its span, and in the metrics."""
-    traced(span, execution)
-    failure = execution.failure
-    if execution.ok:
-        outcome, error_type = otel_metrics.SUCCEEDED, ""
-    elif execution.snoozed:
-        outcome, error_type = otel_metrics.SNOOZED, ""
-    elif execution.unknown:
-        outcome, error_type = otel_metrics.DEFERRED, ""
-    elif execution.exception is not None:
-        outcome, error_type = otel_metrics.FAILED, tracing.qualified_type(execution.exception)
-    else:  # ended with no exception of the handler's: a cancelled async handler, an upgrade
-        outcome = otel_metrics.FAILED
-        error_type = failure.kind if failure is not None else ""
-    job = execution.job
-    otel_metrics.consumed(job.queue, job.name, outcome, seconds, error_type)
-
-
-def traced(span: Any, execution: Execution) -> None:
-    """Say on the attempt's span how it ended (``tracing.processed``): a snooze and a
-    deferral (a name this worker cannot run) are not errors; a cancelled async handler, with
-    no exception of its own, is one of its failure's kind."""
-    if span is None:
-        return
-    failure, context = execution.failure, execution.context
-    ending: dict[str, Any] = {
-        "lease_lost": context.lease_lost,
-        "cancelled": context.cancel_reason if context.cancelled else None,
-    }
-    if execution.snoozed:
-        ending["snooze_after"] = execution.when
-    elif failure is not None and not execution.unknown:
-        ending["exception"] = execution.exception
-        ending["error_type"] = "" if execution.exception is not None else failure.kind
-        ending["retry_after"] = execution.when
-    tracing.processed(span, **ending)
 
 
 def _execute(execution: Execution) -> None:
@@ -367,6 +324,7 @@ def report(execution: Execution) -> Outcome:
             when=execution.when,
         )
     task_rows.handler().finished(execution, outcome)  # task_finished, for a task at a final state
+    telemetry.refused(execution, outcome)
     return outcome
 
 

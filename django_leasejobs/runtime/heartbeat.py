@@ -27,6 +27,7 @@ from django.db import Error as DatabaseError
 from django.db import connections
 
 from .. import protocol, upkeep
+from ..core import otel_metrics
 from . import execution
 from .connection_keeper import ConnectionKeeper
 from .ledger import Ledger
@@ -126,8 +127,8 @@ class Heartbeat:
                 self.options.worker_id, [s.token for s in slots], lease_seconds=self.options.lease
             )
         for slot in slots:
-            if slot.job.pk in renewal.lost:
-                slot.lease_lost.set()
+            if slot.job.pk in renewal.lost and slot.lease_lost.set():
+                otel_metrics.lease_lost(slot.job.queue, slot.job.name, otel_metrics.HEARTBEAT)
         self.request_cancel(renewal.cancel_requested)
 
     def _forget_self(self) -> None:

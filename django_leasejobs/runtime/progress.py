@@ -14,6 +14,12 @@ Where a report is written from:
   heartbeat would wait for it): the report then waits for a later one, or the end;
 * an async handler: ``sync_to_async`` on asgiref's thread (the one its async ORM calls use),
   as a task of its own, since nothing may touch the database on the event loop.
+
+With an OpenTelemetry SDK recording the attempt's ``process`` span, reports are its events
+(``leasejobs.progress``), throttled as the writes are: the first at once, then at most one an
+``INTERVAL``, and the last report always, just before the span ends. Each report would be
+too many for a handler reporting in a tight loop (and past the SDK's limit of events per
+span, the later ones, which matter most, would be dropped).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from django.db import Error as DatabaseError
 from django.db import connections
 
 from .. import protocol
+from ..core import tracing
 from ..protocol import ProgressReport
 
 logger = logging.getLogger("django_leasejobs")
@@ -52,6 +59,7 @@ class Progress:
         interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         atomic_depth: int | None = None,
+        span: Any = None,
     ) -> None:
         self.job_id = job_id
         self.attempt = attempt
@@ -66,6 +74,10 @@ class Progress:
         self._written: ProgressReport | None = None
         self._last_write: float | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.span = span
+        """The attempt's recording span, whose events the reports become (None: no events)."""
+        self._evented: ProgressReport | None = None
+        self._last_event: float | None = None
 
     def report(self, done: Any, total: Any = None, message: Any = "") -> None:
         """Validate and keep the report; write it now if the interval allows it."""
@@ -74,6 +86,12 @@ class Progress:
         with self._lock:
             self._latest = report
             now = self.clock()
+            if self.span is not None and (
+                self._last_event is None or now - self._last_event >= self.interval
+            ):
+                self._last_event = now
+                self._evented = report
+                tracing.progressed(self.span, *report)
             due = self._last_write is None or now - self._last_write >= self.interval
             if not due or (in_loop is None and self._in_own_transaction()):
                 return
@@ -84,6 +102,15 @@ class Progress:
         task = in_loop.create_task(sync_to_async(self._write_latest, thread_sensitive=True)())
         self._tasks.add(task)  # a reference until done: the loop keeps only weak ones
         task.add_done_callback(self._tasks.discard)
+
+    def end_events(self) -> None:
+        """The span is ending: the latest report becomes its event unless it is one already."""
+        with self._lock:
+            report = self._latest
+            if self.span is None or report is None or report is self._evented:
+                return
+            self._evented = report
+            tracing.progressed(self.span, *report)
 
     def flush(self) -> None:
         """Write the latest report unless it was written (the attempt is ending): called by

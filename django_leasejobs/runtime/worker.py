@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ..reports import queue_gauges
 from ..reports.summary import Summary
 from .async_runner import AsyncPool
 from .claim_sizing import ClaimRoom, ClaimSizer
@@ -186,6 +187,7 @@ class Worker:
         self.watchdog.start()
         if not burst:
             self.wakeup.start()
+            queue_gauges.observe()  # once per process; read when the project's reader collects
         try:
             self.loop.run(burst)
         finally:

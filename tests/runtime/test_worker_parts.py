@@ -82,6 +82,16 @@ class Parts:
             self.slots.add(slot)
         return slots
 
+    def heartbeat(self) -> Heartbeat:
+        """The heartbeat of a worker of two threads, over these slots."""
+        return Heartbeat(
+            options=build_options(concurrency=2),
+            slots=self.slots,
+            ledger=self.ledger,
+            keeper=ConnectionKeeper(),
+            request_cancel=self.watchdog.request_cancel,
+        )
+
     def run(self, slot: Slot) -> execution.Execution:
         """What a pool thread does, on this thread."""
         assert slot.try_start() is not None
@@ -327,14 +337,7 @@ class TestWithTheDatabase:
         earlier = F("lease_expires_at") - dt.timedelta(seconds=10)
         Job.objects.filter(pk=kept.job.pk).update(lease_expires_at=earlier)
         before = fields(kept.job.pk, "lease_expires_at")["lease_expires_at"]
-        heartbeat = Heartbeat(
-            options=build_options(concurrency=2),
-            slots=parts.slots,
-            ledger=parts.ledger,
-            keeper=ConnectionKeeper(),
-            request_cancel=parts.watchdog.request_cancel,
-        )
-        heartbeat.beat()
+        parts.heartbeat().beat()
         assert fields(kept.job.pk, "lease_expires_at")["lease_expires_at"] > before
         assert (kept.lease_lost.is_set(), lost.lease_lost.is_set()) == (False, True)
         row = WorkerRow.objects.get(worker_id=WORKER)

@@ -1,0 +1,102 @@
+"""An attempt's telemetry: its ``process`` span, how it ended, its metrics and lost leases.
+
+Kept out of :mod:`.execution` so that running a job reads as running a job: the sync and the
+async execution open the span with :func:`span`, hand it to the attempt's context with
+:func:`began` (its progress reports become the span's events) and close with :func:`ended`.
+Every OpenTelemetry call is in ``core/tracing.py`` and ``core/otel_metrics.py``; without
+``opentelemetry-api`` these functions do next to nothing, and with the API and no SDK no span
+is made (``NO_SPAN``) and nothing is allocated per attempt.
+
+A lost lease is counted (``leasejobs.lease.lost``) where the worker learns of it: a heartbeat
+that renewed no row for the job (:mod:`.heartbeat`), or a guarded write that changed none: the
+handler's ``ctx.complete()`` (before the span ends: an event ``leasejobs.lease_lost`` on it
+too), or the result's write after the handler returned (:func:`refused`; the span has ended
+by then, so the counter and the ``job.stale`` log line say it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from ..core import otel_metrics, tracing
+from ..errors import StaleAttemptError
+from ..protocol import Outcome
+
+if TYPE_CHECKING:
+    from ..models import Job
+    from .execution import Execution
+
+NO_SPAN = contextlib.nullcontext()
+"""Where no span records: the attempt runs with no span made at all."""
+
+
+def span(job: Job) -> Any:
+    """The attempt's span, as a context manager yielding it (None where nothing records)."""
+    return tracing.processing(job) if tracing.enabled() else NO_SPAN
+
+
+def began(span: Any, execution: Execution) -> None:
+    """Give the attempt's context its span, when it records, for the progress events."""
+    if span is not None and span.is_recording():
+        execution.context.span = span
+
+
+def ended(span: Any, execution: Execution, seconds: float) -> None:
+    """Record how the attempt ended: on its span, and in the metrics."""
+    context = execution.context
+    refused = isinstance(execution.exception, StaleAttemptError) and not context.lease_lost
+    if refused:  # ``ctx.complete()`` found the token stale: the lease was lost
+        otel_metrics.lease_lost(execution.job.queue, execution.job.name, otel_metrics.WRITE)
+    if span is not None:
+        context.end_progress()  # the last report an event too, before the span ends
+        traced(span, execution, lease_lost=refused)
+    failure = execution.failure
+    if execution.ok:
+        outcome, error_type = otel_metrics.SUCCEEDED, ""
+    elif execution.snoozed:
+        outcome, error_type = otel_metrics.SNOOZED, ""
+    elif execution.unknown:
+        outcome, error_type = otel_metrics.DEFERRED, ""
+    elif execution.exception is not None:
+        outcome, error_type = otel_metrics.FAILED, tracing.qualified_type(execution.exception)
+    else:  # ended with no exception of the handler's: a cancelled async handler, an upgrade
+        outcome = otel_metrics.FAILED
+        error_type = failure.kind if failure is not None else ""
+    job = execution.job
+    otel_metrics.consumed(job.queue, job.name, outcome, seconds, error_type)
+
+
+def traced(span: Any, execution: Execution, *, lease_lost: bool = False) -> None:
+    """Say on the attempt's span how it ended (``tracing.processed``): a snooze and a
+    deferral (a name this worker cannot run) are not errors; a cancelled async handler, with
+    no exception of its own, is one of its failure's kind."""
+    failure, context = execution.failure, execution.context
+    ending: dict[str, Any] = {
+        "lease_lost": context.lease_lost or lease_lost,
+        "cancelled": context.cancel_reason if context.cancelled else None,
+    }
+    if execution.snoozed:
+        ending["snooze_after"] = execution.when
+    elif failure is not None and not execution.unknown:
+        ending["exception"] = execution.exception
+        ending["error_type"] = "" if execution.exception is not None else failure.kind
+        ending["retry_after"] = execution.when
+    tracing.processed(span, **ending)
+
+
+def refused(execution: Execution, outcome: Outcome) -> None:
+    """Count a lost lease when the write of the attempt's result was refused as stale.
+
+    Not when nothing was written for it (the heartbeat had found the lease lost, which it
+    counted; the worker had ended the attempt) nor when ``ctx.complete()`` was refused
+    already (:func:`ended` counted it).
+    """
+    if outcome is not Outcome.STALE or not otel_metrics.available():
+        return
+    context = execution.context
+    if context.lease_lost or context.cancelled or context.completed:
+        return
+    if isinstance(execution.exception, StaleAttemptError):
+        return
+    otel_metrics.lease_lost(execution.job.queue, execution.job.name, otel_metrics.WRITE)
