@@ -20,7 +20,8 @@ effects), ``cancels`` (cancel a waiting job, or request it of a running job's wo
 a batch), ``dead_letter_groups`` (dead letters grouped by fingerprint: replay or discard a group,
 backfill fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron), ``progress`` (the
 handler's progress reports, fenced like a completion), ``workflow_specs``, ``workflow_runs`` and
-``workflow_steps`` (a workflow's rows, its steps released and counted). Pruning, the live
+``workflow_steps`` (a workflow's rows, its steps released and counted), ``step_traces`` (a
+step's process span kept on its job, for its children's spans to link to). Pruning, the live
 workers' rows, the advisor's counters and the maintenance lease are ``upkeep``'s.
 """
 
@@ -61,6 +62,7 @@ from .operator_actions import record_effect, replay, retry_now, run_now
 from .pauses import Paused, cover_aliases, pause, paused, resume
 from .progress import ProgressReport, record_progress, report_of
 from .snoozes import SNOOZED_TOO_OFTEN, snooze
+from .step_traces import parent_process_spans, record_process_span
 
 __all__ = [
     "ENQUEUE_OPTIONS",
@@ -105,10 +107,12 @@ __all__ = [
     "heartbeat",
     "job_database",
     "latest_errors",
+    "parent_process_spans",
     "pass_occurrences",
     "pause",
     "paused",
     "record_effect",
+    "record_process_span",
     "record_progress",
     "recover_expired",
     "release",

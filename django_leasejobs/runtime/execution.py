@@ -212,6 +212,7 @@ def execute(
     # The span is current in this thread, so the handler's own spans nest under it.
     with telemetry.span(job) as span:
         telemetry.began(span, execution)
+        telemetry.link_parents(execution)
         try:
             _execute(execution)
         finally:
@@ -262,6 +263,7 @@ def flush_progress(execution: Execution) -> None:
     context = execution.context
     if not (context.completed or context.lease_lost or context.cancelled):
         context.flush_progress()
+        telemetry.kept(execution)
 
 
 def report(execution: Execution) -> Outcome:

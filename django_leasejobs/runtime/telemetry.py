@@ -7,6 +7,10 @@ Every OpenTelemetry call is in ``core/tracing.py`` and ``core/otel_metrics.py``;
 ``opentelemetry-api`` these functions do next to nothing, and with the API and no SDK no span
 is made (``NO_SPAN``) and nothing is allocated per attempt.
 
+A workflow step's span links to its parents' process spans: each step's job keeps its span's
+context (:func:`kept`, before its end is written) and a child reads its parents'
+(:func:`link_parents`), one query each, only while its span records.
+
 A lost lease is counted (``leasejobs.lease.lost``) where the worker learns of it: a heartbeat
 that renewed no row for the job (:mod:`.heartbeat`), or a guarded write that changed none: the
 handler's ``ctx.complete()`` (before the span ends: an event ``leasejobs.lease_lost`` on it
@@ -17,8 +21,13 @@ by then, so the counter and the ``job.stale`` log line say it).
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
+from django.db import Error as DatabaseError
+
+from .. import protocol
 from ..core import otel_metrics, tracing
 from ..errors import StaleAttemptError
 from ..protocol import Outcome
@@ -26,6 +35,8 @@ from ..protocol import Outcome
 if TYPE_CHECKING:
     from ..models import Job
     from .execution import Execution
+
+logger = logging.getLogger("django_leasejobs")
 
 NO_SPAN = contextlib.nullcontext()
 """Where no span records: the attempt runs with no span made at all."""
@@ -40,6 +51,43 @@ def began(span: Any, execution: Execution) -> None:
     """Give the attempt's context its span, when it records, for the progress events."""
     if span is not None and span.is_recording():
         execution.context.span = span
+
+
+def _step(execution: Execution) -> int | None:
+    """The workflow step of an attempt whose span records (None: nothing to link or keep)."""
+    return execution.job.workflow_step_id if execution.context.span is not None else None
+
+
+def link_parents(execution: Execution) -> None:
+    """Link a step's span to its parents' process spans, as their jobs kept them (one query;
+    a database error costs the links, never the attempt)."""
+    step_id = _step(execution)
+    if step_id is None:
+        return
+    try:
+        parents = protocol.parent_process_spans(step_id)
+    except DatabaseError as exc:
+        logger.debug("job.trace_links_error id=%s error=%s", execution.job.pk, exc)
+        return
+    tracing.link_parents(execution.context.span, parents)
+
+
+async def alink_parents(execution: Execution) -> None:
+    """:func:`link_parents` for an async handler: its query off the event loop."""
+    if _step(execution) is not None:
+        await sync_to_async(link_parents, thread_sensitive=True)(execution)
+
+
+def kept(execution: Execution) -> None:
+    """Keep a step's span context on its job for its children (fenced by the attempt),
+    before the attempt's end is written."""
+    if _step(execution) is None:
+        return
+    job, span = execution.job, execution.context.span
+    try:
+        protocol.record_process_span(job.pk, job.attempt, tracing.carrier_of(span))
+    except DatabaseError as exc:  # the children go unlinked; the attempt's end is written
+        logger.debug("job.trace_keep_error id=%s error=%s", job.pk, exc)
 
 
 def ended(span: Any, execution: Execution, seconds: float) -> None:

@@ -1,7 +1,8 @@
 """An attempt's telemetry (``runtime/telemetry.py``): progress reports as events of its
 ``process`` span, and lost leases counted (``leasejobs.lease.lost``) where the worker learns
 of them: a heartbeat, ``ctx.complete()`` refused (an event on the span too), the result's write
-refused after the handler returned, a grouped completion refused. Recorded with the SDK's
+refused after the handler returned, a grouped completion refused; a workflow step's span linked
+to its parents'. Recorded with the SDK's
 in-memory exporter and reader (the ``spans`` and ``measurements`` fixtures, tests/spans.py).
 """
 
@@ -11,9 +12,11 @@ from typing import Any
 
 import pytest
 from django.db.models import F
+from django.test import override_settings
 from testapp import jobs, tracing_jobs
+from testapp import workflow_jobs as w
 
-from django_leasejobs import protocol
+from django_leasejobs import chain, group, protocol
 from django_leasejobs.errors import StaleAttemptError
 from django_leasejobs.models import Job
 from django_leasejobs.protocol import Outcome
@@ -145,3 +148,57 @@ class TestLostLeases:
         parts.completer.flush()
         assert parts.ledger.summary.stale == 1
         assert lost_leases(measurements) == {("testapp.jobs.noop", "write"): 1}
+
+
+def spans_of(spans: Any, name: str) -> list[Any]:
+    """The process spans of the jobs of ``name`` (a ``testapp.workflow_jobs`` function)."""
+    wanted = f"testapp.workflow_jobs.{name}"
+    return [
+        s for s in spans.named("process default") if s.attributes["leasejobs.job.name"] == wanted
+    ]
+
+
+class TestWorkflowLinks:
+    def test_a_steps_span_links_to_its_parents_spans(self, spans: Any) -> None:
+        run = group(w.square.s(2), w.square.s(3)).then(w.total.s()).enqueue()
+        assert drain().succeeded == 3
+        squares = spans_of(spans, "square")
+        (total,) = spans_of(spans, "total")
+        assert len(squares) == 2
+        assert {link.context.span_id for link in total.links} == {
+            square.context.span_id for square in squares
+        }
+        assert {link.attributes["leasejobs.link"] for link in total.links} == {"workflow.parent"}
+        assert {link.context.trace_id for link in total.links} != {total.context.trace_id}
+        kept = Job.objects.filter(workflow_step__run_id=run.pk).values_list(
+            "trace_context", flat=True
+        )
+        assert all(set(context) == {"process"} for context in kept)
+
+    def test_none_links_no_parent(self, spans: Any) -> None:
+        chain(w.square.s(2), w.total.si([1])).enqueue()
+        with override_settings(LEASEJOBS_OTEL_SPAN_RELATIONSHIP="none"):
+            assert drain().succeeded == 2
+        (total,) = spans_of(spans, "total")
+        assert not total.links
+
+    def test_nothing_is_kept_or_read_when_nothing_records(self) -> None:
+        run = chain(w.square.s(2), w.total.si([1])).enqueue()
+        assert drain().succeeded == 2
+        kept = Job.objects.filter(workflow_step__run_id=run.pk).values_list(
+            "trace_context", flat=True
+        )
+        assert list(kept) == [None, None]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_async_step_links_to_its_parent(spans: Any) -> None:
+    chain(w.tick.si("first"), tracing_jobs.async_traced.si("x")).enqueue()
+    assert Worker(**WORKER).run(burst=True).succeeded == 2
+    (tick,) = spans_of(spans, "tick")
+    (async_step,) = [
+        span
+        for span in spans.named("process default")
+        if span.attributes["leasejobs.job.name"] == "testapp.tracing_jobs.async_traced"
+    ]
+    assert [link.context.span_id for link in async_step.links] == [tick.context.span_id]
