@@ -90,7 +90,8 @@ async def _execute(result: Execution) -> None:
         if job_function is None:  # ``is_async`` found it; it can only have gone since
             execution.unregistered(result, registry.unknown(job.name))
             return
-        await telemetry.alink_parents(result)  # in the try: a cancel here ends the attempt
+        if telemetry.step_to_link(result) is not None:  # in the try: a cancel ends the attempt
+            await telemetry.alink_parents(result)
         prepared = upgrades.prepared(result, job_function)  # no database here: plain code
         if prepared is None:
             return

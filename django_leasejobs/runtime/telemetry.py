@@ -53,7 +53,7 @@ def began(span: Any, execution: Execution) -> None:
         execution.context.span = span
 
 
-def _step(execution: Execution) -> int | None:
+def step_to_link(execution: Execution) -> int | None:
     """The workflow step of an attempt whose span records (None: nothing to link or keep)."""
     return execution.job.workflow_step_id if execution.context.span is not None else None
 
@@ -61,7 +61,7 @@ def _step(execution: Execution) -> int | None:
 def link_parents(execution: Execution) -> None:
     """Link a step's span to its parents' process spans, as their jobs kept them (one query;
     a database error costs the links, never the attempt)."""
-    step_id = _step(execution)
+    step_id = step_to_link(execution)
     if step_id is None:
         return
     try:
@@ -73,15 +73,15 @@ def link_parents(execution: Execution) -> None:
 
 
 async def alink_parents(execution: Execution) -> None:
-    """:func:`link_parents` for an async handler: its query off the event loop."""
-    if _step(execution) is not None:
-        await sync_to_async(link_parents, thread_sensitive=True)(execution)
+    """:func:`link_parents` for an async handler (a step whose span records, as
+    :func:`step_to_link` says): its query off the event loop."""
+    await sync_to_async(link_parents, thread_sensitive=True)(execution)
 
 
 def kept(execution: Execution) -> None:
     """Keep a step's span context on its job for its children (fenced by the attempt),
     before the attempt's end is written."""
-    if _step(execution) is None:
+    if step_to_link(execution) is None:
         return
     job, span = execution.job, execution.context.span
     try:
