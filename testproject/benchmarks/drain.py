@@ -51,19 +51,23 @@ def _drain(
 
 
 def drain_jobs(
-    target: Target, argvs: Sequence[Sequence[str]], *, expected: int, timeout: float
+    target: Target,
+    argvs: Sequence[Sequence[str]],
+    *,
+    expected: int,
+    timeout: float,
+    env: dict[str, str] | None = None,
 ) -> dict[str, float]:
-    """Start the processes, wait for them, and time the drain of the job table."""
-    return _drain(target, argvs, expected=expected, table=JOB_TABLE, timeout=timeout)
+    """Start the processes (in ``env``, default the scratch database's), wait for them, and
+    time the drain of the job table."""
+    return _drain(target, argvs, expected=expected, table=JOB_TABLE, timeout=timeout, env=env)
 
 
 SPREAD_QUEUES = 20
 """The worker section's spread drain: the jobs dealt over this many queues."""
 
 
-def _prepare(
-    target: Target, jobs_count: int, name: str = database.NOOP, *, queues: int = 1
-) -> None:
+def prepare(target: Target, jobs_count: int, name: str = database.NOOP, *, queues: int = 1) -> None:
     """N due jobs in the queue ``default``, or dealt evenly over ``queues`` queues."""
     with target.connect() as raw:
         database.reset(raw)
@@ -99,7 +103,7 @@ def _best_of_grid(
     for p in procs:
         best = 0.0
         for label, argvs in variants:
-            _prepare(target, jobs_count)
+            prepare(target, jobs_count)
             figures = _drain(
                 target, argvs(p), expected=jobs_count, table=JOB_TABLE, timeout=timeout
             )
@@ -226,7 +230,7 @@ def worker(
     }
     for p in procs:  # not among the variants: the best figure is one with the user's settings
         for label, extra in settings_variants.items():
-            _prepare(target, jobs_count)
+            prepare(target, jobs_count)
             env = database.environment(target, **extra)
             figures = _drain(
                 target,
@@ -243,13 +247,13 @@ def worker(
         )
     )
     for p in procs:
-        _prepare(target, jobs_count, queues=SPREAD_QUEUES)
+        prepare(target, jobs_count, queues=SPREAD_QUEUES)
         figures = _drain(
             target, [defaults] * p, expected=jobs_count, table=JOB_TABLE, timeout=timeout
         )
         _record(out, f"worker_p{p}_defaults_spread", figures)
     for p in procs:
-        _prepare(target, jobs_count, name=SMALL_RESULT)
+        prepare(target, jobs_count, name=SMALL_RESULT)
         figures = _drain(
             target, [defaults] * p, expected=jobs_count, table=JOB_TABLE, timeout=timeout
         )

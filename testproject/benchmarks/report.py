@@ -237,6 +237,24 @@ GOALS = [
         lambda v: v <= 50,
         "<= 50 ms",
     ),
+    Goal(
+        "drain with opentelemetry-api and no SDK vs without the package, defaults",
+        "observability_api_vs_absent",
+        lambda v: v >= 0.98,
+        ">= 0.98",
+    ),
+    Goal(
+        "drain with the SDK sampling 10% of traces vs without the package",
+        "observability_sdk10_vs_absent",
+        lambda v: v >= 0.85,
+        ">= 0.85",
+    ),
+    Goal(
+        "drain with the SDK sampling every trace vs without the package",
+        "observability_sdk100_vs_absent",
+        lambda v: v >= 0.7,
+        ">= 0.70",
+    ),
     Goal("claim at 1M vs 10k", "claim_one_queue_growth", lambda v: v <= 1.5, "<= 1.5x"),
     Goal(
         "claim of 100 at 1M, 10,000 concurrency keys vs none, jobs left running",

@@ -7,7 +7,8 @@ workload in the same scratch database. The database connection has Django's defa
 ones a user gets; ``BENCHMARK_CONN_MAX_AGE`` sets ``CONN_MAX_AGE`` for the worker section's
 comparison, ``BENCHMARK_RETENTION`` the retention section's ``LEASEJOBS_RETENTION``, and
 ``BENCHMARK_LIBRARY`` the folder of another commit's library (``benchmark --baseline``);
-``BENCHMARK_STARTPROJECT`` turns on what ``startproject`` writes (``DEBUG``, no ``LOGGING``).
+``BENCHMARK_STARTPROJECT`` turns on what ``startproject`` writes (``DEBUG``, no ``LOGGING``),
+and ``BENCHMARK_OTEL`` sets OpenTelemetry up for the observability section (benchmarks.otel_setup).
 """
 
 import os
@@ -20,8 +21,13 @@ from importlib.util import find_spec
 if os.environ.get("BENCHMARK_LIBRARY"):
     sys.path.insert(0, os.environ["BENCHMARK_LIBRARY"])
 
-from testproject.settings import *  # noqa: F403
-from testproject.settings import DATABASES, INSTALLED_APPS, env
+from benchmarks import otel_setup
+
+# Before anything imports opentelemetry (the library does when its apps load).
+otel_setup.configure(os.environ.get("BENCHMARK_OTEL", "api"))
+
+from testproject.settings import *  # noqa: E402, F403
+from testproject.settings import DATABASES, INSTALLED_APPS, env  # noqa: E402
 
 DEBUG = False
 # The worker section's ``startproject`` drain: the settings ``django-admin startproject`` writes

@@ -20,7 +20,7 @@ from typing import Any
 
 from . import database
 from .database import Target
-from .drain import _drain, _prepare, _record, worker_argv
+from .drain import _drain, _record, prepare, worker_argv
 
 
 def _reset(target: Target) -> None:
@@ -109,7 +109,7 @@ def run(
 ) -> dict[str, Any]:
     argv = worker_argv("--burst", batch=batch, threads=threads)
     out: dict[str, Any] = {}
-    _prepare(target, jobs_count)
+    prepare(target, jobs_count)
     plain = _drain(
         target, [argv] * procs, expected=jobs_count, table=database.JOB_TABLE, timeout=timeout
     )

@@ -302,12 +302,25 @@ class Command(BaseCommand):
         """Leave out (and say so) what this installation cannot run."""
         missing = {}
         if "runjobworker" not in get_commands():
-            for name in ("worker", "async", "latency", "spike", "limits", "retention", "workflows"):
+            for name in (
+                "worker",
+                "async",
+                "latency",
+                "spike",
+                "limits",
+                "retention",
+                "workflows",
+                "observability",
+            ):
                 missing[name] = "no runjobworker command in this installation"
         try:
             import django_tasks_db  # noqa: F401
         except ImportError:
             missing["peer"] = "django-tasks-db is not installed (pip install -e '.[benchmark]')"
+        try:
+            import opentelemetry.sdk  # noqa: F401
+        except ImportError:
+            missing["observability"] = "opentelemetry-sdk is not installed (the benchmark extra)"
         try:
             import pgqueuer  # noqa: F401
         except ImportError:

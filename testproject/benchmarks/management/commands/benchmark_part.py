@@ -20,6 +20,7 @@ from benchmarks import (
     enqueue_rate,
     latency,
     limits_drain,
+    observability_drain,
     retention_drain,
     workflows_drain,
 )
@@ -40,6 +41,7 @@ SECTIONS = (
     "retention",
     "workflows",
     "bulk",
+    "observability",
 )
 
 
@@ -149,6 +151,8 @@ def run_section(section: str, target: Target, o: dict[str, Any]) -> dict[str, An
             chain_steps=o["chain_steps"],
             timeout=timeout,
         )
+    if section == "observability":
+        return observability_drain.run(target, jobs_count=n, procs=o["procs"], timeout=timeout)
     if section == "bulk":
         return bulk_cancel.run(target, jobs_count=o["bulk_jobs"])
     raise CommandError(f"Unknown section {section!r}.")
