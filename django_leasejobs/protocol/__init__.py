@@ -50,8 +50,8 @@ from .enqueues import (
     ENQUEUE_OPTIONS,
     Inserted,
     enqueue,
+    enqueue_inserted,
     enqueue_many,
-    enqueue_reporting,
     enqueue_task,
 )
 from .failures import Recovered, fail, recover_expired, release
@@ -59,7 +59,7 @@ from .lease import Renewal, anything_due, claim, claim_job, heartbeat, renew
 from .occurrences import emit_occurrence, pass_occurrences, skip_occurrences
 from .operator_actions import record_effect, replay, retry_now, run_now
 from .pauses import Paused, cover_aliases, pause, paused, resume
-from .progress import ProgressReport, record_progress, report_of
+from .progress import ProgressUpdate, progress_update, record_progress
 from .snoozes import SNOOZED_TOO_OFTEN, snooze
 
 __all__ = [
@@ -75,7 +75,7 @@ __all__ = [
     "Inserted",
     "Outcome",
     "Paused",
-    "ProgressReport",
+    "ProgressUpdate",
     "Recovered",
     "Renewal",
     "Upgraded",
@@ -96,8 +96,8 @@ __all__ = [
     "discard_group",
     "emit_occurrence",
     "enqueue",
+    "enqueue_inserted",
     "enqueue_many",
-    "enqueue_reporting",
     "enqueue_task",
     "fail",
     "fingerprint_letters",
@@ -108,6 +108,7 @@ __all__ = [
     "pass_occurrences",
     "pause",
     "paused",
+    "progress_update",
     "record_effect",
     "record_progress",
     "recover_expired",
@@ -115,7 +116,6 @@ __all__ = [
     "renew",
     "replay",
     "replay_group",
-    "report_of",
     "request_cancel",
     "resume",
     "retry_now",

@@ -24,7 +24,7 @@ from ..db.dbtime import db_now
 from ..errors import JobArgumentsError, JobValidationError
 from ..models import Job
 from . import dedupe
-from .base import announce_enqueued, job_database, logger
+from .base import job_database, logger, send_enqueued_signal
 
 NO_LIMITS = limits.Limits()
 
@@ -232,7 +232,7 @@ def insert(values: dict[str, Any], using: str) -> Inserted:
     if key is None:
         job = dialect.insert(using, values)
         logger.info("job.enqueued id=%s name=%s queue=%s", job.pk, job.name, job.queue)
-        announce_enqueued(job, using)
+        send_enqueued_signal(job, using)
         return Inserted(job, True)
     values = dict(values)
     rule = values.pop(dedupe.RULE, None)
@@ -252,7 +252,7 @@ def insert(values: dict[str, Any], using: str) -> Inserted:
         logger.info(
             "job.enqueued id=%s name=%s queue=%s dedupe_key=%s", job.pk, job.name, job.queue, key
         )
-        announce_enqueued(job, using)
+        send_enqueued_signal(job, using)
         return Inserted(job, True)
     raise JobValidationError(f"dedupe_key {key!r} kept changing hands; nothing was enqueued.")
 
@@ -261,10 +261,10 @@ def enqueue(
     name: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, **options: Any
 ) -> Job:
     """Persist one job in the caller's transaction (one INSERT) and return it."""
-    return enqueue_reporting(name, args, kwargs, **options).job
+    return enqueue_inserted(name, args, kwargs, **options).job
 
 
-def enqueue_reporting(
+def enqueue_inserted(
     name: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, **options: Any
 ) -> Inserted:
     """``enqueue``, saying whether the job is new or the live one holding its dedupe key.
@@ -404,7 +404,7 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     if signals.wanted(signals.job_enqueued):
         for row, job in zip(order, result, strict=True):
             if row is None:  # insert() announced the others
-                announce_enqueued(job, using)
+                send_enqueued_signal(job, using)
     for queue, count in collections.Counter(job.queue for job in result).items():
         otel_metrics.sent(queue, name, count)
     logger.info("job.enqueued_many name=%s count=%s", name, len(result))

@@ -13,7 +13,7 @@ from django.db.models import Q
 
 from .. import dialects
 from ..models import Job, Schedule, ScheduleSkip
-from .base import announce_enqueued, job_database, logger
+from .base import job_database, logger, send_enqueued_signal
 from .enqueues import row_values
 
 
@@ -99,7 +99,7 @@ def emit_occurrence(
     schedule.last_occurrence_at = occurrence_at
     if job is None:
         return None
-    announce_enqueued(job, alias)
+    send_enqueued_signal(job, alias)
     logger.info(
         "schedule.emitted name=%s occurrence=%s job=%s run_at=%s",
         schedule.name,

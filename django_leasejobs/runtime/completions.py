@@ -22,7 +22,7 @@ from .slots import InFlight, Lane, Slot
 class Completer:
     """The successes waiting for the next flush.
 
-    ``_pending`` is appended to by the pool and reporter threads and taken whole by the main
+    ``_pending`` is appended to by the pool and writer threads and taken whole by the main
     thread (the claim loop, then shutdown), always under ``_lock``; its length is read without
     it by the claim sizing (a count one job old moves a claim by one turn).
     """
@@ -40,7 +40,7 @@ class Completer:
 
         Not one the handler completed itself (``ctx.complete()``), nor one whose lease was
         lost (nothing is written for it), nor one whose arguments were upgraded (its success
-        write stores them: ``execution.report``).
+        write stores them: ``execution.write_result``).
         """
         context = result.context
         return (

@@ -1,4 +1,4 @@
-"""Run one claimed job and report its result through the protocol.
+"""Run one claimed job and write its result through the protocol.
 
 Kept apart from the worker loop so tests, the worker and the tasks backend run a job the same
 way: look the name up in the registry (importing its module only where ``registry.find``
@@ -35,7 +35,7 @@ logger = logging.getLogger("django_leasejobs")
 
 @dataclass
 class Execution:
-    """The result of running a job, before it is reported."""
+    """The result of running a job, before it is written."""
 
     job: Job
     context: JobContext
@@ -139,7 +139,7 @@ def find(job: Job) -> registry.JobSpec | UnknownJobError:
 
 
 def unregistered(execution: Execution, unknown: UnknownJobError) -> None:
-    """No ``@job`` of the row's name here: nothing is called, and ``report`` hands the attempt
+    """No ``@job`` of the row's name here: nothing is called, and ``write_result`` hands the attempt
     back uncharged to wait for a worker that knows the name (``protocol.defer``), until
     ``LEASEJOBS_UNKNOWN_JOB_GRACE`` has passed since its first deferral.
 
@@ -283,7 +283,7 @@ def _execute(execution: Execution) -> None:
         return
     args, kwargs = prepared
     func = async_to_sync(job_function.func) if job_function.is_async else job_function.func
-    # A report made in a transaction the handler opens waits (runtime/progress.py).
+    # An update made in a transaction the handler opens waits (runtime/progress.py).
     execution.context.atomic_depth = len(connections[protocol.job_database()].atomic_blocks)
     try:
         execution.begin(job_function.get_timeout())
@@ -298,8 +298,8 @@ def _execute(execution: Execution) -> None:
 
 
 def flush_progress(execution: Execution) -> None:
-    """Write the handler's last progress report before its attempt's end is: then a reader
-    who sees the job finished sees its last report too. Not for an attempt that already
+    """Write the handler's last progress update before its attempt's end is: then a reader
+    who sees the job finished sees its last update too. Not for an attempt that already
     ended (lease lost, ended by the worker, completed by the handler): it would change
     nothing."""
     context = execution.context
@@ -307,9 +307,9 @@ def flush_progress(execution: Execution) -> None:
         context.flush_progress()
 
 
-def report(execution: Execution) -> Outcome:
+def write_result(execution: Execution) -> Outcome:
     """Write the execution's result, guarded by its attempt token (its last progress
-    report first)."""
+    update first)."""
     flush_progress(execution)
     job, context = execution.job, execution.context
     if context.completed:
@@ -385,7 +385,7 @@ def end_attempt(
 
     ``reason`` ``"timeout"`` fails the attempt with an error of kind ``timeout`` (retried by the
     job's backoff, dead-lettered when none is left); ``"cancelled"`` ends it cancelled, as the
-    operator asked. The handler's own result is then refused (``report``).
+    operator asked. The handler's own result is then refused (``write_result``).
     """
     if reason == CANCELLED:
         outcome = protocol.cancel_attempt(job.pk, job.attempt)
@@ -406,8 +406,8 @@ def finished(execution: Execution, outcome: Outcome) -> None:
 
 
 def run(job: Job, worker_id: str, lease_lost: Flag | None = None) -> Outcome:
-    """Execute and report one claimed job."""
-    return report(execute(job, worker_id, lease_lost))
+    """Execute one claimed job and write its result."""
+    return write_result(execute(job, worker_id, lease_lost))
 
 
 def recovered(outcomes: dict[int, Outcome]) -> None:

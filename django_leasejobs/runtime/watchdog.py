@@ -167,7 +167,7 @@ class Watchdog:
         return max(wait, 0.0)
 
     def _end(self, slot: Slot, reason: str) -> None:
-        """Take the attempt from its handler (unless it is being reported) and end it."""
+        """Take the attempt from its handler (unless its result is being written) and end it."""
         if self.slots.end(slot, reason) is None:  # its thread stays taken; its job id is free
             return
         slot.cancellation.set(reason)
@@ -208,7 +208,7 @@ class Watchdog:
             self.stop_worker(f"max_stuck={self.options.max_stuck} reached")
 
     def ended_returned(self, slot: Slot) -> bool:
-        """A runner is done with its slot (its handler returned, its result reported or
+        """A runner is done with its slot (its handler returned, its result written or
         grouped, or it never ran): the slot settles, unless a grouped completion or the
         watchdog's unwritten end still needs it. True if the worker had ended the attempt."""
         move = self.slots.returned(slot)

@@ -31,6 +31,6 @@ def run_loop(batch: int, *, worker_id: str, queues: list[str] | None = None) -> 
             if result.ok and result.result is None:
                 succeeded.append((job.pk, job.attempt))
             else:
-                execution.report(result)
+                execution.write_result(result)
         protocol.complete_many(succeeded)
         done += len(claimed)
