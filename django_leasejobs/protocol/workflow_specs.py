@@ -57,7 +57,7 @@ def spec_of(
     results_as_list: bool = False,
     named: bool = True,
 ) -> StepSpec:
-    """Check a signature's arguments as its release will bind them and make its step.
+    """Check a signature's arguments as its enqueue will bind them and make its step.
 
     A step after one parent takes its result, after several (or a group's callback) the list
     of their results in ``after`` order; ``si``, a step without parents and an ``on_failure``

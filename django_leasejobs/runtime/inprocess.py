@@ -131,7 +131,7 @@ def enqueued(jobs: Job | list[Job]) -> None:
 
 def workflow_enqueued(run_id: int) -> None:
     """With ``LEASEJOBS_EAGER``: run the workflow's jobs when the transaction commits, each
-    step as its parents release it, until none is due (a failure propagates as for a job)."""
+    step as its parents' ends enqueue it, until none is due (a failure propagates as for a job)."""
     if not settings.EAGER:
         return
     transaction.on_commit(functools.partial(_run_workflow, run_id), using=protocol.job_database())

@@ -142,10 +142,10 @@ class Maintenance:
         if deleted:
             logger.debug("worker.pruned id=%s jobs=%s", self.worker_id, deleted)
 
-    def release_retention(self) -> None:
-        """At the end of the run: hand the retention lease back if a walk was under way."""
+    def give_up_retention_lease(self) -> None:
+        """At the end of the run: give up the retention lease if a walk was under way."""
         try:
-            self.retention.release()
+            self.retention.give_up_lease()
         except DatabaseError as exc:  # it expires on its own
             logger.warning(
                 "worker.database_error id=%s where=retention error=%s",

@@ -191,7 +191,7 @@ class Worker:
         finally:
             self.shutdown.run()
             self.ledger.flush_runtimes()  # what the last beat did not write
-            self.loop.maintenance.release_retention()
+            self.loop.maintenance.give_up_retention_lease()
             self.summary.seconds = time.monotonic() - started
             self._log_stopped()
         return self.summary

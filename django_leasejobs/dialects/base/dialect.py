@@ -377,7 +377,7 @@ class Dialect(LimitedClaimSteps):
         """Take the given number of pending parents off each child, in id order, then, when
         no child is left ready, add the given steps succeeded to each run, in id order, in
         the caller's transaction; the children left ready, the runs that ended, and whether
-        the runs were counted (the protocol releases the ready children first, then calls
+        the runs were counted (the protocol enqueues the ready children first, then calls
         again with the runs alone: no job's module is imported while a run's row is locked).
         """
         return count_steps(alias, children, runs)

@@ -16,7 +16,7 @@ table, and deadlocked with ``job_ended``): it no longer takes a lock another tra
 be waiting on in the other order. The runs are locked only once every child has been written
 (their CTE's ``NOT EXISTS`` on the ready children is evaluated first, and reads the whole
 children UPDATE when none is ready), and only when no child was left ready: the protocol then
-releases those first (which may import a job's module) and counts the runs after, so no code
+enqueues those first (which may import a job's module) and counts the runs after, so no code
 is imported while a run's row is locked.
 """
 
