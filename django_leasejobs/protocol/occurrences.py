@@ -14,7 +14,7 @@ from django.db.models import Q
 from .. import dialects
 from ..models import Job, Schedule, ScheduleSkip
 from .base import job_database, logger, send_enqueued_signal
-from .enqueues import row_values
+from .new_rows import row_values
 
 
 def _advance_cursor(alias: str, schedule: Schedule, to: dt.datetime) -> bool:

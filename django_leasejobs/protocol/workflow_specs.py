@@ -9,7 +9,7 @@ from typing import Any
 from ..core.signatures import Signature
 from ..errors import WorkflowError
 from ..models import Policy, TakesResult
-from .enqueues import check_options
+from .new_rows import check_options
 from .workflow_steps import encode_options
 
 POLICIES = (Policy.CANCEL.value, Policy.RUN.value, Policy.HOLD.value)

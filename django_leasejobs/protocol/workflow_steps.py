@@ -38,7 +38,8 @@ from ..models import (
 )
 from . import dedupe
 from .base import logger
-from .enqueues import insert, row_values
+from .enqueues import insert
+from .new_rows import row_values
 
 _ENDED_BY_JOB = {
     Status.SUCCEEDED: StepState.SUCCEEDED,
