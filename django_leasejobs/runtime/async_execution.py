@@ -1,7 +1,7 @@
 """Run one claimed job whose handler is ``async def``, on the worker's event loop.
 
 The counterpart of :func:`.execution.execute` for coroutines: same context, same failure
-rules, same :class:`.execution.Execution` for :func:`.execution.write_result` or the grouped
+rules, same :class:`.execution.Execution` for :func:`.attempt_ends.write_result` or the grouped
 completions. What differs is what must never happen on an event loop:
 
 * No database access here. Django refuses sync ORM calls in a thread that runs an event loop

@@ -14,7 +14,7 @@ Reporting never blocks the loop: taking a finished slot out of the heartbeat goe
 returned value is a database write. So the loop only puts ``(slot, result)`` on a queue; two
 writer threads do exactly what a pool thread does after its handler (:mod:`.result_writing`):
 plain successes join the grouped completions list (one statement per flush, by the claim
-loop), anything else goes through ``execution.write_result`` with the pool's retry on database
+loop), anything else goes through ``attempt_ends.write_result`` with the pool's retry on database
 errors. Threads of our own rather than ``run_in_executor``: their number is fixed, and each
 closes its connections when it stops.
 """

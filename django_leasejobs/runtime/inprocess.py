@@ -19,7 +19,8 @@ from ..core.conf import settings
 from ..errors import JobFailedError
 from ..models import Job, Status
 from ..protocol import Outcome
-from .execution import Execution, execute, write_result
+from .attempt_ends import write_result
+from .execution import Execution, execute
 
 
 def worker_id() -> str:

@@ -23,7 +23,7 @@ from ..core import registry
 from ..reports import samples
 from ..upkeep import schedule_sync
 from ..upkeep.retention import Retention
-from . import execution, schedules
+from . import attempt_ends, execution, schedules
 from .deferred_names import DeferredNames
 from .ledger import Ledger
 from .options import WorkerOptions
@@ -68,7 +68,7 @@ class Maintenance:
             return True
         try:
             recovered = protocol.recover_expired()
-            execution.recovered(recovered)  # task_finished for django.tasks tasks now dead
+            attempt_ends.recovered(recovered)  # task_finished for django.tasks tasks now dead
             self.ledger.count_recovered(recovered)
             if recovered:
                 logger.info(

@@ -3,9 +3,9 @@
 Shared by the pool threads (one slot at a time) and the async writer threads (many slots per
 turn). A result is refused when the watchdog ended its attempt meanwhile and dropped when
 shutdown released the job; a plain success joins the grouped completions; anything else is
-written at once, through ``execution.write_result``, retried with capped backoff on database errors:
-the write is guarded by the attempt token, so a late or repeated write can never overwrite a
-newer result.
+written at once, through ``attempt_ends.write_result``, retried with capped backoff on database
+errors: the write is guarded by the attempt token, so a late or repeated write can never
+overwrite a newer result.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import threading
 from django.db import Error as DatabaseError
 
 from ..protocol import Outcome
-from . import execution
+from . import attempt_ends, execution
 from .completions import Completer
 from .ledger import Ledger
 from .outage import RECONNECT, headline
@@ -62,7 +62,7 @@ class ResultWriter:
                 self.watchdog.refuse_late(slot)  # the worker ended this attempt: token spent
             return False
         if self.completer.groupable(result):
-            execution.flush_progress(result)  # before the grouped completion is written
+            attempt_ends.flush_progress(result)  # before the grouped completion is written
             slot.execution = result
             slot.try_group()
             self.completer.add([slot])
@@ -80,7 +80,7 @@ class ResultWriter:
             for (slot, result), writing in zip(batch, won, strict=True):
                 if writing and result is not None:
                     if self.completer.groupable(result):
-                        execution.flush_progress(result)
+                        attempt_ends.flush_progress(result)
                         slot.execution = result
                         slot.try_group()
                         deferred.append(slot)  # the claim loop's next flush settles it
@@ -97,7 +97,7 @@ class ResultWriter:
         errors = 0
         while True:
             try:
-                return execution.write_result(result)
+                return attempt_ends.write_result(result)
             except DatabaseError as exc:
                 errors += 1
                 delay = RECONNECT.ceiling(errors)

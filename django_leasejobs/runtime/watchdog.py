@@ -2,7 +2,7 @@
 
 A Python thread cannot be stopped from outside, so the worker does what it can do: it sets the
 handler's ``ctx.cancelled`` and writes the attempt's end itself, fenced by the attempt token
-(``execution.end_attempt``); an ``async def`` handler's task is also cancelled. The handler's
+(``attempt_ends.end_attempt``); an ``async def`` handler's task is also cancelled. The handler's
 own result is refused when it returns, and its thread keeps its slot (it still runs) until
 then. A handler still running one heartbeat interval after its attempt ended is **stuck**:
 logged, counted, and with ``max_stuck`` the worker stops so that its supervisor starts a fresh
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from django.db import Error as DatabaseError
 from django.db import connections
 
-from . import execution
+from . import attempt_ends, execution
 from .connection_keeper import ConnectionKeeper
 from .context import CANCELLED, TIMEOUT
 from .ledger import Ledger
@@ -180,7 +180,7 @@ class Watchdog:
     def _write_end(self, slot: Slot) -> None:
         """The fenced write; a database error leaves it to the next pass."""
         execution.close_old_connections()
-        outcome = execution.end_attempt(
+        outcome = attempt_ends.end_attempt(
             slot.job, slot.end_reason, execution=slot.handled, timeout=slot.timeout
         )
         self.ledger.count(slot, outcome)
