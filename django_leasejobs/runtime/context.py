@@ -70,7 +70,7 @@ class JobContext:
     """The workflow step this job runs (docs/workflows.md); None for a job alone."""
     atomic_depth: int | None = None
     """The handler's connection's atomic depth when a sync handler was called: a progress
-    report made in a transaction the handler opened waits (:mod:`.progress`)."""
+    update made in a transaction the handler opened waits (:mod:`.progress`)."""
     _progress: Progress | None = field(default=None, repr=False)
     _step: Any = field(default=None, repr=False)
     _parent_results: dict[str, Any] | None = field(default=None, repr=False)

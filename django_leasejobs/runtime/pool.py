@@ -1,4 +1,5 @@
-"""The pool threads: each runs one handler at a time, outside any transaction, and reports it.
+"""The pool threads: each runs one handler at a time, outside any transaction, and writes its
+result.
 
 Sync handlers run here, ``async def`` ones on :mod:`.async_runner`'s event loop; both are an
 :class:`Executor`, so the claim loop hands a slot to whichever accepts its job. Each lane (see
@@ -26,7 +27,7 @@ logger = logging.getLogger("django_leasejobs")
 
 
 class Executor(Protocol):
-    """Runs claimed slots' handlers on threads of its own and reports them."""
+    """Runs claimed slots' handlers on threads of its own and writes their results."""
 
     @property
     def capacity(self) -> int:

@@ -206,7 +206,7 @@ class Dialect(LeaseSteps):
 
         One transaction (one UPDATE, or one per row with a result): an error leaves none of
         them written, so the caller may try the whole batch again; had the rows before the
-        error committed, that try would find them succeeded and report them stale.
+        error committed, that try would find them succeeded and stale.
         """
         with transaction.atomic(using=alias):
             ids = [c.id for c in completions]

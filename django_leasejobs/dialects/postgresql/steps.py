@@ -4,7 +4,7 @@
 steps (guarded by ``released`` and their latest job) with data-modifying CTEs, and announces
 the jobs in the same statement. ``COUNT_STEPS`` applies the counts the protocol computed from
 the moved steps' edges (``protocol.workflow_completions``): each child's pending parents, then
-each run's counters, and reports the children left with no pending parent and the runs whose
+each run's counters, and returns the children left with no pending parent and the runs whose
 every step ended.
 
 The lock order (jobs, steps, children by id, runs by id) is the statement's structure, not
