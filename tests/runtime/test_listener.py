@@ -85,7 +85,8 @@ def test_the_listen_thread_survives_its_session_ending_and_wakes_the_loop_again(
         while time.monotonic() < deadline and not (wakeup.listener and wakeup.listener.connected()):
             time.sleep(0.05)
         time.sleep(0.5)  # several of the thread's waits on the reopened session
-        assert wakeup._thread is not None and wakeup._thread.is_alive()
+        assert wakeup._thread is not None
+        assert wakeup._thread.is_alive()
         wake.clear()
         jobs.noop.enqueue()
         assert wake.wait(5), "the reopened LISTEN did not wake the loop"
