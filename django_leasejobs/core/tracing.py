@@ -227,7 +227,7 @@ def processed(
 
 
 def progressed(span: Any, done: float, total: float | None, message: str) -> None:
-    """A progress report (``ctx.progress``) as an event of the attempt's span."""
+    """A progress update (``ctx.progress``) as an event of the attempt's span."""
     attributes: dict[str, Any] = {"leasejobs.progress.done": done}
     if total is not None:
         attributes["leasejobs.progress.total"] = total

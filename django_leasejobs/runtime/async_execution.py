@@ -1,7 +1,7 @@
 """Run one claimed job whose handler is ``async def``, on the worker's event loop.
 
 The counterpart of :func:`.execution.execute` for coroutines: same context, same failure
-rules, same :class:`.execution.Execution` for :func:`.execution.report` or the grouped
+rules, same :class:`.execution.Execution` for :func:`.attempt_ends.write_result` or the grouped
 completions. What differs is what must never happen on an event loop:
 
 * No database access here. Django refuses sync ORM calls in a thread that runs an event loop
@@ -14,7 +14,7 @@ completions. What differs is what must never happen on an event loop:
   out of the loop itself, which would end the loop thread with every job on it still running.
   Here they fail the attempt like any error.
 * Cancelling the handler's task (a timeout, a cancel request, shutdown) ends the attempt as
-  failed with kind ``cancelled``; the report that follows is fenced like any other.
+  failed with kind ``cancelled``; the write that follows is fenced like any other.
 """
 
 from __future__ import annotations

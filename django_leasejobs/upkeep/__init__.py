@@ -1,7 +1,7 @@
 """Writes to the tables beside the jobs: pruning (finished workflow runs too), retention,
 the maintenance lease, the live workers' rows and the lease advisor's counters."""
 
-from .maintenance import RETENTION, release_lease, take_lease
+from .maintenance import RETENTION, give_up_lease, take_lease
 from .pruning import (
     PRUNABLE,
     count_prunable,
@@ -40,6 +40,7 @@ __all__ = [
     "deletable",
     "delete_finished",
     "forget_worker",
+    "give_up_lease",
     "prune_finished",
     "prune_limiters",
     "prune_runs",
@@ -47,6 +48,5 @@ __all__ = [
     "prune_samples",
     "prune_workers",
     "record_runtimes",
-    "release_lease",
     "take_lease",
 ]

@@ -20,7 +20,7 @@ from django_leasejobs import chain, group, protocol
 from django_leasejobs.errors import StaleAttemptError
 from django_leasejobs.models import Job
 from django_leasejobs.protocol import Outcome
-from django_leasejobs.runtime import execution
+from django_leasejobs.runtime import attempt_ends, execution
 from django_leasejobs.runtime.worker import Worker
 from django_leasejobs.testing import drain
 
@@ -87,7 +87,7 @@ class TestProgressEvents:
         assert result.context.span is None
         assert result.context._progress is not None
         assert result.context._progress._evented is None
-        assert execution.report(result) is Outcome.SUCCEEDED
+        assert attempt_ends.write_result(result) is Outcome.SUCCEEDED
         assert Job.objects.get(pk=job.pk).progress["done"] == 3
 
 
@@ -107,7 +107,7 @@ class TestLostLeases:
         reclaimed(claimed)
         result = execution.execute(claimed, "w")
         assert isinstance(result.exception, StaleAttemptError)
-        assert execution.report(result) is Outcome.STALE  # its failure is refused too
+        assert attempt_ends.write_result(result) is Outcome.STALE  # its failure is refused too
         events = [event.name for event in spans.one("process default").events]
         assert "leasejobs.lease_lost" in events
         assert lost_leases(measurements) == {("testapp.jobs.exactly_once", "write"): 1}
@@ -117,7 +117,7 @@ class TestLostLeases:
         (claimed,) = protocol.claim("w", batch=1)
         result = execution.execute(claimed, "w")
         reclaimed(claimed)
-        assert execution.report(result) is Outcome.STALE
+        assert attempt_ends.write_result(result) is Outcome.STALE
         assert lost_leases(measurements) == {("testapp.tracing_jobs.traced", "write"): 1}
 
     def test_a_written_result_counts_nothing(self, measurements: Any) -> None:
@@ -136,14 +136,14 @@ class TestLostLeases:
         assert lost.lease_lost.is_set()
         assert lost_leases(measurements) == {("testapp.jobs.noop", "heartbeat"): 1}
         # Nothing is written for it, so nothing more is counted.
-        assert parts.reporter.finished(lost, parts.run(lost)) is False
+        assert parts.writer.finished(lost, parts.run(lost)) is False
         assert lost_leases(measurements) == {}
 
     def test_a_refused_grouped_completion_is_counted(self, measurements: Any) -> None:
         jobs.noop.enqueue()
         parts = Parts()
         (slot,) = parts.claim()
-        assert parts.reporter.finished(slot, parts.run(slot)) is True  # waits for the flush
+        assert parts.writer.finished(slot, parts.run(slot)) is True  # waits for the flush
         reclaimed(slot.job)
         parts.completer.flush()
         assert parts.ledger.summary.stale == 1
