@@ -102,7 +102,7 @@ def enqueue(request: HttpRequest) -> JsonResponse:
     """201 with the new job, or 200 with the live job already holding the dedupe key."""
     name, args, kwargs, options = parse_item(inputs.body(request))
     try:
-        job, created = protocol.enqueue_reporting(name, args, kwargs, **options)
+        job, created = protocol.enqueue_inserted(name, args, kwargs, **options)
     except JobValidationError as exc:
         raise ApiError("invalid", str(exc)) from None
     if created:
@@ -141,7 +141,7 @@ def enqueue_many(request: HttpRequest) -> JsonResponse:
                     results += [(job, True) for job in protocol.enqueue_many(name, rows)]
                 else:
                     for n, a, k, o in group:
-                        job, new = protocol.enqueue_reporting(n, a, k, **o)
+                        job, new = protocol.enqueue_inserted(n, a, k, **o)
                         results.append((job, new))
             for index, (job, new) in enumerate(results):
                 if not new:  # raised inside the transaction: nothing of the batch is kept

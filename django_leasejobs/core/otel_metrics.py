@@ -3,13 +3,22 @@
 The counterpart of :mod:`.tracing` for numbers: ``messaging.client.sent.messages`` (jobs
 enqueued), ``messaging.client.consumed.messages`` (attempts run, by outcome) and
 ``messaging.process.duration`` (seconds a handler ran, by job name and outcome), with the
-messaging conventions' attributes. The instruments come from the global meter provider, the
+messaging conventions' attributes; the worker's claims (``leasejobs.claim.duration``,
+``leasejobs.claim.size``), the leases it learnt it lost (``leasejobs.lease.lost``), the jobs
+dead-lettered (``leasejobs.dead_letters``), and two observable gauges read at collection time,
+``leasejobs.queue.depth`` and ``leasejobs.queue.oldest_due_age``, for which the reading is
+given by a layer that may query (:func:`observe_queues`).
+
+The instruments are made once per process, on first use, from the global meter provider, the
 project's; until it sets one they are the API's proxies, which record nothing. Without
 ``opentelemetry-api`` nothing is imported and every function returns at once.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from . import tracing
@@ -34,6 +43,7 @@ class _Instruments:
 
     def __init__(self) -> None:
         meter = metrics.get_meter("django_leasejobs", tracing.library_version() or "")
+        self.meter = meter
         self.sent = meter.create_counter(
             "messaging.client.sent.messages", unit="{message}", description="Jobs enqueued."
         )
@@ -46,6 +56,20 @@ class _Instruments:
             "messaging.process.duration",
             unit="s",
             description="How long a job's handler ran, by job name and outcome.",
+        )
+        self.claim_duration = meter.create_histogram(
+            "leasejobs.claim.duration", unit="s", description="How long a worker's claim took."
+        )
+        self.claim_size = meter.create_histogram(
+            "leasejobs.claim.size", unit="{job}", description="Jobs a worker's claim took."
+        )
+        self.lease_lost = meter.create_counter(
+            "leasejobs.lease.lost",
+            unit="{lease}",
+            description="Leases a worker learnt it lost: at a heartbeat, or by a refused write.",
+        )
+        self.dead_letters = meter.create_counter(
+            "leasejobs.dead_letters", unit="{job}", description="Jobs dead-lettered."
         )
 
 
@@ -61,19 +85,21 @@ def _get() -> _Instruments | None:
     return _instruments
 
 
+def _job(queue: str, name: str, **more: str) -> dict[str, Any]:
+    """The attributes of a job's measurement: the system, its queue and name, and ``more``."""
+    return {
+        "messaging.system": SYSTEM,
+        "messaging.destination.name": queue,
+        "leasejobs.job.name": name,
+        **more,
+    }
+
+
 def sent(queue: str, name: str, count: int = 1) -> None:
     """``count`` jobs of ``name`` enqueued on ``queue``."""
     instruments = _get()
     if instruments is not None:
-        instruments.sent.add(
-            count,
-            {
-                "messaging.system": SYSTEM,
-                "messaging.operation.name": "send",
-                "messaging.destination.name": queue,
-                "leasejobs.job.name": name,
-            },
-        )
+        instruments.sent.add(count, _job(queue, name, **{"messaging.operation.name": "send"}))
 
 
 def consumed(queue: str, name: str, outcome: str, seconds: float, error_type: str = "") -> None:
@@ -81,14 +107,117 @@ def consumed(queue: str, name: str, outcome: str, seconds: float, error_type: st
     instruments = _get()
     if instruments is None:
         return
-    attributes: dict[str, Any] = {
-        "messaging.system": SYSTEM,
-        "messaging.operation.name": "process",
-        "messaging.destination.name": queue,
-        "leasejobs.job.name": name,
-        "leasejobs.outcome": outcome,
-    }
+    attributes = _job(
+        queue, name, **{"messaging.operation.name": "process", "leasejobs.outcome": outcome}
+    )
     if error_type:
         attributes["error.type"] = error_type
     instruments.consumed.add(1, attributes)
     instruments.duration.record(seconds, attributes)
+
+
+def available() -> bool:
+    """Whether ``opentelemetry-api`` is there: a caller may skip work done only for metrics."""
+    return metrics is not None
+
+
+def claimed(seconds: float, size: int, queues: str) -> None:
+    """A worker's claim took ``size`` jobs (0 too: an empty claim costs a query as well) in
+    ``seconds``; ``queues`` is what it claimed from (``"*"``: every queue)."""
+    instruments = _get()
+    if instruments is None:
+        return
+    attributes = {"messaging.system": SYSTEM, "leasejobs.claim.queues": queues}
+    instruments.claim_duration.record(seconds, attributes)
+    instruments.claim_size.record(size, attributes)
+
+
+HEARTBEAT = "heartbeat"
+WRITE = "write"
+"""``leasejobs.lease.detected_by``: a heartbeat renewed no row for the job, or the attempt's
+guarded write changed no row (a refused stale write)."""
+
+
+def lease_lost(queue: str, name: str, detected_by: str) -> None:
+    """A worker learnt it no longer holds the lease of a job of ``name``."""
+    instruments = _get()
+    if instruments is not None:
+        more = {"leasejobs.lease.detected_by": detected_by}
+        instruments.lease_lost.add(1, _job(queue, name, **more))
+
+
+def dead_lettered(queue: str, name: str) -> None:
+    """A job of ``name`` became dead, its dead letter written."""
+    instruments = _get()
+    if instruments is not None:
+        instruments.dead_letters.add(1, _job(queue, name))
+
+
+QueueRow = tuple[str, float, float]
+"""One queue's ``(name, due jobs, oldest due age in seconds)``."""
+
+FRESH = 1.0
+"""Seconds one reading serves: the two gauges of one collection share it."""
+
+
+class _Queues:
+    """The queue gauges' reading, taken once for both gauges of a collection."""
+
+    def __init__(self, read: Callable[[], Iterable[QueueRow]]) -> None:
+        self.read = read
+        self._lock = threading.Lock()
+        self._rows: list[QueueRow] = []
+        self._taken: float | None = None
+
+    def rows(self) -> list[QueueRow]:
+        with self._lock:
+            now = time.monotonic()
+            if self._taken is None or now - self._taken >= FRESH:
+                self._rows = list(self.read())
+                self._taken = now
+            return self._rows
+
+    def depth(self, options: Any) -> Iterator[Any]:
+        for queue, due, _ in self.rows():
+            yield metrics.Observation(due, _queue(queue))
+
+    def oldest_due_age(self, options: Any) -> Iterator[Any]:
+        for queue, _, age in self.rows():
+            yield metrics.Observation(age, _queue(queue))
+
+
+def _queue(queue: str) -> dict[str, str]:
+    return {"messaging.system": SYSTEM, "messaging.destination.name": queue}
+
+
+_queues: _Queues | None = None
+_queues_lock = threading.Lock()
+
+
+def observe_queues(read: Callable[[], Iterable[QueueRow]]) -> bool:
+    """Register the observable gauges ``leasejobs.queue.depth`` and
+    ``leasejobs.queue.oldest_due_age``, read by ``read`` when the project's metric reader
+    collects (once for both). Once per process: later calls change nothing and return False
+    (as without the API)."""
+    global _queues
+    instruments = _get()
+    if instruments is None:
+        return False
+    with _queues_lock:
+        if _queues is not None:
+            return False
+        _queues = _Queues(read)
+        meter = instruments.meter
+        meter.create_observable_gauge(
+            "leasejobs.queue.depth",
+            callbacks=[_queues.depth],
+            unit="{job}",
+            description="Jobs due and not claimed, by queue.",
+        )
+        meter.create_observable_gauge(
+            "leasejobs.queue.oldest_due_age",
+            callbacks=[_queues.oldest_due_age],
+            unit="s",
+            description="Seconds since the oldest due job became due, by queue (0 when none).",
+        )
+        return True

@@ -128,20 +128,18 @@ def processing(job: Any) -> Iterator[Any]:
     tracer = _get_tracer()
     relationship = settings.OTEL_SPAN_RELATIONSHIP
     parent = otel_context.Context()  # a new trace, whatever is current in this thread
-    links = None
+    links: list[Any] = []
     if job.trace_context and relationship != "none":
         sent = propagate.extract(job.trace_context, context=otel_context.Context())
         if relationship == "child":
             parent = sent
         else:
-            span_context = trace.get_current_span(sent).get_span_context()
-            if span_context.is_valid:
-                links = [trace.Link(span_context)]
+            links.extend(_links([job.trace_context]))
     with tracer.start_as_current_span(
         f"process {job.queue}",
         context=parent,
         kind=trace.SpanKind.CONSUMER,
-        links=links,
+        links=links or None,
         record_exception=False,
         set_status_on_exception=False,
     ) as span:
@@ -156,6 +154,36 @@ def processing(job: Any) -> Iterator[Any]:
                 }
             )
         yield span
+
+
+def _links(carriers: list[dict[str, str]], attributes: Any = None) -> list[Any]:
+    """Links to the spans whose W3C contexts ``carriers`` hold (the invalid ones left out)."""
+    links = []
+    for carrier in carriers:
+        extracted = propagate.extract(carrier, context=otel_context.Context())
+        span_context = trace.get_current_span(extracted).get_span_context()
+        if span_context.is_valid:
+            links.append(trace.Link(span_context, attributes))
+    return links
+
+
+def link_parents(span: Any, parents: list[dict[str, str]]) -> None:
+    """Link a workflow step's recording span to its parents' process spans (their W3C
+    contexts), unless ``LEASEJOBS_OTEL_SPAN_RELATIONSHIP`` is ``"none"``. Added once the span
+    records, so an unsampled attempt reads nothing for them; an API older than 1.23 has no
+    ``add_link`` and makes none."""
+    add_link = getattr(span, "add_link", None)
+    if add_link is None or settings.OTEL_SPAN_RELATIONSHIP == "none":
+        return
+    for link in _links(parents, {"leasejobs.link": "workflow.parent"}):
+        add_link(link.context, link.attributes)
+
+
+def carrier_of(span: Any) -> dict[str, str]:
+    """The span's W3C context (``traceparent``, ``tracestate``), to keep on a row."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=trace.set_span_in_context(span))
+    return carrier
 
 
 def _when(value: float | dt.datetime) -> float | str:
@@ -196,6 +224,16 @@ def processed(
         span.add_event("leasejobs.lease_lost")
     if cancelled is not None:
         span.add_event("leasejobs.cancelled", {"leasejobs.cancel.reason": cancelled})
+
+
+def progressed(span: Any, done: float, total: float | None, message: str) -> None:
+    """A progress update (``ctx.progress``) as an event of the attempt's span."""
+    attributes: dict[str, Any] = {"leasejobs.progress.done": done}
+    if total is not None:
+        attributes["leasejobs.progress.total"] = total
+    if message:
+        attributes["leasejobs.progress.message"] = message
+    span.add_event("leasejobs.progress", attributes)
 
 
 def qualified_type(exception: BaseException | None) -> str:

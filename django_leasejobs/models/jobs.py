@@ -205,7 +205,10 @@ class Job(models.Model):
     )
     # The W3C context (traceparent, tracestate) of the enqueue's send span, when OpenTelemetry
     # recorded it (core/tracing.py): every attempt's process span relates to it, after retries,
-    # snoozes and deferrals (the same row) and a replay (which copies it). NULL otherwise.
+    # snoozes and deferrals (the same row) and a replay (which copies it). NULL otherwise. A
+    # workflow step's job, which no send span enqueued, keeps there instead (under "process")
+    # its last attempt's process span, for its children's spans to link to
+    # (protocol/step_traces.py).
     trace_context = models.JSONField(
         null=True,
         blank=True,

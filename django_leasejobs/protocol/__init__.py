@@ -11,7 +11,8 @@ Rules that hold for every function here:
 * No function holds a transaction open longer than its own statements; handlers run outside.
 * No database is named here: what differs per database is a ``dialects`` method.
 
-Modules: ``enqueues`` (enqueue, bulk, dedupe: ``dedupe``), ``lease`` (claim, heartbeat),
+Modules: ``new_rows`` (a new job's row, validated before anything is written), ``enqueues``
+(enqueue, bulk, dedupe: ``dedupe``), ``lease`` (claim, heartbeat),
 ``completions`` and ``workflow_completions`` (a batch's successes, workflow steps among them),
 ``failures`` (retry, dead letter, lease recovery, release), ``deferrals`` (a name the worker
 cannot run: it waits for one that can), ``snoozes`` (the handler's ``Snooze``: waiting again
@@ -19,8 +20,9 @@ without spending an attempt), ``operator_actions`` (cancel, run now, retry now, 
 effects), ``cancels`` (cancel a waiting job, or request it of a running job's worker; one job or
 a batch), ``dead_letter_groups`` (dead letters grouped by fingerprint: replay or discard a group,
 backfill fingerprints), ``pauses`` (pause, resume), ``occurrences`` (cron), ``progress`` (the
-handler's progress reports, fenced like a completion), ``workflow_specs``, ``workflow_runs`` and
-``workflow_steps`` (a workflow's rows, its steps released and counted). Pruning, the live
+handler's progress updates, fenced like a completion), ``workflow_specs``, ``workflow_runs`` and
+``workflow_steps`` (a workflow's rows, its steps released and counted), ``step_traces`` (a
+step's process span kept on its job, for its children's spans to link to). Pruning, the live
 workers' rows, the advisor's counters and the maintenance lease are ``upkeep``'s.
 """
 
@@ -46,21 +48,16 @@ from .deferrals import (
     waiting_unknown,
     wake_deferred,
 )
-from .enqueues import (
-    ENQUEUE_OPTIONS,
-    Inserted,
-    enqueue,
-    enqueue_many,
-    enqueue_reporting,
-    enqueue_task,
-)
+from .enqueues import Inserted, enqueue, enqueue_inserted, enqueue_many, enqueue_task
 from .failures import Recovered, fail, recover_expired, release
 from .lease import Renewal, anything_due, claim, claim_job, heartbeat, renew
+from .new_rows import ENQUEUE_OPTIONS
 from .occurrences import emit_occurrence, pass_occurrences, skip_occurrences
 from .operator_actions import record_effect, replay, retry_now, run_now
 from .pauses import Paused, cover_aliases, pause, paused, resume
-from .progress import ProgressReport, record_progress, report_of
+from .progress import ProgressUpdate, progress_update, record_progress
 from .snoozes import SNOOZED_TOO_OFTEN, snooze
+from .step_traces import parent_process_spans, record_process_span
 
 __all__ = [
     "ENQUEUE_OPTIONS",
@@ -75,7 +72,7 @@ __all__ = [
     "Inserted",
     "Outcome",
     "Paused",
-    "ProgressReport",
+    "ProgressUpdate",
     "Recovered",
     "Renewal",
     "Upgraded",
@@ -96,8 +93,8 @@ __all__ = [
     "discard_group",
     "emit_occurrence",
     "enqueue",
+    "enqueue_inserted",
     "enqueue_many",
-    "enqueue_reporting",
     "enqueue_task",
     "fail",
     "fingerprint_letters",
@@ -105,17 +102,19 @@ __all__ = [
     "heartbeat",
     "job_database",
     "latest_errors",
+    "parent_process_spans",
     "pass_occurrences",
     "pause",
     "paused",
+    "progress_update",
     "record_effect",
+    "record_process_span",
     "record_progress",
     "recover_expired",
     "release",
     "renew",
     "replay",
     "replay_group",
-    "report_of",
     "request_cancel",
     "resume",
     "retry_now",

@@ -1,4 +1,8 @@
-"""What every transition shares: its outcome, its failure record, where it writes, who hears."""
+"""What every transition shares: its outcome, its failure record, where it writes, who hears.
+
+Who hears, two ways with two verbs: ``announce_*`` wakes waiters and workers through the
+dialect (LISTEN/NOTIFY where the database has it); ``send_*_signal`` sends Django signals
+(``django_leasejobs.signals``) at commit."""
 
 from __future__ import annotations
 
@@ -73,7 +77,9 @@ def announce_finished(using: str, ids: Sequence[int]) -> None:
     dialects.for_alias(using).announce_finished(using, ids)
 
 
-def report(changed: int, action: str, job_id: int, attempt: int, outcome: Outcome) -> Outcome:
+def fenced_outcome(
+    changed: int, action: str, job_id: int, attempt: int, outcome: Outcome
+) -> Outcome:
     """``outcome``, or ``Outcome.STALE`` (logged) when the guarded write changed no row."""
     if not changed:
         logger.warning("job.stale id=%s attempt=%s action=%s", job_id, attempt, action)
@@ -83,12 +89,14 @@ def report(changed: int, action: str, job_id: int, attempt: int, outcome: Outcom
     return outcome
 
 
-def announce_enqueued(job: Job, using: str) -> None:
+def send_enqueued_signal(job: Job, using: str) -> None:
+    """``job_enqueued`` at commit, when someone listens (a Django signal: no NOTIFY, which
+    the dialect's insert or ``announce`` sends)."""
     if signals.wanted(signals.job_enqueued):
         signals.send_after_commit(signals.job_enqueued, using, job=job)
 
 
-def announce(signal: Any, using: str, attempts: dict[int, int], **extra: Any) -> None:
+def send_finish_signal(signal: Any, using: str, attempts: dict[int, int], **extra: Any) -> None:
     """Send a finish signal for each job of ``attempts`` (id to attempt), with its name and
     queue (read only when someone listens)."""
     if not signals.wanted(signal):

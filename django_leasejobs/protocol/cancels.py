@@ -22,7 +22,7 @@ from ..db import signals
 from ..db.dbtime import DbNow
 from ..db.deadlocks import retry_deadlocks
 from ..models import CLAIMABLE, FINAL, Job, Status
-from .base import Outcome, announce_finished, job_database, logger, report
+from .base import Outcome, announce_finished, fenced_outcome, job_database, logger
 from .workflow_steps import job_ended
 
 
@@ -113,7 +113,7 @@ def cancel_attempt(job_id: int, attempt: int) -> Outcome:
             _step_cancelled(using, job_id)
     if changed:
         _cancelled(using, job_id)
-    return report(changed, "cancelled", job_id, attempt, Outcome.CANCELLED)
+    return fenced_outcome(changed, "cancelled", job_id, attempt, Outcome.CANCELLED)
 
 
 @dataclass
@@ -174,7 +174,7 @@ def cancel_many(job_ids: Sequence[int]) -> CancelMany:
         for pk, name, queue, attempt in jobs.filter(pk__in=result.cancelled).values_list(
             "pk", "name", "queue", "attempt"
         ):
-            announce_cancelled(using, pk, name, queue, attempt)
+            send_cancelled_signal(using, pk, name, queue, attempt)
     if done:
         logger.info(
             "job.cancelled_many cancelled=%s requested=%s first_id=%s last_id=%s",
@@ -203,11 +203,11 @@ def _cancelled(using: str, job_id: int) -> None:
         return
     name, queue, attempt = row
     logger.info("job.cancelled id=%s name=%s attempt=%s queue=%s", job_id, name, attempt, queue)
-    announce_cancelled(using, job_id, name, queue, attempt)
+    send_cancelled_signal(using, job_id, name, queue, attempt)
 
 
-def announce_cancelled(using: str, job_id: int, name: str, queue: str, attempt: int) -> None:
-    """``job_cancelled`` at commit, when someone listens."""
+def send_cancelled_signal(using: str, job_id: int, name: str, queue: str, attempt: int) -> None:
+    """``job_cancelled`` at commit, when someone listens (a Django signal, not a NOTIFY)."""
     if signals.wanted(signals.job_cancelled):
         signals.send_after_commit(
             signals.job_cancelled,

@@ -19,7 +19,15 @@ from ..db.deadlocks import retry_deadlocks
 from ..dialects import Completed, Completion, succeeded_fields
 from ..errors import JobValidationError, StaleAttemptError
 from ..models import Job, Status
-from .base import Failure, Outcome, announce, announce_finished, job_database, logger, report
+from .base import (
+    Failure,
+    Outcome,
+    announce_finished,
+    fenced_outcome,
+    job_database,
+    logger,
+    send_finish_signal,
+)
 from .failures import fail
 from .workflow_completions import complete_step_job, complete_step_jobs
 
@@ -66,8 +74,8 @@ def complete(
             using, job_id, attempt, result, finished_by, upgraded.fields() if upgraded else None
         )
     if changed:
-        announce(signals.job_succeeded, using, {job_id: attempt}, result=result)
-    return report(changed, "succeeded", job_id, attempt, Outcome.SUCCEEDED)
+        send_finish_signal(signals.job_succeeded, using, {job_id: attempt}, result=result)
+    return fenced_outcome(changed, "succeeded", job_id, attempt, Outcome.SUCCEEDED)
 
 
 def _complete_upgraded(
@@ -104,7 +112,7 @@ def complete_many(
     workflow's jobs (completed with their steps) may come in one batch: which is which is
     read from the rows, never asked of the caller. The batch's successes are written all or
     nothing: after an error none is, and the caller may try the whole batch again (a write
-    that had committed would report its jobs stale on that try). ``then`` is called with the
+    that had committed would find its jobs stale on that try). ``then`` is called with the
     ids completed, in the same transaction (the worker writes their attempts' logs there:
     one commit for both).
     """
@@ -128,16 +136,16 @@ def complete_many(
     if written.steps:
         succeeded = _complete_with_steps(using, storable, written.steps, finished_by, then)
     for done in storable:
-        outcomes[done.id] = report(
+        outcomes[done.id] = fenced_outcome(
             int(done.id in succeeded), "succeeded", done.id, done.attempt, Outcome.SUCCEEDED
         )
     if succeeded and signals.wanted(signals.job_succeeded):
         no_result = {c.id: c.attempt for c in storable if c.id in succeeded and c.result is None}
         if no_result:
-            announce(signals.job_succeeded, using, no_result, result=None)
+            send_finish_signal(signals.job_succeeded, using, no_result, result=None)
         for c in storable:
             if c.id in succeeded and c.result is not None:
-                announce(signals.job_succeeded, using, {c.id: c.attempt}, result=c.result)
+                send_finish_signal(signals.job_succeeded, using, {c.id: c.attempt}, result=c.result)
     return outcomes
 
 
@@ -208,4 +216,4 @@ def complete_in_transaction(
     announce_finished(using, [job_id])  # delivered when the handler's transaction commits
     # DEBUG: the caller (the worker, ``run_job``) logs the success when the handler returns.
     logger.debug("job.succeeded id=%s attempt=%s in_transaction=true", job_id, attempt)
-    announce(signals.job_succeeded, using, {job_id: attempt}, result=result)
+    send_finish_signal(signals.job_succeeded, using, {job_id: attempt}, result=result)

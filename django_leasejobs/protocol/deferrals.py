@@ -31,7 +31,7 @@ from ..db.dbtime import DbNow
 from ..db.deadlocks import retry_deadlocks
 from ..dialects import after
 from ..models import Job, Status
-from .base import Failure, Outcome, job_database, report
+from .base import Failure, Outcome, fenced_outcome, job_database
 from .cancels import cancel_attempt
 from .failures import fail
 
@@ -99,10 +99,10 @@ def defer(
             delay,
             reason,
         )
-        return report(changed, "deferred", job_id, attempt, Outcome.RELEASED)
+        return fenced_outcome(changed, "deferred", job_id, attempt, Outcome.RELEASED)
     row = held.values("cancel_requested_at").first()
     if row is None:
-        return report(0, "deferred", job_id, attempt, Outcome.STALE)
+        return fenced_outcome(0, "deferred", job_id, attempt, Outcome.STALE)
     if row["cancel_requested_at"] is not None:
         return cancel_attempt(job_id, attempt)
     return fail(job_id, attempt, after_grace(failure, grace), retryable=False)

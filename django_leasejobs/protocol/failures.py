@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from django.db import transaction
 from django.db.models import F, Q, QuerySet
 
-from ..core import error_history, fingerprints, registry
+from ..core import error_history, fingerprints, otel_metrics, registry
 from ..core.backoff import Backoff
 from ..db import signals
 from ..db.dbtime import DbNow, as_aware
@@ -23,8 +24,8 @@ from ..db.deadlocks import retry_deadlocks
 from ..dialects import after
 from ..models import DeadLetter, Job, Status
 from ..retries import When
-from .base import Failure, Outcome, announce_finished, job_database, logger, report
-from .cancels import announce_cancelled, cancel_attempt, cancelled_fields
+from .base import Failure, Outcome, announce_finished, fenced_outcome, job_database, logger
+from .cancels import cancel_attempt, cancelled_fields, send_cancelled_signal
 from .workflow_steps import job_ended
 
 _READ = (
@@ -89,7 +90,7 @@ def _fail(
         guarded = Job.objects.using(using).filter(guard)
         row = guarded.annotate(db_now=DbNow()).values(*_READ, "db_now").first()
         if row is None:
-            return report(0, "failed", job_id, attempt, Outcome.STALE)
+            return fenced_outcome(0, "failed", job_id, attempt, Outcome.STALE)
         # Bounded here, the one place a history entry is made: every write below (retry, dead,
         # cancel) and the dead letter store these texts and this list, never the raw ones.
         failure = replace(
@@ -146,7 +147,7 @@ def _bury(failed: _FailedAttempt, reason: str) -> Outcome:
         errors=errors,
     )
     if not changed:
-        return report(0, "dead", job_id, attempt, Outcome.STALE)
+        return fenced_outcome(0, "dead", job_id, attempt, Outcome.STALE)
     announce_finished(using, [job_id])
     job_ended(using, row["workflow_step_id"], job_id, Status.DEAD)
     dead_letter = DeadLetter.objects.using(using).create(
@@ -168,6 +169,10 @@ def _bury(failed: _FailedAttempt, reason: str) -> Outcome:
         reason,
         failure.headline,
     )
+    if otel_metrics.available():  # counted once committed, as the signal is sent
+        transaction.on_commit(
+            partial(otel_metrics.dead_lettered, row["queue"], row["name"]), using=using
+        )
     if signals.wanted(signals.job_dead):
         signals.send_after_commit(
             signals.job_dead,
@@ -202,14 +207,14 @@ def _cancel(failed: _FailedAttempt) -> Outcome:
             failed.row["queue"],
             failed.failure.headline,
         )
-        announce_cancelled(
+        send_cancelled_signal(
             failed.guarded.db,
             failed.job_id,
             failed.row["name"],
             failed.row["queue"],
             failed.attempt,
         )
-    return report(changed, "cancelled", failed.job_id, failed.attempt, Outcome.CANCELLED)
+    return fenced_outcome(changed, "cancelled", failed.job_id, failed.attempt, Outcome.CANCELLED)
 
 
 def _retry(failed: _FailedAttempt, delay: float, run_at: dt.datetime | None = None) -> Outcome:
@@ -309,4 +314,4 @@ def release(job_id: int, attempt: int) -> Outcome:
     )
     if not changed:
         return cancel_attempt(job_id, attempt)  # STALE too when the token is spent
-    return report(changed, "released", job_id, attempt, Outcome.RELEASED)
+    return fenced_outcome(changed, "released", job_id, attempt, Outcome.RELEASED)

@@ -13,8 +13,8 @@ from django.db.models import Q
 
 from .. import dialects
 from ..models import Job, Schedule, ScheduleSkip
-from .base import announce_enqueued, job_database, logger
-from .enqueues import row_values
+from .base import job_database, logger, send_enqueued_signal
+from .new_rows import row_values
 
 
 def _advance_cursor(alias: str, schedule: Schedule, to: dt.datetime) -> bool:
@@ -99,7 +99,7 @@ def emit_occurrence(
     schedule.last_occurrence_at = occurrence_at
     if job is None:
         return None
-    announce_enqueued(job, alias)
+    send_enqueued_signal(job, alias)
     logger.info(
         "schedule.emitted name=%s occurrence=%s job=%s run_at=%s",
         schedule.name,

@@ -16,7 +16,8 @@ from ..db.dbtime import DbNow
 from ..errors import InvalidTransitionError, JobValidationError, TaskRefusedError
 from ..models import CLAIMABLE, DeadLetter, Effect, Job, Status
 from .base import job_database, logger
-from .enqueues import insert, row_values
+from .enqueues import insert
+from .new_rows import row_values
 from .workflow_runs import rearm
 
 

@@ -1,9 +1,9 @@
 """Progress: the handler's latest ``ctx.progress()``, written only with the token that runs it.
 
-A report is not a transition: it changes no state, so it is one fenced UPDATE of the
+A progress update is not a transition: it changes no state, so it is one fenced UPDATE of the
 ``progress`` column alone. The JSON is built by the database (``JSONObject``), so that ``at``
 is the database's clock, as every other time the protocol writes; the values travel as
-parameters. How often a handler's reports are written is the runtime's business
+parameters. How often a handler's updates are written is the runtime's business
 (:mod:`django_leasejobs.runtime.progress`); here each call is one statement.
 """
 
@@ -26,7 +26,7 @@ MESSAGE_MAX = MAX_PROGRESS_MESSAGE
 """The longest ``message`` kept, in characters; a longer one is cut to it (docs/progress.md)."""
 
 
-class ProgressReport(NamedTuple):
+class ProgressUpdate(NamedTuple):
     """One validated ``ctx.progress(done, total, message)``."""
 
     done: float
@@ -34,8 +34,8 @@ class ProgressReport(NamedTuple):
     message: str
 
 
-def report_of(done: Any, total: Any = None, message: Any = "") -> ProgressReport:
-    """Check a handler's report; a clear ``JobValidationError`` (or, for a wrong type,
+def progress_update(done: Any, total: Any = None, message: Any = "") -> ProgressUpdate:
+    """Check a handler's update; a clear ``JobValidationError`` (or, for a wrong type,
     ``JobArgumentsError``) when it cannot be stored.
 
     ``done`` and ``total`` are finite numbers >= 0 (``total`` may be None: unknown), with
@@ -50,7 +50,7 @@ def report_of(done: Any, total: Any = None, message: Any = "") -> ProgressReport
         raise JobArgumentsError(f"progress: message must be a str, not {type(message).__name__}.")
     if "\x00" in message:
         raise JobValidationError("progress: message contains a NUL character.")
-    return ProgressReport(done, total, message[:MESSAGE_MAX])
+    return ProgressUpdate(done, total, message[:MESSAGE_MAX])
 
 
 def _number(value: Any, name: str) -> float:
@@ -68,11 +68,11 @@ def _number_value(number: float | None) -> Cast:
     return Cast(Value(number), IntegerField() if isinstance(number, int) else FloatField())
 
 
-def record_progress(job_id: int, attempt: int, report: ProgressReport) -> bool:
-    """Store ``report`` as the job's progress, only if ``attempt`` still runs it.
+def record_progress(job_id: int, attempt: int, update: ProgressUpdate) -> bool:
+    """Store ``update`` as the job's progress, only if ``attempt`` still runs it.
 
     False (logged at DEBUG, not an error) when the token is stale or the attempt has ended:
-    a late report from a worker that lost its lease changes nothing.
+    a late update from a worker that lost its lease changes nothing.
     """
     using = job_database()
     changed = (
@@ -80,9 +80,9 @@ def record_progress(job_id: int, attempt: int, report: ProgressReport) -> bool:
         .filter(pk=job_id, attempt=attempt, status=Status.RUNNING)
         .update(
             progress=JSONObject(
-                done=_number_value(report.done),
-                total=_number_value(report.total),
-                message=Cast(Value(report.message), TextField()),
+                done=_number_value(update.done),
+                total=_number_value(update.total),
+                message=Cast(Value(update.message), TextField()),
                 at=DbNow(),
             )
         )

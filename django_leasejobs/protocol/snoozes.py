@@ -24,7 +24,7 @@ from ..db.deadlocks import retry_deadlocks
 from ..dialects import after
 from ..models import Job, Status
 from ..retries import When
-from .base import Failure, Outcome, job_database, report
+from .base import Failure, Outcome, fenced_outcome, job_database
 from .cancels import cancel_attempt
 from .failures import fail
 
@@ -56,10 +56,10 @@ def snooze(
         lease_expires_at=None,
     )
     if changed:
-        return report(changed, "snoozed", job_id, attempt, Outcome.SNOOZED)
+        return fenced_outcome(changed, "snoozed", job_id, attempt, Outcome.SNOOZED)
     row = held.values("cancel_requested_at").first()
     if row is None:
-        return report(0, "snoozed", job_id, attempt, Outcome.STALE)
+        return fenced_outcome(0, "snoozed", job_id, attempt, Outcome.STALE)
     if row["cancel_requested_at"] is not None:
         return cancel_attempt(job_id, attempt)
     failure = Failure(

@@ -14,11 +14,11 @@ successes moves in one transaction, in the order every workflow transition takes
    matters;
 3. the runs, by id: each counts its steps succeeded (``Dialect.count_steps`` applies the
    counts it is given, the children then the runs). When children are left with no pending
-   parent, the runs are counted only after those children are released (or skipped): a
-   release looks its job up in the registry, which may import the job's module, and that
-   happens with no run's row locked; the modules are looked up before the first release.
+   parent, the runs are counted only after those children are released (or skipped): an
+   enqueue looks its job up in the registry, which may import the job's module, and that
+   happens with no run's row locked; the modules are looked up before the first enqueue.
 
-What follows from a child left with no pending parent (its release, or the skip of an
+What follows from a child left with no pending parent (its enqueue, or the skip of an
 ``on_failure`` step) and the runs that ended are settled here, as ``job_ended`` settles them
 for a death or a cancel, which stay one at a time.
 """
@@ -37,7 +37,7 @@ from ..db.dbtime import DbNow
 from ..dialects import Completion
 from ..errors import UnknownJobError
 from ..models import Job, Policy, StepState, WorkflowEdge, WorkflowStep
-from .workflow_steps import finish_if_done, propagate, released_if_ready
+from .workflow_steps import enqueue_if_ready, finish_if_done, propagate
 
 
 def complete_step_job(
@@ -106,16 +106,16 @@ def _settle(using: str, ready: list[tuple[int, int, str]]) -> None:
             ):
                 propagate(using, run_id, [(child_id, StepState.SKIPPED)])
             continue
-        ended_as = released_if_ready(using, child_id, child)
+        ended_as = enqueue_if_ready(using, child_id, child)
         if ended_as is not None:
             propagate(using, run_id, [(child_id, ended_as)])
 
 
 def _look_up_jobs(using: str, step_ids: list[int]) -> None:
     """Find the jobs of the steps about to be released in the registry (importing their
-    modules where allowed) before any of them is: the first release may count a failed one
+    modules where allowed) before any of them is: the first enqueue may count a failed one
     on its run, and no module is imported while a run's row is locked. A name still unknown
-    fails its step at its release, which says why."""
+    fails its step at its enqueue, which says why."""
     names = WorkflowStep.objects.using(using).filter(pk__in=step_ids).values_list("job_name")
     for (name,) in set(names):
         try:

@@ -1,6 +1,6 @@
-"""A workflow run as a whole: enqueue it, add steps to it while it runs, cancel it, release a
-held step, and re-arm a step whose dead job was replayed. Each one transaction; the steps'
-own transitions are in ``workflow_steps``."""
+"""A workflow run as a whole: enqueue it, add steps to it while it runs, cancel it, let a
+held step go (``workflows.release``), and re-arm a step whose dead job was replayed. Each one
+transaction; the steps' own transitions are in ``workflow_steps``."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from ..models import (
 from .base import job_database, logger
 from .cancels import request_cancel
 from .workflow_specs import StepSpec
-from .workflow_steps import count_ended, finish_if_done, parent_ended, propagate, release
+from .workflow_steps import count_ended, enqueue_step, finish_if_done, parent_ended, propagate
 
 
 def enqueue_run(name: str, specs: Sequence[StepSpec]) -> tuple[WorkflowRun, dict[str, int]]:
@@ -39,16 +39,16 @@ def enqueue_run(name: str, specs: Sequence[StepSpec]) -> tuple[WorkflowRun, dict
         ids = _insert_steps(using, run.pk, specs, {})
         for spec in specs:
             if not spec.after:
-                _release_root(using, ids[spec.name])
+                _enqueue_root(using, ids[spec.name])
     logger.info("workflow.enqueued id=%s name=%s steps=%s", run.pk, name, len(specs))
     return run, ids
 
 
-def _release_root(using: str, step_id: int) -> None:
+def _enqueue_root(using: str, step_id: int) -> None:
     WorkflowStep.objects.using(using).filter(pk=step_id).update(
         state=StepState.RELEASED, released_at=DbNow()
     )
-    release(using, step_id, raise_errors=True)
+    enqueue_step(using, step_id, raise_errors=True)
 
 
 def _insert_steps(
@@ -126,14 +126,14 @@ def add_steps(run_id: int, specs: Sequence[StepSpec]) -> dict[str, int]:
         ]
         for spec in specs:
             if not spec.after:
-                _release_root(using, ids[spec.name])
+                _enqueue_root(using, ids[spec.name])
         _replay_ended(using, run_id, ended, {ids[spec.name] for spec in specs})
     return {spec.name: ids[spec.name] for spec in specs}
 
 
 def _look_up(specs: Sequence[StepSpec]) -> None:
     """Find the new steps' jobs in the registry (importing their modules where allowed) before
-    the run's row is locked; a name still unknown is refused by its release, which says why."""
+    the run's row is locked; a name still unknown is refused by its enqueue, which says why."""
     for spec in specs:
         try:
             registry.find(spec.job_name)
@@ -243,20 +243,20 @@ def cancel_run(run_id: int) -> bool:
 
 
 @retry_deadlocks
-def release_held(step_id: int) -> bool:
+def unhold_step(step_id: int) -> bool:
     """An operator lets a held step go: released now when no parent is pending, else back to
     waiting for the rest. False when the step is not held.
 
     A job that cannot be made (its name no longer registered, its arguments no longer
     fitting) raises the enqueue's error and the step stays held: the operator deploys the
-    fix and releases it again, where a release by a parent's end would fail the step."""
+    fix and lets it go again, where an enqueue by a parent's end would fail the step."""
     using = job_database()
     steps = WorkflowStep.objects.using(using)
     with transaction.atomic(using=using):
         if steps.filter(pk=step_id, state=StepState.HELD, pending_parents=0).update(
             state=StepState.RELEASED, released_at=DbNow(), reason=""
         ):
-            release(using, step_id, raise_errors=True)
+            enqueue_step(using, step_id, raise_errors=True)
             logger.info("workflow.step_released step=%s", step_id)
             return True
         return bool(

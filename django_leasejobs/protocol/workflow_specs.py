@@ -9,7 +9,7 @@ from typing import Any
 from ..core.signatures import Signature
 from ..errors import WorkflowError
 from ..models import Policy, TakesResult
-from .enqueues import check_options
+from .new_rows import check_options
 from .workflow_steps import encode_options
 
 POLICIES = (Policy.CANCEL.value, Policy.RUN.value, Policy.HOLD.value)
@@ -57,7 +57,7 @@ def spec_of(
     results_as_list: bool = False,
     named: bool = True,
 ) -> StepSpec:
-    """Check a signature's arguments as its release will bind them and make its step.
+    """Check a signature's arguments as its enqueue will bind them and make its step.
 
     A step after one parent takes its result, after several (or a group's callback) the list
     of their results in ``after`` order; ``si``, a step without parents and an ``on_failure``

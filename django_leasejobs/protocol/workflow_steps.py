@@ -4,7 +4,7 @@ When a step's job succeeds, ends dead or is cancelled, the write that fenced it 
 or the operator's guard) calls ``job_ended`` before its transaction commits: the step's row
 moves out of ``released`` (guarded by its job id, so only the step's latest job moves it), each
 child's ``pending_parents`` is decremented by one guarded UPDATE, and a child whose counter
-reached zero is released (its ``Job`` inserted) by a second UPDATE guarded on ``waiting`` and
+reached zero is released (its ``Job`` enqueued) by a second UPDATE guarded on ``waiting`` and
 zero. The first UPDATE holds the child's row lock until commit, so of two parents ending at
 once exactly one sees zero; a stale token changes no job row and never gets here. The run's
 counters move by one UPDATE of its row; its status changes when ``steps_finished`` reaches
@@ -38,7 +38,8 @@ from ..models import (
 )
 from . import dedupe
 from .base import logger
-from .enqueues import insert, row_values
+from .enqueues import insert
+from .new_rows import row_values
 
 _ENDED_BY_JOB = {
     Status.SUCCEEDED: StepState.SUCCEEDED,
@@ -49,7 +50,7 @@ _ENDED_BY_JOB = {
 
 def job_ended(using: str, step_id: int | None, job_id: int, status: str) -> None:
     """The step's job ``job_id`` just became final (``status``), in the caller's transaction:
-    move the step, release or cancel its dependants, count it on its run."""
+    move the step, enqueue or cancel its dependants, count it on its run."""
     if step_id is None:
         return
     state = _ENDED_BY_JOB[Status(status)]
@@ -64,7 +65,7 @@ def job_ended(using: str, step_id: int | None, job_id: int, status: str) -> None
 
 
 def propagate(using: str, run_id: int, ended: list[tuple[int, str]]) -> None:
-    """Steps just ended (id, final state): apply each child's policy, release the children
+    """Steps just ended (id, final state): apply each child's policy, enqueue the children
     left without a pending parent, and count every step that ended on the run."""
     counts: Counter[str] = Counter()
     todo = deque(ended)
@@ -99,8 +100,8 @@ def parent_ended(using: str, child_id: int, policy: str, state: str) -> str | No
             return StepState.SKIPPED
         return None
     if policy == Policy.ON_FAILURE:
-        if state != StepState.SUCCEEDED:  # the first failure releases it, once
-            return released_if_ready(using, child_id, child.filter(state=StepState.WAITING))
+        if state != StepState.SUCCEEDED:  # the first failure enqueues it, once
+            return enqueue_if_ready(using, child_id, child.filter(state=StepState.WAITING))
         if child.filter(state=StepState.WAITING, pending_parents=0).update(
             state=StepState.SKIPPED, reason="every parent succeeded", finished_at=DbNow()
         ):
@@ -108,7 +109,7 @@ def parent_ended(using: str, child_id: int, policy: str, state: str) -> str | No
         return None
     if state == StepState.SUCCEEDED or policy == Policy.RUN:
         ready = child.filter(state=StepState.WAITING, pending_parents=0)
-        return released_if_ready(using, child_id, ready)
+        return enqueue_if_ready(using, child_id, ready)
     reason = f"a parent ended {state}"
     if policy == Policy.CANCEL:
         if child.filter(state=StepState.WAITING).update(
@@ -122,12 +123,12 @@ def parent_ended(using: str, child_id: int, policy: str, state: str) -> str | No
     return None
 
 
-def released_if_ready(using: str, child_id: int, ready: Any) -> str | None:
-    """Release the child if ``ready`` (its guarded rows) still matches: failed when its job
-    could not be made."""
-    if ready.update(state=StepState.RELEASED, released_at=DbNow()) and release(using, child_id):
-        return StepState.FAILED
-    return None
+def enqueue_if_ready(using: str, child_id: int, ready: Any) -> str | None:
+    """Move the child to ``released`` and enqueue its job if ``ready`` (its guarded rows) still
+    matches: failed when its job could not be made."""
+    if not ready.update(state=StepState.RELEASED, released_at=DbNow()):
+        return None
+    return StepState.FAILED if enqueue_step(using, child_id) else None
 
 
 def count_ended(using: str, run_id: int, counts: Counter[str], sign: int = 1) -> None:
@@ -177,7 +178,7 @@ def finish_if_done(using: str, run_id: int) -> None:
         logger.info("workflow.%s id=%s", status, run_id)
 
 
-def release(using: str, step_id: int, *, raise_errors: bool = False) -> bool:
+def enqueue_step(using: str, step_id: int, *, raise_errors: bool = False) -> bool:
     """Insert the job of a step just moved to ``released``, its parents' results bound to its
     leading placeholder. True when the job could not be made (its arguments no longer fit,
     its name is gone): the step is then failed, with the reason, and the caller propagates it
@@ -191,7 +192,7 @@ def release(using: str, step_id: int, *, raise_errors: bool = False) -> bool:
         args.insert(0, bound[0] if step.takes_result == TakesResult.ONE and bound else bound)
     try:
         # Found as a worker finds a row's job: its module imported where allowed, for a
-        # releasing process that has not imported it yet (a shell, a worker new to it).
+        # process enqueueing it that has not imported it yet (a shell, a worker new to it).
         registry.find(step.job_name)
         values = row_values(step.job_name, args, step.kwargs, **decode_options(step.options))
     except (JobValidationError, JobArgumentsError, UnknownJobError) as exc:
@@ -229,7 +230,7 @@ def parent_results(using: str, step_id: int) -> dict[str, Any]:
 
 def encode_options(options: dict[str, Any]) -> dict[str, Any]:
     """Enqueue options as JSON: ``run_at`` as ISO text, ``delay`` in seconds (counted from the
-    step's release)."""
+    step's enqueue)."""
     encoded = {key: value for key, value in options.items() if value is not None}
     if isinstance(encoded.get("run_at"), dt.datetime):
         encoded["run_at"] = encoded["run_at"].isoformat()

@@ -1,7 +1,7 @@
 """Run one claimed job whose handler is ``async def``, on the worker's event loop.
 
 The counterpart of :func:`.execution.execute` for coroutines: same context, same failure
-rules, same :class:`.execution.Execution` for :func:`.execution.report` or the grouped
+rules, same :class:`.execution.Execution` for :func:`.attempt_ends.write_result` or the grouped
 completions. What differs is what must never happen on an event loop:
 
 * No database access here. Django refuses sync ORM calls in a thread that runs an event loop
@@ -14,12 +14,13 @@ completions. What differs is what must never happen on an event loop:
   out of the loop itself, which would end the loop thread with every job on it still running.
   Here they fail the attempt like any error.
 * Cancelling the handler's task (a timeout, a cancel request, shutdown) ends the attempt as
-  failed with kind ``cancelled``; the report that follows is fenced like any other.
+  failed with kind ``cancelled``; the write that follows is fenced like any other.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 from asgiref.sync import sync_to_async
@@ -28,7 +29,7 @@ from ..core import registry, task_rows
 from ..errors import UnknownJobError
 from ..models import Job
 from ..protocol import Failure
-from . import execution, telemetry, upgrades
+from . import execution, job_logs, telemetry, upgrades
 from .connection_keeper import ConnectionKeeper
 from .context import Cancellation
 from .execution import Execution
@@ -67,9 +68,14 @@ async def execute(
     result = execution.start(
         job, worker_id, lease_lost, cancellation=cancellation, on_start=on_start
     )
-    # The span is current and the logs captured in this task (runtime/telemetry.py).
-    with telemetry.observed(result):
-        await _execute(result)
+    started = time.monotonic()
+    # The span is current and the logs captured in this task (runtime/job_logs.py).
+    with telemetry.span(job) as span, job_logs.capturing(result):
+        telemetry.began(span, result)
+        try:
+            await _execute(result)
+        finally:
+            telemetry.ended(span, result, time.monotonic() - started)
     return result
 
 
@@ -84,6 +90,8 @@ async def _execute(result: Execution) -> None:
         if job_function is None:  # ``is_async`` found it; it can only have gone since
             execution.unregistered(result, registry.unknown(job.name))
             return
+        if telemetry.step_to_link(result) is not None:  # in the try: a cancel ends the attempt
+            await telemetry.alink_parents(result)
         prepared = upgrades.prepared(result, job_function)  # no database here: plain code
         if prepared is None:
             return

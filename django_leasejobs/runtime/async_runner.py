@@ -12,9 +12,9 @@ configured). A project of sync jobs gets no extra thread and no extra claim capa
 Reporting never blocks the loop: taking a finished slot out of the heartbeat goes through
 ``InFlight.gate``, which the heartbeat holds across a database statement, and a failure or a
 returned value is a database write. So the loop only puts ``(slot, result)`` on a queue; two
-reporter threads do exactly what a pool thread does after its handler (:mod:`.reporting`):
+writer threads do exactly what a pool thread does after its handler (:mod:`.result_writing`):
 plain successes join the grouped completions list (one statement per flush, by the claim
-loop), anything else goes through ``execution.report`` with the pool's retry on database
+loop), anything else goes through ``attempt_ends.write_result`` with the pool's retry on database
 errors. Threads of our own rather than ``run_in_executor``: their number is fixed, and each
 closes its connections when it stops.
 """
@@ -32,7 +32,7 @@ from django.db import connections
 from ..models import Job
 from . import async_execution, execution
 from .connection_keeper import ConnectionKeeper
-from .reporting import Finished, Reporter
+from .result_writing import Finished, ResultWriter
 from .slots import Slot, SlotState
 from .watchdog import Watchdog
 
@@ -50,7 +50,7 @@ STOP_WAIT = 1.0
 
 
 class AsyncPool:
-    """The event-loop thread and its reporter threads (an :class:`~.pool.Executor`)."""
+    """The event-loop thread and its writer threads (an :class:`~.pool.Executor`)."""
 
     _limit: asyncio.Semaphore
     """``async_slots`` handlers at once; made by :meth:`start`, used on the loop only."""
@@ -61,7 +61,7 @@ class AsyncPool:
         worker_id: str,
         async_slots: int,
         keeper: ConnectionKeeper,
-        reporter: Reporter,
+        writer: ResultWriter,
         watchdog: Watchdog,
         wake: threading.Event,
     ) -> None:
@@ -69,10 +69,10 @@ class AsyncPool:
         self.async_slots = async_slots
         """Handlers at once; 0: this process meets no async handler, nothing is started."""
         self.keeper = keeper
-        self.reporter = reporter
+        self.writer = writer
         self.watchdog = watchdog
         self.wake = wake
-        """``Control.wake``: set when a reporter thread has freed slots."""
+        """``Control.wake``: set when a writer thread has freed slots."""
         self.loop: asyncio.AbstractEventLoop | None = None
         """Set by the main thread once the loop runs; read by the claim loop and the
         watchdog (``call_soon_threadsafe``) from then on."""
@@ -80,8 +80,8 @@ class AsyncPool:
         self._tasks: set[asyncio.Task[None]] = set()
         """The running job tasks: on the loop only."""
         self._results: queue_module.SimpleQueue[Finished | None] = queue_module.SimpleQueue()
-        """Finished slots: put by the loop, taken by the reporter threads."""
-        self.reporters: list[threading.Thread] = []
+        """Finished slots: put by the loop, taken by the writer threads."""
+        self.writers: list[threading.Thread] = []
         self._last_tidy = 0.0
         """On the loop only."""
 
@@ -94,7 +94,7 @@ class AsyncPool:
         return self.loop is not None and async_execution.is_async(job)
 
     def start(self) -> None:
-        """Start the loop thread and the reporter threads, if this process needs them."""
+        """Start the loop thread and the writer threads, if this process needs them."""
         if not self.async_slots:
             return
         loop = asyncio.new_event_loop()
@@ -108,10 +108,10 @@ class AsyncPool:
         self.loop = loop
         for index in range(REPORTER_THREADS):
             thread = threading.Thread(
-                target=self._reporter, name=f"leasejobs-async-report-{index}", daemon=True
+                target=self._writer, name=f"leasejobs-async-write-{index}", daemon=True
             )
             thread.start()
-            self.reporters.append(thread)
+            self.writers.append(thread)
 
     def _main(self, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
         asyncio.set_event_loop(loop)
@@ -144,7 +144,7 @@ class AsyncPool:
         ``call_soon_threadsafe`` keeps order: a cancel asked after the job was handed over runs
         after its ``_begin``, so the task exists by then. A handler that already returned
         is not affected. The attempt ends failed with kind ``cancelled``, through the same fenced
-        report as any result.
+        write as any result.
         """
         loop = self.loop
         if loop is None or loop.is_closed():
@@ -192,8 +192,8 @@ class AsyncPool:
         except Exception:  # a closing error must not cost the job its result
             logger.exception("worker.async_tidy_error id=%s", self.worker_id)
 
-    def _reporter(self) -> None:
-        """A reporter thread: take finished async slots in batches and report them."""
+    def _writer(self) -> None:
+        """A writer thread: take finished async slots in batches and write their results."""
         self.keeper.adopt()
         try:
             while True:
@@ -211,8 +211,8 @@ class AsyncPool:
                         break
                     batch.append(item)
                 try:
-                    self.reporter.finished_many(batch)
-                except BaseException:  # never lose a reporter: the leases expire instead
+                    self.writer.finished_many(batch)
+                except BaseException:  # never lose a writer: the leases expire instead
                     logger.exception("worker.thread_error id=%s", self.worker_id)
                     for slot, _ in batch:  # each leaves flight (those not done with already)
                         self.watchdog.ended_returned(slot)
@@ -233,9 +233,9 @@ class AsyncPool:
         loop.call_soon_threadsafe(loop.stop)
         if self.thread is not None:
             self.thread.join(timeout=STOP_WAIT)
-        for _ in self.reporters:
+        for _ in self.writers:
             self._results.put(None)
-        for thread in self.reporters:
+        for thread in self.writers:
             thread.join(timeout=STOP_WAIT)
 
     async def _drain(self) -> None:

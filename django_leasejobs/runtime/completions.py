@@ -15,7 +15,7 @@ from django.db import Error as DatabaseError
 
 from .. import protocol
 from ..protocol import Outcome
-from . import execution, job_logs
+from . import attempt_ends, execution, job_logs, telemetry
 from .ledger import Ledger
 from .slots import InFlight, Lane, Slot
 
@@ -23,7 +23,7 @@ from .slots import InFlight, Lane, Slot
 class Completer:
     """The successes waiting for the next flush.
 
-    ``_pending`` is appended to by the pool and reporter threads and taken whole by the main
+    ``_pending`` is appended to by the pool and writer threads and taken whole by the main
     thread (the claim loop, then shutdown), always under ``_lock``; its length is read without
     it by the claim sizing (a count one job old moves a claim by one turn).
     """
@@ -41,7 +41,7 @@ class Completer:
 
         Not one the handler completed itself (``ctx.complete()``), nor one whose lease was
         lost (nothing is written for it), nor one whose arguments were upgraded (its success
-        write stores them: ``execution.report``).
+        write stores them: ``attempt_ends.write_result``).
         """
         context = result.context
         return (
@@ -96,6 +96,7 @@ class Completer:
         for slot in slots:
             outcome = outcomes.get(slot.job.pk, Outcome.STALE)
             if slot.execution is not None:
-                execution.finished(slot.execution, outcome)
+                attempt_ends.finished(slot.execution, outcome)
+                telemetry.refused(slot.execution, outcome)
             self.ledger.count(slot, outcome)
         self.slots.completed(slots)

@@ -70,7 +70,10 @@ class JobContext:
     """The workflow step this job runs (docs/workflows.md); None for a job alone."""
     atomic_depth: int | None = None
     """The handler's connection's atomic depth when a sync handler was called: a progress
-    report made in a transaction the handler opened waits (:mod:`.progress`)."""
+    update made in a transaction the handler opened waits (:mod:`.progress`)."""
+    span: Any = field(default=None, repr=False)
+    """The attempt's ``process`` span while it records (``runtime/telemetry.py``): progress
+    updates become its events. None without an SDK that records it."""
     logs: Any = field(default=None, repr=False)
     """The attempt's log buffer while logs are kept (:mod:`.job_logs`), else None."""
     _progress: Progress | None = field(default=None, repr=False)
@@ -129,16 +132,23 @@ class JobContext:
         it is doing. Returns at once; readers see ``job.progress``.
 
         ``done`` and ``total`` are numbers >= 0 with ``total >= done``; ``message`` a str, cut
-        to 500 characters. A bad report raises ``JobValidationError`` at once. Reports are
+        to 500 characters. A bad update raises ``JobValidationError`` at once. Updates are
         written at most about once a second, the last one always, with the attempt's end;
-        a report of an attempt that lost its lease changes nothing.
+        an update of an attempt that lost its lease changes nothing.
         """
         if self._progress is None:
-            self._progress = Progress(self.job_id, self.attempt, atomic_depth=self.atomic_depth)
-        self._progress.report(done, total, message)
+            self._progress = Progress(
+                self.job_id, self.attempt, atomic_depth=self.atomic_depth, span=self.span
+            )
+        self._progress.update(done, total, message)
+
+    def end_progress(self) -> None:
+        """The attempt's span is ending: its last progress update becomes an event of it."""
+        if self._progress is not None:
+            self._progress.end_events()
 
     def flush_progress(self) -> None:
-        """Write the pending progress report, if any (the runner, before the attempt's end)."""
+        """Write the pending progress update, if any (the runner, before the attempt's end)."""
         if self._progress is not None:
             self._progress.flush()
 

@@ -40,7 +40,7 @@ class Control:
         self.stopping = threading.Event()
         """Set by :meth:`stop` and shutdown; every thread's loop ends on it."""
         self.abandon = threading.Event()
-        """Set by shutdown when it gives up on in-flight work: report retries stop."""
+        """Set by shutdown when it gives up on in-flight work: result writes retrying stop."""
         self.reason = ""
         """Why the worker stopped: written by the first :meth:`stop` or by the claim loop when
         it ends on its own; read by the main thread once the run ended."""

@@ -1,14 +1,16 @@
-"""Run one claimed job and report its result through the protocol.
+"""Run one claimed job and write its result through the protocol.
 
 Kept apart from the worker loop so tests, the worker and the tasks backend run a job the same
 way: look the name up in the registry (importing its module only where ``registry.find``
-allows), call it outside any transaction, and turn what happened into one guarded write.
+allows), call it outside any transaction, and turn what happened into one guarded write
+(:mod:`.attempt_ends`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,13 +21,13 @@ from django.db import connections
 from .. import protocol
 from ..core import registry, task_rows
 from ..core.backoff import Backoff
-from ..core.conf import settings
 from ..errors import PermanentError, UnknownJobError
 from ..models import Job
 from ..protocol import UNREGISTERED_JOB, Failure, Outcome
 from ..retries import Reschedule, Snooze, When
 from . import connection_keeper, job_logs, telemetry, upgrades
-from .context import CANCELLED, Cancellation, JobContext
+from .attempt_ends import write_result
+from .context import Cancellation, JobContext
 from .flags import Flag
 
 logger = logging.getLogger("django_leasejobs")
@@ -33,7 +35,7 @@ logger = logging.getLogger("django_leasejobs")
 
 @dataclass
 class Execution:
-    """The result of running a job, before it is reported."""
+    """The result of running a job, before it is written."""
 
     job: Job
     context: JobContext
@@ -137,7 +139,7 @@ def find(job: Job) -> registry.JobSpec | UnknownJobError:
 
 
 def unregistered(execution: Execution, unknown: UnknownJobError) -> None:
-    """No ``@job`` of the row's name here: nothing is called, and ``report`` hands the attempt
+    """No ``@job`` of the row's name here: nothing is called, and ``write_result`` hands the attempt
     back uncharged to wait for a worker that knows the name (``protocol.defer``), until
     ``LEASEJOBS_UNKNOWN_JOB_GRACE`` has passed since its first deferral.
 
@@ -207,8 +209,16 @@ def execute(
     (:mod:`.async_execution`).
     """
     execution = start(job, worker_id, lease_lost, cancellation=cancellation, on_start=on_start)
-    with telemetry.observed(execution):
-        _execute(execution)
+    started = time.monotonic()
+    # The span is current and the logs captured in this thread (the handler's own spans nest
+    # under it, its records reach its attempt's buffer).
+    with telemetry.span(job) as span, job_logs.capturing(execution):
+        telemetry.began(span, execution)
+        telemetry.link_parents(execution)
+        try:
+            _execute(execution)
+        finally:
+            telemetry.ended(span, execution, time.monotonic() - started)
     return execution
 
 
@@ -233,7 +243,7 @@ def _execute(execution: Execution) -> None:
         return
     args, kwargs = prepared
     func = async_to_sync(job_function.func) if job_function.is_async else job_function.func
-    # A report made in a transaction the handler opens waits (runtime/progress.py).
+    # An update made in a transaction the handler opens waits (runtime/progress.py).
     execution.context.atomic_depth = len(connections[protocol.job_database()].atomic_blocks)
     try:
         execution.begin(job_function.get_timeout())
@@ -247,130 +257,6 @@ def _execute(execution: Execution) -> None:
         close_old_connections()
 
 
-def flush_progress(execution: Execution) -> None:
-    """Write the handler's last progress report before its attempt's end is: then a reader
-    who sees the job finished sees its last report too. Not for an attempt that already
-    ended (lease lost, ended by the worker, completed by the handler): it would change
-    nothing."""
-    context = execution.context
-    if not (context.completed or context.lease_lost or context.cancelled):
-        context.flush_progress()
-
-
-def report(execution: Execution) -> Outcome:
-    """Write the execution's result, guarded by its attempt token (its last progress
-    report first, its logs with it: :mod:`.job_logs`)."""
-    outcome = _report(execution)
-    job_logs.keep([(execution, outcome)])
-    return outcome
-
-
-def _report(execution: Execution) -> Outcome:
-    """``report``'s write of the attempt's end."""
-    flush_progress(execution)
-    job, context = execution.job, execution.context
-    if context.completed:
-        return Outcome.SUCCEEDED
-    if context.lease_lost:
-        logger.warning("job.stale id=%s attempt=%s action=report (lease lost)", job.pk, job.attempt)
-        return Outcome.STALE
-    if context.cancelled:
-        # The worker already ended this attempt (``end_attempt``, which logged it): its token
-        # is spent. A handler that saw ``ctx.cancelled`` and returned is not an error.
-        logger.debug(
-            "job.returned id=%s attempt=%s (attempt ended: %s; its result is not written)",
-            job.pk,
-            job.attempt,
-            context.cancel_reason,
-        )
-        return Outcome.STALE
-    if execution.ok:
-        outcome = protocol.complete(
-            job.pk,
-            job.attempt,
-            execution.result,
-            finished_by=context.worker_id,
-            upgraded=execution.upgraded,
-        )
-    elif execution.unknown:
-        assert execution.failure is not None
-        outcome = protocol.defer(
-            job.pk,
-            job.attempt,
-            execution.failure,
-            deferrals=job.deferrals,
-            grace=settings.UNKNOWN_JOB_GRACE,
-            worker_id=context.worker_id,
-            reason=execution.unknown,
-        )
-    elif execution.snoozed:
-        assert execution.when is not None
-        assert execution.failure is not None
-        outcome = protocol.snooze(
-            job.pk,
-            job.attempt,
-            execution.when,
-            max_snoozes=settings.MAX_SNOOZES,
-            traceback=execution.failure.traceback,
-        )
-    else:
-        assert execution.failure is not None
-        outcome = protocol.fail(
-            job.pk,
-            job.attempt,
-            execution.failure,
-            retryable=execution.retryable,
-            backoff=execution.backoff or _backoff(job, execution),
-            when=execution.when,
-        )
-    task_rows.handler().finished(execution, outcome)  # task_finished, for a task at a final state
-    return outcome
-
-
-def _backoff(job: Job, execution: Execution | None) -> Backoff | None:
-    """A job's own backoff; a ``django.tasks`` task's, else its backend's ``OPTIONS``."""
-    job_function = registry.lookup(job.name)
-    if job_function is not None:
-        return job_function.get_backoff()
-    return task_rows.handler().backoff(execution) if execution is not None else None
-
-
-def end_attempt(
-    job: Job, reason: str, execution: Execution | None = None, timeout: float | None = None
-) -> Outcome:
-    """End a running attempt under its handler, which the worker cannot stop: one fenced write.
-
-    ``reason`` ``"timeout"`` fails the attempt with an error of kind ``timeout`` (retried by the
-    job's backoff, dead-lettered when none is left); ``"cancelled"`` ends it cancelled, as the
-    operator asked. The handler's own result is then refused (``report``).
-    """
-    if reason == CANCELLED:
-        outcome = protocol.cancel_attempt(job.pk, job.attempt)
-    else:
-        failure = Failure(
-            f"TimeoutError: the handler ran longer than its timeout of {timeout or 0:g} s.",
-            kind="timeout",
-        )
-        outcome = protocol.fail(job.pk, job.attempt, failure, backoff=_backoff(job, execution))
-    if execution is not None:
-        task_rows.handler().finished(execution, outcome)
-    return outcome
-
-
-def finished(execution: Execution, outcome: Outcome) -> None:
-    """``task_finished`` for a ``django.tasks`` task whose grouped completion was written."""
-    task_rows.handler().finished(execution, outcome)
-
-
 def run(job: Job, worker_id: str, lease_lost: Flag | None = None) -> Outcome:
-    """Execute and report one claimed job."""
-    return report(execute(job, worker_id, lease_lost))
-
-
-def recovered(outcomes: dict[int, Outcome]) -> None:
-    """After ``protocol.recover_expired()``: ``task_finished`` for tasks it dead-lettered.
-
-    Recovery runs no handler code, so this is the only place a ``django.tasks`` task whose last
-    worker died reaches its final signal. Native jobs need nothing here.
-    """
-    task_rows.handler().recovered(outcomes)
+    """Execute one claimed job and write its result."""
+    return write_result(execute(job, worker_id, lease_lost))

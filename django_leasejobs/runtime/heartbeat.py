@@ -1,10 +1,11 @@
 """The heartbeat thread: one ``protocol.heartbeat`` call extends every in-flight lease.
 
 A job whose lease was lost (another worker reclaimed it) gets its ``lease_lost`` event set, so
-its handler can stop; the worker never reports that attempt. Slots being reported or released
-are left out, under ``InFlight.gate``, so a job just completed is never misread as a lost lease, and
-so are attempts the worker ended under a running handler (a timeout, a cancel). The renewal
-also returns the held jobs an operator asked to cancel: the watchdog ends them.
+its handler can stop; the worker never writes that attempt's end. Slots being written or
+released are left out, under ``InFlight.gate``, so a job just completed is never misread as a
+lost lease, and so are attempts the worker ended under a running handler (a timeout, a
+cancel). The renewal also returns the held jobs an operator asked to cancel: the watchdog ends
+them.
 
 Each beat also upserts the worker's row in the table of live workers, in one statement
 whatever the number of jobs: host, pid, queues, capacity, and how many jobs it holds and
@@ -27,6 +28,7 @@ from django.db import Error as DatabaseError
 from django.db import connections
 
 from .. import protocol, upkeep
+from ..core import otel_metrics
 from . import execution
 from .connection_keeper import ConnectionKeeper
 from .ledger import Ledger
@@ -114,7 +116,7 @@ class Heartbeat:
     def beat(self) -> None:
         """One beat: renew every lease, then write the worker's row."""
         self._renew()
-        self._report_self()
+        self._record_self()
 
     def _renew(self) -> None:
         with self.slots.gate:
@@ -126,8 +128,8 @@ class Heartbeat:
                 self.options.worker_id, [s.token for s in slots], lease_seconds=self.options.lease
             )
         for slot in slots:
-            if slot.job.pk in renewal.lost:
-                slot.lease_lost.set()
+            if slot.job.pk in renewal.lost and slot.lease_lost.set():
+                otel_metrics.lease_lost(slot.job.queue, slot.job.name, otel_metrics.HEARTBEAT)
         self.request_cancel(renewal.cancel_requested)
 
     def _forget_self(self) -> None:
@@ -143,7 +145,7 @@ class Heartbeat:
                 headline(exc),
             )
 
-    def _report_self(self) -> None:
+    def _record_self(self) -> None:
         """The worker's row: one upsert, with its numbers as they are at this beat."""
         options = self.options
         stuck = self.ledger.stuck_now

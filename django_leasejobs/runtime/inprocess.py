@@ -2,7 +2,8 @@
 
 A burst ``Worker`` runs handlers on pool threads with connections of their own, which cannot
 see a test's uncommitted rows; these run in the caller's thread and connection instead, through
-the same claim, ``execution`` and report as a worker, so retries and dead letters behave alike.
+the same claim, ``execution`` and result writing as a worker, so retries and dead letters
+behave alike.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from ..core.conf import settings
 from ..errors import JobFailedError
 from ..models import Job, Status
 from ..protocol import Outcome
-from .execution import Execution, execute, report
+from .attempt_ends import write_result
+from .execution import Execution, execute
 
 
 def worker_id() -> str:
@@ -27,9 +29,9 @@ def worker_id() -> str:
 
 
 def run_claimed(job: Job) -> tuple[Execution, Outcome]:
-    """Execute a job this process has claimed and report its result under its token."""
+    """Execute a job this process has claimed and write its result under its token."""
     execution = execute(job, worker_id())
-    return execution, report(execution)
+    return execution, write_result(execution)
 
 
 def run_one(job_id: int, *, due_only: bool = False) -> tuple[Execution, Outcome] | None:
@@ -130,7 +132,7 @@ def enqueued(jobs: Job | list[Job]) -> None:
 
 def workflow_enqueued(run_id: int) -> None:
     """With ``LEASEJOBS_EAGER``: run the workflow's jobs when the transaction commits, each
-    step as its parents release it, until none is due (a failure propagates as for a job)."""
+    step as its parents' ends enqueue it, until none is due (a failure propagates as for a job)."""
     if not settings.EAGER:
         return
     transaction.on_commit(functools.partial(_run_workflow, run_id), using=protocol.job_database())

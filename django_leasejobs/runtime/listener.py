@@ -71,6 +71,9 @@ class Listener:
             queues = self._drain()
             if queues:
                 return queues
+        # _drain closes a connection it finds broken (the server's goodbye read by the last
+        # wait, its closed socket only now): sleep on the wake pipe alone, reopen next time.
+        if self._conn is not None:
             fds.append(self._conn.pgconn.socket)
         readable, _, _ = select.select(fds, [], [], max(0.0, timeout))
         if self._wake_read in readable:

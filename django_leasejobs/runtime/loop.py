@@ -9,10 +9,12 @@ completions, and every ``poll`` seconds runs :mod:`.maintenance`.
 from __future__ import annotations
 
 import logging
+import time
 
 from django.db import Error as DatabaseError
 
 from .. import protocol
+from ..core import otel_metrics
 from ..models import Job
 from . import execution
 from .claim_sizing import ClaimRoom
@@ -116,9 +118,11 @@ class ClaimLoop:
             want = min(room.wanted(lane), left)
             if want <= 0:
                 continue
+            started = time.monotonic()
             claimed = protocol.claim(
                 options.worker_id, queues=lane.queues, batch=want, lease_seconds=options.lease
             )
+            otel_metrics.claimed(time.monotonic() - started, len(claimed), lane.name)
             self.outage.reset()
             if claimed:
                 slots = [self._dispatch(job, lane) for job in claimed]

@@ -23,7 +23,7 @@ from ..core import registry
 from ..reports import samples
 from ..upkeep import schedule_sync
 from ..upkeep.retention import Retention
-from . import execution, schedules
+from . import attempt_ends, execution, schedules
 from .deferred_names import DeferredNames
 from .ledger import Ledger
 from .options import WorkerOptions
@@ -68,7 +68,7 @@ class Maintenance:
             return True
         try:
             recovered = protocol.recover_expired()
-            execution.recovered(recovered)  # task_finished for django.tasks tasks now dead
+            attempt_ends.recovered(recovered)  # task_finished for django.tasks tasks now dead
             self.ledger.count_recovered(recovered)
             if recovered:
                 logger.info(
@@ -142,10 +142,10 @@ class Maintenance:
         if deleted:
             logger.debug("worker.pruned id=%s jobs=%s", self.worker_id, deleted)
 
-    def release_retention(self) -> None:
-        """At the end of the run: hand the retention lease back if a walk was under way."""
+    def give_up_retention_lease(self) -> None:
+        """At the end of the run: give up the retention lease if a walk was under way."""
         try:
-            self.retention.release()
+            self.retention.give_up_lease()
         except DatabaseError as exc:  # it expires on its own
             logger.warning(
                 "worker.database_error id=%s where=retention error=%s",

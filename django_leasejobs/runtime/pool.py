@@ -1,4 +1,5 @@
-"""The pool threads: each runs one handler at a time, outside any transaction, and reports it.
+"""The pool threads: each runs one handler at a time, outside any transaction, and writes its
+result.
 
 Sync handlers run here, ``async def`` ones on :mod:`.async_runner`'s event loop; both are an
 :class:`Executor`, so the claim loop hands a slot to whichever accepts its job. Each lane (see
@@ -18,7 +19,7 @@ from ..models import Job
 from . import execution
 from .claim_sizing import ClaimRoom
 from .connection_keeper import ConnectionKeeper
-from .reporting import Reporter
+from .result_writing import ResultWriter
 from .slots import Lane, Slot
 from .watchdog import Watchdog
 
@@ -26,7 +27,7 @@ logger = logging.getLogger("django_leasejobs")
 
 
 class Executor(Protocol):
-    """Runs claimed slots' handlers on threads of its own and reports them."""
+    """Runs claimed slots' handlers on threads of its own and writes their results."""
 
     @property
     def capacity(self) -> int:
@@ -57,7 +58,7 @@ class ThreadPool:
         worker_id: str,
         lanes: list[Lane],
         keeper: ConnectionKeeper,
-        reporter: Reporter,
+        writer: ResultWriter,
         watchdog: Watchdog,
         room: ClaimRoom,
         wake: threading.Event,
@@ -65,7 +66,7 @@ class ThreadPool:
         self.worker_id = worker_id
         self.lanes = lanes
         self.keeper = keeper
-        self.reporter = reporter
+        self.writer = writer
         self.watchdog = watchdog
         self.room = room
         self.wake = wake
@@ -112,7 +113,7 @@ class ThreadPool:
                 try:
                     self._work(slot)
                 except BaseException:  # nothing a handler raises may kill the thread
-                    # Unreported, the job's lease expires and lease recovery retries it.
+                    # Unwritten, the job's lease expires and lease recovery retries it.
                     logger.exception("worker.thread_error id=%s job=%s", self.worker_id, slot.token)
                 finally:
                     self._returned(slot)
@@ -127,7 +128,7 @@ class ThreadPool:
             self.wake.set()  # room for a claim (or nothing left): the loop's turn
 
     def _work(self, slot: Slot) -> bool:
-        """Run the handler and report it; True if its completion waits for the next flush."""
+        """Run the handler and write its result; True if its completion waits for the next flush."""
         if slot.try_start() is None:  # released or ended before it started
             return False
         began = time.monotonic()
@@ -140,4 +141,4 @@ class ThreadPool:
         )
         slot.duration = time.monotonic() - began
         (slot.lane or self.lanes[0]).sizer.observe(slot.duration)
-        return self.reporter.finished(slot, result)
+        return self.writer.finished(slot, result)

@@ -1,19 +1,25 @@
-"""A running attempt's progress reports: the latest kept, written at most about once a second.
+"""A running attempt's progress updates: the latest kept, written at most about once a second.
 
-``ctx.progress()`` returns at once. A report is written when ``INTERVAL`` has passed since
-the attempt's last write (the first one at once); the reports in between only replace the
-pending one, which the next due report, or the attempt's end, writes. The runner calls
-:meth:`Progress.flush` after the handler returned and before the attempt's end is reported,
-so the last report is in the row when the job is seen finished; a success's completion stays
+``ctx.progress()`` returns at once. An update is written when ``INTERVAL`` has passed since
+the attempt's last write (the first one at once); the updates in between only replace the
+pending one, which the next due update, or the attempt's end, writes. The runner calls
+:meth:`Progress.flush` after the handler returned and before the attempt's end is written,
+so the last update is in the row when the job is seen finished; a success's completion stays
 one statement shared with others (:mod:`.completions`).
 
-Where a report is written from:
+Where an update is written from:
 
 * a sync handler: its own thread and connection, unless the handler is inside a transaction
   it opened (the UPDATE would hold the job's row lock until it commits, and the worker's
-  heartbeat would wait for it): the report then waits for a later one, or the end;
+  heartbeat would wait for it): the update then waits for a later one, or the end;
 * an async handler: ``sync_to_async`` on asgiref's thread (the one its async ORM calls use),
   as a task of its own, since nothing may touch the database on the event loop.
+
+With an OpenTelemetry SDK recording the attempt's ``process`` span, updates are its events
+(``leasejobs.progress``), throttled as the writes are: the first at once, then at most one an
+``INTERVAL``, and the last update always, just before the span ends. Each update would be
+too many for a handler updating in a tight loop (and past the SDK's limit of events per span,
+the later ones, which matter most, would be dropped).
 """
 
 from __future__ import annotations
@@ -30,19 +36,20 @@ from django.db import Error as DatabaseError
 from django.db import connections
 
 from .. import protocol
-from ..protocol import ProgressReport
+from ..core import tracing
+from ..protocol import ProgressUpdate
 
 logger = logging.getLogger("django_leasejobs")
 
 INTERVAL = 1.0
-"""Seconds between two writes of one attempt's progress (the last report is always written)."""
+"""Seconds between two writes of one attempt's progress (the last update is always written)."""
 
 
 class Progress:
-    """One attempt's reports. ``_latest``, ``_written`` and ``_last_write`` change under
+    """One attempt's updates. ``_latest``, ``_written`` and ``_last_write`` change under
     ``_lock``: the handler's thread (or its tasks) and the runner's flush may both write.
     Writes are one at a time (``_write_lock``, taken before ``_lock``) and each writes the
-    latest report of its moment, so the last write, the flush's, holds the last report."""
+    latest update of its moment, so the last write, the flush's, holds the last update."""
 
     def __init__(
         self,
@@ -52,6 +59,7 @@ class Progress:
         interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         atomic_depth: int | None = None,
+        span: Any = None,
     ) -> None:
         self.job_id = job_id
         self.attempt = attempt
@@ -62,18 +70,28 @@ class Progress:
         deeper one is a transaction of the handler's own. None: not checked (async)."""
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
-        self._latest: ProgressReport | None = None
-        self._written: ProgressReport | None = None
+        self._latest: ProgressUpdate | None = None
+        self._written: ProgressUpdate | None = None
         self._last_write: float | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.span = span
+        """The attempt's recording span, whose events the updates become (None: no events)."""
+        self._evented: ProgressUpdate | None = None
+        self._last_event: float | None = None
 
-    def report(self, done: Any, total: Any = None, message: Any = "") -> None:
-        """Validate and keep the report; write it now if the interval allows it."""
-        report = protocol.report_of(done, total, message)
+    def update(self, done: Any, total: Any = None, message: Any = "") -> None:
+        """Validate and keep the update; write it now if the interval allows it."""
+        update = protocol.progress_update(done, total, message)
         in_loop = _running_loop()
         with self._lock:
-            self._latest = report
+            self._latest = update
             now = self.clock()
+            if self.span is not None and (
+                self._last_event is None or now - self._last_event >= self.interval
+            ):
+                self._last_event = now
+                self._evented = update
+                tracing.progressed(self.span, *update)
             due = self._last_write is None or now - self._last_write >= self.interval
             if not due or (in_loop is None and self._in_own_transaction()):
                 return
@@ -85,33 +103,42 @@ class Progress:
         self._tasks.add(task)  # a reference until done: the loop keeps only weak ones
         task.add_done_callback(self._tasks.discard)
 
+    def end_events(self) -> None:
+        """The span is ending: the latest update becomes its event unless it is one already."""
+        with self._lock:
+            update = self._latest
+            if self.span is None or update is None or update is self._evented:
+                return
+            self._evented = update
+            tracing.progressed(self.span, *update)
+
     def flush(self) -> None:
-        """Write the latest report unless it was written (the attempt is ending): called by
-        the runner, in a thread that may use the database, before the end is reported."""
+        """Write the latest update unless it was written (the attempt is ending): called by
+        the runner, in a thread that may use the database, before the end is written."""
         self._write_latest()
 
     @property
     def pending(self) -> bool:
-        """A report not yet written."""
+        """An update not yet written."""
         return self._latest is not None and self._latest is not self._written
 
     def _write_latest(self) -> None:
         with self._write_lock:
             with self._lock:
-                report = self._latest
-            if report is None or report is self._written:
+                update = self._latest
+            if update is None or update is self._written:
                 return
             try:
-                protocol.record_progress(self.job_id, self.attempt, report)
+                protocol.record_progress(self.job_id, self.attempt, update)
             except DatabaseError as exc:
-                # Kept pending, for the next due report or the end: a report that cannot be
+                # Kept pending, for the next due update or the end: an update that cannot be
                 # written must not fail the handler, nor cost the attempt its result.
                 logger.warning(
                     "job.progress_error id=%s attempt=%s error=%s", self.job_id, self.attempt, exc
                 )
                 return
             with self._lock:
-                self._written = report
+                self._written = update
 
     def _in_own_transaction(self) -> bool:
         if self.atomic_depth is None:

@@ -65,7 +65,7 @@ class Shutdown:
         control.stopping.set()
         self._release(self._prefetched())
         deadline = (control.stop_at or time.monotonic()) + control.grace
-        self._announce(deadline)
+        self._say_what_stop_waits_for(deadline)
         # Attempts the worker already ended (timeouts, cancels) are not waited for: their
         # handlers may never return, and nothing of theirs will be written.
         while self.slots.running and time.monotonic() < deadline:
@@ -87,7 +87,7 @@ class Shutdown:
         self.heartbeat.join()
         execution.close_old_connections()
 
-    def _announce(self, deadline: float) -> None:
+    def _say_what_stop_waits_for(self, deadline: float) -> None:
         """Say at once, on the console, what the stop waits for and for how long (a worker
         silent for its grace looks hung, and gets killed)."""
         console = self.ledger.console
@@ -118,7 +118,7 @@ class Shutdown:
         return None if slot.is_async else (slot.lane or self.lanes[0])
 
     def _release(self, slots: list[Slot]) -> None:
-        """Hand back these jobs, but those already being reported, released or ended."""
+        """Hand back these jobs, but those already being written, released or ended."""
         for slot in slots:
             if slot.try_release() is None:
                 continue

@@ -13,12 +13,12 @@ Its life (state, who moves it out, by which method, to what)::
     state           moved out by                        method             to
     --------------  ----------------------------------  -----------------  --------------
     queued          its runner takes it                 try_start          running
-    queued/running  its runner: a result to write       try_report *       reporting
+    queued/running  its runner: a result to write       try_write *        writing
     queued/running  shutdown hands the job back         try_release        released
     queued/running  the watchdog (timeout, cancel)      try_end            ended
     queued/running  its runner's thread is free         try_return         settled
-    reporting       its runner: a plain success         try_group          grouped
-    reporting       its runner: result written          try_return         settled
+    writing         its runner: a plain success         try_group          grouped
+    writing         its runner: result written          try_return         settled
     grouped         the flush wrote it                  try_complete       settled
     released        its runner returned (or never ran)  try_return         settled
     ended           the watchdog wrote the end          try_end_written    end_written
@@ -35,7 +35,7 @@ place where it then leaves flight (:meth:`InFlight.returned`, :meth:`~InFlight.c
 :meth:`~InFlight.end_written` move and take it out together).
 
 The lock order, the only nesting of these locks: ``InFlight.gate`` -> ``Slot.lock`` (a runner
-marks its slot reporting) and ``InFlight.gate`` -> ``InFlight._lock`` (the heartbeat's
+marks its slot writing) and ``InFlight.gate`` -> ``InFlight._lock`` (the heartbeat's
 snapshot of renewable slots). A slot's lock and ``InFlight._lock`` are never held together:
 the dictionaries are changed after the slot's move, never during it.
 """
@@ -64,7 +64,7 @@ class SlotState(enum.StrEnum):
     """Claimed, in flight, waiting for its runner (a pool thread, the event loop)."""
     RUNNING = "running"
     """Its runner took it: the handler runs (or is about to)."""
-    REPORTING = "reporting"
+    WRITING = "writing"
     """The handler returned and its runner writes the result: not renewed, not released."""
     GROUPED = "grouped"
     """A plain success waiting for the claim loop's flush (:mod:`.completions`)."""
@@ -96,22 +96,20 @@ def _table(after: SlotState, *before: SlotState) -> dict[SlotState, Move]:
 
 _S = SlotState
 START = _table(_S.RUNNING, _S.QUEUED)
-REPORT = _table(_S.REPORTING, _S.QUEUED, _S.RUNNING)
+WRITE = _table(_S.WRITING, _S.QUEUED, _S.RUNNING)
 RELEASE = _table(_S.RELEASED, _S.QUEUED, _S.RUNNING)
 END = _table(_S.ENDED, _S.QUEUED, _S.RUNNING)
-GROUP = _table(_S.GROUPED, _S.REPORTING)
+GROUP = _table(_S.GROUPED, _S.WRITING)
 COMPLETE = _table(_S.SETTLED, _S.GROUPED)
 END_WRITTEN = {**_table(_S.END_WRITTEN, _S.ENDED), **_table(_S.SETTLED, _S.ENDED_RETURNED)}
 STICK = _table(_S.STUCK, _S.END_WRITTEN)
 RETURN = {
-    **_table(
-        _S.SETTLED, _S.QUEUED, _S.RUNNING, _S.REPORTING, _S.RELEASED, _S.END_WRITTEN, _S.STUCK
-    ),
+    **_table(_S.SETTLED, _S.QUEUED, _S.RUNNING, _S.WRITING, _S.RELEASED, _S.END_WRITTEN, _S.STUCK),
     **_table(_S.ENDED_RETURNED, _S.ENDED),
 }
 TRANSITIONS: dict[str, dict[SlotState, Move]] = {
     "try_start": START,
-    "try_report": REPORT,
+    "try_write": WRITE,
     "try_release": RELEASE,
     "try_end": END,
     "try_group": GROUP,
@@ -217,10 +215,10 @@ class Slot:
         """Its runner takes it; lost: released or ended before it started (nothing runs)."""
         return self._move(START)
 
-    def try_report(self) -> Move | None:
+    def try_write(self) -> Move | None:
         """Its runner has a result to write; call it under ``InFlight.gate`` (the heartbeat
         then never renews a job being completed). Lost: released or ended meanwhile."""
-        return self._move(REPORT)
+        return self._move(WRITE)
 
     def try_group(self) -> Move | None:
         """Its runner's plain success waits for the flush (set ``execution`` first)."""
@@ -269,8 +267,8 @@ class Slot:
 class InFlight:
     """Every slot the worker holds: live ones by job id, ended ones by attempt token.
 
-    A live slot is an attempt the worker still has to report (running, waiting for a runner,
-    or waiting for the grouped completion). An ended one is an attempt the watchdog ended
+    A live slot is an attempt whose end the worker still has to write (running, waiting for a
+    runner, or waiting for the grouped completion). An ended one is an attempt the watchdog ended
     (timeout, cancel) under a handler that still runs: the job may already run again here
     under a newer attempt, and its thread is still taken.
 
@@ -287,12 +285,12 @@ class InFlight:
         self._ended: dict[tuple[int, int], Slot] = {}
         self.gate = threading.Lock()
         """Held by the heartbeat around its snapshot and statement, and briefly by a runner to
-        mark its slot ``reporting``: a job that has just been completed is never heartbeated
+        mark its slot ``writing``: a job that has just been completed is never heartbeated
         (which would misread it as a lost lease). Taken before a slot's lock or ``_lock``."""
 
     @property
     def running(self) -> int:
-        """Attempts the worker still has to report (not ended under their handler)."""
+        """Attempts whose end the worker still has to write (not ended under their handler)."""
         return len(self._live)
 
     @property
@@ -366,7 +364,7 @@ class InFlight:
             return list(self._live.values()), list(self._ended.values())
 
     def renewable(self) -> list[Slot]:
-        """Slots whose lease the heartbeat renews: queued or running (not being reported,
+        """Slots whose lease the heartbeat renews: queued or running (not being written,
         released or ended). Call it under ``gate``."""
         with self._lock:
             return [s for s in self._live.values() if s.state in RENEWABLE]

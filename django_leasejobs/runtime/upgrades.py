@@ -35,7 +35,7 @@ def prepared(
     execution: Execution, job_function: registry.JobSpec
 ) -> tuple[list[Any], dict[str, Any]] | None:
     """The arguments to call the handler with (its context not included); None when it must
-    not be called, with why recorded on ``execution`` (``report`` writes it)."""
+    not be called, with why recorded on ``execution`` (``write_result`` writes it)."""
     job = execution.job
     stored = job.version
     if stored == job_function.version:

@@ -9,11 +9,14 @@ lost notification delays a job by one poll interval at most.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 
 from .. import dialects
 from . import listener
+
+logger = logging.getLogger("django_leasejobs")
 
 
 class Wakeup:
@@ -57,10 +60,16 @@ class Wakeup:
         listening = self.listener
         assert listening is not None
         while not self.stopping.is_set():
-            queues = listening.wait(self.poll)
-            if queues and (self.queues is None or not queues.isdisjoint(self.queues)):
-                self.wake.set()
-            self.request_cancel(listening.take_cancels())
+            try:
+                queues = listening.wait(self.poll)
+                if queues and (self.queues is None or not queues.isdisjoint(self.queues)):
+                    self.wake.set()
+                self.request_cancel(listening.take_cancels())
+            except Exception:
+                # The thread must outlive any error (a failover's half-closed socket): without
+                # it the worker only polls. Log it, sleep one poll, listen again.
+                logger.exception("notify.listen_error")
+                self.stopping.wait(self.poll)
 
     def stop(self) -> None:
         if self.listener is None:

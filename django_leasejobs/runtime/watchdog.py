@@ -2,7 +2,7 @@
 
 A Python thread cannot be stopped from outside, so the worker does what it can do: it sets the
 handler's ``ctx.cancelled`` and writes the attempt's end itself, fenced by the attempt token
-(``execution.end_attempt``); an ``async def`` handler's task is also cancelled. The handler's
+(``attempt_ends.end_attempt``); an ``async def`` handler's task is also cancelled. The handler's
 own result is refused when it returns, and its thread keeps its slot (it still runs) until
 then. A handler still running one heartbeat interval after its attempt ended is **stuck**:
 logged, counted, and with ``max_stuck`` the worker stops so that its supervisor starts a fresh
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from django.db import Error as DatabaseError
 from django.db import connections
 
-from . import execution
+from . import attempt_ends, execution
 from .connection_keeper import ConnectionKeeper
 from .context import CANCELLED, TIMEOUT
 from .ledger import Ledger
@@ -167,7 +167,7 @@ class Watchdog:
         return max(wait, 0.0)
 
     def _end(self, slot: Slot, reason: str) -> None:
-        """Take the attempt from its handler (unless it is being reported) and end it."""
+        """Take the attempt from its handler (unless its result is being written) and end it."""
         if self.slots.end(slot, reason) is None:  # its thread stays taken; its job id is free
             return
         slot.cancellation.set(reason)
@@ -180,7 +180,7 @@ class Watchdog:
     def _write_end(self, slot: Slot) -> None:
         """The fenced write; a database error leaves it to the next pass."""
         execution.close_old_connections()
-        outcome = execution.end_attempt(
+        outcome = attempt_ends.end_attempt(
             slot.job, slot.end_reason, execution=slot.handled, timeout=slot.timeout
         )
         self.ledger.count(slot, outcome)
@@ -208,7 +208,7 @@ class Watchdog:
             self.stop_worker(f"max_stuck={self.options.max_stuck} reached")
 
     def ended_returned(self, slot: Slot) -> bool:
-        """A runner is done with its slot (its handler returned, its result reported or
+        """A runner is done with its slot (its handler returned, its result written or
         grouped, or it never ran): the slot settles, unless a grouped completion or the
         watchdog's unwritten end still needs it. True if the worker had ended the attempt."""
         move = self.slots.returned(slot)

@@ -1,7 +1,7 @@
 """The worker: claims due jobs, runs them on a pool of threads, keeps their leases alive.
 
 It changes job state only through :mod:`django_leasejobs.protocol` (claim, heartbeat, release,
-recover_expired) and :mod:`.execution` (run a handler, report its result under its attempt
+recover_expired) and :mod:`.execution` (run a handler, write its result under its attempt
 token). ``Worker`` builds its parts and wires them together; each owns its state and gets what
 it needs by constructor, one module each:
 
@@ -13,11 +13,11 @@ it needs by constructor, one module each:
   (:mod:`.claim_sizing`), hands jobs to an executor, and every ``poll`` seconds runs
   :mod:`.maintenance` (lease recovery, samples, pruning, the scheduler).
 * :mod:`.pool`, the **pool threads**, and :mod:`.async_runner`, **one event-loop thread** (when
-  the process has ``async def`` handlers) with two reporter threads: the two executors. Both
-  report through :mod:`.reporting`; :mod:`.completions` groups plain successes into one
+  the process has ``async def`` handlers) with two writer threads: the two executors. Both
+  write through :mod:`.result_writing`; :mod:`.completions` groups plain successes into one
   statement.
 * :mod:`.heartbeat`, **one heartbeat thread**: extends all in-flight leases in one call and
-  sets ``lease_lost`` on a job whose lease was lost; the worker never reports that attempt.
+  sets ``lease_lost`` on a job whose lease was lost; the worker never writes that attempt's end.
 * :mod:`.watchdog`, **one watchdog thread**: ends attempts past their timeout or cancelled by
   an operator (``ctx.cancelled``, a fenced write), and counts handlers that will not return
   as stuck (``max_stuck`` of them stop the worker).
@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ..reports import queue_gauges
 from ..reports.summary import Summary
 from .async_runner import AsyncPool
 from .claim_sizing import ClaimRoom, ClaimSizer
@@ -55,7 +56,7 @@ from .options import (
 )
 from .outage import Outage
 from .pool import ThreadPool
-from .reporting import Reporter
+from .result_writing import ResultWriter
 from .shutdown import Shutdown
 from .slots import InFlight, Lane, Slot
 from .wakeup import Wakeup
@@ -186,12 +187,13 @@ class Worker:
         self.watchdog.start()
         if not burst:
             self.wakeup.start()
+            queue_gauges.observe()  # once per process; read when the project's reader collects
         try:
             self.loop.run(burst)
         finally:
             self.shutdown.run()
             self.ledger.flush_runtimes()  # what the last beat did not write
-            self.loop.maintenance.release_retention()
+            self.loop.maintenance.give_up_retention_lease()
             self.summary.seconds = time.monotonic() - started
             self._log_stopped()
         return self.summary
@@ -260,7 +262,7 @@ def _parts(
         stop=control.stop,
         cancel_async=cancel_async,
     )
-    reporter = Reporter(
+    writer = ResultWriter(
         worker_id=worker_id,
         slots=slots,
         completer=completer,
@@ -272,7 +274,7 @@ def _parts(
         worker_id=worker_id,
         lanes=lanes,
         keeper=keeper,
-        reporter=reporter,
+        writer=writer,
         watchdog=watchdog,
         room=room,
         wake=control.wake,
@@ -281,7 +283,7 @@ def _parts(
         worker_id=worker_id,
         async_slots=options.async_slots,
         keeper=keeper,
-        reporter=reporter,
+        writer=writer,
         watchdog=watchdog,
         wake=control.wake,
     )

@@ -3,7 +3,7 @@ the maintenance lease, the live workers' rows, the lease advisor's counters and 
 attempt's logs."""
 
 from .job_logs import AttemptLogs, store_logs
-from .maintenance import RETENTION, release_lease, take_lease
+from .maintenance import RETENTION, give_up_lease, take_lease
 from .pruning import (
     PRUNABLE,
     count_prunable,
@@ -43,6 +43,7 @@ __all__ = [
     "deletable",
     "delete_finished",
     "forget_worker",
+    "give_up_lease",
     "prune_finished",
     "prune_limiters",
     "prune_runs",
@@ -50,7 +51,6 @@ __all__ = [
     "prune_samples",
     "prune_workers",
     "record_runtimes",
-    "release_lease",
     "store_logs",
     "take_lease",
 ]

@@ -59,8 +59,8 @@ def take_lease(name: str, holder: str, seconds: float) -> bool:
     return bool(taken)
 
 
-def release_lease(name: str, holder: str) -> bool:
-    """Give the lease back now if ``holder`` still has it (a clean stop); True if it did."""
+def give_up_lease(name: str, holder: str) -> bool:
+    """Give up the lease now if ``holder`` still has it (a clean stop); True if it did."""
     _check(name, holder, 1)
     alias = job_database()
     return bool(

@@ -152,8 +152,8 @@ class Retention:
                 " ".join(f"{state}={count}" for state, count in walk.deleted.items()),
             )
 
-    def release(self) -> None:
-        """At a clean stop: give the lease back if held, so another worker goes on at once."""
+    def give_up_lease(self) -> None:
+        """At a clean stop: give up the lease if held, so another worker goes on at once."""
         if self._walk is not None:
             self._walk = None
-            upkeep.release_lease(upkeep.RETENTION, self.worker_id)
+            upkeep.give_up_lease(upkeep.RETENTION, self.worker_id)

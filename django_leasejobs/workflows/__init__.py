@@ -31,9 +31,9 @@ def release(step: int | Any) -> bool:
     is released now, or waits for its other parents. False when it was not held. Raises the
     enqueue's error (``UnknownJobError``, ``JobArgumentsError``) when its job cannot be made,
     and the step stays held."""
-    from ..protocol.workflow_runs import release_held
+    from ..protocol.workflow_runs import unhold_step
 
-    return release_held(int(getattr(step, "pk", getattr(step, "id", step))))
+    return unhold_step(int(getattr(step, "pk", getattr(step, "id", step))))
 
 
 def get(run_id: int) -> WorkflowRun:

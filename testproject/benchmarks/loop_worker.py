@@ -8,7 +8,7 @@ worker's threads, heartbeats and bookkeeping.
 from __future__ import annotations
 
 from django_leasejobs import protocol
-from django_leasejobs.runtime import execution
+from django_leasejobs.runtime import attempt_ends, execution
 from django_leasejobs.runtime.connection_keeper import ConnectionKeeper
 
 
@@ -31,6 +31,6 @@ def run_loop(batch: int, *, worker_id: str, queues: list[str] | None = None) -> 
             if result.ok and result.result is None:
                 succeeded.append((job.pk, job.attempt))
             else:
-                execution.report(result)
+                attempt_ends.write_result(result)
         protocol.complete_many(succeeded)
         done += len(claimed)

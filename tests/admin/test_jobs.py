@@ -388,7 +388,9 @@ def test_the_detail_shows_a_deferred_jobs_deferrals(admin_client) -> None:
 class TestProgress:
     def report(self, job: Job, done: float, total: float | None, message: str) -> None:
         running = claim(job)
-        protocol.record_progress(job.pk, running.attempt, protocol.report_of(done, total, message))
+        protocol.record_progress(
+            job.pk, running.attempt, protocol.progress_update(done, total, message)
+        )
 
     def test_the_job_page_shows_a_bar_with_its_figures_and_escaped_message(
         self, admin_client

@@ -218,12 +218,12 @@ def test_unknown_paths_are_json_404_for_every_method(operator):
 
 
 def test_a_job_shows_its_progress_as_the_schema_says(operator):
-    from django_leasejobs.protocol import record_progress, report_of
+    from django_leasejobs.protocol import progress_update, record_progress
 
     quiet = jobs.add.enqueue(1, 2)
     busy = jobs.add.enqueue(3, 4)
     claimed = protocol.claim_job(busy.pk, "api-test", lease_seconds=60)
-    record_progress(busy.pk, claimed.attempt, report_of(3, 8, "copying"))
+    record_progress(busy.pk, claimed.attempt, progress_update(3, 8, "copying"))
     document = json.loads(schema.rendered())
     checker = {**document, "$ref": "#/components/schemas/Job"}
     status, body = operator.get(f"jobs/{busy.pk}/")

@@ -15,7 +15,7 @@ from django_leasejobs.core.backoff import Backoff
 from django_leasejobs.core.error_history import ERROR_BYTES, TRACEBACK_BYTES, stored
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Failure, Outcome
-from django_leasejobs.runtime import execution
+from django_leasejobs.runtime import attempt_ends, execution
 
 NO_WAIT = Backoff(base=0, cap=0, jitter="none")
 MARKER = re.compile(r" \[\.\.\. (\d+) bytes cut \.\.\.\] |\n  \[\.\.\. (\d+) bytes cut \.\.\.\]\n")
@@ -169,7 +169,7 @@ class TestEveryWrite:
 
     def test_a_timeout(self, at_the_bound) -> None:
         running = at_the_bound()
-        assert execution.end_attempt(running, "timeout", timeout=1) is Outcome.RETRIED
+        assert attempt_ends.end_attempt(running, "timeout", timeout=1) is Outcome.RETRIED
         self.assert_bounded(running.pk, Status.FAILED)
 
     def test_an_unregistered_job_is_dead_with_a_bounded_letter(

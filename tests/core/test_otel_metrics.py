@@ -67,3 +67,45 @@ def test_an_async_attempt_is_counted(measurements: Any) -> None:
     (point,) = measurements.read()["messaging.client.consumed.messages"]
     assert point.attributes["leasejobs.job.name"] == "testapp.tracing_jobs.async_traced"
     assert point.attributes["leasejobs.outcome"] == "succeeded"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_claim_is_timed_and_sized(measurements: Any) -> None:
+    jobs.noop.enqueue_many([((), {})] * 3)
+    assert Worker(batch=10, **WORKER).run(burst=True).succeeded == 3
+    read = measurements.read()
+    (size,) = read["leasejobs.claim.size"]
+    (duration,) = read["leasejobs.claim.duration"]
+    for point in (size, duration):
+        assert point.attributes == {
+            "messaging.system": "django_leasejobs",
+            "leasejobs.claim.queues": "*",
+        }
+    # The claim that took the three, and the empty one(s) that found nothing more.
+    assert size.count == duration.count >= 2
+    assert (size.sum, size.max, size.min) == (3, 3, 0)
+    assert duration.sum > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_dead_letters_are_counted_by_job_name_once_committed(measurements: Any) -> None:
+    tracing_jobs.broken.enqueue()
+    tracing_jobs.broken.enqueue(queue="other")
+    jobs.noop.enqueue()
+    assert Worker(**WORKER, queues=["default", "other"]).run(burst=True).dead == 2
+    dead = by_attributes(
+        measurements.read()["leasejobs.dead_letters"],
+        "messaging.destination.name",
+        "leasejobs.job.name",
+    )
+    assert {key: point.value for key, point in dead.items()} == {
+        ("default", "testapp.tracing_jobs.broken"): 1,
+        ("other", "testapp.tracing_jobs.broken"): 1,
+    }
+
+
+def test_a_rolled_back_dead_letter_is_not_counted(measurements: Any) -> None:
+    """Here the test's transaction never commits: the dead letter is not counted."""
+    tracing_jobs.broken.enqueue()
+    assert drain().dead == 1
+    assert "leasejobs.dead_letters" not in measurements.read()

@@ -207,7 +207,7 @@ class TestStop:
         assert not worker.async_pool.thread.is_alive()
         assert worker.async_pool.loop is not None
         assert worker.async_pool.loop.is_closed()
-        assert not any(thread.is_alive() for thread in worker.async_pool.reporters)
+        assert not any(thread.is_alive() for thread in worker.async_pool.writers)
 
 
 class TestCapacity:

@@ -12,7 +12,7 @@ from testapp import jobs
 from django_leasejobs import protocol
 from django_leasejobs.core.job_log_context import CURRENT, JobFields
 from django_leasejobs.models import Job, JobLog, Status
-from django_leasejobs.runtime import execution, job_logs
+from django_leasejobs.runtime import attempt_ends, execution, job_logs
 from django_leasejobs.runtime.job_logs import ROUTER, Buffer
 from django_leasejobs.runtime.worker import Worker
 from django_leasejobs.testing import drain, run_job
@@ -187,9 +187,9 @@ def test_a_stale_attempt_writes_no_logs_and_the_new_owner_s_are_its_own(
     (owner,) = protocol.claim("w2", batch=1)  # w2 takes it again
     late = execution.execute(stale, "w1")
     assert late.context.logs is not None
-    assert execution.report(late) is protocol.Outcome.STALE
+    assert attempt_ends.write_result(late) is protocol.Outcome.STALE
     assert not JobLog.objects.exists()
-    assert execution.report(execution.execute(owner, "w2")) is protocol.Outcome.SUCCEEDED
+    assert attempt_ends.write_result(execution.execute(owner, "w2")) is protocol.Outcome.SUCCEEDED
     assert [m[0] for m in messages(owner)] == [2, 2]  # only the owner's attempt
 
 
@@ -198,7 +198,7 @@ def test_a_lost_lease_writes_no_logs(project_logging) -> None:
     (claimed,) = protocol.claim("w1", batch=1)
     result = execution.execute(claimed, "w1")
     result.context.lease_lost_event.set()
-    assert execution.report(result) is protocol.Outcome.STALE
+    assert attempt_ends.write_result(result) is protocol.Outcome.STALE
     assert not JobLog.objects.exists()
 
 

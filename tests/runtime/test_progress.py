@@ -51,7 +51,7 @@ def test_reports_every_10_ms_for_5_s_make_at_most_7_writes() -> None:
     progress = Progress(job.pk, job.attempt, clock=clock)
     with CaptureQueriesContext(connection) as queries:
         for step in range(1, 501):
-            progress.report(step, 500)
+            progress.update(step, 500)
             clock.now += 0.01
         progress.flush()
     assert progress_updates(queries) <= 7
@@ -62,14 +62,14 @@ def test_the_first_report_is_written_at_once_the_next_after_the_interval() -> No
     job = running_job()
     clock = FakeClock()
     progress = Progress(job.pk, job.attempt, clock=clock)
-    progress.report(1, 10, "first")
+    progress.update(1, 10, "first")
     assert stored(job.pk) == (1, 10, "first")
     clock.now += 0.5
-    progress.report(2, 10, "kept")
+    progress.update(2, 10, "kept")
     assert stored(job.pk) == (1, 10, "first")
     assert progress.pending
     clock.now += 0.5
-    progress.report(3, 10, "due")
+    progress.update(3, 10, "due")
     assert stored(job.pk) == (3, 10, "due")
     assert not progress.pending
 
@@ -79,7 +79,7 @@ def test_flush_writes_only_a_pending_report() -> None:
     progress = Progress(job.pk, job.attempt, clock=FakeClock())
     with CaptureQueriesContext(connection) as queries:
         progress.flush()  # nothing reported
-        progress.report(1)
+        progress.update(1)
         progress.flush()  # already written
     assert progress_updates(queries) == 1
 
@@ -87,9 +87,9 @@ def test_flush_writes_only_a_pending_report() -> None:
 def test_a_report_of_a_stale_attempt_changes_nothing() -> None:
     job = running_job()
     progress = Progress(job.pk, job.attempt, interval=0)
-    progress.report(1, 2)
+    progress.update(1, 2)
     Job.objects.filter(pk=job.pk).update(attempt=job.attempt + 1)  # reclaimed elsewhere
-    progress.report(2, 2, "late")
+    progress.update(2, 2, "late")
     progress.flush()
     assert stored(job.pk) == (1, 2, "")
 
@@ -98,7 +98,7 @@ def test_a_bad_report_raises_in_the_handler_and_writes_nothing() -> None:
     job = running_job()
     progress = Progress(job.pk, job.attempt)
     with pytest.raises(JobValidationError, match="less than done"):
-        progress.report(5, 1)
+        progress.update(5, 1)
     assert Job.objects.get(pk=job.pk).progress is None
 
 

@@ -1,7 +1,7 @@
 """A slot's life under concurrent callers: the transition table of :mod:`runtime.slots`.
 
 Several threads call random transition methods on one slot at once, as the worker calls them
-(``try_report`` under ``InFlight.gate``; the moves in and out of flight through
+(``try_write`` under ``InFlight.gate``; the moves in and out of flight through
 :class:`InFlight`), with the heartbeat's snapshot of renewable slots among them. Whatever the
 interleaving: each won move is a row of the table, exactly one caller wins the move out of each
 state (the won moves chain from ``queued`` to the slot's last state), and a slot that settled
@@ -47,7 +47,7 @@ class CountingInFlight(InFlight):
 
 def _report(flight: InFlight, slot: Slot) -> Move | None:
     with flight.gate:  # as a runner does
-        return slot.try_report()
+        return slot.try_write()
 
 
 def _complete(flight: InFlight, slot: Slot) -> Move | None:
@@ -61,7 +61,7 @@ def _renew(flight: InFlight, slot: Slot) -> None:
 
 CALLS: dict[str, Callable[[InFlight, Slot], Move | None]] = {
     "try_start": lambda flight, slot: slot.try_start(),
-    "try_report": _report,
+    "try_write": _report,
     "try_release": lambda flight, slot: slot.try_release(),
     "try_end": lambda flight, slot: flight.end(slot, "timeout"),
     "try_group": lambda flight, slot: slot.try_group(),
@@ -140,7 +140,7 @@ def test_concurrent_callers_move_a_slot_along_the_table_and_it_leaves_flight_onc
     "plan",
     [
         ["try_start", "try_release", "try_end"],  # whichever comes first, alone
-        ["try_start", "try_report", "try_group", "try_return", "try_complete"],
+        ["try_start", "try_write", "try_group", "try_return", "try_complete"],
         ["try_end", "try_return", "try_end_written", "try_stick", "try_return"],
     ],
 )

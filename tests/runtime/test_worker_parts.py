@@ -1,6 +1,6 @@
 """The worker's parts, each built alone from what it takes by constructor (no ``Worker``, no
 threads started): options, slots, ledger, control, completer, claim room, watchdog, heartbeat,
-reporter. The database ones run against the real test database."""
+writer. The database ones run against the real test database."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from django_leasejobs.runtime.control import Control
 from django_leasejobs.runtime.heartbeat import Heartbeat
 from django_leasejobs.runtime.ledger import Ledger
 from django_leasejobs.runtime.options import DEFAULT_BATCH, WorkerOptions
-from django_leasejobs.runtime.reporting import Reporter
+from django_leasejobs.runtime.result_writing import ResultWriter
 from django_leasejobs.runtime.slots import InFlight, Lane, Slot, SlotState
 from django_leasejobs.runtime.watchdog import Watchdog
 
@@ -66,7 +66,7 @@ class Parts:
             stop=self.control.stop,
             cancel_async=lambda slot: self.cancelled.append(slot) is None,
         )
-        self.reporter = Reporter(
+        self.writer = ResultWriter(
             worker_id=WORKER,
             slots=self.slots,
             completer=self.completer,
@@ -81,6 +81,16 @@ class Parts:
         for slot in slots:
             self.slots.add(slot)
         return slots
+
+    def heartbeat(self) -> Heartbeat:
+        """The heartbeat of a worker of two threads, over these slots."""
+        return Heartbeat(
+            options=build_options(concurrency=2),
+            slots=self.slots,
+            ledger=self.ledger,
+            keeper=ConnectionKeeper(),
+            request_cancel=self.watchdog.request_cancel,
+        )
 
     def run(self, slot: Slot) -> execution.Execution:
         """What a pool thread does, on this thread."""
@@ -149,7 +159,7 @@ class TestInFlight:
         slots = InFlight()
         plain, reporting, released, ended = (Slot(a_job(pk)) for pk in (1, 2, 3, 4))
         assert reporting.try_start()
-        assert reporting.try_report()
+        assert reporting.try_write()
         assert released.try_release()
         assert ended.try_end("timeout")
         for slot in (plain, reporting, released, ended):
@@ -233,7 +243,7 @@ class TestWithTheDatabase:
         parts = Parts()
         slots = parts.claim()
         for slot in slots:
-            assert parts.reporter.finished(slot, parts.run(slot)) is True  # grouped, not written
+            assert parts.writer.finished(slot, parts.run(slot)) is True  # grouped, not written
         assert (parts.completer.waiting(), parts.slots.running) == (3, 3)
         assert Job.objects.filter(status=Status.RUNNING).count() == 3
         parts.completer.flush()
@@ -256,7 +266,7 @@ class TestWithTheDatabase:
             1,
         )
         assert slot.cancellation.reason == "timeout"
-        assert parts.reporter.finished(slot, result) is False  # its token is spent
+        assert parts.writer.finished(slot, result) is False  # its token is spent
         assert parts.watchdog.ended_returned(slot) is True
         assert parts.slots.total == 0
 
@@ -327,14 +337,7 @@ class TestWithTheDatabase:
         earlier = F("lease_expires_at") - dt.timedelta(seconds=10)
         Job.objects.filter(pk=kept.job.pk).update(lease_expires_at=earlier)
         before = fields(kept.job.pk, "lease_expires_at")["lease_expires_at"]
-        heartbeat = Heartbeat(
-            options=build_options(concurrency=2),
-            slots=parts.slots,
-            ledger=parts.ledger,
-            keeper=ConnectionKeeper(),
-            request_cancel=parts.watchdog.request_cancel,
-        )
-        heartbeat.beat()
+        parts.heartbeat().beat()
         assert fields(kept.job.pk, "lease_expires_at")["lease_expires_at"] > before
         assert (kept.lease_lost.is_set(), lost.lease_lost.is_set()) == (False, True)
         row = WorkerRow.objects.get(worker_id=WORKER)
@@ -344,7 +347,7 @@ class TestWithTheDatabase:
         job = jobs.always_fails.enqueue()
         parts = Parts()
         (slot,) = parts.claim()
-        assert parts.reporter.finished(slot, parts.run(slot)) is False
+        assert parts.writer.finished(slot, parts.run(slot)) is False
         assert parts.completer.waiting() == 0
         assert fields(job.pk, "status", "attempt") == {"status": Status.FAILED, "attempt": 1}
         assert parts.ledger.summary.retried == 1
@@ -355,6 +358,6 @@ class TestWithTheDatabase:
         (slot,) = parts.claim()
         result = parts.run(slot)
         assert slot.try_release()  # shutdown handed it back while the handler ran
-        assert parts.reporter.finished(slot, result) is False
+        assert parts.writer.finished(slot, result) is False
         assert (parts.completer.waiting(), parts.ledger.summary.succeeded) == (0, 0)
         assert fields(job.pk, "status")["status"] == Status.RUNNING

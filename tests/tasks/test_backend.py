@@ -22,7 +22,7 @@ from django_leasejobs import protocol
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Outcome
-from django_leasejobs.runtime import execution
+from django_leasejobs.runtime import attempt_ends, execution
 from django_leasejobs.runtime.worker import Worker
 
 from ..conftest import fields, shifted
@@ -354,7 +354,7 @@ class TestResults:
         expire_lease(int(result.id), native)
         outcomes = protocol.recover_expired()
         assert outcomes == {int(result.id): Outcome.DEAD, native.pk: Outcome.DEAD}
-        execution.recovered(outcomes)
+        attempt_ends.recovered(outcomes)
         assert signals[-1] == ("finished", LeaseJobsBackend, TaskResultStatus.FAILED, 1)
         assert [s[0] for s in signals] == ["enqueued", "finished"]
 

@@ -1,4 +1,4 @@
-"""django.tasks tasks on the in-process Worker: every task reports through execution.report.
+"""django.tasks tasks on the in-process Worker: every task's result goes through write_result.
 
 The worker groups plain successes into one completion statement; tasks are kept out of that
 path so their ``task_finished`` signal is sent and the finishing worker is recorded.

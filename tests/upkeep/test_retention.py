@@ -154,12 +154,12 @@ class TestLease:
         seconds = (row.expires_at - row.left).total_seconds()
         assert 85 < seconds <= 90
 
-    def test_release_frees_it_for_another_holder_only_by_its_holder(self) -> None:
+    def test_giving_it_up_frees_it_for_another_holder_only_by_its_holder(self) -> None:
         assert upkeep.take_lease("retention", "a", 60)
-        assert not upkeep.release_lease("retention", "b")
+        assert not upkeep.give_up_lease("retention", "b")
         assert not upkeep.take_lease("retention", "b", 60)
-        assert upkeep.release_lease("retention", "a")
-        assert not upkeep.release_lease("retention", "a")  # already free
+        assert upkeep.give_up_lease("retention", "a")
+        assert not upkeep.give_up_lease("retention", "a")  # already free
         assert upkeep.take_lease("retention", "b", 60)
 
     def test_leases_of_different_work_are_apart(self) -> None:
@@ -282,15 +282,15 @@ class TestPruning:
         b_clock.now += b.lease_seconds
         assert b.tick() == 1
 
-    def test_a_clean_stop_releases_a_walk_under_way(self) -> None:
+    def test_a_clean_stop_gives_up_a_walk_under_way(self) -> None:
         succeeded(4, days_ago=8)
         a = pruner("a", batch=2, budget=0)
         assert a.tick() == 2
-        a.release()
+        a.give_up_lease()
         assert pruner("b", batch=2, budget=0).tick() == 2
         done = pruner("c")
         assert done.tick() == 0
-        done.release()  # no walk under way: nothing to give back
+        done.give_up_lease()  # no walk under way: nothing to give back
         assert MaintenanceLease.objects.get().holder == "b"
 
     def test_a_pruned_occurrence_is_never_emitted_again(self) -> None:

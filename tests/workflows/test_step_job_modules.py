@@ -1,13 +1,13 @@
-"""A step's job lives in a module the releasing process has not imported yet.
+"""A step's job lives in a module the process enqueueing it has not imported yet.
 
 A worker runs a job whose module nothing imported at start (a job outside ``jobs.py``, in a
 package ``LEASEJOBS_TASK_MODULES`` or an installed app allows): it imports the module for the
-row. A step's release must find its job the same way, or the step fails for good ("Could not
+row. A step's enqueue must find its job the same way, or the step fails for good ("Could not
 enqueue: No job is registered") and the run with it, although any worker could run that job:
 an operator releasing a held step from ``manage.py shell`` (which imports only ``jobs.py``
 modules), or a worker finishing a parent whose child's job is in a module it has not used yet.
 
-``protocol.workflow_steps.release`` looks the job up with ``registry.find``, as a worker does.
+``protocol.workflow_steps.enqueue_step`` looks the job up with ``registry.find``, as a worker does.
 """
 
 from __future__ import annotations

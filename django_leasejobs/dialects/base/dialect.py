@@ -7,8 +7,7 @@ One public method per operation the protocol calls whose SQL differs per databas
 ``upsert_worker``, ``check_sendable`` and ``require_utf8``. Beside them, the database's
 capabilities are attributes (``notifies``, ``utc_session``, ``journal_mode_query``), as
 Django's ``connection.features`` are, so that no code outside ``dialects/`` names a database.
-Each
-takes the database alias first, owns its statements and, where it has several, its
+Each takes the database alias first, owns its statements and, where it has several, its
 transaction; its steps are private to the dialect (a leading underscore: ``_claim``, the
 plain claim that ``claim_limited`` falls back to, is one), so a database overrides a step or
 the whole operation without the protocol knowing. The protocol guards and fences, the dialect
@@ -16,6 +15,9 @@ only says how the database does it. These versions use querysets and work on eve
 Django supports; MariaDB and MySQL run them as they are. Every write here is guarded the same
 way as its SQL versions: by token (id, attempt) and status, so "zero rows changed" means stale
 on every database.
+
+The claim and the lease's renewal (``claim_limited``, ``renew`` and their steps) are
+:mod:`.leasing`'s ``LeaseSteps``, which ``Dialect`` inherits; the rest is here.
 """
 
 from __future__ import annotations
@@ -30,13 +32,11 @@ from django.db.models.expressions import DatabaseDefault
 
 from ...db.dbtime import DbNow
 from ...db.deadlocks import retry_deadlocks
-from ...models import CLAIMABLE, Job, Limiter, Status, Worker
+from ...models import Job, Limiter, Status, Worker
 from ..tokens import Completion, Token, succeeded_fields, tokens_q
 from . import limiter_pruning
-from .expressions import after, start_attempts
-from .limited import ORDER, UNLIMITED, LimitedClaimSteps
-from .pauses import not_paused
-from .within_limits import CANDIDATES_PER_SLOT, Held, limiter_keys
+from .expressions import after
+from .leasing import LeaseSteps, Renewed
 from .workflow_steps import Counted, StepsCompleted, complete_steps, count_steps
 
 __all__ = [
@@ -52,17 +52,6 @@ __all__ = [
     "succeeded_fields",
     "tokens_q",
 ]
-
-
-class Renewed(NamedTuple):
-    """What a renewal found: the leases kept, and which of those jobs an operator asked to cancel.
-
-    The cancel requests ride on the heartbeat's own statement, so a worker learns of one within
-    a heartbeat interval on every database at no extra round trip.
-    """
-
-    kept: set[int]
-    cancel_requested: set[int]
 
 
 class Completed(NamedTuple):
@@ -124,11 +113,8 @@ OPERATIONS = (
 """The dialect's public methods: what the layers above call, and nothing else
 (tests/dialects/test_interface.py)."""
 
-CLAIM_PAGES = 4
-"""Candidate pages a locking claim tries when other claimers hold the first ones."""
 
-
-class Dialect(LimitedClaimSteps):
+class Dialect(LeaseSteps):
     """One database's way of doing each operation; these are the ORM's ways.
 
     A new database is a subclass that passes ``tests/dialects`` (every public method, on every
@@ -187,134 +173,6 @@ class Dialect(LimitedClaimSteps):
     def announce(self, alias: str, queues: Sequence[str]) -> None:
         """Wake idle workers of ``queues`` when the transaction commits (where it can)."""
 
-    def _claim(
-        self,
-        alias: str,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        batch: int,
-        lease_seconds: float,
-    ) -> list[Job]:
-        """Lease up to ``batch`` due rows without limits to ``worker_id``, ``attempt`` + 1 each.
-
-        InnoDB locks every row a locking read *reads*, and ``ORDER BY ... LIMIT`` reads the
-        whole due backlog into a sort first: one ``SELECT ... FOR UPDATE SKIP LOCKED`` would
-        lock it all and leave other claimers nothing. So the order comes from a plain read
-        of candidate ids, and the locking read names those ids with no ORDER BY or LIMIT, so
-        it locks only them (rows another claimer holds are skipped). A page taken entirely
-        by others moves on to the next, a few times at most. The update re-checks the status.
-        """
-        due = Job.objects.using(alias).filter(UNLIMITED, status__in=CLAIMABLE, run_at__lte=DbNow())
-        if queues is not None:
-            due = due.filter(queue__in=list(queues))
-        due = due.filter(not_paused(alias))
-        with transaction.atomic(using=alias):
-            ids = self._lock_candidates(due, batch)
-            if not ids:
-                return []
-            # The pause test again in the UPDATE that starts the jobs: a pause that committed
-            # after the candidates were read still holds them back.
-            claimed = Job.objects.using(alias).filter(
-                not_paused(alias), id__in=ids, status__in=CLAIMABLE
-            )
-            start_attempts(claimed, worker_id, lease_seconds)
-            return list(
-                Job.objects.using(alias).filter(
-                    id__in=ids, status=Status.RUNNING, lease_owner=worker_id
-                )
-            )
-
-    @staticmethod
-    def _lock_candidates(due: Any, batch: int) -> list[int]:
-        ids: list[int] = []
-        seen: list[int] = []
-        for _ in range(CLAIM_PAGES):
-            candidates = list(
-                due.exclude(id__in=seen)
-                .order_by(*ORDER)
-                .values_list("id", flat=True)[: batch - len(ids)]
-            )
-            if not candidates:
-                break
-            seen.extend(candidates)
-            ids.extend(
-                due.filter(id__in=candidates)
-                .order_by()  # no ORDER BY: nothing to sort, so only the candidates are read
-                .select_for_update(skip_locked=True)
-                .values_list("id", flat=True)
-            )
-            if len(ids) >= batch:
-                break
-        return ids
-
-    def claim_limited(
-        self,
-        alias: str,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        batch: int,
-        lease_seconds: float,
-    ) -> list[Job]:
-        """Lease up to ``batch`` due jobs, those with concurrency or rate limits only within
-        their limits, those without beside them in one claim order (``base.limited``).
-
-        Jobs over a limit stay waiting, unchanged, and the jobs behind them are claimed. With
-        no job with limits due, this is the plain claim (``_claim``).
-        """
-        if not self._limited_due(alias, queues, batch):
-            return self._claim(alias, worker_id, queues, batch, lease_seconds)
-        candidates = self._limited_candidates(alias, queues, batch * CANDIDATES_PER_SLOT)
-        if not candidates:  # all of them held back by their limits
-            return self._claim(alias, worker_id, queues, batch, lease_seconds)
-        heads = self._unlimited_heads(alias, queues, batch)
-        keys = limiter_keys(candidates)
-        self._add_limiters(alias, keys)
-        with transaction.atomic(using=alias):
-            held = Held(candidates, heads, self._lock_limiters(alias, keys))
-            jobs = self._start_within_limits(alias, worker_id, held, batch, lease_seconds)
-        return self._claim_rest(alias, worker_id, queues, batch, lease_seconds, held, jobs)
-
-    def _claim_rest(
-        self,
-        alias: str,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        batch: int,
-        lease_seconds: float,
-        held: Held,
-        jobs: list[Job],
-    ) -> list[Job]:
-        """After the limited claim's transaction: the batch's rest with the plain claim, when
-        jobs without limits were due before it filled."""
-        rest = batch - len(jobs)
-        if rest > 0 and held.heads:
-            jobs += self._claim(alias, worker_id, queues, rest, lease_seconds)
-        return jobs
-
-    def renew(
-        self, alias: str, worker_id: str, tokens: list[Token], lease_seconds: float
-    ) -> Renewed:
-        """Extend the leases ``tokens`` still hold; return the ids kept and those of them with
-        a cancel request."""
-        jobs = Job.objects.using(alias)
-        leases = dict(
-            jobs.filter(pk__in=[job_id for job_id, _ in tokens]).values_list("pk", "lease_seconds")
-        )
-        by_lease: dict[float, list[Token]] = {}
-        for token in tokens:
-            by_lease.setdefault(leases.get(token.id) or lease_seconds, []).append(token)
-        held = {"status": Status.RUNNING, "lease_owner": worker_id}
-        for seconds, group in by_lease.items():
-            jobs.filter(tokens_q(group), **held).update(lease_expires_at=after(seconds))
-        rows = jobs.filter(tokens_q(tokens), **held).values_list("pk", "cancel_requested_at")
-        kept: set[int] = set()
-        cancel: set[int] = set()
-        for job_id, requested in rows:
-            kept.add(job_id)
-            if requested is not None:
-                cancel.add(job_id)
-        return Renewed(kept, cancel)
-
     def announce_cancel(self, alias: str, job_id: int) -> None:
         """Tell the running job's worker at once that it was asked to cancel (where it can).
 
@@ -348,7 +206,7 @@ class Dialect(LimitedClaimSteps):
 
         One transaction (one UPDATE, or one per row with a result): an error leaves none of
         them written, so the caller may try the whole batch again; had the rows before the
-        error committed, that try would find them succeeded and report them stale.
+        error committed, that try would find them succeeded and stale.
         """
         with transaction.atomic(using=alias):
             ids = [c.id for c in completions]
@@ -377,7 +235,7 @@ class Dialect(LimitedClaimSteps):
         """Take the given number of pending parents off each child, in id order, then, when
         no child is left ready, add the given steps succeeded to each run, in id order, in
         the caller's transaction; the children left ready, the runs that ended, and whether
-        the runs were counted (the protocol releases the ready children first, then calls
+        the runs were counted (the protocol enqueues the ready children first, then calls
         again with the runs alone: no job's module is imported while a run's row is locked).
         """
         return count_steps(alias, children, runs)

@@ -4,7 +4,7 @@
 steps (guarded by ``released`` and their latest job) with data-modifying CTEs, and announces
 the jobs in the same statement. ``COUNT_STEPS`` applies the counts the protocol computed from
 the moved steps' edges (``protocol.workflow_completions``): each child's pending parents, then
-each run's counters, and reports the children left with no pending parent and the runs whose
+each run's counters, and returns the children left with no pending parent and the runs whose
 every step ended.
 
 The lock order (jobs, steps, children by id, runs by id) is the statement's structure, not
@@ -16,7 +16,7 @@ table, and deadlocked with ``job_ended``): it no longer takes a lock another tra
 be waiting on in the other order. The runs are locked only once every child has been written
 (their CTE's ``NOT EXISTS`` on the ready children is evaluated first, and reads the whole
 children UPDATE when none is ready), and only when no child was left ready: the protocol then
-releases those first (which may import a job's module) and counts the runs after, so no code
+enqueues those first (which may import a job's module) and counts the runs after, so no code
 is imported while a run's row is locked.
 """
 

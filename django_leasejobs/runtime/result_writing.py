@@ -1,11 +1,11 @@
 """What a runner does once a handler returned: decide whether and how its result is written.
 
-Shared by the pool threads (one slot at a time) and the async reporter threads (many slots per
+Shared by the pool threads (one slot at a time) and the async writer threads (many slots per
 turn). A result is refused when the watchdog ended its attempt meanwhile and dropped when
 shutdown released the job; a plain success joins the grouped completions; anything else is
-written at once, through ``execution.report``, retried with capped backoff on database errors:
-the write is guarded by the attempt token, so a late or repeated write can never overwrite a
-newer result.
+written at once, through ``attempt_ends.write_result``, retried with capped backoff on database
+errors: the write is guarded by the attempt token, so a late or repeated write can never
+overwrite a newer result.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import threading
 from django.db import Error as DatabaseError
 
 from ..protocol import Outcome
-from . import execution, job_logs
+from . import attempt_ends, execution, job_logs
 from .completions import Completer
 from .ledger import Ledger
 from .outage import RECONNECT, headline
@@ -29,7 +29,7 @@ Finished = tuple[Slot, execution.Execution | None]
 """An async slot and its result (``None``: nothing to write, the job was released)."""
 
 
-class Reporter:
+class ResultWriter:
     """Writes (or groups, or refuses) results; called on the runners' threads. It keeps no
     state of its own: the slots' states and the objects it is given hold it."""
 
@@ -49,43 +49,43 @@ class Reporter:
         self.ledger = ledger
         self.watchdog = watchdog
         self.abandon = abandon
-        """Set by shutdown when it gives up: a report retrying a database error stops."""
+        """Set by shutdown when it gives up: a write retrying a database error stops."""
 
     def finished(self, slot: Slot, result: execution.Execution) -> bool:
-        """A pool thread's handler returned: report it. True if its completion waits for the
+        """A pool thread's handler returned: write its result. True if its completion waits for the
         next flush (the slot stays in flight until then). The pool's ``_returned`` then
         settles the slot (:meth:`.Watchdog.ended_returned`)."""
         with self.slots.gate:
-            reporting = slot.try_report()
-        if reporting is None:  # released (never reported) or ended meanwhile
+            writing = slot.try_write()
+        if writing is None:  # released (never written) or ended meanwhile
             if slot.ended:
                 self.late(slot, result)  # the worker ended this attempt: token spent
             return False
         if self.completer.groupable(result):
-            execution.flush_progress(result)  # before the grouped completion is written
+            attempt_ends.flush_progress(result)  # before the grouped completion is written
             slot.execution = result
             slot.try_group()
             self.completer.add([slot])
             return True
-        self.ledger.count(slot, self.report(result), result.unknown)
+        self.ledger.count(slot, self.write(result), result.unknown)
         return False
 
     def finished_many(self, batch: list[Finished]) -> None:
         """What :meth:`finished` and the pool's ``_returned`` do, for many async slots under
         one ``gate``; every slot settles here or, for a grouped success, at the next flush."""
         with self.slots.gate:
-            won = [result is not None and slot.try_report() is not None for slot, result in batch]
+            won = [result is not None and slot.try_write() is not None for slot, result in batch]
         deferred: list[Slot] = []
         try:
-            for (slot, result), reporting in zip(batch, won, strict=True):
-                if reporting and result is not None:
+            for (slot, result), writing in zip(batch, won, strict=True):
+                if writing and result is not None:
                     if self.completer.groupable(result):
-                        execution.flush_progress(result)
+                        attempt_ends.flush_progress(result)
                         slot.execution = result
                         slot.try_group()
                         deferred.append(slot)  # the claim loop's next flush settles it
                         continue
-                    self.ledger.count(slot, self.report(result), result.unknown)
+                    self.ledger.count(slot, self.write(result), result.unknown)
                 if self.watchdog.ended_returned(slot):
                     self.late(slot, result)  # the watchdog ended it, cancelled its task
         finally:
@@ -99,12 +99,12 @@ class Reporter:
         if result is not None:
             job_logs.keep([(result, Outcome.STALE)])
 
-    def report(self, result: execution.Execution) -> Outcome:
+    def write(self, result: execution.Execution) -> Outcome:
         """Write the result; on a database error retry with backoff (the write is fenced)."""
         errors = 0
         while True:
             try:
-                return execution.report(result)
+                return attempt_ends.write_result(result)
             except DatabaseError as exc:
                 errors += 1
                 delay = RECONNECT.ceiling(errors)

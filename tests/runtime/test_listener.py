@@ -1,0 +1,95 @@
+"""The LISTEN connection's failures (``runtime/listener.py``, ``runtime/wakeup.py``): a session
+the server ends (a failover, an administrator, a restart) is reopened at the next wait, and
+the LISTEN thread outlives any error, so a worker goes back to waking on NOTIFY by itself.
+
+PostgreSQL only: the session is ended with ``pg_terminate_backend``, as a failover ends it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from django.db import connection
+from testapp import jobs
+
+from django_leasejobs.core import notify
+from django_leasejobs.runtime.listener import Listener
+from django_leasejobs.runtime.wakeup import Wakeup
+
+pytestmark = [
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="LISTEN/NOTIFY is PostgreSQL's"),
+    pytest.mark.django_db(transaction=True),
+]
+
+LISTENS = [f"LISTEN {notify.CHANNEL}", f"LISTEN {notify.CANCEL_CHANNEL}"]
+"""The listener session's last statement: it listens to the queue and the cancel channels."""
+
+
+def end_listening_sessions() -> None:
+    """Terminate every LISTEN session of this database and wait until each is gone."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+            "WHERE query = ANY(%s) AND pid <> pg_backend_pid() AND datname = current_database()",
+            [LISTENS],
+        )
+        assert cursor.fetchall(), "no listening session was found"
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    listener = Listener()
+    listener.start()
+    assert listener.connected()
+    yield listener
+    listener.close()
+
+
+def test_a_session_ended_between_waits_is_reopened(listener: Listener) -> None:
+    end_listening_sessions()
+    for _ in range(3):  # the LISTEN thread's next waits: none may raise
+        assert listener.wait(0.2) == set()
+    assert listener.connected()
+    jobs.noop.enqueue()
+    assert listener.wait(5) == {"default"}
+
+
+def test_a_goodbye_read_by_the_last_wait_leaves_the_next_one_reopening(
+    listener: Listener,
+) -> None:
+    """The LISTEN thread died here after a failover ("'NoneType' object has no attribute
+    'pgconn'"): the last wait read the server's goodbye (its FATAL message) and returned; the
+    next found the socket closed, dropped the connection, then asked it for its socket."""
+    end_listening_sessions()
+    listener._conn.pgconn.consume_input()  # the goodbye, read as the last wait's read reads it
+    for _ in range(3):
+        assert listener.wait(0.2) == set()
+    assert listener.connected()
+    jobs.noop.enqueue()
+    assert listener.wait(5) == {"default"}
+
+
+def test_the_listen_thread_survives_its_session_ending_and_wakes_the_loop_again() -> None:
+    wake, stopping = threading.Event(), threading.Event()
+    wakeup = Wakeup(
+        queues=None, poll=0.1, wake=wake, stopping=stopping, request_cancel=lambda ids: None
+    )
+    wakeup.start()
+    try:
+        end_listening_sessions()
+        deadline = time.monotonic() + 10
+        # Reopened: a new session listens (the old one ended), and the thread is still alive.
+        while time.monotonic() < deadline and not (wakeup.listener and wakeup.listener.connected()):
+            time.sleep(0.05)
+        time.sleep(0.5)  # several of the thread's waits on the reopened session
+        assert wakeup._thread is not None
+        assert wakeup._thread.is_alive()
+        wake.clear()
+        jobs.noop.enqueue()
+        assert wake.wait(5), "the reopened LISTEN did not wake the loop"
+    finally:
+        stopping.set()
+        wakeup.stop()
