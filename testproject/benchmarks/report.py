@@ -255,6 +255,12 @@ GOALS = [
         lambda v: v >= 0.7,
         ">= 0.70",
     ),
+    Goal(
+        "drain of jobs logging one INFO line, each job's logs kept vs off",
+        "observability_logs_on_vs_off",
+        lambda v: v >= 0.9,
+        ">= 0.90",
+    ),
     Goal("claim at 1M vs 10k", "claim_one_queue_growth", lambda v: v <= 1.5, "<= 1.5x"),
     Goal(
         "claim of 100 at 1M, 10,000 concurrency keys vs none, jobs left running",

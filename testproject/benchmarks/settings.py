@@ -14,6 +14,7 @@ and ``BENCHMARK_OTEL`` sets OpenTelemetry up for the observability section (benc
 import os
 import sys
 from importlib.util import find_spec
+from typing import Any, cast
 
 # ``benchmark --baseline REF``: this process runs the library of another commit, unpacked in
 # this folder (benchmarks.baseline). Settings load before any app, so the library is not yet
@@ -28,14 +29,21 @@ otel_setup.configure(os.environ.get("BENCHMARK_OTEL", "api"))
 
 from testproject.settings import *  # noqa: E402, F403
 from testproject.settings import DATABASES, INSTALLED_APPS, env  # noqa: E402
+from testproject.settings import LOGGING as PROJECT_LOGGING  # noqa: E402
 
 DEBUG = False
+# The observability section: its job's INFO line is made (a logger at INFO, no handler of its
+# own), and kept by each job's own logs unless BENCHMARK_JOB_LOGS is "off".
+_loggers = cast(dict[str, Any], PROJECT_LOGGING["loggers"])
+LOGGING = {**PROJECT_LOGGING, "loggers": {**_loggers, "testapp.bench": {"level": "INFO"}}}
 # The worker section's ``startproject`` drain: the settings ``django-admin startproject`` writes
 # where they differ from these (DEBUG on, no LOGGING: Django's default logging).
 if env.bool("BENCHMARK_STARTPROJECT", default=False):
     DEBUG = True
     LOGGING = {}
 LEASEJOBS_NOTIFY = env.bool("BENCHMARK_NOTIFY", default=True)
+if env.str("BENCHMARK_JOB_LOGS", default="on") == "off":
+    LEASEJOBS_JOB_LOGS = None
 # The retention section's pruning variant sets it (a JSON object); no retention otherwise.
 LEASEJOBS_RETENTION = env.json("BENCHMARK_RETENTION", default={})
 # New dicts: the test project's own stay as they are wherever this module is imported.

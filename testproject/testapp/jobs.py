@@ -415,3 +415,11 @@ async def async_logs_until_timeout(ctx: JobContext) -> None:
 
     logging.getLogger("testapp.work").warning("awaiting")
     await asyncio.sleep(30)
+
+
+@job
+def log_line() -> None:
+    """The observability benchmark's job: one INFO line, which each job's own logs keep."""
+    import logging
+
+    logging.getLogger("testapp.bench").info("one line")
