@@ -4,17 +4,17 @@ The protocol asks ``for_alias(alias)`` for the dialect of the database it writes
 same methods on every database, the alias first: ``insert``, ``insert_many``, ``insert_rows``,
 ``claim_limited``, ``renew``, ``complete_one``, ``complete_many``, ``complete_steps``,
 ``count_steps``, ``announce``, ``announce_cancel``, ``announce_finished``, ``prune_limiters``,
-``upsert_worker``, ``check_sendable`` and ``require_utf8`` (``base.OPERATIONS``). What a
-database can do is an attribute of its dialect (``notifies``, ``utc_session``,
-``journal_mode_query``), read through ``for_connection`` or ``notifies()``: no code outside
-this package tests ``connection.vendor``. Each owns its statements and transaction; its steps
-are private to the dialect. ``base.Dialect`` implements them with the ORM (what MariaDB and
-MySQL use); ``postgresql`` and ``sqlite`` replace the operations, or the steps of one, that
-their SQL does better. Each database's code is a folder: ``base/``, ``postgresql/``,
-``sqlite/``, ``mysql/``; ``sql``, ``tokens``, ``counting`` and ``waiting`` are shared. To add a
-database: subclass ``Dialect``, override what its SQL can do in fewer statements, add it to
-``_BY_VENDOR``, and run ``tests/dialects`` against it. The layers above import this module
-alone (``__all__``), never one of the package's modules: an import-linter contract says so.
+``upsert_worker``, ``insert_logs``, ``check_sendable`` and ``require_utf8``
+(``base.OPERATIONS``). What a database can do is an attribute of its dialect (``notifies``,
+``utc_session``, ``journal_mode_query``), read through ``for_connection`` or ``notifies()``: no
+code outside this package tests ``connection.vendor``. Each owns its statements and transaction;
+its steps are private to the dialect. ``base.Dialect`` implements them with the ORM (what MariaDB
+and MySQL use); ``postgresql`` and ``sqlite`` replace the operations, or the steps of one, that
+their SQL does better. Each database's code is a folder: ``base/``, ``postgresql/``, ``sqlite/``,
+``mysql/``; ``sql``, ``tokens``, ``counting`` and ``waiting`` are shared. To add a database:
+subclass ``Dialect``, override what its SQL can do in fewer statements, add it to ``_BY_VENDOR``,
+and run ``tests/dialects`` against it. The layers above import this module alone (``__all__``),
+never one of the package's modules: an import-linter contract says so.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from typing import Any
 JOB = "django_leasejobs_job"
 LIMITER = "django_leasejobs_limiter"
 PAUSE = "django_leasejobs_pause"
+JOB_LOG = "django_leasejobs_joblog"
 
 WAITING = "status IN ('pending', 'failed')"
 """A job that may be claimed: waiting for its first attempt or for a retry."""

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from django.db import transaction
 
+from .. import dialects
 from ..models import JobLog
 from ..protocol.base import job_database
 
@@ -78,4 +79,4 @@ def store_logs(rows: list[AttemptLogs], *, cap: int | None = None) -> None:
     with transaction.atomic(using=alias):
         if doomed:
             JobLog.objects.using(alias).filter(pk__in=doomed).delete()
-        JobLog.objects.using(alias).bulk_create(objects)
+        dialects.for_alias(alias).insert_logs(alias, objects)

@@ -19,6 +19,7 @@ import pytest
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections, transaction
 from django.db.models import JSONField
 from django.test.utils import CaptureQueriesContext
+from testapp import jobs
 
 from django_leasejobs import dialects
 from django_leasejobs.core import notify
@@ -29,7 +30,7 @@ from django_leasejobs.dialects.postgresql import PostgreSQLDialect
 from django_leasejobs.dialects.postgresql import sql as postgresql_sql
 from django_leasejobs.dialects.sqlite import SQLiteDialect
 from django_leasejobs.errors import JobValidationError
-from django_leasejobs.models import Job, Limiter, Pause, Status, Worker
+from django_leasejobs.models import Job, JobLog, Limiter, Pause, Status, Worker
 from django_leasejobs.runtime.listener import Listener
 
 from ..conftest import shifted
@@ -412,6 +413,8 @@ def test_prune_limiters_passes_over_a_key_a_claimer_holds(dialect: dialects.Dial
 OPERATIONS = {
     "insert", "insert_many", "insert_rows", "claim_limited", "renew", "complete_many",
     "announce", "announce_cancel", "prune_limiters", "upsert_worker",
+    # Each ended attempt's logs, in the transaction that completes it (runtime/job_logs.py).
+    "insert_logs",
     # Text a session would change on its way is refused before it is sent (PostgreSQL's).
     "check_sendable", "require_utf8",
     # Finishes wake callers waiting for a job (``job.wait()``) where the database can.
@@ -456,6 +459,7 @@ def test_the_tables_the_statements_name_literally_are_the_models() -> None:
     assert Job._meta.db_table == sql.JOB
     assert Limiter._meta.db_table == sql.LIMITER
     assert Pause._meta.db_table == sql.PAUSE
+    assert JobLog._meta.db_table == sql.JOB_LOG
     assert (postgresql_sql.JOB, postgresql_sql.LIMITER, postgresql_sql.PAUSE) == (
         sql.JOB, sql.LIMITER, sql.PAUSE,
     )  # fmt: skip
@@ -468,3 +472,28 @@ def test_named_parameters_reach_the_database_through_django_cursor() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT %(n)s, %(text)s, %(n)s", {"n": 7, "text": "it's 100%"})
         assert tuple(cursor.fetchone()) == (7, "it's 100%", 7)
+
+
+@pytest.mark.django_db
+def test_insert_logs_writes_each_attempts_row_as_given(dialect: dialects.Dialect) -> None:
+    first, second = jobs.noop.enqueue(), jobs.noop.enqueue()
+    records = [
+        {"level": "INFO", "logger": "shop", "message": "naïve 'quoted' \"text\" \\ {}", "at": "Z"},
+        {"attempt": 1, "dropped": 3},
+    ]
+    dialect.insert_logs(
+        DEFAULT_DB_ALIAS,
+        [
+            JobLog(job_id=first.pk, attempt=1, records=records, size=120),
+            JobLog(job_id=first.pk, attempt=2, records=[], size=0),
+            JobLog(job_id=second.pk, attempt=1, records=records[:1], size=64),
+        ],
+    )
+    rows = JobLog.objects.order_by("job_id", "attempt").values_list(
+        "job_id", "attempt", "records", "size"
+    )
+    assert list(rows) == [
+        (first.pk, 1, records, 120),
+        (first.pk, 2, [], 0),
+        (second.pk, 1, records[:1], 64),
+    ]

@@ -4,9 +4,10 @@ One public method per operation the protocol calls whose SQL differs per databas
 ``base.OPERATIONS``): ``insert``, ``insert_many``, ``insert_rows``, ``claim_limited``,
 ``renew``, ``complete_one``, ``complete_many``, ``complete_steps``, ``count_steps``,
 ``announce``, ``announce_cancel``, ``announce_finished``, ``prune_limiters``,
-``upsert_worker``, ``check_sendable`` and ``require_utf8``. Beside them, the database's
-capabilities are attributes (``notifies``, ``utc_session``, ``journal_mode_query``), as
-Django's ``connection.features`` are, so that no code outside ``dialects/`` names a database.
+``upsert_worker``, ``insert_logs``, ``check_sendable`` and ``require_utf8``. Beside them, the
+database's capabilities are attributes (``notifies``, ``utc_session``, ``journal_mode_query``),
+as Django's ``connection.features`` are, so that no code outside ``dialects/`` names a
+database.
 Each takes the database alias first, owns its statements and, where it has several, its
 transaction; its steps are private to the dialect (a leading underscore: ``_claim``, the
 plain claim that ``claim_limited`` falls back to, is one), so a database overrides a step or
@@ -32,7 +33,7 @@ from django.db.models.expressions import DatabaseDefault
 
 from ...db.dbtime import DbNow
 from ...db.deadlocks import retry_deadlocks
-from ...models import Job, Limiter, Status, Worker
+from ...models import Job, JobLog, Limiter, Status, Worker
 from ..tokens import Completion, Token, succeeded_fields, tokens_q
 from . import limiter_pruning
 from .expressions import after
@@ -107,6 +108,7 @@ OPERATIONS = (
     "announce_finished",
     "prune_limiters",
     "upsert_worker",
+    "insert_logs",
     "check_sendable",
     "require_utf8",
 )
@@ -264,6 +266,11 @@ class Dialect(LeaseSteps):
             )
             deleted, _ = doomed.filter(key__in=keys).delete()
         return deleted, keys[-1]
+
+    def insert_logs(self, alias: str, rows: Sequence[JobLog]) -> None:
+        """INSERT ended attempts' log rows (unsaved ``JobLog``s), in the caller's transaction:
+        one statement (Django's bulk insert)."""
+        JobLog.objects.using(alias).bulk_create(rows)
 
     def upsert_worker(self, alias: str, row: dict[str, Any]) -> None:
         """INSERT the worker's row, or update the one of the same ``worker_id``: one statement
