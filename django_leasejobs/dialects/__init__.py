@@ -26,7 +26,16 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..core.conf import settings
 from . import session
-from .base import Completed, Completion, Dialect, Renewed, Token, after, succeeded_fields
+from .base import (
+    Completed,
+    Completion,
+    Dialect,
+    LogRow,
+    Renewed,
+    Token,
+    after,
+    succeeded_fields,
+)
 from .base.limiter_pruning import prunable as prunable_limiters
 from .counting import CAP as COUNT_CAP
 from .counting import Count, count
@@ -51,6 +60,7 @@ __all__ = [
     "Count",
     "CountKind",
     "Dialect",
+    "LogRow",
     "Renewed",
     "Token",
     "after",

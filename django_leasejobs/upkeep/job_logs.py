@@ -66,13 +66,13 @@ def store_logs(rows: list[AttemptLogs], *, cap: int | None = None) -> None:
         ):
             dropped[job_id] += counted(records)
     objects = [
-        JobLog(
-            job_id=row.job_id,
-            attempt=row.attempt,
-            records=[{"dropped": dropped[row.job_id]}, *row.records]
+        dialects.LogRow(
+            row.job_id,
+            row.attempt,
+            [{"dropped": dropped[row.job_id]}, *row.records]
             if dropped[row.job_id]
             else row.records,
-            size=row.size,
+            row.size,
         )
         for row in rows
     ]

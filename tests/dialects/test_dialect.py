@@ -484,9 +484,9 @@ def test_insert_logs_writes_each_attempts_row_as_given(dialect: dialects.Dialect
     dialect.insert_logs(
         DEFAULT_DB_ALIAS,
         [
-            JobLog(job_id=first.pk, attempt=1, records=records, size=120),
-            JobLog(job_id=first.pk, attempt=2, records=[], size=0),
-            JobLog(job_id=second.pk, attempt=1, records=records[:1], size=64),
+            dialects.LogRow(first.pk, 1, records, 120),
+            dialects.LogRow(first.pk, 2, [], 0),
+            dialects.LogRow(second.pk, 1, records[:1], 64),
         ],
     )
     rows = JobLog.objects.order_by("job_id", "attempt").values_list(

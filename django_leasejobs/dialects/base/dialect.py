@@ -63,6 +63,15 @@ class Completed(NamedTuple):
     steps: set[int]
 
 
+class LogRow(NamedTuple):
+    """One ended attempt's logs, as ``insert_logs`` writes them (a ``JobLog`` row)."""
+
+    job_id: int
+    attempt: int
+    records: list[dict[str, Any]]
+    size: int
+
+
 def refresh_defaults(job: Job, alias: str) -> None:
     """Read back the columns the database filled (``run_at``, ``created_at``), where the
     INSERT could not return them."""
@@ -267,10 +276,10 @@ class Dialect(LeaseSteps):
             deleted, _ = doomed.filter(key__in=keys).delete()
         return deleted, keys[-1]
 
-    def insert_logs(self, alias: str, rows: Sequence[JobLog]) -> None:
-        """INSERT ended attempts' log rows (unsaved ``JobLog``s), in the caller's transaction:
-        one statement (Django's bulk insert)."""
-        JobLog.objects.using(alias).bulk_create(rows)
+    def insert_logs(self, alias: str, rows: Sequence[LogRow]) -> None:
+        """INSERT ended attempts' log rows, in the caller's transaction: one statement
+        (Django's bulk insert)."""
+        JobLog.objects.using(alias).bulk_create(JobLog(**row._asdict()) for row in rows)
 
     def upsert_worker(self, alias: str, row: dict[str, Any]) -> None:
         """INSERT the worker's row, or update the one of the same ``worker_id``: one statement

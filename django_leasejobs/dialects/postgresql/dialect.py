@@ -18,12 +18,21 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import JSONField
 
 from ...db.deadlocks import retry_deadlocks
-from ...models import Job, JobLog
-from ..base.dialect import Completed, Completion, Counted, Dialect, Renewed, StepsCompleted, Token
+from ...models import Job
+from ..base.dialect import (
+    Completed,
+    Completion,
+    Counted,
+    Dialect,
+    LogRow,
+    Renewed,
+    StepsCompleted,
+    Token,
+)
 from ..base.within_limits import CANDIDATES_PER_SLOT, Bucket, Fill
-from ..sql import JOB_LOG
 from . import client_encoding, job_rows, notify
 from . import insert as postgresql_insert
+from . import job_logs as postgresql_job_logs
 from . import limited as postgresql_limited
 from . import steps as postgresql_steps
 from .sql import (
@@ -179,14 +188,6 @@ ANNOUNCE = "SELECT pg_notify(%(channel)s, queue) FROM unnest(%(queues)s::text[])
 # The job id is the payload: every worker listening hears it, only the owner acts on it.
 ANNOUNCE_CANCEL = "SELECT pg_notify(%(channel)s, %(job_id)s)"
 
-# Every row in one JSON parameter: Django's bulk insert sends a jsonb[] array, which psycopg
-# quotes element by element in Python under client-side binding (most of a flush's time).
-INSERT_LOGS = f"""
-INSERT INTO {JOB_LOG} (job_id, attempt, records, size)
-SELECT job_id, attempt, records, size FROM jsonb_to_recordset(%(rows)s::jsonb)
-    AS r(job_id bigint, attempt integer, records jsonb, size integer)
-"""
-
 
 def int_array(values: Iterable[int]) -> str:
     """A PostgreSQL array of integers as one text parameter; ``int()`` keeps it an array of
@@ -305,11 +306,8 @@ class PostgreSQLDialect(Dialect):
             rows = cursor.fetchall()
         return Renewed({row[0] for row in rows}, {row[0] for row in rows if row[1]})
 
-    def insert_logs(self, alias: str, rows: Sequence[JobLog]) -> None:
-        fields = ("job_id", "attempt", "records", "size")
-        payload = json.dumps([{name: getattr(row, name) for name in fields} for row in rows])
-        with connections[alias].cursor() as cursor:
-            cursor.execute(INSERT_LOGS, {"rows": payload})
+    def insert_logs(self, alias: str, rows: Sequence[LogRow]) -> None:
+        postgresql_job_logs.insert(alias, rows)
 
     def complete_one(self, alias: str, completion: Completion, finished_by: str) -> bool:
         if not notify.supported(alias):

@@ -1,0 +1,30 @@
+"""PostgreSQL's ``insert_logs``: a flush's log rows from one JSON parameter.
+
+Django's bulk insert sends the rows as arrays, the records a ``jsonb[]`` that psycopg quotes
+element by element in Python under client-side binding: most of a grouped flush's time when
+the attempts' logs are kept (docs/benchmarks.md, observability). One ``json.dumps`` of the
+rows, expanded by the server, instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from django.db import connections
+
+from ..base.dialect import LogRow
+from ..sql import JOB_LOG
+
+INSERT_LOGS = f"""
+INSERT INTO {JOB_LOG} (job_id, attempt, records, size)
+SELECT (r->>0)::bigint, (r->>1)::integer, r->2, (r->>3)::integer
+FROM jsonb_array_elements(%(rows)s::jsonb) AS r
+"""
+"""Each row a JSON array, [job_id, attempt, records, size]: a ``LogRow`` as ``json.dumps``
+writes it."""
+
+
+def insert(alias: str, rows: Sequence[LogRow]) -> None:
+    with connections[alias].cursor() as cursor:
+        cursor.execute(INSERT_LOGS, {"rows": json.dumps(rows)})
