@@ -423,3 +423,19 @@ def log_line() -> None:
     import logging
 
     logging.getLogger("testapp.bench").info("one line")
+
+
+@job(takes_context=True, max_attempts=3, backoff=NO_WAIT)
+def import_customers(ctx: JobContext, rows: int) -> int:
+    """The admin's screenshot of a job page with its logs and progress (tests/admin)."""
+    import logging
+
+    log = logging.getLogger("testapp.imports")
+    log.info("reading %s rows from customers.csv", rows)
+    for done in range(0, rows + 1, rows // 4):
+        ctx.progress(done, rows, f"row {done}")
+    if ctx.attempt == 1:
+        log.warning("row %s: the CRM answered 503, giving up on this attempt", rows)
+        raise ConnectionError("CRM unavailable (503)")
+    log.info("imported %s customers", rows)
+    return rows

@@ -373,3 +373,34 @@ def test_a_workflow_runs_graph_links_to_its_jobs_and_the_run_is_cancelled(page) 
     graph.locator("g.leasejobs-step-dead").click()
     page.wait_for_url("**/job/*/change/")
     expect(page.locator(".field-status")).to_contain_text("Dead")
+
+
+@pytest.fixture
+def imports_at_info() -> Iterator[None]:
+    """The project's LOGGING giving testapp.imports INFO, as docs/observability.md says."""
+    import logging
+
+    logger = logging.getLogger("testapp.imports")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    yield
+    logger.setLevel(level)
+
+
+def test_a_job_page_shows_each_attempts_logs_and_the_progress(page, imports_at_info) -> None:
+    from django_leasejobs.testing import drain
+
+    row = jobs.import_customers.enqueue(1200)
+    drain(with_scheduled=True)
+    row.refresh_from_db()
+    assert (row.status, row.attempt) == (Status.SUCCEEDED, 2)
+    page.goto(f"/admin/django_leasejobs/job/{row.pk}/change/")
+    expect(page.locator("progress.leasejobs-progress")).to_have_attribute("value", "1200")
+    progress = page.locator(".form-row", has_text="Progress:")
+    expect(progress).to_contain_text("1200 / 1200 (100%) — row 1200")
+    first = page.locator("h3", has_text="Attempt 1")
+    expect(first).to_be_visible()
+    expect(page.get_by_text("CRM unavailable (503)").first).to_be_visible()
+    expect(page.get_by_text("the CRM answered 503, giving up on this attempt")).to_be_visible()
+    expect(page.get_by_text("imported 1200 customers")).to_be_visible()
+    screenshot(page, "admin-job-logs.png")
