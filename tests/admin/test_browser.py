@@ -403,4 +403,5 @@ def test_a_job_page_shows_each_attempts_logs_and_the_progress(page, imports_at_i
     expect(page.get_by_text("CRM unavailable (503)").first).to_be_visible()
     expect(page.get_by_text("the CRM answered 503, giving up on this attempt")).to_be_visible()
     expect(page.get_by_text("imported 1200 customers")).to_be_visible()
-    screenshot(page, "admin-job-logs.png")
+    screenshot_of(progress, "admin-job-progress.png")
+    screenshot_of(page.locator("fieldset", has_text="Logs:"), "admin-job-logs.png")
