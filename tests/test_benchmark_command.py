@@ -244,9 +244,13 @@ def test_smoke_run_of_the_worker_section(tmp_path: Path) -> None:
         "defaults_spread",
         "c32",
         "b10_t2",
+        "defaults_beside_result",
         "defaults_result",
     ):
         assert median[f"worker_p1_{key}_per_s"] > 0, key
+    assert median["worker_p1_result_vs_noop"] == pytest.approx(
+        median["worker_p1_defaults_result_per_s"] / median["worker_p1_defaults_beside_result_per_s"]
+    )
     assert median["worker_p1_stock_vs_age60"] > 0
     assert median["worker_p1_every_vs_queue"] > 0
     assert median["worker_p1_spread_vs_queue"] > 0

@@ -54,12 +54,13 @@ def _ratios(m: dict[str, Any]) -> None:
         if pgq_best:
             m[key.replace("_per_s", "_vs_pgqueuer_best")] = m[key] / pgq_best
     for procs in ("1", "2"):
-        plain, valued = (
-            m.get(f"worker_p{procs}_defaults_per_s"),
+        plain = m.get(f"worker_p{procs}_defaults_per_s")
+        beside, valued = (
+            m.get(f"worker_p{procs}_defaults_beside_result_per_s"),
             m.get(f"worker_p{procs}_defaults_result_per_s"),
         )
-        if plain and valued:
-            m[f"worker_p{procs}_result_vs_noop"] = valued / plain
+        if beside and valued:  # the no-op drain just before the result drain
+            m[f"worker_p{procs}_result_vs_noop"] = valued / beside
         kept = m.get(f"worker_p{procs}_defaults_age60_per_s")
         if plain and kept:  # time with Django's defaults / time with CONN_MAX_AGE = 60
             m[f"worker_p{procs}_stock_vs_age60"] = kept / plain
