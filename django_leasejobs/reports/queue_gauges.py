@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from django.db import DEFAULT_DB_ALIAS, connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..core import otel_metrics
 from ..models import Job
@@ -30,23 +31,22 @@ def observe() -> bool:
 def read() -> list[otel_metrics.QueueRow]:
     """Every counted queue's due jobs and oldest due age; nothing when the database cannot
     answer (a collection must never raise into the project's metric reader)."""
+    alias = router.db_for_read(Job) or DEFAULT_DB_ALIAS  # where stats.collect reads by default
     try:
-        result = stats.collect()
+        result = stats.collect(alias)
     except Exception as exc:  # the reader's thread is the project's: log, never raise
         logger.warning("metrics.gauges_error error=%s", exc)
         return []
     finally:
-        _close()
+        _close(connections[alias])
     return [
         (queue, float(numbers.due), numbers.oldest_due_age)
         for queue, numbers in sorted(result.queues.items())
     ]
 
 
-def _close() -> None:
+def _close(connection: BaseDatabaseWrapper) -> None:
     """Close this thread's connection unless a transaction holds it: the reader's thread is
     not a request's, and nothing else would close what the collection opened."""
-    alias = router.db_for_read(Job) or DEFAULT_DB_ALIAS
-    connection = connections[alias]
     if not connection.in_atomic_block:
         connection.close()
