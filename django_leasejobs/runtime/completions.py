@@ -75,14 +75,21 @@ class Completer:
             slots, self._pending = self._pending, []
         if not slots:
             return
+        logged = [slot for slot in slots if job_logs.logged(slot.execution)]
         try:
             outcomes = protocol.complete_many(
                 [(*slot.token, slot.result) for slot in slots],
                 finished_by=self.worker_id,
-                then=lambda done: job_logs.keep(  # the batch's logs, in its transaction
-                    (slot.execution, Outcome.SUCCEEDED)
-                    for slot in slots
-                    if slot.execution is not None and slot.job.pk in done
+                # The batch's logs, in its transaction; a batch that logged nothing stays one
+                # statement in autocommit (a transaction would cost two round trips more).
+                then=lambda done: (
+                    job_logs.keep(
+                        (slot.execution, Outcome.SUCCEEDED)
+                        for slot in logged
+                        if slot.execution is not None and slot.job.pk in done
+                    )
+                    if logged
+                    else None
                 ),
             )
         except DatabaseError:

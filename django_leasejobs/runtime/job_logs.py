@@ -216,6 +216,12 @@ def capturing(execution: Execution) -> Iterator[None]:
         CURRENT.reset(attempt_token)
 
 
+def logged(execution: Execution | None) -> bool:
+    """Whether this attempt kept any record (its logs have something to write)."""
+    buffer = execution.context.logs if execution is not None else None
+    return buffer is not None and bool(buffer.head or buffer.tail or buffer.dropped)
+
+
 def owned(execution: Execution, outcome: Outcome) -> bool:
     """Whether the attempt still owned its job when its end was written: its logs are kept."""
     context = execution.context
