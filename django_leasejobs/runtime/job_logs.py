@@ -6,8 +6,8 @@ How a record reaches an attempt's buffer, without changing the project's logging
   is being captured in this process, and taken off when the last one ends, so a process that
   runs no job never has it. It never formats, filters or stops a record: the project's own
   handlers see every record as they would without it.
-* Around a handler's call, :func:`capturing` sets the context variable
-  :data:`~django_leasejobs.core.job_log_context.CURRENT` and this module's buffer in the
+* Around a handler's call, :class:`capturing` sets the context variable
+  :data:`~django_leasejobs.core.job_log_context.CURRENT` and this module's capture in the
   handler's context: a sync handler's thread, an async handler's task (and what they start with
   a copy of their context: tasks, ``sync_to_async``). The router reads them; a record emitted
   anywhere else finds none and is ignored at once.
@@ -40,9 +40,8 @@ import collections
 import datetime as dt
 import logging
 import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Iterable
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
 from django.db import Error as DatabaseError
@@ -123,7 +122,7 @@ def entry_of(record: logging.LogRecord) -> dict[str, Any]:
     }
 
 
-_BUFFER: ContextVar[Buffer | None] = ContextVar("django_leasejobs_job_logs", default=None)
+_CAPTURE: ContextVar[capturing | None] = ContextVar("django_leasejobs_job_logs", default=None)
 
 
 class Router(logging.Handler):
@@ -137,9 +136,9 @@ class Router(logging.Handler):
         if attempt is None:
             return False
         stamp(record, attempt)
-        buffer = _BUFFER.get()
-        if buffer is not None and record.levelno >= buffer.level:
-            buffer.add(record)
+        capture = _CAPTURE.get()
+        if capture is not None and record.levelno >= capture.level:
+            capture.add(record)
         return True
 
     def emit(self, record: logging.LogRecord) -> None:  # pragma: no cover: handle() does it
@@ -193,27 +192,44 @@ def _detach() -> None:
             logging.getLogger().removeHandler(ROUTER)
 
 
-@contextmanager
-def capturing(execution: Execution) -> Iterator[None]:
+class capturing:
     """Around a handler's call: its records go to its attempt's buffer (``context.logs``).
 
     The attempt's fields are set for the handler's records even when logs are off, so a
-    project's format can print them."""
-    job, context = execution.job, execution.context
-    level = settings.JOB_LOGS
-    attempt_token = CURRENT.set(Attempt(job.pk, job.name, job.attempt))
-    buffer_token = None
-    if level is not None:
-        context.logs = Buffer(level)
-        buffer_token = _BUFFER.set(context.logs)
-        _attach()
-    try:
-        yield
-    finally:
-        if buffer_token is not None:
+    project's format can print them. A class rather than a generator, and the buffer made at
+    the first record kept: most jobs log nothing, and this runs once per attempt."""
+
+    __slots__ = ("_attempt_token", "_capture_token", "context", "job", "keeping", "level")
+
+    def __init__(self, execution: Execution) -> None:
+        self.job, self.context = execution.job, execution.context
+        level = settings.JOB_LOGS
+        self.keeping = level is not None
+        self.level = logging.NOTSET if level is None else level
+        self._capture_token: Token[capturing | None] | None = None
+
+    def __enter__(self) -> None:
+        job = self.job
+        self._attempt_token = CURRENT.set(Attempt(job.pk, job.name, job.attempt))
+        if self.keeping:
+            self._capture_token = _CAPTURE.set(self)
+            _attach()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._capture_token is not None:
             _detach()
-            _BUFFER.reset(buffer_token)
-        CURRENT.reset(attempt_token)
+            _CAPTURE.reset(self._capture_token)
+        CURRENT.reset(self._attempt_token)
+
+    def add(self, record: logging.LogRecord) -> None:
+        """Keep a record at or above the level, in the buffer made at the first one."""
+        buffer: Buffer | None = self.context.logs
+        if buffer is None:
+            with _users_lock:  # the handler's threads may log their first records at once
+                buffer = self.context.logs
+                if buffer is None:
+                    buffer = self.context.logs = Buffer(self.level)
+        buffer.add(record)
 
 
 def logged(execution: Execution | None) -> bool:
