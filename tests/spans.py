@@ -78,11 +78,13 @@ class Measured:
 
     def __init__(self) -> None:
         from opentelemetry import metrics
-        from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
+        from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider, ObservableCounter
         from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
 
         delta = AggregationTemporality.DELTA
-        self.reader = InMemoryMetricReader(preferred_temporality={Counter: delta, Histogram: delta})
+        self.reader = InMemoryMetricReader(
+            preferred_temporality={Counter: delta, ObservableCounter: delta, Histogram: delta}
+        )
         metrics.set_meter_provider(MeterProvider(metric_readers=[self.reader]))
 
     def read(self) -> dict[str, list[Any]]:

@@ -47,8 +47,10 @@ class _Instruments:
         self.sent = meter.create_counter(
             "messaging.client.sent.messages", unit="{message}", description="Jobs enqueued."
         )
-        self.consumed = meter.create_counter(
+        self.consumed = _Attempts()
+        meter.create_observable_counter(
             "messaging.client.consumed.messages",
+            callbacks=[self.consumed.observe],
             unit="{message}",
             description="Attempts run, by outcome.",
         )
@@ -102,17 +104,51 @@ def sent(queue: str, name: str, count: int = 1) -> None:
         instruments.sent.add(count, _job(queue, name, **{"messaging.operation.name": "send"}))
 
 
+AttemptKey = tuple[str, str, str, str]
+"""An attempt's ``(queue, name, outcome, error type)``: one set of its measurements' attributes."""
+
+
+class _Attempts:
+    """Attempts run in this process, counted by attribute set and reported when the project's
+    reader collects: ``messaging.client.consumed.messages`` is an observable counter (a
+    monotonic sum, as a counter's points are), since the SDK's ``Counter.add`` costs more than
+    a no-op job's whole attempt (docs/benchmarks.md, "Observability"). Each set's attributes
+    are built once and shared with the duration's histogram."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[AttemptKey, int] = {}
+        self._attributes: dict[AttemptKey, dict[str, Any]] = {}
+
+    def add(self, key: AttemptKey) -> dict[str, Any]:
+        """Count one attempt; its attributes (never to be changed by the caller)."""
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + 1
+            attributes = self._attributes.get(key)
+            if attributes is None:
+                attributes = self._attributes[key] = _attempt(*key)
+            return attributes
+
+    def observe(self, options: Any) -> Iterator[Any]:
+        with self._lock:
+            counted = [(count, self._attributes[key]) for key, count in self._counts.items()]
+        for count, attributes in counted:
+            yield metrics.Observation(count, attributes)
+
+
+def _attempt(queue: str, name: str, outcome: str, error_type: str) -> dict[str, Any]:
+    more = {"messaging.operation.name": "process", "leasejobs.outcome": outcome}
+    if error_type:
+        more["error.type"] = error_type
+    return _job(queue, name, **more)
+
+
 def consumed(queue: str, name: str, outcome: str, seconds: float, error_type: str = "") -> None:
     """One attempt of ``name`` ran for ``seconds`` and ended with ``outcome``."""
     instruments = _get()
     if instruments is None:
         return
-    attributes = _job(
-        queue, name, **{"messaging.operation.name": "process", "leasejobs.outcome": outcome}
-    )
-    if error_type:
-        attributes["error.type"] = error_type
-    instruments.consumed.add(1, attributes)
+    attributes = instruments.consumed.add((queue, name, outcome, error_type))
     instruments.duration.record(seconds, attributes)
 
 

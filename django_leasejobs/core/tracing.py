@@ -113,36 +113,46 @@ def sending(queue: str, name: str, count: int | None = None) -> Iterator[Send]:
         yield Send(span, carrier or None)
 
 
-@contextmanager
-def processing(job: Any) -> Iterator[Any]:
+class processing:
     """A CONSUMER span ``process <queue>`` for one attempt, current while the handler runs.
 
     Its relation to the job's send span: ``"link"`` starts a new trace linked to it (a job may
     run hours after its enqueue), ``"child"`` continues that trace, ``"none"`` starts a new
     trace with no link. A row without a stored context (a cron occurrence, a job enqueued with
-    no SDK) starts its own trace. Yields the span (None without the API) for ``processed``.
+    no SDK) starts its own trace. Entering yields the span (None without the API) for
+    ``processed``. What ``start_as_current_span`` does, without its three generator-based
+    context managers: this runs once per attempt, sampled or not.
     """
-    if not enabled():
-        yield None
-        return
-    tracer = _get_tracer()
-    relationship = settings.OTEL_SPAN_RELATIONSHIP
-    parent = otel_context.Context()  # a new trace, whatever is current in this thread
-    links: list[Any] = []
-    if job.trace_context and relationship != "none":
-        sent = propagate.extract(job.trace_context, context=otel_context.Context())
-        if relationship == "child":
-            parent = sent
-        else:
-            links.extend(_links([job.trace_context]))
-    with tracer.start_as_current_span(
-        f"process {job.queue}",
-        context=parent,
-        kind=trace.SpanKind.CONSUMER,
-        links=links or None,
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
+
+    __slots__ = ("_job", "_span", "_token")
+
+    def __init__(self, job: Any) -> None:
+        self._job = job
+        self._span: Any = None
+        self._token: Any = None
+
+    def __enter__(self) -> Any:
+        if not enabled():
+            return None
+        job = self._job
+        relationship = settings.OTEL_SPAN_RELATIONSHIP
+        parent = otel_context.Context()  # a new trace, whatever is current in this thread
+        links: list[Any] = []
+        if job.trace_context and relationship != "none":
+            sent = propagate.extract(job.trace_context, context=otel_context.Context())
+            if relationship == "child":
+                parent = sent
+            else:
+                links.extend(_links([job.trace_context]))
+        span = self._span = _get_tracer().start_span(
+            f"process {job.queue}",
+            context=parent,
+            kind=trace.SpanKind.CONSUMER,
+            links=links or None,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        self._token = otel_context.attach(trace.set_span_in_context(span))
         if span.is_recording():
             span.set_attributes(_messaging("process", job.queue, job.name))
             span.set_attributes(
@@ -153,7 +163,12 @@ def processing(job: Any) -> Iterator[Any]:
                     "leasejobs.job.priority": job.priority,
                 }
             )
-        yield span
+        return span
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._span is not None:
+            otel_context.detach(self._token)
+            self._span.end()
 
 
 def _links(carriers: list[dict[str, str]], attributes: Any = None) -> list[Any]:
