@@ -38,12 +38,21 @@ def enabled() -> bool:
     """Whether spans can record: the API is installed and the project set an SDK's provider.
 
     The API's own providers (none set, or the no-op one) record nothing; callers skip the
-    span altogether then, sparing each enqueue and attempt the making of a no-op span.
+    span altogether then, sparing each enqueue and attempt the making of a no-op span. The
+    API lets the global provider be set once, so a yes is kept (the check costs an ABC
+    ``isinstance`` otherwise, on every attempt).
     """
+    global _enabled
+    if _enabled:
+        return True
     if trace is None:
         return False
     provider = trace.get_tracer_provider()
-    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+    _enabled = not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+    return _enabled
+
+
+_enabled = False
 
 
 def _get_tracer() -> Any:
@@ -132,7 +141,7 @@ class processing:
         self._token: Any = None
 
     def __enter__(self) -> Any:
-        if not enabled():
+        if not enabled():  # pragma: no cover: telemetry.span asks first
             return None
         job = self._job
         relationship = settings.OTEL_SPAN_RELATIONSHIP
