@@ -11,7 +11,7 @@ rows are read, and only their sizes unless the cap is reached.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.db import transaction
 
@@ -23,13 +23,9 @@ JOB_CAP = 1024 * 1024
 """Bytes of records one job keeps over all its attempts."""
 
 
-class AttemptLogs(NamedTuple):
-    """One ended attempt's records, as :mod:`django_leasejobs.runtime.job_logs` kept them."""
-
-    job_id: int
-    attempt: int
-    records: list[dict[str, Any]]
-    size: int
+AttemptLogs = dialects.LogRow
+"""One ended attempt's records, as :mod:`django_leasejobs.runtime.job_logs` kept them: the row
+the dialect's ``insert_logs`` writes, so that most flushes hand theirs on as they are."""
 
 
 def counted(records: list[dict[str, Any]]) -> int:
@@ -66,16 +62,13 @@ def store_logs(rows: list[AttemptLogs], *, cap: int | None = None) -> None:
         ):
             dropped[job_id] += counted(records)
     objects = [
-        dialects.LogRow(
-            row.job_id,
-            row.attempt,
-            [{"dropped": dropped[row.job_id]}, *row.records]
-            if dropped[row.job_id]
-            else row.records,
-            row.size,
-        )
+        row._replace(records=[{"dropped": dropped[row.job_id]}, *row.records])
+        if dropped[row.job_id]
+        else row
         for row in rows
     ]
+    # Inside a grouped flush's transaction, a savepoint: an insert that fails (logged by the
+    # runtime) must not undo the completions it rides with.
     with transaction.atomic(using=alias):
         if doomed:
             JobLog.objects.using(alias).filter(pk__in=doomed).delete()

@@ -285,3 +285,53 @@ def test_the_logs_are_written_in_the_completion_s_transaction(workflow) -> None:
     with pytest.raises(RuntimeError):
         protocol.complete_many([(claimed.pk, claimed.attempt)], then=then)
     assert Job.objects.get(pk=claimed.pk).status == Status.RUNNING
+
+
+TRIGGERS = {
+    "sqlite": (
+        "CREATE TRIGGER lj_refuse_logs BEFORE INSERT ON django_leasejobs_joblog "
+        "BEGIN SELECT RAISE(ABORT, 'logs refused'); END",
+        "DROP TRIGGER lj_refuse_logs",
+    ),
+    "postgresql": (
+        "CREATE FUNCTION lj_refuse_logs() RETURNS trigger AS "
+        "$$ BEGIN RAISE EXCEPTION 'logs refused'; END $$ LANGUAGE plpgsql; "
+        "CREATE TRIGGER lj_refuse_logs BEFORE INSERT ON django_leasejobs_joblog "
+        "FOR EACH ROW EXECUTE FUNCTION lj_refuse_logs()",
+        "DROP TRIGGER lj_refuse_logs ON django_leasejobs_joblog; DROP FUNCTION lj_refuse_logs()",
+    ),
+    "mysql": (
+        "CREATE TRIGGER lj_refuse_logs BEFORE INSERT ON django_leasejobs_joblog FOR EACH ROW "
+        "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'logs refused'",
+        "DROP TRIGGER lj_refuse_logs",
+    ),
+}
+
+
+@pytest.fixture
+def logs_refused() -> Iterator[None]:
+    """The database refuses every insert of logs (a trigger): a real error at the insert."""
+    from django.db import connection
+
+    create, drop = TRIGGERS[connection.vendor]
+    with connection.cursor() as cursor:
+        cursor.execute(create)
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute(drop)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_logs_the_database_refuses_are_lost_and_the_attempts_ends_are_written(
+    project_logging, logs_refused, caplog
+) -> None:
+    """In the grouped flush and in a single report alike, a failed insert of logs loses them
+    (a warning says so) and never the completions it rode with."""
+    rows = [jobs.logs_lines.enqueue(1) for _ in range(6)]
+    summary = Worker(queues=None, concurrency=3, poll=0.05, scheduler=False).run(burst=True)
+    assert summary.succeeded == 6
+    assert {row.status for row in Job.objects.filter(pk__in=[r.pk for r in rows])} == {
+        Status.SUCCEEDED
+    }
+    assert not JobLog.objects.exists()
+    assert any("job.logs_lost" in line for line in caplog.messages)
