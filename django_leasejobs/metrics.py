@@ -10,7 +10,9 @@ Two kinds of numbers, because they live in different places:
   are the numbers of :func:`django_leasejobs.stats.collect`, read from the database at scrape
   time. Any one process can export them for the whole system; the ``metrics`` view does.
 * **Counters** (``leasejobs_jobs_succeeded_total{queue="mail"}`` ...) count the state changes
-  *this process* made, from the signals in :mod:`django_leasejobs.db.signals`. Workers make most of
+  *this process* made, from the signals in :mod:`django_leasejobs.db.signals`, beside the
+  worker's measurements (:data:`MEASURES`: its claims, its handlers' durations, its lost
+  leases), fed by the worker's own signals there. Workers make most of
   them, so each worker exports its own (``serve(port)``), and Prometheus sums them.
 
 The counters are installed for good by :func:`install` (``LEASEJOBS_METRICS``), or only for as
@@ -26,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -72,6 +74,56 @@ COUNTERS = (
     ("dead", signals.job_dead, "Jobs this process dead-lettered."),
     ("cancelled", signals.job_cancelled, "Jobs this process cancelled."),
 )
+
+SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+SIZES = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+
+
+class Measure(NamedTuple):
+    """A worker's measurement exported beside the counters, fed by its signal: a histogram
+    observing the keyword ``value``, or a counter (``value`` None) counting each sending."""
+
+    name: str
+    signal: Any
+    documentation: str
+    labels: tuple[str, ...]
+    value: str | None = None
+    buckets: tuple[float, ...] = ()
+
+
+MEASURES = (
+    Measure(
+        "leasejobs_job_duration_seconds",
+        signals.job_processed,
+        "Seconds each attempt's handler ran in this process, by outcome.",
+        ("queue", "name", "outcome"),
+        "seconds",
+        SECONDS,
+    ),
+    Measure(
+        "leasejobs_claim_duration_seconds",
+        signals.jobs_claimed,
+        "Seconds each claim of this process's worker took.",
+        ("queues",),
+        "seconds",
+        SECONDS,
+    ),
+    Measure(
+        "leasejobs_claim_size",
+        signals.jobs_claimed,
+        "Jobs each claim of this process's worker took.",
+        ("queues",),
+        "size",
+        SIZES,
+    ),
+    Measure(
+        "leasejobs_leases_lost",
+        signals.lease_lost,
+        "Leases this process's worker learnt it lost: at a heartbeat, or by a refused write.",
+        ("queue", "detected_by"),
+    ),
+)
+"""What the OpenTelemetry metrics say of claims, attempts and lost leases, for Prometheus."""
 
 _lock = threading.Lock()
 _counters: dict[str, Any] = {}
@@ -149,6 +201,17 @@ def _connect_counters(prometheus: Any) -> None:
         counter = prometheus.Counter(f"leasejobs_jobs_{event}", documentation, labelnames=["queue"])
         _counters[event] = counter
         signal.connect(_receiver(counter), weak=False, dispatch_uid=f"leasejobs-{event}")
+    for measure in MEASURES:
+        if measure.value is None:
+            metric = prometheus.Counter(measure.name, measure.documentation, measure.labels)
+        else:
+            metric = prometheus.Histogram(
+                measure.name, measure.documentation, measure.labels, buckets=measure.buckets
+            )
+        _counters[measure.name] = metric
+        measure.signal.connect(
+            _measured(metric, measure), weak=False, dispatch_uid=f"leasejobs-{measure.name}"
+        )
 
 
 def _disconnect_counters(prometheus: Any) -> None:
@@ -156,6 +219,8 @@ def _disconnect_counters(prometheus: Any) -> None:
     ``signals.wanted``), and a registry without the names lets the next run register afresh."""
     for event, signal, _ in COUNTERS:
         signal.disconnect(dispatch_uid=f"leasejobs-{event}")
+    for measure in MEASURES:
+        measure.signal.disconnect(dispatch_uid=f"leasejobs-{measure.name}")
     for counter in _counters.values():
         prometheus.REGISTRY.unregister(counter)
     _counters.clear()
@@ -168,6 +233,17 @@ def _receiver(counter: Any) -> Any:
         counter.labels(queue=queue).inc()
 
     return count
+
+
+def _measured(metric: Any, measure: Measure) -> Any:
+    def observe(sender: Any, **kwargs: Any) -> None:
+        labelled = metric.labels(*(kwargs[label] for label in measure.labels))
+        if measure.value is None:
+            labelled.inc()
+        else:
+            labelled.observe(kwargs[measure.value])
+
+    return observe
 
 
 def install_if_enabled() -> None:
@@ -206,9 +282,13 @@ class CountersCollector:
     def _empty() -> Iterator[Any]:
         client()
         from prometheus_client.core import CounterMetricFamily as counter_family
+        from prometheus_client.core import HistogramMetricFamily as histogram_family
 
         for event, _, documentation in COUNTERS:
             yield counter_family(f"leasejobs_jobs_{event}", documentation, labels=["queue"])
+        for measure in MEASURES:
+            family = counter_family if measure.value is None else histogram_family
+            yield family(measure.name, measure.documentation, labels=list(measure.labels))
 
 
 def app_registry() -> Any:

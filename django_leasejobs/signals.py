@@ -8,16 +8,22 @@ from .db.signals import (
     job_cancelled,
     job_dead,
     job_enqueued,
+    job_processed,
     job_retried,
     job_started,
     job_succeeded,
+    jobs_claimed,
+    lease_lost,
 )
 
 __all__ = [
     "job_cancelled",
     "job_dead",
     "job_enqueued",
+    "job_processed",
     "job_retried",
     "job_started",
     "job_succeeded",
+    "jobs_claimed",
+    "lease_lost",
 ]

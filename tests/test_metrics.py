@@ -275,3 +275,43 @@ def test_start_up_with_metrics_on_installs_the_counters() -> None:
         assert "leasejobs_jobs_due" not in names  # gauges are the metrics view's job
     finally:
         metrics.uninstall()
+
+
+def value(metric: str, **labels: str) -> float:
+    return prometheus_client.REGISTRY.get_sample_value(metric, labels) or 0.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_workers_claims_durations_and_lost_leases_are_exported(installed) -> None:
+    """What the OpenTelemetry metrics say of a worker, Prometheus says too (its signals)."""
+    from django.db.models import F
+
+    from django_leasejobs.models import Job
+    from django_leasejobs.runtime.worker import Worker
+
+    from .runtime.test_worker_parts import Parts
+
+    ran = {"queue": "measured", "name": jobs.noop.name, "outcome": "succeeded"}
+    failed = {"queue": "measured", "name": jobs.permanent.name, "outcome": "failed"}
+    before = (
+        value("leasejobs_job_duration_seconds_count", **ran),
+        value("leasejobs_job_duration_seconds_count", **failed),
+        value("leasejobs_claim_size_sum", queues="measured"),
+    )
+    jobs.noop.enqueue_many([{"queue": "measured"}] * 3)
+    jobs.permanent.enqueue(queue="measured")
+    worker = Worker(queues=["measured"], batch=10, poll=0.05, scheduler=False)
+    assert worker.run(burst=True).claimed == 4
+    assert value("leasejobs_job_duration_seconds_count", **ran) - before[0] == 3
+    assert value("leasejobs_job_duration_seconds_count", **failed) - before[1] == 1
+    assert value("leasejobs_claim_size_sum", queues="measured") - before[2] == 4
+    assert value("leasejobs_claim_duration_seconds_count", queues="measured") >= 1
+
+    lost = {"queue": "default", "detected_by": "heartbeat"}
+    before_lost = value("leasejobs_leases_lost_total", **lost)
+    jobs.noop.enqueue()
+    parts = Parts()
+    (slot,) = parts.claim()
+    Job.objects.filter(pk=slot.job.pk).update(attempt=F("attempt") + 1)  # another's now
+    parts.heartbeat().beat()
+    assert value("leasejobs_leases_lost_total", **lost) - before_lost == 1

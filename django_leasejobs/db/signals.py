@@ -25,10 +25,25 @@ Arguments (all keyword):
     The job ended cancelled, once: an operator cancelled it before it ran, or its worker ended
     a running attempt an operator asked to cancel (the handler's cooperative end sends nothing
     more). ``attempt`` is the last attempt (0 if it never ran).
+
+Three more are the worker's measurements, sent at once from the worker's threads (they change
+no row, so there is no commit to wait for), for the Prometheus exporter and a project's own:
+
+``job_processed(job_id, name, queue, attempt, outcome, seconds, error_type)``
+    An attempt's handler ended: ``outcome`` is ``succeeded``, ``failed``, ``snoozed`` or
+    ``deferred`` (what the handler did; its write may still be refused), ``seconds`` how long
+    it ran, ``error_type`` the exception's class for a failure (else ``""``).
+``jobs_claimed(worker_id, queues, size, seconds)``
+    A worker's claim took ``size`` jobs (0 too) in ``seconds``; ``queues`` is what it claimed
+    from (``"*"``: every queue).
+``lease_lost(job_id, name, queue, attempt, detected_by)``
+    A worker learnt it no longer holds the job's lease: ``detected_by`` is ``heartbeat`` (a
+    renewal found no row) or ``write`` (a guarded write of the attempt was refused as stale).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -43,6 +58,9 @@ job_succeeded = Signal(use_caching=True)
 job_retried = Signal(use_caching=True)
 job_dead = Signal(use_caching=True)
 job_cancelled = Signal(use_caching=True)
+job_processed = Signal(use_caching=True)
+jobs_claimed = Signal(use_caching=True)
+lease_lost = Signal(use_caching=True)
 
 
 def wanted(signal: Signal) -> bool:
@@ -51,18 +69,20 @@ def wanted(signal: Signal) -> bool:
     return bool(signal.receivers)
 
 
-def send_after_commit(signal: Signal, using: str, **kwargs: Any) -> None:
-    """Send ``signal`` once the current transaction on ``using`` commits (at once if none)."""
+def send_now(signal: Signal, **kwargs: Any) -> None:
+    """Send ``signal`` with ``sender=Job``; a receiver's exception is logged, never raised."""
     from ..models import Job
 
-    def send() -> None:
-        for receiver, response in signal.send_robust(sender=Job, **kwargs):
-            if isinstance(response, Exception):
-                logger.error(
-                    "signal receiver %r failed: %r",
-                    receiver,
-                    response,
-                    exc_info=(type(response), response, response.__traceback__),
-                )
+    for receiver, response in signal.send_robust(sender=Job, **kwargs):
+        if isinstance(response, Exception):
+            logger.error(
+                "signal receiver %r failed: %r",
+                receiver,
+                response,
+                exc_info=(type(response), response, response.__traceback__),
+            )
 
-    transaction.on_commit(send, using=using)
+
+def send_after_commit(signal: Signal, using: str, **kwargs: Any) -> None:
+    """Send ``signal`` once the current transaction on ``using`` commits (at once if none)."""
+    transaction.on_commit(functools.partial(send_now, signal, **kwargs), using=using)

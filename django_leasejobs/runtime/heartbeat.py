@@ -29,7 +29,7 @@ from django.db import connections
 
 from .. import protocol, upkeep
 from ..core import otel_metrics
-from . import execution
+from . import execution, telemetry
 from .connection_keeper import ConnectionKeeper
 from .ledger import Ledger
 from .options import WorkerOptions
@@ -129,7 +129,7 @@ class Heartbeat:
             )
         for slot in slots:
             if slot.job.pk in renewal.lost and slot.lease_lost.set():
-                otel_metrics.lease_lost(slot.job.queue, slot.job.name, otel_metrics.HEARTBEAT)
+                telemetry.lost(slot.job, otel_metrics.HEARTBEAT)
         self.request_cancel(renewal.cancel_requested)
 
     def _forget_self(self) -> None:

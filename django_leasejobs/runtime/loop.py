@@ -14,9 +14,8 @@ import time
 from django.db import Error as DatabaseError
 
 from .. import protocol
-from ..core import otel_metrics
 from ..models import Job
-from . import execution
+from . import execution, telemetry
 from .claim_sizing import ClaimRoom
 from .completions import Completer
 from .control import Control
@@ -122,7 +121,9 @@ class ClaimLoop:
             claimed = protocol.claim(
                 options.worker_id, queues=lane.queues, batch=want, lease_seconds=options.lease
             )
-            otel_metrics.claimed(time.monotonic() - started, len(claimed), lane.name)
+            telemetry.claimed(
+                options.worker_id, lane.name, len(claimed), time.monotonic() - started
+            )
             self.outage.reset()
             if claimed:
                 slots = [self._dispatch(job, lane) for job in claimed]

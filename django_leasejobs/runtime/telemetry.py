@@ -29,6 +29,7 @@ from django.db import Error as DatabaseError
 
 from .. import protocol
 from ..core import otel_metrics, tracing
+from ..db import signals
 from ..errors import StaleAttemptError
 from ..protocol import Outcome
 
@@ -95,7 +96,7 @@ def ended(span: Any, execution: Execution, seconds: float) -> None:
     context = execution.context
     refused = isinstance(execution.exception, StaleAttemptError) and not context.lease_lost
     if refused:  # ``ctx.complete()`` found the token stale: the lease was lost
-        otel_metrics.lease_lost(execution.job.queue, execution.job.name, otel_metrics.WRITE)
+        lost(execution.job, otel_metrics.WRITE)
     if span is not None:
         context.end_progress()  # the last report an event too, before the span ends
         traced(span, execution, lease_lost=refused)
@@ -113,6 +114,40 @@ def ended(span: Any, execution: Execution, seconds: float) -> None:
         error_type = failure.kind if failure is not None else ""
     job = execution.job
     otel_metrics.consumed(job.queue, job.name, outcome, seconds, error_type)
+    if signals.wanted(signals.job_processed):
+        signals.send_now(
+            signals.job_processed,
+            job_id=job.pk,
+            name=job.name,
+            queue=job.queue,
+            attempt=job.attempt,
+            outcome=outcome,
+            seconds=seconds,
+            error_type=error_type,
+        )
+
+
+def claimed(worker_id: str, queues: str, size: int, seconds: float) -> None:
+    """A claim of the worker's took ``size`` jobs in ``seconds``: its metrics and signal."""
+    otel_metrics.claimed(seconds, size, queues)
+    if signals.wanted(signals.jobs_claimed):
+        signals.send_now(
+            signals.jobs_claimed, worker_id=worker_id, queues=queues, size=size, seconds=seconds
+        )
+
+
+def lost(job: Job, detected_by: str) -> None:
+    """The worker learnt it lost the job's lease (``otel_metrics.HEARTBEAT`` or ``WRITE``)."""
+    otel_metrics.lease_lost(job.queue, job.name, detected_by)
+    if signals.wanted(signals.lease_lost):
+        signals.send_now(
+            signals.lease_lost,
+            job_id=job.pk,
+            name=job.name,
+            queue=job.queue,
+            attempt=job.attempt,
+            detected_by=detected_by,
+        )
 
 
 def traced(span: Any, execution: Execution, *, lease_lost: bool = False) -> None:
@@ -140,11 +175,13 @@ def refused(execution: Execution, outcome: Outcome) -> None:
     counted; the worker had ended the attempt) nor when ``ctx.complete()`` was refused
     already (:func:`ended` counted it).
     """
-    if outcome is not Outcome.STALE or not otel_metrics.available():
+    if outcome is not Outcome.STALE:
+        return
+    if not (otel_metrics.available() or signals.wanted(signals.lease_lost)):
         return
     context = execution.context
     if context.lease_lost or context.cancelled or context.completed:
         return
     if isinstance(execution.exception, StaleAttemptError):
         return
-    otel_metrics.lease_lost(execution.job.queue, execution.job.name, otel_metrics.WRITE)
+    lost(execution.job, otel_metrics.WRITE)
