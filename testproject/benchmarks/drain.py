@@ -10,6 +10,7 @@ figure alike; the wall time including it is reported beside it.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -37,8 +38,10 @@ def _drain(
     timeout: float,
     env: dict[str, str] | None = None,
 ) -> dict[str, float]:
+    cpu_before = children_cpu()
     group = Group.start(argvs, env or database.environment(target))
     wall = group.wait(timeout)
+    cpu = children_cpu() - cpu_before
     with target.connect() as raw:
         count, span = database.drain_span(raw, table)
     if count != expected:
@@ -47,7 +50,16 @@ def _drain(
         "per_s": count / span if span else float("nan"),
         "wall_s": wall,
         "rss_mib": max(group.peak_rss.values(), default=0.0),
+        "cpu_s": cpu,
+        "cpu_us_per_job": cpu / count * 1e6 if count else float("nan"),
     }
+
+
+def children_cpu() -> float:
+    """CPU seconds (user and system) of this process's children that have ended: around a
+    group's run, the worker processes' own, their start-up included."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def drain_jobs(

@@ -9,15 +9,26 @@ the extra and set nothing gets), ``sdk10`` and ``sdk100`` (the SDK's tracer prov
 by an in-memory reader). The ratios are each variant's rate over ``absent``'s. Then jobs that
 log one INFO line each, with each job's own logs off (``LEASEJOBS_JOB_LOGS = None``) and kept
 (the default): ``logs_on_vs_off``.
+
+Beside the rates, the CPU under them: the worker processes' CPU per job in each drain (their
+start-up, timed on an empty table, taken out), what the SDK's variants added to ``absent``'s
+(``added_cpu_us``), and the SDK's own calls for one attempt timed in a loop with nothing of
+the library around them (``calls_us``, benchmarks/sdk_calls.py). CPU per job moves less than
+a rate when the machine is shared: ``logs_cpu_on_vs_off`` is the logs' cost in CPU.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from . import database, drain
+from . import database, drain, otel_setup
 from .database import Target
+
+SDK_CALLS = Path(__file__).resolve().parent / "sdk_calls.py"
 
 VARIANTS = ("absent", "api", "sdk10", "sdk100")
 """Tracing's variants (``BENCHMARK_OTEL``), on no-op jobs."""
@@ -26,27 +37,52 @@ LOG_LINE = "testapp.jobs.log_line"
 """Jobs that log one INFO line each: drained with each job's own logs off, then kept."""
 
 
+def sdk_calls_us(ratio: float) -> float:
+    """The SDK's own calls for one attempt, in a loop in a new process (``sdk_calls.py``)."""
+    argv = [sys.executable, str(SDK_CALLS), str(ratio)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=True)
+    return float(done.stdout.strip())
+
+
+def drained(
+    target: Target, argvs: list[list[str]], jobs_count: int, env: dict[str, str], timeout: float
+) -> dict[str, float]:
+    """Drain ``jobs_count`` prepared jobs; the workers' CPU per job without their start-up,
+    which the same processes on an empty table take (the SDK's import is part of it)."""
+    figures = drain.drain_jobs(target, argvs, expected=jobs_count, timeout=timeout, env=env)
+    with target.connect() as raw:
+        database.reset(raw)
+    idle = drain.drain_jobs(target, argvs, expected=0, timeout=timeout, env=env)
+    start_up_per_job = idle["cpu_s"] / jobs_count * 1e6
+    return {**figures, "cpu_us_per_job": figures["cpu_us_per_job"] - start_up_per_job}
+
+
 def run(target: Target, *, jobs_count: int, procs: Sequence[int], timeout: float) -> dict[str, Any]:
     """Drain each variant with the largest process count; rates and ratios to ``absent``."""
     p = max(procs)
-    argv = drain.worker_argv("--burst", batch=None, threads=None)
+    argvs = [drain.worker_argv("--burst", batch=None, threads=None)] * p
     out: dict[str, Any] = {"observability_jobs": jobs_count, "observability_procs": p}
     for variant in VARIANTS:
         drain.prepare(target, jobs_count)
         env = database.environment(target, BENCHMARK_OTEL=variant)
-        figures = drain.drain_jobs(
-            target, [argv] * p, expected=jobs_count, timeout=timeout, env=env
-        )
+        figures = drained(target, argvs, jobs_count, env, timeout)
         out[f"observability_{variant}_per_s"] = figures["per_s"]
+        out[f"observability_{variant}_cpu_us"] = figures["cpu_us_per_job"]
+    for variant, ratio in otel_setup.RATIOS.items():
+        out[f"observability_{variant}_calls_us"] = sdk_calls_us(ratio)
+        added = out[f"observability_{variant}_cpu_us"] - out["observability_absent_cpu_us"]
+        out[f"observability_{variant}_added_cpu_us"] = added
     for logs in ("off", "on"):
         drain.prepare(target, jobs_count, name=LOG_LINE)
         env = database.environment(target, BENCHMARK_JOB_LOGS=logs)
-        figures = drain.drain_jobs(
-            target, [argv] * p, expected=jobs_count, timeout=timeout, env=env
-        )
+        figures = drained(target, argvs, jobs_count, env, timeout)
         out[f"observability_logs_{logs}_per_s"] = figures["per_s"]
+        out[f"observability_logs_{logs}_cpu_us"] = figures["cpu_us_per_job"]
     out["observability_logs_on_vs_off"] = (
         out["observability_logs_on_per_s"] / out["observability_logs_off_per_s"]
+    )
+    out["observability_logs_cpu_on_vs_off"] = (
+        out["observability_logs_on_cpu_us"] / out["observability_logs_off_cpu_us"]
     )
     absent = out["observability_absent_per_s"]
     for variant in VARIANTS[1:]:
