@@ -311,6 +311,7 @@ class Command(BaseCommand):
                 "retention",
                 "workflows",
                 "observability",
+                "footprint",
             ):
                 missing[name] = "no runjobworker command in this installation"
         try:

@@ -18,6 +18,7 @@ from benchmarks import (
     claim_cost,
     drain,
     enqueue_rate,
+    footprint,
     latency,
     limits_drain,
     observability_drain,
@@ -42,6 +43,7 @@ SECTIONS = (
     "workflows",
     "bulk",
     "observability",
+    "footprint",
 )
 
 
@@ -151,6 +153,8 @@ def run_section(section: str, target: Target, o: dict[str, Any]) -> dict[str, An
             chain_steps=o["chain_steps"],
             timeout=timeout,
         )
+    if section == "footprint":
+        return footprint.run(target, jobs_count=n, timeout=timeout)
     if section == "observability":
         return observability_drain.run(target, jobs_count=n, procs=o["procs"], timeout=timeout)
     if section == "bulk":
