@@ -5,6 +5,11 @@ worker's queries) and ``wait()`` blocks until a notification, a ``wake()`` from 
 or the timeout. Notifications only shorten a worker's sleep; polling stays the fallback, so a
 lost notification (a dropped connection) delays a job by at most one poll interval and loses
 nothing.
+
+A connection that cannot be opened (the server down, or a standby not yet promoted that a
+``target_session_attrs=read-write`` connection refuses) is tried again with the backoff of the
+worker's other threads, not at every wait: a worker polling every 0.1 s through a failover
+would otherwise try ten connections a second and log each try.
 """
 
 from __future__ import annotations
@@ -13,11 +18,13 @@ import contextlib
 import logging
 import os
 import select
+import time
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from ..core.notify import CANCEL_CHANNEL, CHANNEL
+from .outage import RECONNECT, headline
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -35,6 +42,10 @@ class Listener:
         self.alias = alias
         self._conn: Any = None
         self._cancels: set[int] = set()
+        self._failures = 0
+        """Tries to open the connection that failed in a row."""
+        self._retry_at = 0.0
+        """``time.monotonic()`` before which no new try is made."""
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
@@ -42,22 +53,40 @@ class Listener:
     def _connect(self) -> Any:
         wrapper = connections[self.alias]
         conn = wrapper.get_new_connection(wrapper.get_connection_params())
-        conn.autocommit = True
-        conn.execute(f"LISTEN {CHANNEL}")
-        conn.execute(f"LISTEN {CANCEL_CHANNEL}")
+        try:
+            conn.autocommit = True
+            conn.execute(f"LISTEN {CHANNEL}")
+            conn.execute(f"LISTEN {CANCEL_CHANNEL}")
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def connected(self) -> bool:
         return self._conn is not None and not self._conn.closed
 
     def start(self) -> None:
-        """Open the connection and LISTEN now, so nothing sent from here on is missed."""
-        if not self.connected():
-            try:
-                self._conn = self._connect()
-            except Exception as exc:
-                logger.warning("notify.listen_failed error=%s", exc)
-                self._conn = None
+        """Open the connection and LISTEN now, so nothing sent from here on is missed; after a
+        failed try, not before its backoff has passed (0.25 s doubling up to 5 s)."""
+        if self.connected() or time.monotonic() < self._retry_at:
+            return
+        try:
+            self._conn = self._connect()
+        except Exception as exc:
+            self._conn = None
+            self._failures += 1
+            delay = RECONNECT.ceiling(self._failures)
+            self._retry_at = time.monotonic() + delay
+            logger.warning(
+                "notify.listen_failed errors=%d retry_in=%.2f error=%s",
+                self._failures,
+                delay,
+                headline(exc),
+            )
+            return
+        if self._failures:
+            logger.info("notify.listen_restored errors=%d", self._failures)
+        self._failures = 0
 
     def wake(self) -> None:
         """Make a ``wait()`` in another thread return at once (shutdown, new local work)."""

@@ -7,12 +7,14 @@ PostgreSQL only: the session is ended with ``pg_terminate_backend``, as a failov
 
 from __future__ import annotations
 
+import logging
+import socket
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from testapp import jobs
 
 from django_leasejobs.core import notify
@@ -93,3 +95,57 @@ def test_the_listen_thread_survives_its_session_ending_and_wakes_the_loop_again(
     finally:
         stopping.set()
         wakeup.stop()
+
+
+@pytest.fixture
+def nowhere(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An alias of this database on a port where no server listens (a server down)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setitem(
+        connections.settings,
+        "nowhere",
+        {**connection.settings_dict, "HOST": "127.0.0.1", "PORT": str(port)},
+    )
+    yield "nowhere"
+    del connections["nowhere"]
+
+
+def test_a_server_that_cannot_be_reached_is_tried_again_with_backoff_not_at_every_wait(
+    nowhere: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Through a failover the worker polls every --poll seconds: the listener used to try a
+    connection (and log its error, several lines for libpq's multi-host string) at each
+    wait, ten a second at --poll 0.1, while every other thread backed off."""
+    listener = Listener(nowhere)
+    caplog.set_level(logging.INFO, logger="django_leasejobs")
+    try:
+        for _ in range(20):  # microseconds apart: well inside the first backoff
+            assert listener.wait(0) == set()
+        failed = [r.getMessage() for r in caplog.records if "notify.listen_failed" in r.msg]
+        assert len(failed) == 1, failed
+        assert failed[0].startswith("notify.listen_failed errors=1 retry_in=0.25 error=")
+        assert "\n" not in failed[0]
+
+        assert listener.wait(0.3) == set()  # the backoff passes; the next wait tries again
+        assert listener.wait(0) == set()
+        failed = [r.getMessage() for r in caplog.records if "notify.listen_failed" in r.msg]
+        assert [m.split(" error=")[0] for m in failed] == [
+            "notify.listen_failed errors=1 retry_in=0.25",
+            "notify.listen_failed errors=2 retry_in=0.50",
+        ]
+
+        # The server is back (here: the alias points at it again): listening resumes after
+        # the backoff, and the count starts over.
+        connections[nowhere].settings_dict.update(
+            HOST=connection.settings_dict["HOST"], PORT=connection.settings_dict["PORT"]
+        )
+        assert listener.wait(0.6) == set()
+        assert listener.wait(0) == set()
+        assert listener.connected()
+        assert "notify.listen_restored errors=2" in caplog.text
+        jobs.noop.enqueue()
+        assert listener.wait(5) == {"default"}
+    finally:
+        listener.close()
