@@ -276,20 +276,24 @@ def test_primary_killed_and_standby_promoted_workers_resume_and_no_job_is_lost(
         for worker in workers:
             wait_started(worker)
         wait_for(lambda: succeeded(ids) >= 60, what="work under way")
-        # Acknowledged one by one up to the kill: each commit waited for the standby.
-        ids += [jobs.sleep.enqueue(0.1, label="acked").pk for _ in range(20)]
+        # Acknowledged one by one up to the kill (each commit waited for the standby), async
+        # handlers among them, so that both kinds are in flight at the kill.
+        for _ in range(10):
+            ids.append(jobs.sleep.enqueue(0.1, label="acked").pk)
+            ids.append(jobs.async_sleep.enqueue(0.5, label="acked-async").pk)
         in_flight = Job.objects.filter(status=Status.RUNNING).count()
         connection.close()
 
         pair.primary.kill()
+        # A failover slower than the workers' backoff: promoted once they try every 5 s.
         for worker in workers:
-            wait_for(lambda w=worker: "worker.database_error" in w.log(), what="the outage seen")
+            wait_for(lambda w=worker: "retry_in=5.00" in w.log(), what="the backoff at its cap")
         pair.standby.run("pg_ctl", "-D", str(pair.standby.data), "-w", "promote")
         promoted = time.monotonic()
         promoted_at = database_now()  # the new primary's clock: finished_at is written by it
-        # A failover slower than the 2 s lease: the leases taken before the kill have run out
-        # (moved, not waited for). Each job is then finished by its worker, whose heartbeat
-        # came first, or reclaimed by recovery and its old token refused.
+        # The leases taken before the kill have run out (moved, not waited for, as they would
+        # through a failover longer than their 2 s). Each job is then finished by its worker,
+        # whose heartbeat came first, or reclaimed by recovery and its old token refused.
         expired = Job.objects.filter(status=Status.RUNNING).update(lease_expires_at=shifted(-1))
 
         # Each worker finishes a job on the new primary, the same process as before the kill.
