@@ -324,7 +324,10 @@ def test_primary_killed_and_standby_promoted_workers_resume_and_no_job_is_lost(
         for worker in workers:
             assert worker.alive(), worker.log()  # the same processes, never restarted
             assert "worker.database_error" in worker.log()  # it did meet the outage
+            assert "notify.listen_restored" in worker.log()  # LISTEN failed, then came back
+            # No thread died, and none logged an error it did not expect.
             assert "Exception in thread" not in worker.log(), worker.log()
+            assert "Traceback" not in worker.log(), worker.log()
         for worker in workers:
             worker.send(signal.SIGTERM)
             assert worker.wait() == 0, worker.log()
