@@ -109,9 +109,18 @@ def database_line(alias: str) -> str:
     where = str(settings.get("NAME") or "")
     host = str(settings.get("HOST") or "")
     if host:
-        port = settings.get("PORT")
-        where += f" on {host}:{port}" if port else f" on {host}"
+        where += f" on {_servers(host, str(settings.get('PORT') or ''))}"
     return f"{alias} ({connections[alias].vendor}{', ' + where if where else ''})"
+
+
+def _servers(host: str, port: str) -> str:
+    """``db1:5432`` or, for libpq's multi-host form (``HOST = "db1,db2"`` with one port for
+    all or one per host), ``db1:5432,db2:5432``: each host beside its own port."""
+    hosts, ports = host.split(","), port.split(",") if port else []
+    if len(hosts) > 1 and len(ports) in (1, len(hosts)):
+        ports = ports * len(hosts) if len(ports) == 1 else ports
+        return ",".join(f"{h}:{p}" for h, p in zip(hosts, ports, strict=True))
+    return f"{host}:{port}" if port else host
 
 
 class Console:

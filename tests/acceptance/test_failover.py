@@ -273,8 +273,10 @@ def test_primary_killed_and_standby_promoted_workers_resume_and_no_job_is_lost(
     with on_the_pair(pair, django_db_blocker):
         ids = [j.pk for j in jobs.sleep.enqueue_many([((0.1,), {"label": "before"})] * 300)]
         workers = [spawn("--concurrency", "2", *FAST, name=name) for name in ("a", "b")]
+        servers = f"127.0.0.1:{pair.primary.port},127.0.0.1:{pair.standby.port}"
         for worker in workers:
             wait_started(worker)
+            assert f"leasejobs on {servers})" in worker.log()  # the banner names both
         wait_for(lambda: succeeded(ids) >= 60, what="work under way")
         # Acknowledged one by one up to the kill (each commit waited for the standby), async
         # handlers among them, so that both kinds are in flight at the kill.

@@ -14,6 +14,7 @@ import re
 import pytest
 from django.core.management import call_command
 from django.core.management.base import OutputWrapper
+from django.db import connection
 from testapp import jobs
 
 from django_leasejobs.dialects.counting import Count, Kind
@@ -22,6 +23,7 @@ from django_leasejobs.protocol import Outcome
 from django_leasejobs.runtime.console import (
     Console,
     command_logging,
+    database_line,
     left_behind_line,
     logging_configured,
 )
@@ -84,6 +86,25 @@ def test_the_banner_lists_the_jobs_at_verbosity_2_and_is_silent_at_0() -> None:
     quiet = io.StringIO()
     call_command("runjobworker", "--burst", "--no-scheduler", "-v", "0", stdout=quiet)
     assert "django-leasejobs" not in quiet.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "shown"),
+    [
+        ("db.internal", "5432", "db.internal:5432"),
+        ("db.internal", "", "db.internal"),
+        ("db1,db2", "5432,5433", "db1:5432,db2:5433"),  # libpq's multi-host form
+        ("db1,db2", "5432", "db1:5432,db2:5432"),  # one port for every host
+        ("db1,db2", "", "db1,db2"),
+    ],
+)
+def test_the_banner_names_each_server_with_its_port(
+    monkeypatch: pytest.MonkeyPatch, host: str, port: str, shown: str
+) -> None:
+    """A primary and its standby used to read ``db1,db2:5432,5433``."""
+    monkeypatch.setitem(connection.settings_dict, "HOST", host)
+    monkeypatch.setitem(connection.settings_dict, "PORT", port)
+    assert database_line("default").endswith(f" on {shown})")
 
 
 def test_the_left_behind_line() -> None:
