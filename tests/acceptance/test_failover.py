@@ -168,23 +168,11 @@ def pair() -> Iterator[Pair]:
         primary.start()
         with primary.connect() as conn:
             conn.execute("CREATE DATABASE leasejobs")
-        primary.run(
-            "pg_basebackup",
-            *("-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres"),
-            *(
-                "-D",
-                str(standby.data),
-                "-R",
-                "-X",
-                "stream",
-                "-C",
-                "-S",
-                "standby",
-                "-N",
-                "-c",
-                "fast",
-            ),
-        )
+        source = ("-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres")
+        # A standby (-R) streaming through a new slot (-C -S), copied after an immediate
+        # checkpoint (-c fast: the default spread one takes minutes).
+        options = ("-R", "-X", "stream", "-C", "-S", "standby", "-N", "-c", "fast")
+        primary.run("pg_basebackup", *source, "-D", str(standby.data), *options)
         with (standby.data / "postgresql.conf").open("a") as conf:
             conf.write(f"port = {standby.port}\n")
         standby.start()
