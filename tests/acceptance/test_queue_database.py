@@ -1,0 +1,281 @@
+"""A queue database of its own: a new project whose jobs live in ``jobs``, its data in ``default``.
+
+A project made by ``startproject`` (tests/newproject.py) with two databases on the test run's
+server (two SQLite files, or two new databases beside the test database), ``LEASEJOBS_DATABASE =
+"jobs"`` and ``JobsRouter``. Everything runs as its user would run it: ``migrate``, a request to
+the project's own view that writes a user and enqueues a job, ``runjobworker``, the admin, the
+API and the operators' commands, each a subprocess; what landed where is read back by the
+project's own code (``notify/probe.py``), since the test process knows neither database.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from ..newproject import (
+    NewProject,
+    create_empty_database,
+    database_like_the_tests,
+    drop_database,
+    start_project,
+)
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
+
+JOBS = """
+    from django_leasejobs import job
+
+
+    @job
+    def greet(name):
+        return f"hello {name}"
+"""
+
+VIEWS = """
+    from django.contrib.auth.models import User
+    from django.db import transaction
+    from django.http import JsonResponse
+
+    from .jobs import greet
+
+
+    def signup(request):
+        name = request.POST["name"]
+        with transaction.atomic():  # the user's database: the enqueue is not part of it
+            User.objects.create(username=name)
+            job = greet.enqueue(name)
+        return JsonResponse({"job": job.pk})
+"""
+
+PROBE = """
+    import io
+    import json
+
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.db import connections
+    from django.test import Client
+
+    from django_leasejobs.models import Job
+
+    PREFIX = "django_leasejobs_"
+
+
+    def tables():
+        return {
+            alias: sorted(
+                t for t in connections[alias].introspection.table_names() if t.startswith(PREFIX)
+            )
+            for alias in connections
+        }
+
+
+    def where(job_id):
+        found = {}
+        for alias, names in tables().items():
+            if PREFIX + "job" in names:
+                row = Job.objects.using(alias).filter(pk=job_id).values_list("status", flat=True)
+                found[alias] = row.first()
+        return found
+
+
+    def signup(name):
+        answer = Client().post("/signup/", {"name": name}, HTTP_HOST="localhost")
+        users = {alias: User.objects.using(alias).filter(username=name).count()
+                 for alias in ("default",)}
+        return {"status": answer.status_code, **answer.json(), "users": users}
+
+
+    def operators(job_id):
+        boss = User.objects.create_superuser("boss", "boss@example.com", "pw")
+        client = Client(HTTP_HOST="localhost")
+        client.force_login(boss)
+        listing = client.get("/admin/django_leasejobs/job/")
+        change = client.get(f"/admin/django_leasejobs/job/{job_id}/change/")
+        out = io.StringIO()
+        call_command("jobapitoken", "create", "boss", stdout=out)
+        secret = out.getvalue().splitlines()[0].split(": ")[-1]
+        api = Client(HTTP_HOST="localhost").get(
+            "/jobs/api/jobs/", HTTP_AUTHORIZATION=f"Bearer {secret}"
+        )
+        one = Client(HTTP_HOST="localhost").get(
+            f"/jobs/api/jobs/{job_id}/", HTTP_AUTHORIZATION=f"Bearer {secret}"
+        )
+        return {
+            "admin_list": listing.status_code,
+            "admin_lists_job": f"/admin/django_leasejobs/job/{job_id}/change/" in listing.text,
+            "admin_change": change.status_code,
+            "api": api.status_code,
+            "api_ids": [row["id"] for row in api.json()["results"]],
+            "api_status": one.json().get("status"),
+        }
+
+
+    def show(value):
+        print("PROBE " + json.dumps(value))
+"""
+
+SETTINGS = """
+DATABASES["jobs"] = {jobs!r}
+LEASEJOBS_DATABASE = "jobs"
+DATABASE_ROUTERS = ["django_leasejobs.routers.JobsRouter"]
+INSTALLED_APPS += ["notify"]
+"""
+
+URLS = """
+from django.urls import include
+from notify.views import signup
+
+urlpatterns += [
+    path("signup/", signup),
+    path("jobs/api/", include("django_leasejobs.api.urls")),
+]
+"""
+
+BURST = ("runjobworker", "--burst", "--no-scheduler", "--concurrency", "1")
+
+
+@pytest.fixture
+def two_databases(tmp_path: Path) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """The project's ``default`` and ``jobs`` databases, new and empty."""
+    if connection.vendor == "sqlite":
+        yield (
+            database_like_the_tests(str(tmp_path / "app.sqlite3")),
+            database_like_the_tests(str(tmp_path / "jobs.sqlite3")),
+        )
+        return
+    names = [f"{connection.settings_dict['NAME']}_{suffix}" for suffix in ("app", "queue")]
+    for name in names:
+        create_empty_database(name)
+    try:
+        yield database_like_the_tests(names[0]), database_like_the_tests(names[1])
+    finally:
+        for name in names:
+            drop_database(name)
+
+
+@pytest.fixture
+def project(tmp_path: Path, two_databases: tuple[dict[str, Any], dict[str, Any]]) -> NewProject:
+    """The new project: data in ``default``, jobs in ``jobs`` (not migrated yet)."""
+    default, jobs = two_databases
+    made = start_project(tmp_path / "project", default)
+    app = made.root / "notify"
+    app.mkdir()
+    (app / "__init__.py").write_text("")
+    for name, text in (("jobs", JOBS), ("views", VIEWS), ("probe", PROBE)):
+        (app / f"{name}.py").write_text(textwrap.dedent(text))
+    add(made, "settings.py", SETTINGS.format(jobs=jobs))
+    add(made, "urls.py", URLS)
+    return made
+
+
+@pytest.fixture
+def migrated(project: NewProject) -> NewProject:
+    ok(project.manage("migrate", "--database", "jobs"))
+    ok(project.manage("migrate"))
+    return project
+
+
+def add(project: NewProject, module: str, text: str) -> None:
+    path = project.root / "shop" / module
+    path.write_text(path.read_text() + text)
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def probe(project: NewProject, call: str) -> Any:
+    """``notify.probe.<call>`` run by the project; the value it showed."""
+    out = ok(project.manage("shell", "-c", f"from notify.probe import *; show({call})"))
+    return json.loads(out.split("PROBE ", 1)[1])
+
+
+def test_migrate_makes_the_tables_in_the_queue_database_and_nowhere_else(
+    project: NewProject,
+) -> None:
+    first = project.manage("migrate")  # default first: the queue database is not migrated
+    assert first.returncode != 0
+    assert "leasejobs.E017" in first.stderr, first.stderr
+    assert "migrate --database jobs" in first.stderr
+    ok(project.manage("migrate", "--database", "jobs"))
+    ok(project.manage("migrate"))
+    tables = probe(project, "tables()")
+    # API tokens point at users, so their table is the one that lives with them.
+    assert tables["default"] == ["django_leasejobs_apitoken"]
+    assert "django_leasejobs_job" in tables["jobs"]
+    assert "django_leasejobs_deadletter" in tables["jobs"]
+    assert "django_leasejobs_apitoken" not in tables["jobs"]
+    checked = project.manage("check", "--database", "default", "--database", "jobs")
+    assert "leasejobs.E" not in checked.stdout + checked.stderr
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_a_request_enqueues_into_the_queue_database_and_a_worker_runs_it(
+    migrated: NewProject,
+) -> None:
+    answer = probe(migrated, "signup('ann')")
+    assert answer["status"] == 200
+    assert answer["users"] == {"default": 1}
+    job_id = answer["job"]
+    assert probe(migrated, f"where({job_id})") == {"jobs": "pending"}
+    out = ok(migrated.manage(*BURST))
+    assert "\n  database:  jobs (" in out, out
+    assert f"succeeded #{job_id} notify.jobs.greet" in out
+    assert probe(migrated, f"where({job_id})") == {"jobs": "succeeded"}
+
+
+def test_the_admin_the_api_and_the_commands_read_the_queue_database(migrated: NewProject) -> None:
+    job_id = probe(migrated, "signup('bob')")["job"]
+    stats = json.loads(ok(migrated.manage("jobstats", "--json")))
+    assert stats["total"]["pending"] == 1, stats
+    ok(migrated.manage(*BURST))
+    seen = probe(migrated, f"operators({job_id})")
+    assert seen == {
+        "admin_list": 200,
+        "admin_lists_job": True,
+        "admin_change": 200,
+        "api": 200,
+        "api_ids": [job_id],
+        "api_status": "succeeded",
+    }, seen
+    assert json.loads(ok(migrated.manage("jobstats", "--json")))["total"]["pending"] == 0
+    ok(migrated.manage("checkjobs"))
+    pruned = ok(migrated.manage("prunejobs", "--succeeded-older-than", "0s"))
+    assert "1" in pruned, pruned
+    assert probe(migrated, f"where({job_id})") == {"jobs": None}
+
+
+def test_the_setting_without_the_router_is_an_error(project: NewProject) -> None:
+    add(project, "settings.py", "DATABASE_ROUTERS = []\n")
+    done = project.manage("check")
+    assert done.returncode != 0
+    assert "leasejobs.E015" in done.stderr, done.stderr
+    assert "django_leasejobs.routers.JobsRouter" in done.stderr
+
+
+def test_the_router_without_the_setting_is_an_error(project: NewProject) -> None:
+    add(project, "settings.py", "del LEASEJOBS_DATABASE\n")
+    done = project.manage("check")
+    assert done.returncode != 0
+    assert "leasejobs.E016" in done.stderr, done.stderr
+
+
+def test_an_unmigrated_queue_database_is_an_error_seen_from_default(project: NewProject) -> None:
+    ok(project.manage("migrate", "--skip-checks"))  # default only: as if jobs were forgotten
+    done = project.manage("check", "--database", "default")
+    assert done.returncode != 0
+    assert "leasejobs.E017" in done.stderr, done.stderr
+    assert "The database 'jobs' has no django_leasejobs tables" in done.stderr
+    worker = project.manage(*BURST)
+    assert worker.returncode != 0
+    assert "run `python manage.py migrate --database jobs` first" in worker.stderr
