@@ -35,9 +35,11 @@
   production, where each enqueue would run its job inside the request, with no worker, retry,
   lease or timeout
 - ``leasejobs.E015``: ``LEASEJOBS_DATABASE`` is set but the routers send the app's models
-  elsewhere (``JobsRouter`` missing or behind another); ``leasejobs.E016``: ``JobsRouter``
-  without ``LEASEJOBS_DATABASE``; ``leasejobs.E017``: the queue database of its own is not
-  migrated (database check) (:mod:`django_leasejobs.checks.routing`)
+  elsewhere: ``JobsRouter`` missing, or behind a router that answers first
+  (:mod:`django_leasejobs.checks.routing`)
+- ``leasejobs.E016``: ``JobsRouter`` is in ``DATABASE_ROUTERS`` without ``LEASEJOBS_DATABASE``
+- ``leasejobs.E017``: the queue database of its own lacks the app's migrations, seen from
+  another database (database check; on itself it is ``W010``, so ``migrate`` can fix it)
 - ``leasejobs.W010``: the app's migrations are not all applied on the database (database check,
   in :mod:`django_leasejobs.db.migration_state`; a warning, so that ``migrate`` itself is not
   stopped): the app's commands refuse to start until ``migrate`` has run
