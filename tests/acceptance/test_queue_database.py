@@ -11,7 +11,9 @@ project's own code (``notify/probe.py``), since the test process knows neither d
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,6 +142,29 @@ urlpatterns += [
 ]
 """
 
+PROJECT_TESTS = """
+    import pytest
+
+    from django_leasejobs.models import Job
+    from notify.jobs import greet
+
+
+    @pytest.mark.django_db(databases=["default", "jobs"])
+    def test_the_helpers_use_the_queue_database(leasejobs):
+        job = greet.enqueue("ann")
+        assert job._state.db == "jobs"
+        leasejobs.assert_enqueued(greet, args=["ann"])
+        assert leasejobs.drain().succeeded == 1
+        assert Job.objects.using("jobs").get(pk=job.pk).status == "succeeded"
+
+
+    @pytest.mark.django_db(databases=["default", "jobs"], transaction=True)
+    def test_a_burst_worker_runs_on_the_queue_database(leasejobs, leasejobs_worker):
+        job = greet.enqueue("bob")
+        assert leasejobs_worker.run().succeeded == 1
+        assert Job.objects.using("jobs").get(pk=job.pk).status == "succeeded"
+"""
+
 BURST = ("runjobworker", "--burst", "--no-scheduler", "--concurrency", "1")
 
 
@@ -253,6 +278,25 @@ def test_the_admin_the_api_and_the_commands_read_the_queue_database(migrated: Ne
     pruned = ok(migrated.manage("prunejobs", "--succeeded-older-than", "0s"))
     assert "1" in pruned, pruned
     assert probe(migrated, f"where({job_id})") == {"jobs": None}
+
+
+def test_the_project_s_own_tests_use_the_queue_database(project: NewProject) -> None:
+    """pytest-django makes a test database for each alias (migrate puts the tables in the
+    queue database's); the ``leasejobs`` fixtures then use it."""
+    (project.root / "test_notify.py").write_text(textwrap.dedent(PROJECT_TESTS))
+    (project.root / "pytest.ini").write_text("[pytest]\nDJANGO_SETTINGS_MODULE = shop.settings\n")
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_notify.py"],
+        cwd=project.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
 
 
 def test_the_setting_without_the_router_is_an_error(project: NewProject) -> None:
