@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import django
 import pytest
 from django.db import connection
 
@@ -55,6 +56,18 @@ VIEWS = """
             User.objects.create(username=name)
             job = greet.enqueue(name)
         return JsonResponse({"job": job.pk})
+"""
+
+TASKS = """
+    try:
+        from django.tasks import task
+    except ImportError:  # Django 5.2: the backport
+        from django_tasks import task
+
+
+    @task
+    def add(a, b):
+        return a + b
 """
 
 PROBE = """
@@ -121,6 +134,27 @@ PROBE = """
         }
 
 
+    def tasks_and_workflows():
+        from django_leasejobs import chain
+        from notify.jobs import greet
+        from notify.tasks import add
+
+        result = add.enqueue(2, 3)
+        run = chain(greet.si("cy"), greet.si("di")).enqueue()
+        return {"task": int(result.id), "run": run.pk}
+
+
+    def finished(task_id, run_id):
+        from django_leasejobs.models import WorkflowRun
+        from notify.tasks import add
+
+        runs = {alias: list(WorkflowRun.objects.using(alias).filter(pk=run_id)
+                            .values_list("status", flat=True))
+                for alias, names in tables().items() if PREFIX + "workflowrun" in names}
+        return {"task": where(task_id), "value": add.get_result(str(task_id)).return_value,
+                "runs": runs}
+
+
     def show(value):
         print("PROBE " + json.dumps(value))
 """
@@ -128,6 +162,7 @@ PROBE = """
 SETTINGS = """
 DATABASES["jobs"] = {jobs!r}
 LEASEJOBS_DATABASE = "jobs"
+TASKS = {{"default": {{"BACKEND": "django_leasejobs.backends.LeaseJobsBackend"}}}}
 DATABASE_ROUTERS = ["django_leasejobs.routers.JobsRouter"]
 INSTALLED_APPS += ["notify"]
 """
@@ -195,9 +230,11 @@ def project(tmp_path: Path, two_databases: tuple[dict[str, Any], dict[str, Any]]
     app = made.root / "notify"
     app.mkdir()
     (app / "__init__.py").write_text("")
-    for name, text in (("jobs", JOBS), ("views", VIEWS), ("probe", PROBE)):
+    for name, text in (("jobs", JOBS), ("tasks", TASKS), ("views", VIEWS), ("probe", PROBE)):
         (app / f"{name}.py").write_text(textwrap.dedent(text))
     add(made, "settings.py", SETTINGS.format(jobs=jobs))
+    if django.VERSION < (6, 0):
+        add(made, "settings.py", 'INSTALLED_APPS += ["django_tasks"]\n')  # the backport
     add(made, "urls.py", URLS)
     return made
 
@@ -257,6 +294,14 @@ def test_a_request_enqueues_into_the_queue_database_and_a_worker_runs_it(
     assert "\n  database:  jobs (" in out, out
     assert f"succeeded #{job_id} notify.jobs.greet" in out
     assert probe(migrated, f"where({job_id})") == {"jobs": "succeeded"}
+
+
+def test_tasks_and_workflows_live_in_the_queue_database(migrated: NewProject) -> None:
+    made = probe(migrated, "tasks_and_workflows()")
+    assert probe(migrated, f"where({made['task']})") == {"jobs": "pending"}
+    ok(migrated.manage(*BURST))
+    done = probe(migrated, f"finished({made['task']}, {made['run']})")
+    assert done == {"task": {"jobs": "succeeded"}, "value": 5, "runs": {"jobs": ["succeeded"]}}
 
 
 def test_the_admin_the_api_and_the_commands_read_the_queue_database(migrated: NewProject) -> None:
