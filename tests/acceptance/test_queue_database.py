@@ -155,6 +155,13 @@ PROBE = """
                 "runs": runs}
 
 
+    def schedules():
+        from django_leasejobs.models import Schedule
+
+        return {alias: list(Schedule.objects.using(alias).values_list("name", flat=True))
+                for alias, names in tables().items() if PREFIX + "schedule" in names}
+
+
     def show(value):
         print("PROBE " + json.dumps(value))
 """
@@ -320,6 +327,10 @@ def test_the_admin_the_api_and_the_commands_read_the_queue_database(migrated: Ne
     }, seen
     assert json.loads(ok(migrated.manage("jobstats", "--json")))["total"]["pending"] == 0
     ok(migrated.manage("checkjobs"))
+    nightly = {"job": "notify.jobs.greet", "cron": "0 3 * * *", "args": ["night"]}
+    add(migrated, "settings.py", f"LEASEJOBS_SCHEDULES = {{'nightly': {nightly!r}}}\n")
+    ok(migrated.manage("syncschedules"))  # one transaction, with row locks, in jobs
+    assert probe(migrated, "schedules()") == {"jobs": ["nightly"]}
     pruned = ok(migrated.manage("prunejobs", "--succeeded-older-than", "0s"))
     assert "1" in pruned, pruned
     assert probe(migrated, f"where({job_id})") == {"jobs": None}
