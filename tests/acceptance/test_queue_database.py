@@ -115,6 +115,8 @@ PROBE = """
         client.force_login(boss)
         listing = client.get("/admin/django_leasejobs/job/")
         change = client.get(f"/admin/django_leasejobs/job/{job_id}/change/")
+        dashboard = client.get("/admin/django_leasejobs/job/dashboard/")
+        health = Client(HTTP_HOST="localhost").get("/jobs/health/")
         out = io.StringIO()
         call_command("jobapitoken", "create", "boss", stdout=out)
         secret = out.getvalue().splitlines()[0].split(": ")[-1]
@@ -128,6 +130,8 @@ PROBE = """
             "admin_list": listing.status_code,
             "admin_lists_job": f"/admin/django_leasejobs/job/{job_id}/change/" in listing.text,
             "admin_change": change.status_code,
+            "dashboard": dashboard.status_code,
+            "health": health.status_code,
             "api": api.status_code,
             "api_ids": [row["id"] for row in api.json()["results"]],
             "api_status": one.json().get("status"),
@@ -181,6 +185,7 @@ from notify.views import signup
 urlpatterns += [
     path("signup/", signup),
     path("jobs/api/", include("django_leasejobs.api.urls")),
+    path("jobs/", include("django_leasejobs.urls")),
 ]
 """
 
@@ -321,6 +326,8 @@ def test_the_admin_the_api_and_the_commands_read_the_queue_database(migrated: Ne
         "admin_list": 200,
         "admin_lists_job": True,
         "admin_change": 200,
+        "dashboard": 200,
+        "health": 200,
         "api": 200,
         "api_ids": [job_id],
         "api_status": "succeeded",
