@@ -186,8 +186,10 @@ class DeadLetterGroupViews(_ModelAdmin):
 
     def _replay_group(self, request: HttpRequest, fingerprint: str, through_id: int) -> None:
         def log(done: list[tuple[int, int]]) -> None:
-            letters = DeadLetter.objects.in_bulk([letter for letter, _ in done])
-            jobs = Job.objects.in_bulk([job for _, job in done])
+            letters = DeadLetter.objects.using(protocol.job_database()).in_bulk(
+                [letter for letter, _ in done]
+            )
+            jobs = Job.objects.using(protocol.job_database()).in_bulk([job for _, job in done])
             entries: list[tuple[Model, int, str]] = []
             for letter_id, job_id in done:
                 text = f"Replayed dead letter #{letter_id} as job #{job_id} (group {fingerprint})."

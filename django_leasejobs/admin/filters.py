@@ -13,13 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from ..core import registry
 from ..core.conf import settings
 from ..models import Job, Status
+from ..models.databases import read_database
 from ..reports import stats
 from . import job_search
 
@@ -29,7 +29,7 @@ class JobNameFilter(admin.SimpleListFilter):
     parameter_name = "name"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        alias = router.db_for_read(Job) or DEFAULT_DB_ALIAS
+        alias = read_database()
         names = job_search.known_names(request, alias) or sorted(registry.registered())
         return [(name, name) for name in names]
 
@@ -45,9 +45,10 @@ class QueueFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         names = {settings.DEFAULT_QUEUE}
         names.update(f.queue for f in registry.registered().values() if f.queue)
-        names.update(stats.waiting_queues(router.db_for_read(Job) or DEFAULT_DB_ALIAS))
+        names.update(stats.waiting_queues(read_database()))
         names.update(
-            Job.objects.filter(status=Status.RUNNING)
+            Job.objects.using(read_database())
+            .filter(status=Status.RUNNING)
             .order_by()
             .values_list("queue", flat=True)
             .distinct()

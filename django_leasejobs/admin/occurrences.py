@@ -24,6 +24,7 @@ from ..core.cron import representable
 from ..core.occurrences import cron_of
 from ..db import dbtime
 from ..models import Job, Schedule
+from ..models.databases import job_database
 from ..reports.occurrences import Occurrence, history_of
 from . import display
 
@@ -226,7 +227,8 @@ def page_between(
     rows = [Row(o.at, o.job, gap=o.job is None, note=note(schedule, o)) for o in history]
     # Jobs of occurrences the current expression does not yield (the cron was edited).
     for job in (
-        Job.objects.filter(schedule=schedule, occurrence_at__gt=lower, occurrence_at__lte=upper)
+        Job.objects.using(job_database())
+        .filter(schedule=schedule, occurrence_at__gt=lower, occurrence_at__lte=upper)
         .exclude(occurrence_at__in=expected)
         .order_by("occurrence_at")[:PAGE_SIZE]
     ):

@@ -16,6 +16,7 @@ from django.utils.safestring import SafeString
 
 from ..core.row_ids import row_id
 from ..models import Schedule
+from ..models.databases import job_database
 from ..reports.occurrences import next_occurrences
 from . import json_input, occurrences
 from .base import NulRefusingLists
@@ -89,7 +90,7 @@ class ScheduleAdmin(NulRefusingLists, admin.ModelAdmin):
         word = "Enabled" if on else "Disabled"
         changed = 0
         for schedule in queryset.exclude(enabled=on):
-            Schedule.objects.filter(pk=schedule.pk).update(enabled=on)
+            Schedule.objects.using(job_database()).filter(pk=schedule.pk).update(enabled=on)
             self.log_change(request, schedule, f"{word} schedule {schedule.name}.")
             changed += 1
         self.message_user(request, f"{word}: {changed} schedule(s).")

@@ -80,7 +80,9 @@ def replay(request: HttpRequest, dead_letter_id: int) -> JsonResponse:
 
 def list_schedules(request: HttpRequest) -> JsonResponse:
     params = inputs.query(request, ("limit", "cursor"))
-    return page(params, Schedule.objects.order_by("-id"), serialize.schedule)
+    return page(
+        params, Schedule.objects.using(protocol.job_database()).order_by("-id"), serialize.schedule
+    )
 
 
 def occurrences(request: HttpRequest, schedule_id: int) -> JsonResponse:

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from ..core import registry
 from ..models import Job, Status
+from ..models.databases import job_database
 
 TEXT_KEYS = ("queue", "name", "dedupe_key", "error")
 TIME_KEYS = {
@@ -76,7 +77,7 @@ def parse(value: Any) -> dict[str, Any]:
 
 def jobs(parsed: Mapping[str, Any]) -> QuerySet[Job]:
     """The jobs a parsed filter matches (on the default manager: ``bulk`` picks the database)."""
-    rows = Job.objects.all()
+    rows = Job.objects.using(job_database()).all()
     if "queue" in parsed:
         rows = rows.filter(queue=parsed["queue"])
     if "name" in parsed:  # a renamed job's rows under its former names (aliases) too

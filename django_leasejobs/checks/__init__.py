@@ -34,6 +34,12 @@
 - ``leasejobs.W007``: ``LEASEJOBS_EAGER`` with ``DEBUG = False``: a test setting that reached
   production, where each enqueue would run its job inside the request, with no worker, retry,
   lease or timeout
+- ``leasejobs.E015``: ``LEASEJOBS_DATABASE`` is set but the routers send the app's models
+  elsewhere: ``JobsRouter`` missing, or behind a router that answers first
+  (:mod:`django_leasejobs.checks.routing`)
+- ``leasejobs.E016``: ``JobsRouter`` is in ``DATABASE_ROUTERS`` without ``LEASEJOBS_DATABASE``
+- ``leasejobs.E017``: the queue database of its own lacks the app's migrations, seen from
+  another database (database check; on itself it is ``W010``, so ``migrate`` can fix it)
 - ``leasejobs.W010``: the app's migrations are not all applied on the database (database check,
   in :mod:`django_leasejobs.db.migration_state`; a warning, so that ``migrate`` itself is not
   stopped): the app's commands refuse to start until ``migrate`` has run
@@ -43,21 +49,21 @@
   packages and ``LEASEJOBS_TASK_MODULES``, which a worker has only if its own start imports it
   too (:mod:`django_leasejobs.checks.jobs`)
 
-The database checks (E007, W001) carry Django's ``database`` tag: they run with
+The database checks (E007, W001, E017) carry Django's ``database`` tag: they run with
 ``manage.py check --database default`` and before ``migrate``, never on a plain ``check``.
 
 One module per topic: ``settings`` (E001, E002, W002, W003, E008, E009, E011, W007),
 ``schedules`` (E003 to E005, W012, and the check that runs E006, E010, E012 and E013 with
 them), ``jobs`` (E006, E010, E014, W011, W014, W099, E099), ``queues`` (E012, E013, W013),
-``leases`` (W005, W006) and ``databases`` (E007, W001). This module lists them and registers
-them with Django.
+``leases`` (W005, W006), ``databases`` (E007, W001) and ``routing`` (E015, E016, E017).
+This module lists them and registers them with Django.
 """
 
 from __future__ import annotations
 
 from django.core import checks
 
-from . import databases, jobs, leases, queues, schedules, settings
+from . import databases, jobs, leases, queues, routing, schedules, settings
 
 
 def register() -> None:
@@ -69,3 +75,4 @@ def register() -> None:
     queues.register()
     jobs.register()
     schedules.register()
+    routing.register()

@@ -27,6 +27,7 @@ from .setting_values import (
     RETENTION_STATES,
     ages,
     column_integer,
+    database_alias,
     duration,
     flag,
     job_logs_level,
@@ -347,6 +348,15 @@ class Settings:
         keeps the records a handler emits through ``logging`` at that level or above, per
         attempt, beside the job; ``None`` keeps none. Read as the level's number (or None)."""
         return job_logs_level(raw("JOB_LOGS"))
+
+    @cached_property
+    def DATABASE(self) -> str | None:
+        """The alias of the database the app's tables live in, such as ``"jobs"``, with
+        ``django_leasejobs.routers.JobsRouter`` in ``DATABASE_ROUTERS`` (``leasejobs.E015``);
+        ``None``: wherever Django's routers send the app's models, else ``default``. An enqueue
+        is atomic with the caller's writes only in that database
+        (docs/databases.md#a-queue-database-of-its-own)."""
+        return database_alias(raw("DATABASE"))
 
     def forget(self) -> None:
         """Drop every value read so far: the next read takes the current setting."""

@@ -57,6 +57,7 @@ DEFAULTS: dict[str, Any] = {
     "UNKNOWN_JOB_GRACE": "24h",
     "OTEL_SPAN_RELATIONSHIP": "link",
     "JOB_LOGS": {"level": "INFO"},
+    "DATABASE": None,
 }
 
 RETENTION_STATES = ("succeeded", "cancelled", "dead")
@@ -153,3 +154,26 @@ def job_logs_level(value: Any) -> int | None:
     raise ImproperlyConfigured(
         f'{name}["level"] must be one of {", ".join(LOG_LEVELS)} (or 0 to 50), not {level!r}.'
     )
+
+
+def database_alias(value: Any) -> str | None:
+    """``LEASEJOBS_DATABASE``: ``None``, or the alias of a database in ``DATABASES``.
+
+    Checked against ``DATABASES`` when read, so a typo stops the first command with the list
+    of aliases there are, instead of Django's ``ConnectionDoesNotExist`` at the first enqueue.
+    """
+    name = f"{PREFIX}DATABASE"
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ImproperlyConfigured(
+            f"{name} must be None or the alias of a database in DATABASES (a string), "
+            f"not {value!r}."
+        )
+    known = list(getattr(django_settings, "DATABASES", {}))
+    if value not in known:
+        raise ImproperlyConfigured(
+            f"{name} is {value!r}, which is not a database in DATABASES "
+            f"(there are: {', '.join(map(repr, known)) or 'none'})."
+        )
+    return value

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connections, router
+from django.db import connections
 from django.db.models.functions import Now
 from django.db.models.sql import Query
 
@@ -35,9 +35,9 @@ def db_now(alias: str | None = None) -> dt.datetime:
     """The database's clock, read in one cheap query (for delays computed before an INSERT);
     by default the clock of the database jobs are written to."""
     if alias is None:
-        from ..models import Job
+        from ..models.databases import job_database
 
-        alias = router.db_for_write(Job) or DEFAULT_DB_ALIAS
+        alias = job_database()
     connection = connections[alias]
     # The clock expression as this database's backend writes it (SQL text of the backend's,
     # no value in it; its parameters, if any, stay parameters).

@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, router
+from django.db import OperationalError, connections
 
-from ..models import Job
+from ..models.databases import job_database
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -51,7 +51,7 @@ def retry_deadlocks(function: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(function)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        alias = router.db_for_write(Job) or DEFAULT_DB_ALIAS
+        alias = job_database()
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 return function(*args, **kwargs)

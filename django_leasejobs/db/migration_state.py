@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.core import checks
-from django.db import DatabaseError, connections, router
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, router
 from django.db.migrations.loader import MigrationLoader
 
 APP = "django_leasejobs"
@@ -48,7 +48,13 @@ def state(alias: str, missing: list[str]) -> str:
 
 def advice(alias: str, missing: list[str]) -> str:
     """What to tell a person about ``missing`` migrations on ``alias``."""
-    return f"{state(alias, missing)}: run `python manage.py migrate` first."
+    return f"{state(alias, missing)}: run `python manage.py {migrate_command(alias)}` first."
+
+
+def migrate_command(alias: str) -> str:
+    """The ``migrate`` that makes the app's tables on ``alias`` (a queue database of its own
+    needs ``--database``: a plain ``migrate`` only migrates ``default``)."""
+    return "migrate" if alias == DEFAULT_DB_ALIAS else f"migrate --database {alias}"
 
 
 def check_applied(

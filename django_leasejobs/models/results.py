@@ -22,11 +22,12 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.apps import apps
-from django.db import DEFAULT_DB_ALIAS, connections, router
+from django.db import connections
 
 from ..core import notify, registry
 from ..errors import JobFailedError
 from . import FINAL, DeadLetter, Job, Status
+from .databases import job_database
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -37,12 +38,6 @@ POLL_CAP = 1.0
 POLL_GROWTH = 1.5
 NOTIFIED_RECHECK = 5.0
 """With NOTIFY, the row is read again at least this often even when nothing was announced."""
-
-
-def job_database() -> str:
-    """Where jobs are written (the protocol's choice): results are read there, never from a
-    replica that may lag behind the finish."""
-    return router.db_for_write(Job) or DEFAULT_DB_ALIAS
 
 
 def job_id_of(value: Any) -> int:

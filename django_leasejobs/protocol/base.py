@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, router
-
 from .. import dialects
 from ..db import signals
 from ..models import Job
+
+# Every transition's alias: one function for the whole package (models/databases.py).
+from ..models.databases import job_database as job_database
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -65,11 +66,6 @@ class Failure:
         (``error_history``), with a marker where it cut."""
         text = "".join(traceback_module.format_exception(type(exc), exc, exc.__traceback__))
         return cls(f"{type(exc).__name__}: {exc}", text, kind)
-
-
-def job_database() -> str:
-    """The database the protocol writes jobs to (the router's choice for ``Job``)."""
-    return router.db_for_write(Job) or DEFAULT_DB_ALIAS
 
 
 def announce_finished(using: str, ids: Sequence[int]) -> None:

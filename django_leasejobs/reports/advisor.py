@@ -13,13 +13,13 @@ import datetime as dt
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import Max, Q, Sum
 
 from ..core import histogram, registry
 from ..core.conf import settings
 from ..db import dbtime
 from ..models import RuntimeStat
+from ..models.databases import read_database
 from ..upkeep.runtime_stats import hour_of
 from .lease_advice import STALE_LIMIT, Suggestion, heartbeat_keeps, suggest
 
@@ -84,7 +84,7 @@ class JobLeases:
 
 def collect(window: dt.timedelta = WINDOW, using: str | None = None) -> list[JobLeases]:
     """Every job name with runs in the window or registered here, sorted by name."""
-    alias = using or router.db_for_read(RuntimeStat) or DEFAULT_DB_ALIAS
+    alias = using or read_database()
     now = dbtime.db_now(alias)
     rows = RuntimeStat.objects.using(alias).filter(hour__gte=hour_of(now - window))
     jobs = {name: _configured(name) for name in registry.registered()}

@@ -14,12 +14,12 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import Count, Max, QuerySet, Sum
 from django.db.models.functions import ExtractMinute, Mod, TruncHour
 
 from ..db import dbtime
 from ..models import RUN_TIME_EDGES, QueueSample
+from ..models.databases import read_database
 
 UTC = dt.timezone.utc
 MINUTE = dt.timedelta(minutes=1)
@@ -95,7 +95,7 @@ def collect(
 ) -> History:
     """Read ``range_`` of history, ending with the last whole minute before ``now`` (the
     database's time, read when not given: tests pass one they read, to pin the minute)."""
-    alias = using or router.db_for_read(QueueSample) or DEFAULT_DB_ALIAS
+    alias = using or read_database()
     # In UTC: points are cut on UTC's minutes and hours, as the query cuts them.
     end = (now or dbtime.db_now(alias)).astimezone(UTC).replace(second=0, microsecond=0)
     last = _floor(end - MINUTE, range_.step)

@@ -15,6 +15,7 @@ from ..core import occurrences
 from ..core.occurrences import occurrences_between
 from ..db import dbtime
 from ..models import Job, Schedule, ScheduleSkip
+from ..models.databases import job_database
 
 
 def next_occurrences(
@@ -56,12 +57,12 @@ def history_of(schedule: Schedule, expected: list[dt.datetime]) -> list[Occurren
         return []
     jobs = {
         job.occurrence_at: job
-        for job in Job.objects.filter(
+        for job in Job.objects.using(job_database()).filter(
             schedule=schedule, occurrence_at__gte=expected[0], occurrence_at__lte=expected[-1]
         )
     }
     skips = list(
-        ScheduleSkip.objects.filter(
+        ScheduleSkip.objects.using(job_database()).filter(
             schedule=schedule, through__gte=expected[0], after__lt=expected[-1]
         )
     )

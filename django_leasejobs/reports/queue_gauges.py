@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 
-from django.db import DEFAULT_DB_ALIAS, connections, router
+from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..core import otel_metrics
-from ..models import Job
+from ..models.databases import read_database
 from . import stats
 
 logger = logging.getLogger("django_leasejobs")
@@ -31,7 +31,7 @@ def observe() -> bool:
 def read() -> list[otel_metrics.QueueRow]:
     """Every counted queue's due jobs and oldest due age; nothing when the database cannot
     answer (a collection must never raise into the project's metric reader)."""
-    alias = router.db_for_read(Job) or DEFAULT_DB_ALIAS  # where stats.collect reads by default
+    alias = read_database()  # where stats.collect reads by default
     try:
         result = stats.collect(alias)
     except Exception as exc:  # the reader's thread is the project's: log, never raise

@@ -21,12 +21,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, router
 from django.db import Error as DatabaseError
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Q
 
 from ..db import dbtime
 from ..models import IS_FINAL, RUN_TIME_EDGES, Job, QueueSample, Status
+from ..models.databases import job_database
 from . import stats
 
 logger = logging.getLogger("django_leasejobs")
@@ -37,7 +37,7 @@ JITTER = 5.0
 
 
 def _alias() -> str:
-    return router.db_for_write(QueueSample) or DEFAULT_DB_ALIAS
+    return job_database()
 
 
 def write_sample() -> dt.datetime | None:

@@ -29,13 +29,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import Count, Q
 
 from .. import dialects, protocol
 from ..core.conf import settings
 from ..db import dbtime
 from ..models import CLAIMABLE, IS_RUNNING, IS_WAITING, DeadLetter, Job, Pause, PauseKind, Worker
+from ..models.databases import read_database
 
 HOUR = dt.timedelta(hours=1)
 DAY = dt.timedelta(days=1)
@@ -186,7 +186,7 @@ def collect(using: str | None = None, *, counts: bool = True) -> Stats:
     counts none: then the number of queries is the same whatever the number of queues (the
     anonymous health verdict, which judges no count).
     """
-    alias = using or router.db_for_read(Job) or DEFAULT_DB_ALIAS
+    alias = using or read_database()
     now = dbtime.db_now()
     declared = list(settings.QUEUES or ())
     queues: dict[str, QueueStats] = {name: QueueStats() for name in declared}

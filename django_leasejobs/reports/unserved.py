@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from django.db import DEFAULT_DB_ALIAS, router
-
 from .. import dialects
 from ..db import dbtime
 from ..models import IS_WAITING, Job
+from ..models.databases import read_database
 from .stats import QueueStats, WorkerStats
 
 EVERY_QUEUE = "*"
@@ -78,7 +77,7 @@ def left_behind(
     """
     if served is None:
         return [], 0
-    alias = using or router.db_for_read(Job) or DEFAULT_DB_ALIAS
+    alias = using or read_database()
     now = dbtime.db_now(alias)
     due = [
         queue

@@ -79,7 +79,12 @@ def pass_time(seconds: float) -> int:
     Returns how many jobs were emitted; ``ValueError`` if a schedule would emit more than
     ``PASS_LIMIT`` (nothing is emitted then).
     """
-    due = list(Schedule.objects.filter(enabled=True).annotate(db_now=DbNow()).order_by("pk"))
+    due = list(
+        Schedule.objects.using(protocol.job_database())
+        .filter(enabled=True)
+        .annotate(db_now=DbNow())
+        .order_by("pk")
+    )
     span = dt.timedelta(seconds=seconds)
     plans = []
     for schedule in due:
@@ -130,7 +135,11 @@ def tick(*, limit: int = 1000) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValueError(f"limit must be a positive integer, not {limit!r}.")
     # The database's now comes with the schedules: an idle tick is this one query.
-    due = list(Schedule.objects.filter(enabled=True).annotate(db_now=DbNow()))
+    due = list(
+        Schedule.objects.using(protocol.job_database())
+        .filter(enabled=True)
+        .annotate(db_now=DbNow())
+    )
     if not due:
         return 0
     now: dt.datetime = due[0].db_now

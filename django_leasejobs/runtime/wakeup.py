@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 
 from .. import dialects
+from ..protocol import job_database
 from . import listener
 
 logger = logging.getLogger("django_leasejobs")
@@ -49,9 +50,10 @@ class Wakeup:
         claims, so one that lands between the claim and the wait is not lost either. Polling
         every ``poll`` seconds stays the fallback (a dropped LISTEN connection is reopened).
         """
-        if not dialects.notifies():
+        alias = job_database()  # the queue database: where enqueues send NOTIFY
+        if not dialects.notifies(alias):
             return
-        self.listener = listener.Listener()
+        self.listener = listener.Listener(alias)
         self.listener.start()
         self._thread = threading.Thread(target=self._loop, name="leasejobs-listen", daemon=True)
         self._thread.start()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
+from .. import protocol
 from ..core.backoff import Backoff
 from ..core.conf import settings
 from ..errors import PermanentError, TaskNotImportedError, TaskRefusedError
@@ -237,7 +238,7 @@ def finished(execution: Execution, outcome: Outcome) -> None:
         Outcome.CANCELLED,
     ):
         return
-    job = Job.objects.filter(pk=execution.job.pk).first()
+    job = Job.objects.using(protocol.job_database()).filter(pk=execution.job.pk).first()
     if job is None:
         return
     framework = tasks_framework.of(execution.task) or tasks_framework.get()
@@ -263,7 +264,9 @@ def recovered(outcomes: dict[int, Outcome], sender: Any = None) -> None:
     dead = [job_id for job_id, outcome in outcomes.items() if outcome == Outcome.DEAD]
     if not dead:
         return
-    for job in Job.objects.filter(pk__in=dead).exclude(task_backend=""):
+    for job in (
+        Job.objects.using(protocol.job_database()).filter(pk__in=dead).exclude(task_backend="")
+    ):
         try:
             task = task_results.task_for(job)
         except Exception as exc:

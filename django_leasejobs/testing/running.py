@@ -71,7 +71,11 @@ class DrainSummary:
         """Each outcome but a refused report counts in the field named as its value."""
         if outcome in (Outcome.SUCCEEDED, Outcome.RETRIED, Outcome.DEAD, Outcome.SNOOZED):
             setattr(self, outcome.value, getattr(self, outcome.value) + 1)
-        elif Job.objects.filter(pk=job_id, status=Status.CANCELLED).exists():
+        elif (
+            Job.objects.using(protocol.job_database())
+            .filter(pk=job_id, status=Status.CANCELLED)
+            .exists()
+        ):
             self.cancelled += 1
         else:
             self.stale += 1

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..db.dbtime import DbNow, db_now
 from ..models import ApiToken
+from ..models.databases import token_database
 
 SECRET_PREFIX = "ljt_"
 """Marks a secret as ours, so a secret scanner (or a person) can tell what leaked."""
@@ -48,7 +49,7 @@ def issue(
         name=name,
         digest=digest(secret),
         prefix=prefix_of(secret),
-        expires_at=None if expires_in is None else db_now() + expires_in,
+        expires_at=None if expires_in is None else db_now(token_database()) + expires_in,
     )
     return token, secret
 

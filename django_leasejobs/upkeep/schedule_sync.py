@@ -22,6 +22,7 @@ from ..core import registry
 from ..core.conf import settings
 from ..errors import ScheduleError
 from ..models import Misfire, Schedule
+from ..models.databases import job_database
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -211,7 +212,9 @@ def _apply(
         record = json.loads(json.dumps(fields))
         row = existing.get(name)
         if row is None:
-            Schedule.objects.create(name=name, synced_spec=record, **marks, **fields)
+            Schedule.objects.using(job_database()).create(
+                name=name, synced_spec=record, **marks, **fields
+            )
             result.created.append(name)
         elif _origin(row) == "admin":
             result.conflicts.append(name)
@@ -248,9 +251,13 @@ def _sync(
 ) -> SyncResult:
     result = SyncResult()
     try:
-        with transaction.atomic():
-            rows = Schedule.objects.select_for_update().filter(
-                Q(name__in=[*cleaned, *declared]) | Q(from_settings=True) | Q(from_code=True)
+        with transaction.atomic(using=job_database()):
+            rows = (
+                Schedule.objects.using(job_database())
+                .select_for_update()
+                .filter(
+                    Q(name__in=[*cleaned, *declared]) | Q(from_settings=True) | Q(from_code=True)
+                )
             )
             existing = {row.name: row for row in rows}
             _apply(existing, "settings", cleaned, result)

@@ -32,6 +32,12 @@ def test_defaults() -> None:
     assert settings.MONITORING_TOKEN is None
     assert settings.TIMEOUT_SECONDS is None
     assert settings.JOB_LOGS == logging.INFO
+    assert settings.DATABASE is None
+
+
+@override_settings(LEASEJOBS_DATABASE="default")
+def test_the_queue_database_is_an_alias_of_databases() -> None:
+    assert settings.DATABASE == "default"
 
 
 @pytest.mark.parametrize(
@@ -88,6 +94,10 @@ def test_a_timeout_setting_is_kept_as_seconds() -> None:
         ("LEASEJOBS_JOB_LOGS", {"level": True}, "not True"),
         ("LEASEJOBS_JOB_LOGS", {"level": 99}, "(or 0 to 50), not 99"),
         ("LEASEJOBS_JOB_LOGS", {"level": "INFO", "cap": 1}, "unknown keys cap"),
+        ("LEASEJOBS_DATABASE", 5, "alias of a database in DATABASES (a string), not 5"),
+        ("LEASEJOBS_DATABASE", "", "alias of a database in DATABASES (a string), not ''"),
+        ("LEASEJOBS_DATABASE", ["jobs"], "(a string), not ['jobs']"),
+        ("LEASEJOBS_DATABASE", "jobs", "'jobs', which is not a database in DATABASES (there are:"),
     ],
 )
 def test_bad_settings_name_the_setting(name: str, value: object, message: str) -> None:

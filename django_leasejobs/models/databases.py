@@ -1,0 +1,38 @@
+"""Which database the app's tables live in: one answer, asked by every reader and writer.
+
+Every statement of the library picks its alias here (through ``protocol.job_database``, which
+is this function), never with its own ``router.db_for_write`` or ``DEFAULT_DB_ALIAS``: a project
+that moves its jobs to a database of their own (``LEASEJOBS_DATABASE``) must find enqueue, the
+worker, the admin, the API, the commands and the tasks backend all in that one database, and a
+project with one database must find nothing changed. (API tokens are the one exception: they
+point at the user model, so ``JobsRouter`` keeps them where the users are.)
+"""
+
+from __future__ import annotations
+
+from django.db import DEFAULT_DB_ALIAS, router
+
+from ..core.conf import settings
+from .api import ApiToken
+from .jobs import Job
+
+
+def job_database() -> str:
+    """The alias of the database that holds the jobs: ``LEASEJOBS_DATABASE`` when set, else
+    where Django's routers send ``Job`` (the behaviour before the setting existed), else
+    ``default``. Writes and the reads that decide a job's fate both use it."""
+    return settings.DATABASE or router.db_for_write(Job) or DEFAULT_DB_ALIAS
+
+
+def read_database() -> str:
+    """Where the read side (stats, dashboard, filters' choices) reads: the queue database
+    when ``LEASEJOBS_DATABASE`` is set, else the routers' read choice for ``Job`` (a project's
+    replica router keeps its reads off the primary, as before the setting), else ``default``.
+    Nothing that decides a job's fate reads here: :func:`job_database` does."""
+    return settings.DATABASE or router.db_for_read(Job) or DEFAULT_DB_ALIAS
+
+
+def token_database() -> str:
+    """Where API tokens are: wherever the routers send them (``JobsRouter`` leaves them with
+    the users they point at, since a foreign key cannot cross databases), else ``default``."""
+    return router.db_for_write(ApiToken) or DEFAULT_DB_ALIAS
