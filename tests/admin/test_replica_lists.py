@@ -62,3 +62,10 @@ def test_a_job_s_page_and_an_action_read_the_primary_and_say_nothing_of_a_replic
     assert done.status_code == 200
     job.refresh_from_db()
     assert job.status == "cancelled"
+
+
+@override_settings(LEASEJOBS_READ_DATABASES=REPLICA)
+def test_the_lease_advisor_says_which_replica_it_read(admin_client) -> None:
+    response = admin_client.get(url("leases"))
+    assert response.status_code == 200
+    assert SAID in shown(response)
