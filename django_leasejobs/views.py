@@ -23,7 +23,7 @@ from .core import row_ids, validation
 from .core.conf import settings
 from .core.durations import parse_duration
 from .errors import JobValidationError
-from .models.databases import job_database, read_database
+from .models.databases import probe_database, read_database
 from .reports import replica_lag, stats
 from .reports.health import Thresholds, evaluate
 
@@ -113,7 +113,8 @@ def health(request: HttpRequest) -> JsonResponse:
         # with thousands (anyone who may enqueue can make queues). It is a probe's, read on
         # the primary: a lagging replica would show due jobs already done. A monitor's
         # numbers read the replica of LEASEJOBS_READ_DATABASES, its lag beside them.
-        result = stats.collect(using=read_database() if monitor else job_database(), counts=monitor)
+        alias = read_database() if monitor else probe_database()
+        result = stats.collect(using=alias, counts=monitor)
     except DatabaseError:
         logger.exception("health: cannot read the jobs table")
         error = {"error": "cannot read the jobs table"} if monitor else {}

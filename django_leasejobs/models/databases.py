@@ -48,6 +48,14 @@ def replica_database(database: str | None = None) -> str | None:
     return settings.READ_DATABASES.get(database or job_database())
 
 
+def probe_database() -> str:
+    """Where a verdict reads (``checkjobs``, the anonymous health answer, a burst worker's
+    "left behind"): the queue database itself when ``LEASEJOBS_READ_DATABASES`` gives it a
+    replica, which may still show as due the jobs already done; else :func:`read_database`, as
+    before the setting (a project's own replica router keeps its choice)."""
+    return job_database() if replica_database() is not None else read_database()
+
+
 def primary_of(alias: str) -> str:
     """The queue database whose replica ``alias`` is (``LEASEJOBS_READ_DATABASES``), else
     ``alias``: a job read from a list may carry the replica's alias, and waiting for its result

@@ -18,6 +18,7 @@ from django_leasejobs.db.routing import JobsRouter
 from django_leasejobs.models import ApiToken, Job, Schedule, WorkflowStep
 from django_leasejobs.models.databases import (
     job_database,
+    probe_database,
     read_database,
     replica_database,
     token_database,
@@ -93,3 +94,12 @@ def test_the_replica_of_the_queue_database_is_the_read_side_s() -> None:
     assert replica_database() == "default"
     assert read_database() == "default"
     assert job_database() == "default"
+
+
+def test_a_verdict_reads_the_read_side_without_a_replica() -> None:
+    assert probe_database() == read_database() == "default"
+
+
+@override_settings(LEASEJOBS_READ_DATABASES={"default": "default"})
+def test_a_verdict_reads_the_queue_database_with_a_replica() -> None:
+    assert probe_database() == job_database() == "default"

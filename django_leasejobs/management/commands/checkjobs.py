@@ -20,7 +20,7 @@ from django_leasejobs.core.durations import format_age
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.management import arguments
 from django_leasejobs.management.base import LeaseJobsCommand
-from django_leasejobs.models.databases import job_database
+from django_leasejobs.models.databases import probe_database
 from django_leasejobs.reports import health, stats
 
 UNHEALTHY = 1
@@ -137,7 +137,7 @@ class Command(LeaseJobsCommand):
         try:
             # A probe's verdict, on the primary: a lagging replica (LEASEJOBS_READ_DATABASES)
             # would still show as due the jobs already done.
-            result = stats.collect(using=job_database())
+            result = stats.collect(using=probe_database())
         except DatabaseError as exc:
             self.stdout.write(f"UNHEALTHY: cannot read the jobs table: {exc}".strip())
             sys.exit(UNHEALTHY)
