@@ -6,7 +6,7 @@ makes one, with a third alias: ``jobs_replica`` opens its own connections to the
 ``LEASEJOBS_READ_DATABASES = {"jobs": "jobs_replica"}``. The project's own code
 (``notify/probe.py``) counts the statements each alias runs, from every thread: on each new
 connection to the replica a wrapper counts what it executes. A worker run (claims, heartbeats,
-completions, retries, dead letters, a workflow, dedupe, result waits) runs none there; the
+completions, a retry, a dead letter, a workflow, dedupe, result waits) runs none there; the
 admin's lists and dashboard, the stats, the API's lists and a monitor's health answer do.
 """
 
@@ -33,7 +33,7 @@ from ..newproject import (
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
 JOBS = """
-    from django_leasejobs import job
+    from django_leasejobs import Retry, job
 
 
     @job
@@ -44,6 +44,13 @@ JOBS = """
     @job(max_attempts=1)
     def broken():
         raise ValueError("always")
+
+
+    @job(takes_context=True, max_attempts=3)
+    def flaky(ctx):
+        if ctx.attempt == 1:
+            raise Retry("once more", after=0)
+        return f"attempt {ctx.attempt}"
 """
 
 PROBE = """
@@ -84,16 +91,17 @@ PROBE = """
 
 
     def worker_run():
-        from notify.jobs import broken, greet
+        from notify.jobs import broken, flaky, greet
 
         def run():
             jobs = [greet.enqueue(f"w{i}") for i in range(3)]
             first = greet.using(dedupe_key="once").enqueue("d")
             again = greet.using(dedupe_key="once").enqueue("d")
             dead = broken.enqueue()
+            retried = flaky.enqueue()
             run_id = chain(greet.s("a"), greet.si("b")).enqueue().pk
             call_command("runjobworker", "--burst", "--concurrency", "2", stdout=io.StringIO())
-            results = [job.wait(timeout=10) for job in jobs]
+            results = [job.wait(timeout=10) for job in [*jobs, retried]]
             return {
                 "results": results,
                 "deduped": first.pk == again.pk,
@@ -241,7 +249,7 @@ def probe(project: NewProject, call: str) -> Any:
 def test_a_worker_run_reads_nothing_from_the_replica(project: NewProject) -> None:
     seen = probe(project, "worker_run()")
     assert seen["replica_statements"] == 0, seen
-    assert seen["results"] == ["hello w0", "hello w1", "hello w2"]
+    assert seen["results"] == ["hello w0", "hello w1", "hello w2", "attempt 2"]
     assert seen["deduped"] is True
     assert seen["dead"] == "dead"
     assert seen["listed_wait_on_replica"] == 0
