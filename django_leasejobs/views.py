@@ -23,7 +23,8 @@ from .core import row_ids, validation
 from .core.conf import settings
 from .core.durations import parse_duration
 from .errors import JobValidationError
-from .reports import stats
+from .models.databases import probe_database, read_database
+from .reports import replica_lag, stats
 from .reports.health import Thresholds, evaluate
 
 logger = logging.getLogger("django_leasejobs")
@@ -109,8 +110,11 @@ def health(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"status": "error", "error": str(exc)}, status=400)
     try:
         # A stranger's verdict counts no queue: its queries are as many with one queue as
-        # with thousands (anyone who may enqueue can make queues).
-        result = stats.collect(counts=monitor)
+        # with thousands (anyone who may enqueue can make queues). It is a probe's, read on
+        # the primary: a lagging replica would show due jobs already done. A monitor's
+        # numbers read the replica of LEASEJOBS_READ_DATABASES, its lag beside them.
+        alias = read_database() if monitor else probe_database()
+        result = stats.collect(using=alias, counts=monitor)
     except DatabaseError:
         logger.exception("health: cannot read the jobs table")
         error = {"error": "cannot read the jobs table"} if monitor else {}
@@ -124,6 +128,9 @@ def health(request: HttpRequest) -> JsonResponse:
         "thresholds": thresholds.as_dict(),
         **result.as_dict(),
     }
+    lag = replica_lag.read()
+    if lag is not None:
+        body["read_from"] = lag.as_dict()
     return JsonResponse(body, status=_code(problems))
 
 

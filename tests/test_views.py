@@ -344,3 +344,23 @@ def test_the_detailed_view_caps_the_queues_it_counts_and_still_judges_them_all(
     assert [p["queue"] for p in body["problems"]] == ["zz-stalled"]
     anonymous = Client().get(URL)
     assert (anonymous.status_code, anonymous.json()) == (503, {"status": "unhealthy"})
+
+
+@override_settings(LEASEJOBS_READ_DATABASES={"default": "default"})
+def test_a_monitor_s_numbers_say_which_replica_they_were_read_from(
+    staff: Client, client: Client
+) -> None:
+    # The suite's one database as its own replica; counted per alias in
+    # tests/acceptance/test_read_replicas.py. A stranger's verdict reads the primary.
+    body = staff.get(URL).json()
+    assert body["read_from"] == {
+        "database": "default",
+        "standby": False,
+        "lag_seconds": 0.0,
+        "stale": False,
+    }
+    assert client.get(URL).json() == {"status": "ok"}
+
+
+def test_without_a_replica_no_read_from(staff: Client) -> None:
+    assert "read_from" not in staff.get(URL).json()

@@ -23,6 +23,7 @@ from django.utils.text import smart_split, unescape_string_literal
 from django.utils.translation import gettext as _
 
 from . import display
+from .replica_lists import ReplicaLists
 
 PERMISSIONS = {
     "cancel": "cancel_job",
@@ -99,8 +100,9 @@ def has_operator_permission(request: HttpRequest, name: str) -> bool:
     return request.user.has_perm(f"django_leasejobs.{PERMISSIONS[name]}")
 
 
-class ReadOnlyAdmin(NulRefusingLists, admin.ModelAdmin):
-    """Rows change only through the protocol, never through an admin form."""
+class ReadOnlyAdmin(ReplicaLists, NulRefusingLists, admin.ModelAdmin):
+    """Rows change only through the protocol, never through an admin form; the lists read a
+    replica when one is configured (:mod:`.replica_lists`)."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -1,6 +1,7 @@
 """The dashboard page: per-queue depth, running, oldest due age, dead letters, expired leases,
 the workers (read-only: last seen, running jobs, stuck handlers), and the queues' history as
-charts (:mod:`.charts`) over the last hour, day or week.
+charts (:mod:`.charts`) over the last hour, day or week. With ``LEASEJOBS_READ_DATABASES`` the
+numbers are the replica's, and the page says how far behind it is (``replica_lag``).
 
 Numbers come from :func:`django_leasejobs.stats.collect`, the same query module as ``jobstats``,
 ``checkjobs`` and the health view, so every face agrees on what "due" and "expired" mean. A cell
@@ -20,7 +21,7 @@ from django.template.response import TemplateResponse
 from .. import protocol
 from ..core.durations import format_age
 from ..models import PauseKind
-from ..reports import health, stats
+from ..reports import health, replica_lag, stats
 from . import charts, display, pauses
 
 COLUMNS = (
@@ -116,7 +117,7 @@ def dashboard_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpR
     """Needs the permission to view jobs; the pause buttons need ``pause_queue`` too."""
     if not model_admin.has_view_permission(request):
         return HttpResponse("You may not view jobs.", status=403)
-    numbers = stats.collect()
+    numbers = stats.collect()  # the replica's, with LEASEJOBS_READ_DATABASES
     alerts = _alerts(numbers)
     rows = [
         {
@@ -145,5 +146,6 @@ def dashboard_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpR
         "stuck": numbers.stuck,
         "may_pause": pauses.may_pause(model_admin, request),
         "history": charts.context(charts.chosen_range(request)),
+        "replica": replica_lag.read(),
     }
     return TemplateResponse(request, "admin/django_leasejobs/dashboard.html", context)

@@ -19,9 +19,9 @@ from django.http import HttpRequest
 from ..core import registry
 from ..core.conf import settings
 from ..models import Job, Status
-from ..models.databases import read_database
 from ..reports import stats
 from . import job_search
+from .replica_lists import list_database
 
 
 class JobNameFilter(admin.SimpleListFilter):
@@ -29,7 +29,7 @@ class JobNameFilter(admin.SimpleListFilter):
     parameter_name = "name"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        alias = read_database()
+        alias = list_database(request)
         names = job_search.known_names(request, alias) or sorted(registry.registered())
         return [(name, name) for name in names]
 
@@ -45,9 +45,9 @@ class QueueFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         names = {settings.DEFAULT_QUEUE}
         names.update(f.queue for f in registry.registered().values() if f.queue)
-        names.update(stats.waiting_queues(read_database()))
+        names.update(stats.waiting_queues(list_database(request)))
         names.update(
-            Job.objects.using(read_database())
+            Job.objects.using(list_database(request))
             .filter(status=Status.RUNNING)
             .order_by()
             .values_list("queue", flat=True)

@@ -13,8 +13,9 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from ..reports import advisor
+from ..reports import advisor, replica_lag
 from ..reports.lease_advice import seconds_text
+from .replica_lists import show_lag
 
 
 def _seconds(value: float | None) -> str:
@@ -47,6 +48,7 @@ def leases_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResp
     """Needs the permission to view jobs (view-only staff may read it)."""
     if not model_admin.has_view_permission(request):
         return HttpResponse("You may not view jobs.", status=403)
+    show_lag(request, replica_lag.read())  # the runs are counted on the replica, if set
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.opts,

@@ -20,10 +20,11 @@ from ..models.databases import job_database
 from ..reports.occurrences import next_occurrences
 from . import json_input, occurrences
 from .base import NulRefusingLists
+from .replica_lists import ReplicaLists
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(NulRefusingLists, admin.ModelAdmin):
+class ScheduleAdmin(ReplicaLists, NulRefusingLists, admin.ModelAdmin):
     """Editable: ``Schedule.clean()`` refuses what the scheduler could not run (bad cron,
     timezone, job name, arguments), the same checks as the settings sync. An edit of a schedule
     from settings stays until its entry in settings changes (see ``syncschedules``)."""

@@ -25,6 +25,7 @@ from ..core import json_values, registry, validation
 from ..core.conf import settings
 from ..errors import JobArgumentsError, JobValidationError
 from ..models import CLAIMABLE, Job, Status
+from ..models.databases import read_database
 from ..runtime import inprocess
 from . import inputs, serialize
 from .endpoint import audit
@@ -174,7 +175,7 @@ def _may_see_holder(request: HttpRequest, holder: Job, field: str) -> None:
 
 def list_jobs(request: HttpRequest) -> JsonResponse:
     params = inputs.query(request, ("status", "queue", "name", "limit", "cursor"))
-    rows = Job.objects.using(protocol.job_database()).order_by("-id")
+    rows = Job.objects.using(read_database()).order_by("-id")  # a replica's, if set
     status = inputs.choice(params, "status", Status.values)
     if status is not None:
         rows = rows.filter(status=status)

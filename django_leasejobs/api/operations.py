@@ -14,6 +14,7 @@ from ..core import cron
 from ..core.occurrences import cron_of
 from ..errors import InvalidTransitionError, JobArgumentsError, JobValidationError, ScheduleError
 from ..models import DeadLetter, Schedule
+from ..models.databases import read_database
 from ..reports import stats, workflow_reads
 from ..reports.health import Thresholds, evaluate
 from ..reports.occurrences import history_of
@@ -29,7 +30,7 @@ MAX_OCCURRENCE_RANGE = dt.timedelta(days=31)
 
 def list_dead_letters(request: HttpRequest) -> JsonResponse:
     params = inputs.query(request, ("name", "queue", "replayed", "limit", "cursor"))
-    rows = DeadLetter.objects.using(protocol.job_database()).order_by("-id")
+    rows = DeadLetter.objects.using(read_database()).order_by("-id")  # a replica's, if set
     for name in ("queue", "name"):
         value = inputs.name_filter(params, name)
         if value is not None:
@@ -80,9 +81,7 @@ def replay(request: HttpRequest, dead_letter_id: int) -> JsonResponse:
 
 def list_schedules(request: HttpRequest) -> JsonResponse:
     params = inputs.query(request, ("limit", "cursor"))
-    return page(
-        params, Schedule.objects.using(protocol.job_database()).order_by("-id"), serialize.schedule
-    )
+    return page(params, Schedule.objects.using(read_database()).order_by("-id"), serialize.schedule)
 
 
 def occurrences(request: HttpRequest, schedule_id: int) -> JsonResponse:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse, QueryDict
 
-from .. import protocol, workflows
+from .. import workflows
 from ..models import RunStatus, WorkflowRun
+from ..models.databases import read_database
 from ..reports import workflow_reads
 from . import inputs, serialize
 from .endpoint import audit
@@ -25,7 +26,7 @@ from .jobs import VIEW_JOB, get_row, page
 
 def list_workflows(request: HttpRequest) -> JsonResponse:
     params = inputs.query(request, ("status", "name", "limit", "cursor"))
-    rows = WorkflowRun.objects.using(protocol.job_database()).order_by("-id")
+    rows = WorkflowRun.objects.using(read_database()).order_by("-id")  # a replica's, if set
     status = inputs.choice(params, "status", RunStatus.values)
     if status is not None:
         rows = rows.filter(status=status)

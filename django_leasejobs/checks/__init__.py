@@ -40,6 +40,8 @@
 - ``leasejobs.E016``: ``JobsRouter`` is in ``DATABASE_ROUTERS`` without ``LEASEJOBS_DATABASE``
 - ``leasejobs.E017``: the queue database of its own lacks the app's migrations, seen from
   another database (database check; on itself it is ``W010``, so ``migrate`` can fix it)
+- ``leasejobs.E018``: a key of ``LEASEJOBS_READ_DATABASES`` is not the queue database, so its
+  replica would never be read (:mod:`django_leasejobs.checks.routing`)
 - ``leasejobs.W010``: the app's migrations are not all applied on the database (database check,
   in :mod:`django_leasejobs.db.migration_state`; a warning, so that ``migrate`` itself is not
   stopped): the app's commands refuse to start until ``migrate`` has run
@@ -55,7 +57,7 @@ The database checks (E007, W001, E017) carry Django's ``database`` tag: they run
 One module per topic: ``settings`` (E001, E002, W002, W003, E008, E009, E011, W007),
 ``schedules`` (E003 to E005, W012, and the check that runs E006, E010, E012 and E013 with
 them), ``jobs`` (E006, E010, E014, W011, W014, W099, E099), ``queues`` (E012, E013, W013),
-``leases`` (W005, W006), ``databases`` (E007, W001) and ``routing`` (E015, E016, E017).
+``leases`` (W005, W006), ``databases`` (E007, W001) and ``routing`` (E015 to E018).
 This module lists them and registers them with Django.
 """
 

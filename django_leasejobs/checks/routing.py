@@ -13,6 +13,8 @@ would list a database the workers never read. Hence:
 - ``leasejobs.E017`` (database check): the queue database, checked from another database
   (``check --database default``, ``migrate``), lacks the app's migrations. Checked on itself
   it is the warning ``leasejobs.W010`` instead, so ``migrate --database jobs`` can run.
+- ``leasejobs.E018``: a key of ``LEASEJOBS_READ_DATABASES`` is not the queue database: its
+  replica would never be read.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ..core.conf import PREFIX, settings
 from ..db import migration_state
 from ..db.routing import JobsRouter
 from ..models import Job
+from ..models.databases import job_database
 
 ROUTER_PATH = "django_leasejobs.routers.JobsRouter"
 HINT = "See docs/databases.md#a-queue-database-of-its-own."
@@ -100,6 +103,27 @@ def check_queue_migrated(
     ]
 
 
+def check_read_databases(app_configs: Any = None, **kwargs: Any) -> Messages:
+    """E018: each key of ``LEASEJOBS_READ_DATABASES`` is the queue database."""
+    try:
+        replicas = settings.READ_DATABASES
+        queue_database = job_database()
+    except ImproperlyConfigured:
+        return []  # leasejobs.E001 reports the bad value
+    return [
+        checks.Error(
+            f"{PREFIX}READ_DATABASES maps {primary!r}, which is not a queue database (the "
+            f"jobs are in {queue_database!r}): its replica {replica!r} would never be read.",
+            hint=f'Key the replica by the queue database: {{"{queue_database}": "{replica}"}}. '
+            "See docs/databases.md#read-replicas.",
+            id="leasejobs.E018",
+        )
+        for primary, replica in replicas.items()
+        if primary != queue_database
+    ]
+
+
 def register() -> None:
     checks.register(check_router, "leasejobs")
+    checks.register(check_read_databases, "leasejobs")
     checks.register(check_queue_migrated, checks.Tags.database)

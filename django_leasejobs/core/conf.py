@@ -35,6 +35,7 @@ from .setting_values import (
     optional_count,
     optional_number,
     raw,
+    read_databases,
 )
 from .value_rules import (
     DOTTED,
@@ -357,6 +358,20 @@ class Settings:
         is atomic with the caller's writes only in that database
         (docs/databases.md#a-queue-database-of-its-own)."""
         return database_alias(raw("DATABASE"))
+
+    @cached_property
+    def READ_DATABASES(self) -> dict[str, str]:
+        """Replicas for the read side: queue database alias -> replica alias, such as
+        ``{"jobs": "jobs_replica"}``. The admin's lists and dashboard, the stats, the API's
+        lists and the detailed health answers read the replica; claims, writes, result waits
+        and admin actions never do (docs/databases.md#read-replicas)."""
+        return read_databases(raw("READ_DATABASES"))
+
+    @cached_property
+    def READ_MAX_LAG(self) -> float:
+        """Seconds a replica may be behind before the admin warns that its figures are too old to
+        trust (it keeps reading the replica: docs/databases.md#read-replicas)."""
+        return float(number("READ_MAX_LAG", minimum=0))
 
     def forget(self) -> None:
         """Drop every value read so far: the next read takes the current setting."""

@@ -58,6 +58,8 @@ DEFAULTS: dict[str, Any] = {
     "OTEL_SPAN_RELATIONSHIP": "link",
     "JOB_LOGS": {"level": "INFO"},
     "DATABASE": None,
+    "READ_DATABASES": {},
+    "READ_MAX_LAG": 30.0,
 }
 
 RETENTION_STATES = ("succeeded", "cancelled", "dead")
@@ -156,6 +158,10 @@ def job_logs_level(value: Any) -> int | None:
     )
 
 
+def _known_aliases() -> list[str]:
+    return list(getattr(django_settings, "DATABASES", {}))
+
+
 def database_alias(value: Any) -> str | None:
     """``LEASEJOBS_DATABASE``: ``None``, or the alias of a database in ``DATABASES``.
 
@@ -170,10 +176,40 @@ def database_alias(value: Any) -> str | None:
             f"{name} must be None or the alias of a database in DATABASES (a string), "
             f"not {value!r}."
         )
-    known = list(getattr(django_settings, "DATABASES", {}))
+    known = _known_aliases()
     if value not in known:
         raise ImproperlyConfigured(
             f"{name} is {value!r}, which is not a database in DATABASES "
             f"(there are: {', '.join(map(repr, known)) or 'none'})."
         )
     return value
+
+
+def read_databases(value: Any) -> dict[str, str]:
+    """``LEASEJOBS_READ_DATABASES``: a dict of queue database alias -> replica alias, both in
+    ``DATABASES``.
+
+    Checked when read, as ``database_alias`` is: a typo in a replica's alias would otherwise
+    surface as ``ConnectionDoesNotExist`` on the dashboard only. Whether each key is a queue
+    database is the system check ``leasejobs.E018`` (it needs the routers, a layer above).
+    """
+    name = f"{PREFIX}READ_DATABASES"
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(
+            f'{name} must be a dict of queue database -> replica alias, such as {{"jobs": '
+            f'"jobs_replica"}}, not {value!r}.'
+        )
+    known = _known_aliases()
+    for primary, replica in value.items():
+        for alias in (primary, replica):
+            if not isinstance(alias, str) or not alias:
+                raise ImproperlyConfigured(
+                    f"{name} must map database aliases (strings) to database aliases, not "
+                    f"{primary!r}: {replica!r}."
+                )
+            if alias not in known:
+                raise ImproperlyConfigured(
+                    f"{name} names {alias!r} ({primary!r}: {replica!r}), which is not a "
+                    f"database in DATABASES (there are: {', '.join(map(repr, known)) or 'none'})."
+                )
+    return dict(value)

@@ -6,12 +6,13 @@ same methods on every database, the alias first: ``insert``, ``insert_many``, ``
 ``count_steps``, ``announce``, ``announce_cancel``, ``announce_finished``, ``prune_limiters``,
 ``upsert_worker``, ``insert_logs``, ``check_sendable`` and ``require_utf8``
 (``base.OPERATIONS``). What a database can do is an attribute of its dialect (``notifies``,
-``utc_session``, ``journal_mode_query``), read through ``for_connection`` or ``notifies()``: no
-code outside this package tests ``connection.vendor``. Each owns its statements and transaction;
-its steps are private to the dialect. ``base.Dialect`` implements them with the ORM (what MariaDB
-and MySQL use); ``postgresql`` and ``sqlite`` replace the operations, or the steps of one, that
-their SQL does better. Each database's code is a folder: ``base/``, ``postgresql/``, ``sqlite/``,
-``mysql/``; ``sql``, ``tokens``, ``counting`` and ``waiting`` are shared. To add a database:
+``utc_session``, ``journal_mode_query``, ``replication``), read through ``for_connection``,
+``notifies()`` or ``replication()``: no code outside this package tests ``connection.vendor``.
+Each owns its statements and transaction; its steps are private to the dialect.
+``base.Dialect`` implements them with the ORM (what MariaDB and MySQL use); ``postgresql`` and
+``sqlite`` replace the operations, or the steps of one, that their SQL does better. Each
+database's code is a folder: ``base/``, ``postgresql/``, ``sqlite/``, ``mysql/``; ``sql``,
+``tokens``, ``counting`` and ``waiting`` are shared. To add a database:
 subclass ``Dialect``, override what its SQL can do in fewer statements, add it to ``_BY_VENDOR``,
 and run ``tests/dialects`` against it. The layers above import this module alone (``__all__``),
 never one of the package's modules: an import-linter contract says so.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..core.conf import settings
@@ -37,6 +38,7 @@ from .base import (
     succeeded_fields,
 )
 from .base.limiter_pruning import prunable as prunable_limiters
+from .base.replication import Replication
 from .counting import CAP as COUNT_CAP
 from .counting import Count, count
 from .counting import Kind as CountKind
@@ -62,6 +64,7 @@ __all__ = [
     "Dialect",
     "LogRow",
     "Renewed",
+    "Replication",
     "Token",
     "after",
     "count",
@@ -72,6 +75,7 @@ __all__ = [
     "placeholders",
     "prepare_session",
     "prunable_limiters",
+    "replication",
     "succeeded_fields",
 ]
 
@@ -97,6 +101,19 @@ def notifies(alias: str = DEFAULT_DB_ALIAS) -> bool:
     """Whether enqueues and finishes are announced and workers and waiters may listen: a
     database that notifies (PostgreSQL), with ``LEASEJOBS_NOTIFY`` on."""
     return for_alias(alias).notifies and settings.NOTIFY
+
+
+def replication(alias: str) -> Replication:
+    """Whether the database behind ``alias`` is a standby, and its lag (its dialect's
+    ``replication`` capability). Inside a transaction, in a savepoint of its own: a refused
+    statement (a missing privilege) must not break the caller's transaction."""
+    connection = connections[alias]
+    read = for_connection(connection).replication.status
+    if connection.in_atomic_block:
+        with transaction.atomic(using=alias), connection.cursor() as cursor:
+            return read(cursor)
+    with connection.cursor() as cursor:
+        return read(cursor)
 
 
 def prepare_session(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:

@@ -24,12 +24,46 @@ def job_database() -> str:
     return settings.DATABASE or router.db_for_write(Job) or DEFAULT_DB_ALIAS
 
 
-def read_database() -> str:
-    """Where the read side (stats, dashboard, filters' choices) reads: the queue database
-    when ``LEASEJOBS_DATABASE`` is set, else the routers' read choice for ``Job`` (a project's
-    replica router keeps its reads off the primary, as before the setting), else ``default``.
-    Nothing that decides a job's fate reads here: :func:`job_database` does."""
+def read_database(database: str | None = None) -> str:
+    """Where the read side (the admin's lists and dashboard, stats, the API's lists, the
+    detailed health answers) reads: the replica ``LEASEJOBS_READ_DATABASES`` names for the
+    queue database (``database``, else :func:`job_database`), else the queue database when
+    ``LEASEJOBS_DATABASE`` is set, else the routers' read choice for ``Job`` (a project's
+    replica router keeps its reads off the primary, as before the settings), else ``default``.
+
+    A replica may be seconds behind, so nothing that decides a job's fate reads here (claims,
+    leases, results, dedupe, limits, admin actions): :func:`job_database` does.
+    """
+    replica = replica_database(database)
+    if replica is not None:
+        return replica
+    if database is not None:
+        return database
     return settings.DATABASE or router.db_for_read(Job) or DEFAULT_DB_ALIAS
+
+
+def replica_database(database: str | None = None) -> str | None:
+    """The replica ``LEASEJOBS_READ_DATABASES`` gives the queue database (``database``, else
+    :func:`job_database`); ``None`` without one. The admin shows its lag beside what it read."""
+    return settings.READ_DATABASES.get(database or job_database())
+
+
+def probe_database() -> str:
+    """Where a verdict reads (``checkjobs``, the anonymous health answer, a burst worker's
+    "left behind"): the queue database itself when ``LEASEJOBS_READ_DATABASES`` gives it a
+    replica, which may still show as due the jobs already done; else :func:`read_database`, as
+    before the setting (a project's own replica router keeps its choice)."""
+    return job_database() if replica_database() is not None else read_database()
+
+
+def primary_of(alias: str) -> str:
+    """The queue database whose replica ``alias`` is (``LEASEJOBS_READ_DATABASES``), else
+    ``alias``: a job read from a list may carry the replica's alias, and waiting for its result
+    must read the primary, where the worker writes it."""
+    for primary, replica in settings.READ_DATABASES.items():
+        if replica == alias and primary != alias:
+            return primary
+    return alias
 
 
 def token_database() -> str:

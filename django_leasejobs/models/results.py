@@ -27,7 +27,7 @@ from django.db import connections
 from ..core import notify, registry
 from ..errors import JobFailedError
 from . import FINAL, DeadLetter, Job, Status
-from .databases import job_database
+from .databases import job_database, primary_of
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -233,7 +233,7 @@ class _FinishListener:
 def wait(job: Job, timeout: Any = None) -> Any:
     """Block until ``job`` finishes; refresh it and return its result (see ``Job.wait``)."""
     clock = _Clock(job, timeout)
-    using = job._state.db or job_database()
+    using = primary_of(job._state.db or job_database())  # never a replica
     if not _finished(job, using):
         clock.remaining()  # a timeout of 0 ends here, before any connection is opened
         listener = _FinishListener(using, job.pk)
@@ -269,7 +269,7 @@ async def await_result(job: Job, timeout: Any = None) -> Any:
     """``wait`` for async code: the reads run through ``sync_to_async``, the pauses are
     ``asyncio`` sleeps or waits for the listening socket, so the event loop stays free."""
     clock = _Clock(job, timeout)
-    using = job._state.db or job_database()
+    using = primary_of(job._state.db or job_database())  # never a replica
     finished = sync_to_async(_finished, thread_sensitive=True)
     if not await finished(job, using):
         clock.remaining()

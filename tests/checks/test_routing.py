@@ -83,3 +83,16 @@ def test_e017_is_silent_on_the_queue_database_itself() -> None:
     # E017 (seen from another database) is in tests/acceptance/test_queue_database.py.
     assert routing_checks.check_queue_migrated(databases=["default"]) == []
     assert routing_checks.check_queue_migrated(databases=[]) == []
+
+
+@override_settings(LEASEJOBS_READ_DATABASES={"default": "default"})
+def test_e018_is_silent_for_a_replica_of_the_queue_database() -> None:
+    # A replica keyed by another database than the queue database's needs two aliases:
+    # tests/acceptance/test_read_replicas.py runs a project that has them.
+    assert routing_checks.check_read_databases() == []
+
+
+@override_settings(LEASEJOBS_READ_DATABASES={"default": "jobs_replica"})
+def test_a_replica_not_in_databases_is_e001_alone() -> None:
+    assert routing_checks.check_read_databases() == []
+    assert "names 'jobs_replica'" in " ".join(m.msg for m in setting_checks.check_settings())

@@ -35,6 +35,17 @@ def test_defaults() -> None:
     assert settings.DATABASE is None
 
 
+def test_no_replica_is_read_by_default() -> None:
+    assert settings.READ_DATABASES == {}
+    assert settings.READ_MAX_LAG == 30.0
+
+
+@override_settings(LEASEJOBS_READ_DATABASES={"default": "default"}, LEASEJOBS_READ_MAX_LAG=5)
+def test_a_replica_of_the_queue_database() -> None:
+    assert settings.READ_DATABASES == {"default": "default"}
+    assert settings.READ_MAX_LAG == 5.0
+
+
 @override_settings(LEASEJOBS_DATABASE="default")
 def test_the_queue_database_is_an_alias_of_databases() -> None:
     assert settings.DATABASE == "default"
@@ -98,6 +109,19 @@ def test_a_timeout_setting_is_kept_as_seconds() -> None:
         ("LEASEJOBS_DATABASE", "", "alias of a database in DATABASES (a string), not ''"),
         ("LEASEJOBS_DATABASE", ["jobs"], "(a string), not ['jobs']"),
         ("LEASEJOBS_DATABASE", "jobs", "'jobs', which is not a database in DATABASES (there are:"),
+        ("LEASEJOBS_READ_DATABASES", "jobs_replica", "must be a dict of queue database -> replica"),
+        ("LEASEJOBS_READ_DATABASES", [("default", "r")], 'such as {"jobs": "jobs_replica"}'),
+        ("LEASEJOBS_READ_DATABASES", {"default": 5}, "map database aliases (strings)"),
+        ("LEASEJOBS_READ_DATABASES", {"default": ""}, "map database aliases (strings)"),
+        (
+            "LEASEJOBS_READ_DATABASES",
+            {"default": "jobs_replica"},
+            "names 'jobs_replica' ('default': 'jobs_replica'), which is not a database in "
+            "DATABASES (there are: 'default')",
+        ),
+        ("LEASEJOBS_READ_DATABASES", {"jobs": "default"}, "names 'jobs' ('jobs': 'default')"),
+        ("LEASEJOBS_READ_MAX_LAG", -1, "must be at least 0"),
+        ("LEASEJOBS_READ_MAX_LAG", "30s", "must be a number"),
     ],
 )
 def test_bad_settings_name_the_setting(name: str, value: object, message: str) -> None:

@@ -16,7 +16,13 @@ from django.test import override_settings
 
 from django_leasejobs.db.routing import JobsRouter
 from django_leasejobs.models import ApiToken, Job, Schedule, WorkflowStep
-from django_leasejobs.models.databases import job_database, read_database, token_database
+from django_leasejobs.models.databases import (
+    job_database,
+    probe_database,
+    read_database,
+    replica_database,
+    token_database,
+)
 
 ROUTER = "django_leasejobs.routers.JobsRouter"
 APP = "django_leasejobs"
@@ -73,3 +79,27 @@ def test_one_function_names_the_database(routed: JobsRouter) -> None:
 
 def test_a_project_with_one_database_is_unchanged() -> None:
     assert job_database() == read_database() == token_database() == "default"
+
+
+def test_without_a_replica_the_read_side_reads_the_queue_database() -> None:
+    assert replica_database() is None
+    assert replica_database("default") is None
+    assert read_database("default") == "default"
+
+
+@override_settings(LEASEJOBS_READ_DATABASES={"default": "default"})
+def test_the_replica_of_the_queue_database_is_the_read_side_s() -> None:
+    # The suite has one database: its own replica here (a no-op mapping, allowed); a project
+    # with a replica alias is tests/acceptance/test_read_replicas.py.
+    assert replica_database() == "default"
+    assert read_database() == "default"
+    assert job_database() == "default"
+
+
+def test_a_verdict_reads_the_read_side_without_a_replica() -> None:
+    assert probe_database() == read_database() == "default"
+
+
+@override_settings(LEASEJOBS_READ_DATABASES={"default": "default"})
+def test_a_verdict_reads_the_queue_database_with_a_replica() -> None:
+    assert probe_database() == job_database() == "default"

@@ -422,7 +422,7 @@ OPERATIONS = {
     # A batch of workflow successes, with their steps and runs (test_complete_steps.py).
     "complete_steps", "count_steps",
 }  # fmt: skip
-CAPABILITIES = {"notifies", "utc_session", "journal_mode_query"}
+CAPABILITIES = {"notifies", "utc_session", "journal_mode_query", "replication"}
 
 
 @pytest.mark.parametrize("cls", [dialects.Dialect, PostgreSQLDialect, SQLiteDialect, MySQLDialect])
@@ -442,6 +442,8 @@ def test_the_capabilities_are_the_database_s(vendor_dialect: dialects.Dialect) -
     assert vendor_dialect.notifies is (vendor == "postgresql")
     assert (vendor_dialect.utc_session is not None) is (vendor == "mysql")
     assert (vendor_dialect.journal_mode_query is not None) is (vendor == "sqlite")
+    has_replication = vendor in ("postgresql", "mysql")
+    assert (vendor_dialect.replication is not dialects.Dialect.replication) is has_replication
     orm = dialects.Dialect()
     assert (orm.notifies, orm.utc_session, orm.journal_mode_query) == (False, None, None)
     assert dialects.for_connection(connection) is dialects.for_alias(DEFAULT_DB_ALIAS)

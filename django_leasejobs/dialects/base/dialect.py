@@ -38,6 +38,7 @@ from ..tokens import Completion, Token, succeeded_fields, tokens_q
 from . import limiter_pruning
 from .expressions import after
 from .leasing import LeaseSteps, Renewed
+from .replication import NO_REPLICATION, ReplicationReader
 from .workflow_steps import Counted, StepsCompleted, complete_steps, count_steps
 
 __all__ = [
@@ -144,6 +145,10 @@ class Dialect(LeaseSteps):
     journal_mode_query: str | None = None
     """The statement that reads the database's journal mode, where the system checks want WAL
     (``leasejobs.W001``); None where there is no such mode."""
+
+    replication: ReplicationReader = NO_REPLICATION
+    """How the database says whether it is a standby and its lag (``dialects.replication``),
+    for the admin reading a replica (``LEASEJOBS_READ_DATABASES``); here: none to ask."""
 
     def insert(self, alias: str, values: dict[str, Any]) -> Job:
         """INSERT one row of ``values`` (field name or attname to value) and return it."""

@@ -9,6 +9,7 @@ one INSERT per row in the same transaction; the worker row's upsert is Django's
 from __future__ import annotations
 
 from ..base.dialect import Dialect
+from . import replication_status
 
 
 class MySQLDialect(Dialect):
@@ -16,3 +17,4 @@ class MySQLDialect(Dialect):
     which database it serves."""
 
     utc_session = "SET time_zone = '+00:00'"  # the session's clock is NOW()'s (``session``)
+    replication = replication_status.READER

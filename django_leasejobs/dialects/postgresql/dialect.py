@@ -30,7 +30,7 @@ from ..base.dialect import (
     Token,
 )
 from ..base.within_limits import CANDIDATES_PER_SLOT, Bucket, Fill
-from . import client_encoding, job_rows, notify
+from . import client_encoding, job_rows, notify, replication_status
 from . import insert as postgresql_insert
 from . import job_logs as postgresql_job_logs
 from . import limited as postgresql_limited
@@ -197,6 +197,7 @@ def int_array(values: Iterable[int]) -> str:
 
 class PostgreSQLDialect(Dialect):
     notifies = True
+    replication = replication_status.READER
 
     def insert(self, alias: str, values: dict[str, Any]) -> Job:
         return postgresql_insert.insert_one(values, alias)

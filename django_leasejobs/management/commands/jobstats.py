@@ -19,7 +19,7 @@ from django.core.management.base import CommandError
 from django_leasejobs.core.durations import format_age
 from django_leasejobs.management import arguments, leases
 from django_leasejobs.management.base import LeaseJobsCommand
-from django_leasejobs.reports import advisor, stats, workflow_reads
+from django_leasejobs.reports import advisor, replica_lag, stats, workflow_reads
 from django_leasejobs.runtime.execution import close_old_connections
 
 COLUMNS = (
@@ -129,10 +129,12 @@ class Command(LeaseJobsCommand):
             return
 
     def show(self, as_json: bool, *, clear: bool) -> None:
-        result = stats.collect()
+        result = stats.collect()  # on the replica of LEASEJOBS_READ_DATABASES, if set
+        lag = replica_lag.read()
         if as_json:
             runs = workflow_reads.counts_as_dict()
-            self.stdout.write(json.dumps({**result.as_dict(), "workflow_runs": runs}))
+            read_from = {} if lag is None else {"read_from": lag.as_dict()}
+            self.stdout.write(json.dumps({**result.as_dict(), "workflow_runs": runs, **read_from}))
             return
         if clear:
             self.stdout.write("\033[H\033[2J", ending="")
@@ -141,6 +143,8 @@ class Command(LeaseJobsCommand):
         runs_line = workflow_reads.counts_line()
         if runs_line is not None:
             self.stdout.write(runs_line)
+        if lag is not None:
+            self.stdout.write(lag.text())
 
     def show_leases(self, as_json: bool, window: dt.timedelta) -> None:
         jobs = advisor.collect(window)

@@ -16,6 +16,7 @@ from django_leasejobs.core.conf import settings
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.management import reloading
 from django_leasejobs.management.base import LeaseJobsCommand
+from django_leasejobs.models.databases import probe_database
 from django_leasejobs.reports import unserved
 from django_leasejobs.runtime.console import Console, command_logging
 from django_leasejobs.runtime.heartbeat import VERSION
@@ -232,7 +233,8 @@ def _left_behind(console: Console, queues: list[str] | None, stderr: OutputWrapp
     stderr, not a failed burst.
     """
     try:
-        left, more = unserved.left_behind(queues)
+        # The queue database's own rows: a replica's may still hold the jobs just run.
+        left, more = unserved.left_behind(queues, using=probe_database())
     except DatabaseError as exc:
         stderr.write(f"Could not look for due jobs in other queues: {exc}".strip())
         return

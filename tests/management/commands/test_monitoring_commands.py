@@ -407,3 +407,17 @@ def test_checkjobs_reports_a_database_error_as_unhealthy(vendor: str) -> None:
         raise Unreadable
     assert status == 1
     assert output.startswith("UNHEALTHY: cannot read the jobs table:")
+
+
+@override_settings(LEASEJOBS_READ_DATABASES={"default": "default"})
+def test_jobstats_says_which_replica_it_read() -> None:
+    # The suite's one database as its own replica; a project with a replica alias of its own
+    # is tests/acceptance/test_read_replicas.py.
+    said = "Read from the replica default (not a standby: its rows are current)."
+    assert said in run("jobstats")
+    assert json.loads(run("jobstats", "--json"))["read_from"]["database"] == "default"
+
+
+def test_jobstats_without_a_replica_says_nothing_of_one() -> None:
+    assert "replica" not in run("jobstats")
+    assert "read_from" not in json.loads(run("jobstats", "--json"))
