@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -143,3 +144,15 @@ def _write_lock_free(path: str) -> bool:
         return False
     finally:
         probe.close()
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports free on 127.0.0.1 now, for servers a test makes of its own."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()

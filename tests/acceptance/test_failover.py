@@ -1,10 +1,9 @@
 """A primary killed with ``kill -9`` and its synchronous standby promoted: the workers carry on.
 
-PostgreSQL only. The test makes its own pair of servers (initdb, pg_basebackup -R) on free
-ports in a temporary directory, as the ``postgres`` OS user when it runs as root (initdb
-refuses root), and removes them afterwards whatever happened. Workers and the test reach them
-through libpq's multi-host string (``testproject.failover_settings``). Time is the
-database's: retries come due by moving ``run_at``, never by waiting.
+PostgreSQL only. The test makes its own pair of servers (tests/acceptance/pg_servers.py:
+initdb, pg_basebackup -R, on free ports, removed afterwards whatever happened). Workers and
+the test reach them through libpq's multi-host string (``testproject.failover_settings``).
+Time is the database's: retries come due by moving ``run_at``, never by waiting.
 """
 
 from __future__ import annotations
@@ -12,22 +11,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import importlib
-import os
-import pwd
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Min
@@ -38,6 +29,7 @@ from django_leasejobs.models import DeadLetter, Job, Status
 from ..conftest import shifted
 from ..invariants import check_invariants, wait_for
 from .conftest import FAST, MANAGE, ROOT, WorkerProcess, wait_started
+from .pg_servers import Pair, server_pair
 
 pytestmark = [
     pytest.mark.acceptance,
@@ -55,145 +47,11 @@ def _postgresql_only() -> None:
         pytest.skip("PostgreSQL fault: a primary killed and its standby promoted")
 
 
-def server_binaries() -> Path | None:
-    """The newest installed PostgreSQL server's bin directory (``LEASEJOBS_PG_BIN`` first)."""
-    if os.environ.get("LEASEJOBS_PG_BIN"):
-        return Path(os.environ["LEASEJOBS_PG_BIN"])
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))
-    return found[-1].parent if found else None
-
-
-def as_server_user(argv: list[str]) -> list[str]:
-    """initdb and postgres refuse to run as root: as root, run them as ``postgres``."""
-    return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-@dataclass
-class Server:
-    """One PostgreSQL cluster of the pair: its data directory, port and log."""
-
-    bindir: Path
-    data: Path
-    port: int
-    orphans: list[int] = field(default_factory=list)
-    """The killed postmaster's children, killed at cleanup if they have not exited."""
-
-    def run(self, tool: str, *args: str) -> None:
-        argv = as_server_user([str(self.bindir / tool), *args])
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-        assert done.returncode == 0, f"{tool} {args}: {done.stdout}{done.stderr}"
-
-    def start(self) -> None:
-        self.run("pg_ctl", "-D", str(self.data), "-l", f"{self.data}.log", "-w", "start")
-
-    def connect(self) -> psycopg.Connection[Any]:
-        return psycopg.connect(
-            host="127.0.0.1", port=self.port, user="postgres", dbname="postgres", autocommit=True
-        )
-
-    def postmaster(self) -> int:
-        return int((self.data / "postmaster.pid").read_text().split()[0])
-
-    def kill(self) -> None:
-        """``kill -9`` the postmaster, as a crash would; its backends see it gone and exit."""
-        pid = self.postmaster()
-        self.orphans = [
-            int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == pid
-        ]
-        os.kill(pid, signal.SIGKILL)
-
-    def remove(self) -> None:
-        if (self.data / "postmaster.pid").exists():
-            with contextlib.suppress(AssertionError):
-                self.run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
-        for pid in self.orphans:
-            with contextlib.suppress(OSError):  # gone already
-                if b"postgres" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    os.kill(pid, signal.SIGKILL)
-
-
-def _parent(proc: Path) -> int | None:
-    try:
-        # The command's name may hold spaces and parentheses: the fields after the last ")".
-        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-@dataclass
-class Pair:
-    primary: Server
-    standby: Server
-
-    @property
-    def ports(self) -> str:
-        return f"{self.primary.port},{self.standby.port}"
-
-
 @pytest.fixture
 def pair() -> Iterator[Pair]:
     """A primary and a synchronous standby streaming from it through a replication slot."""
-    bindir = server_binaries()
-    if bindir is None:
-        pytest.skip("no PostgreSQL server binaries (set LEASEJOBS_PG_BIN)")
-    top = Path(tempfile.mkdtemp(prefix="leasejobs-failover-"))
-    if os.geteuid() == 0:
-        user = pwd.getpwnam("postgres")
-        os.chown(top, user.pw_uid, user.pw_gid)
-    primary_port, standby_port = free_ports(2)
-    primary = Server(bindir, top / "primary", primary_port)
-    standby = Server(bindir, top / "standby", standby_port)
-    try:
-        primary.run("initdb", "-D", str(primary.data), "-U", "postgres", "--auth=trust", "-N")
-        with (primary.data / "postgresql.conf").open("a") as conf:
-            # fsync off: a killed process loses nothing the kernel has; only a machine crash
-            # would, and this test does not crash the machine.
-            conf.write(
-                f"port = {primary.port}\nlisten_addresses = '127.0.0.1'\n"
-                f"unix_socket_directories = '{top}'\nwal_level = replica\n"
-                "max_wal_senders = 4\n"
-                "fsync = off\nshared_buffers = 16MB\nmax_connections = 40\n"
-            )
-        primary.start()
-        with primary.connect() as conn:
-            conn.execute("CREATE DATABASE leasejobs")
-        source = ("-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres")
-        # A standby (-R) streaming through a new slot (-C -S), copied after an immediate
-        # checkpoint (-c fast: the default spread one takes minutes).
-        options = ("-R", "-X", "stream", "-C", "-S", "standby", "-N", "-c", "fast")
-        primary.run("pg_basebackup", *source, "-D", str(standby.data), *options)
-        with (standby.data / "postgresql.conf").open("a") as conf:
-            conf.write(f"port = {standby.port}\n")
-        standby.start()
-        with primary.connect() as conn:
-            # Synchronous from now on; set after the copy, so that the promoted standby does
-            # not wait for a standby of its own.
-            conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
-            conn.execute("SELECT pg_reload_conf()")
-            wait_for(
-                lambda: conn.execute(
-                    "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'"
-                ).fetchone(),
-                what="the standby streaming synchronously",
-            )
-        yield Pair(primary, standby)
-    finally:
-        try:
-            for server in (standby, primary):
-                server.remove()
-        finally:
-            shutil.rmtree(top, ignore_errors=True)
+    with server_pair("leasejobs-failover-", synchronous=True) as made:
+        yield made
 
 
 @contextlib.contextmanager

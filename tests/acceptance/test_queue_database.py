@@ -21,15 +21,8 @@ from typing import Any
 
 import django
 import pytest
-from django.db import connection
 
-from ..newproject import (
-    NewProject,
-    create_empty_database,
-    database_like_the_tests,
-    drop_database,
-    start_project,
-)
+from ..newproject import NewProject, add, add_app, ok, probe, start_project, two_databases
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
@@ -216,34 +209,18 @@ BURST = ("runjobworker", "--burst", "--no-scheduler", "--concurrency", "1")
 
 
 @pytest.fixture
-def two_databases(tmp_path: Path) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+def project_databases(tmp_path: Path) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     """The project's ``default`` and ``jobs`` databases, new and empty."""
-    if connection.vendor == "sqlite":
-        yield (
-            database_like_the_tests(str(tmp_path / "app.sqlite3")),
-            database_like_the_tests(str(tmp_path / "jobs.sqlite3")),
-        )
-        return
-    names = [f"{connection.settings_dict['NAME']}_{suffix}" for suffix in ("app", "queue")]
-    for name in names:
-        create_empty_database(name)
-    try:
-        yield database_like_the_tests(names[0]), database_like_the_tests(names[1])
-    finally:
-        for name in names:
-            drop_database(name)
+    with two_databases(tmp_path, ("app", "queue")) as made:
+        yield made
 
 
 @pytest.fixture
-def project(tmp_path: Path, two_databases: tuple[dict[str, Any], dict[str, Any]]) -> NewProject:
+def project(tmp_path: Path, project_databases: tuple[dict[str, Any], dict[str, Any]]) -> NewProject:
     """The new project: data in ``default``, jobs in ``jobs`` (not migrated yet)."""
-    default, jobs = two_databases
+    default, jobs = project_databases
     made = start_project(tmp_path / "project", default)
-    app = made.root / "notify"
-    app.mkdir()
-    (app / "__init__.py").write_text("")
-    for name, text in (("jobs", JOBS), ("tasks", TASKS), ("views", VIEWS), ("probe", PROBE)):
-        (app / f"{name}.py").write_text(textwrap.dedent(text))
+    add_app(made, "notify", {"jobs": JOBS, "tasks": TASKS, "views": VIEWS, "probe": PROBE})
     add(made, "settings.py", SETTINGS.format(jobs=jobs))
     if django.VERSION < (6, 0):
         add(made, "settings.py", 'INSTALLED_APPS += ["django_tasks"]\n')  # the backport
@@ -256,22 +233,6 @@ def migrated(project: NewProject) -> NewProject:
     ok(project.manage("migrate", "--database", "jobs"))
     ok(project.manage("migrate"))
     return project
-
-
-def add(project: NewProject, module: str, text: str) -> None:
-    path = project.root / "shop" / module
-    path.write_text(path.read_text() + text)
-
-
-def ok(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
-
-
-def probe(project: NewProject, call: str) -> Any:
-    """``notify.probe.<call>`` run by the project; the value it showed."""
-    out = ok(project.manage("shell", "-c", f"from notify.probe import *; show({call})"))
-    return json.loads(out.split("PROBE ", 1)[1])
 
 
 def test_migrate_makes_the_tables_in_the_queue_database_and_nowhere_else(

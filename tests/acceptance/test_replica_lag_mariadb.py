@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,8 @@ import pytest
 from django.db import connection
 
 from ..invariants import wait_for
-from ..newproject import NewProject, start_project
-from .test_replica_lag import JOBS, PROBE, free_ports, probe
+from .conftest import free_ports
+from .replica_lag import enqueued_unseen, lag_project, seen_caught_up
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
 
@@ -143,35 +142,19 @@ def caught_up(replica: Server) -> bool:
 
 
 def test_the_admin_shows_a_replica_s_status(pair: Pair, tmp_path: Path) -> None:
-    project: NewProject = start_project(tmp_path / "project", pair.primary.settings())
-    app = project.root / "notify"
-    app.mkdir()
-    (app / "__init__.py").write_text("")
-    (app / "jobs.py").write_text(textwrap.dedent(JOBS))
-    (app / "probe.py").write_text(textwrap.dedent(PROBE))
-    settings = project.root / "shop" / "settings.py"
-    settings.write_text(
-        settings.read_text()
-        + f"DATABASES['replica'] = {pair.replica.settings()!r}\n"
-        + "LEASEJOBS_READ_DATABASES = {'default': 'replica'}\n"
-        + "INSTALLED_APPS += ['notify']\n"
-        + "SILENCED_SYSTEM_CHECKS = ['models.W037']\n"
+    project = lag_project(
+        tmp_path / "project",
+        pair.primary.settings(),
+        pair.replica.settings(),
+        "SILENCED_SYSTEM_CHECKS = ['models.W037']\n",
     )
-    done = project.manage("migrate")
-    assert done.returncode == 0, done.stderr
-    probe(project, "admin() and None")  # the superuser, replicated before the stop
     wait_for(lambda: caught_up(pair.replica), what="the replica applying all it read")
 
     pair.replica.sql("STOP REPLICA SQL_THREAD")
-    job_id = probe(project, "enqueue()")
-    stopped = probe(project, f"seen({job_id})")
-    assert stopped["listed"] is False, stopped  # the list read the replica, which has not it
-    assert stopped["change"] == 200  # the job's page reads the primary
+    job_id, stopped = enqueued_unseen(project)
     for line in (stopped["list_said"][0], stopped["dashboard_said"][0]):
         assert "Read from the replica replica; its lag is unknown (" in line, stopped
 
     pair.replica.sql("START REPLICA SQL_THREAD")
     wait_for(lambda: caught_up(pair.replica), what="the replica applying all it read")
-    current = probe(project, f"seen({job_id})")
-    assert current["listed"] is True, current
-    assert "Read from the replica replica, 0.0 s behind." in current["list_said"][0], current
+    seen_caught_up(project, job_id)
