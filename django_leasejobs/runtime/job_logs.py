@@ -174,6 +174,9 @@ def last_resort(record: logging.LogRecord) -> None:
 ROUTER = Router()
 _users = 0
 _users_lock = threading.Lock()
+_buffer_lock = threading.Lock()
+"""Taken only to make an attempt's buffer: its handler's threads may log their first records
+at once."""
 
 
 def _attach() -> None:
@@ -225,7 +228,7 @@ class capturing:
         """Keep a record at or above the level, in the buffer made at the first one."""
         buffer: Buffer | None = self.context.logs
         if buffer is None:
-            with _users_lock:  # the handler's threads may log their first records at once
+            with _buffer_lock:
                 buffer = self.context.logs
                 if buffer is None:
                     buffer = self.context.logs = Buffer(self.level)
