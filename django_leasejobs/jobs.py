@@ -132,11 +132,13 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
     def get_result(self, job_id: int | str) -> Job:
         """This function's job ``job_id``, read now: its ``status``, ``result``,
         ``last_error`` and ``replayed_by``. ``Job.DoesNotExist`` for an unknown id, and for the
-        id of another function's job. Read from the database jobs are written to.
+        id of another function's job. Read from the database its jobs are written to (its
+        queue's, ``LEASEJOBS_QUEUE_DATABASES``), or the one a reference names (``"jobs2:42"``).
         """
+        from .models.databases import queue_database
         from .models.results import fetch
 
-        return fetch(job_id, name=self.name)
+        return fetch(job_id, name=self.name, database=queue_database(self.get_queue()))
 
     async def aget_result(self, job_id: int | str) -> Job:
         """``get_result()`` for async code."""

@@ -34,6 +34,7 @@ from .setting_values import (
     number,
     optional_count,
     optional_number,
+    queue_databases,
     raw,
     read_databases,
 )
@@ -366,6 +367,14 @@ class Settings:
         lists and the detailed health answers read the replica; claims, writes, result waits
         and admin actions never do (docs/databases.md#read-replicas)."""
         return read_databases(raw("READ_DATABASES"))
+
+    @cached_property
+    def QUEUE_DATABASES(self) -> dict[str, str]:
+        """Shards: queue name or glob -> the alias of the database its jobs are written in,
+        such as ``{"reports": "jobs2", "eu-*": "jobs_eu"}``; an exact name wins over a glob,
+        then globs in the order given. Other queues stay in ``LEASEJOBS_DATABASE``
+        (docs/databases.md#shards-queues-in-several-databases)."""
+        return queue_databases(raw("QUEUE_DATABASES"))
 
     @cached_property
     def READ_MAX_LAG(self) -> float:

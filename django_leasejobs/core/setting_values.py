@@ -59,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "JOB_LOGS": {"level": "INFO"},
     "DATABASE": None,
     "READ_DATABASES": {},
+    "QUEUE_DATABASES": {},
     "READ_MAX_LAG": 30.0,
 }
 
@@ -212,4 +213,31 @@ def read_databases(value: Any) -> dict[str, str]:
                     f"{name} names {alias!r} ({primary!r}: {replica!r}), which is not a "
                     f"database in DATABASES (there are: {', '.join(map(repr, known)) or 'none'})."
                 )
+    return dict(value)
+
+
+def queue_databases(value: Any) -> dict[str, str]:
+    """``LEASEJOBS_QUEUE_DATABASES``: a dict of queue name or glob -> database alias in
+    ``DATABASES``, such as ``{"reports": "jobs2", "eu-*": "jobs_eu"}``.
+
+    Checked when read, as ``database_alias`` is: a typo in an alias would otherwise surface as
+    ``ConnectionDoesNotExist`` at the first enqueue to that queue only.
+    """
+    name = f"{PREFIX}QUEUE_DATABASES"
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(
+            f"{name} must be a dict of queue name (or glob) -> database alias, such as "
+            f'{{"reports": "jobs2", "eu-*": "jobs_eu"}}, not {value!r}.'
+        )
+    known = _known_aliases()
+    for pattern, alias in value.items():
+        if not isinstance(pattern, str) or not pattern.strip():
+            raise ImproperlyConfigured(
+                f"{name} keys are queue names or globs (non-empty strings), not {pattern!r}."
+            )
+        if not isinstance(alias, str) or alias not in known:
+            raise ImproperlyConfigured(
+                f"{name} sends {pattern!r} to {alias!r}, which is not a database in DATABASES "
+                f"(there are: {', '.join(map(repr, known)) or 'none'})."
+            )
     return dict(value)

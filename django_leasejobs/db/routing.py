@@ -20,6 +20,7 @@ from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import Model
 
 from ..core.conf import settings
+from ..models import databases
 
 APP_LABEL = "django_leasejobs"
 TOKEN_MODEL = "apitoken"
@@ -37,17 +38,31 @@ def _queue_model(model: type[Model]) -> bool:
     return meta.app_label == APP_LABEL and meta.model_name != TOKEN_MODEL
 
 
+def _queue_alias(model: type[Model], hints: dict[str, Any]) -> str | None:
+    """A row's own queue database for its related rows (shards repeat ids: a dead letter's
+    job is the one in its database), else the queue database worked on here (the setting's,
+    unless a worker or page works on a shard). Never a replica: the library reads those
+    itself, where a stale answer is harmless."""
+    if not _queue_model(model) or settings.DATABASE is None:
+        return None
+    instance = hints.get("instance")
+    if isinstance(instance, Model) and instance._state.db and _queue_model(type(instance)):
+        return databases.primary_of(instance._state.db)
+    return databases.job_database()
+
+
 class JobsRouter:
-    """Send the app's models to ``LEASEJOBS_DATABASE``; allow its tables only there.
+    """Send the app's models to ``LEASEJOBS_DATABASE``; allow its tables only there and in
+    the shards of ``LEASEJOBS_QUEUE_DATABASES``.
 
     With the setting unset the router has no opinion (``leasejobs.E016`` says so).
     """
 
     def db_for_read(self, model: type[Model], **hints: Any) -> str | None:
-        return settings.DATABASE if _queue_model(model) else None
+        return _queue_alias(model, hints)
 
     def db_for_write(self, model: type[Model], **hints: Any) -> str | None:
-        return settings.DATABASE if _queue_model(model) else None
+        return _queue_alias(model, hints)
 
     def allow_relation(self, obj1: Model, obj2: Model, **hints: Any) -> bool | None:
         """Two of the app's rows may always relate (they share a database); anything else is
@@ -65,4 +80,4 @@ class JobsRouter:
             return None
         if model_name == TOKEN_MODEL:
             return db == users_database()
-        return db == settings.DATABASE
+        return db == settings.DATABASE or db in settings.QUEUE_DATABASES.values()

@@ -10,18 +10,84 @@ point at the user model, so ``JobsRouter`` keeps them where the users are.)
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
+
 from django.db import DEFAULT_DB_ALIAS, router
 
 from ..core.conf import settings
 from .api import ApiToken
 from .jobs import Job
 
+_serving: ContextVar[str | None] = ContextVar("leasejobs_database", default=None)
+"""The queue database the code running here works on, when not the home one: a worker's
+``--database``, an enqueue routed by its queue, an admin page's ``?database=``."""
+
 
 def job_database() -> str:
-    """The alias of the database that holds the jobs: ``LEASEJOBS_DATABASE`` when set, else
-    where Django's routers send ``Job`` (the behaviour before the setting existed), else
-    ``default``. Writes and the reads that decide a job's fate both use it."""
+    """The alias of the database that holds the jobs worked on here: the one
+    :func:`using_database` names around this code (a shard), else :func:`home_database`.
+    Writes and the reads that decide a job's fate both use it."""
+    return _serving.get() or home_database()
+
+
+def home_database() -> str:
+    """``LEASEJOBS_DATABASE`` when set, else where Django's routers send ``Job`` (the
+    behaviour before the setting existed), else ``default``: where every queue that
+    ``LEASEJOBS_QUEUE_DATABASES`` does not route elsewhere lives."""
     return settings.DATABASE or router.db_for_write(Job) or DEFAULT_DB_ALIAS
+
+
+@contextlib.contextmanager
+def using_database(alias: str | None) -> Iterator[None]:
+    """Work on the queue database ``alias`` inside the block (``None``: the home one).
+
+    Context-local (a ``ContextVar``): threads a worker starts inside the block work there too
+    (``runtime.threads``), and nothing leaks to other requests or threads.
+    """
+    if alias is None:
+        yield
+        return
+    token = _serving.set(alias)
+    try:
+        yield
+    finally:
+        _serving.reset(token)
+
+
+def queue_database(queue: str) -> str:
+    """Where a job of ``queue`` is written: ``LEASEJOBS_QUEUE_DATABASES``'s exact entry for
+    it, else its first glob that matches, else :func:`home_database`."""
+    routes = settings.QUEUE_DATABASES
+    if not routes:
+        return home_database()
+    if queue in routes:
+        return routes[queue]
+    for pattern, alias in routes.items():
+        if fnmatch.fnmatchcase(queue, pattern):
+            return alias
+    return home_database()
+
+
+def databases_of(queues: Iterable[str]) -> dict[str, list[str]]:
+    """Each database the ``queues`` route to, with the queues sent there (sorted): one
+    enqueue, one workflow, writes to one database only, and says which when it cannot."""
+    found: dict[str, list[str]] = {}
+    for queue in sorted(set(queues)):
+        found.setdefault(queue_database(queue), []).append(queue)
+    return found
+
+
+def queue_databases() -> list[str]:
+    """Every queue database: the home one first, then each ``LEASEJOBS_QUEUE_DATABASES``
+    names, once. Operators' views (``checkjobs``, ``jobstats``, the admin) look at all."""
+    found = [home_database()]
+    for alias in settings.QUEUE_DATABASES.values():
+        if alias not in found:
+            found.append(alias)
+    return found
 
 
 def read_database(database: str | None = None) -> str:
@@ -39,7 +105,7 @@ def read_database(database: str | None = None) -> str:
         return replica
     if database is not None:
         return database
-    return settings.DATABASE or router.db_for_read(Job) or DEFAULT_DB_ALIAS
+    return _serving.get() or settings.DATABASE or router.db_for_read(Job) or DEFAULT_DB_ALIAS
 
 
 def replica_database(database: str | None = None) -> str | None:

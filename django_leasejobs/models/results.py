@@ -27,7 +27,7 @@ from django.db import connections
 from ..core import notify, registry
 from ..errors import JobFailedError
 from . import FINAL, DeadLetter, Job, Status
-from .databases import job_database, primary_of
+from .databases import home_database, job_database, primary_of, queue_databases
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -51,14 +51,43 @@ def job_id_of(value: Any) -> int:
     return value
 
 
-def fetch(job_id: Any, *, name: str | None = None, task_backend: str | None = None) -> Job:
+def reference(job: Job) -> str:
+    """A job's id as a string that finds it again: ``"42"`` in the home queue database,
+    ``"jobs2:42"`` in a shard (ids repeat across databases). A ``django.tasks`` result's id."""
+    alias = primary_of(job._state.db or job_database())
+    return str(job.pk) if alias == home_database() else f"{alias}:{job.pk}"
+
+
+def located(value: Any, default: str | None = None) -> tuple[str, int]:
+    """``(database, id)`` of a job id or :func:`reference` (``"jobs2:42"``, whose database
+    must be a queue database); a bare id is in ``default``, else :func:`job_database`."""
+    if isinstance(value, str) and ":" in value:
+        alias, _, rest = value.partition(":")
+        if alias not in queue_databases():
+            raise ValueError(
+                f"{value!r} names {alias!r}, which is not a queue database "
+                f"({', '.join(map(repr, queue_databases()))})."
+            )
+        return alias, job_id_of(rest)
+    return default or job_database(), job_id_of(value)
+
+
+def fetch(
+    job_id: Any,
+    *,
+    name: str | None = None,
+    task_backend: str | None = None,
+    database: str | None = None,
+) -> Job:
     """The job row now, with its dead letter and the job that replayed it (one query).
 
     ``name`` / ``task_backend`` restrict the lookup to a job function's own rows or a tasks
-    backend's; a row of another raises ``Job.DoesNotExist`` like a missing one.
+    backend's; a row of another raises ``Job.DoesNotExist`` like a missing one. ``job_id``
+    may be a :func:`reference`; a bare id is looked up in ``database``, else
+    :func:`job_database`.
     """
-    pk = job_id_of(job_id)
-    rows = Job.objects.using(job_database()).select_related("dead_letter__replayed_job")
+    using, pk = located(job_id, database)
+    rows = Job.objects.using(using).select_related("dead_letter__replayed_job")
     if name is not None:  # a renamed job's rows under its former names (aliases) too
         rows = rows.filter(name__in=registry.names_of(name))
     if task_backend is not None:

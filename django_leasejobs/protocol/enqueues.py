@@ -16,11 +16,13 @@ from django.db import IntegrityError, transaction
 
 from .. import dialects
 from ..core import otel_metrics, registry, tracing
+from ..core.conf import settings
 from ..db import signals
 from ..db.dbtime import db_now
 from ..errors import JobArgumentsError, JobValidationError
 from ..models import Job
-from . import dedupe
+from ..models.databases import using_database
+from . import dedupe, routes
 from .base import job_database, logger, send_enqueued_signal
 from .new_rows import (
     ENQUEUE_OPTIONS,
@@ -90,8 +92,9 @@ def enqueue_inserted(
     200 for a dedupe hit.
     """
     check_options(options)
-    values = row_values(name, args, kwargs or {}, **options)
-    return traced_insert(values, job_database())
+    with routes.routed(name, options.get("queue")) as using:
+        values = row_values(name, args, kwargs or {}, **options)
+        return traced_insert(values, using)
 
 
 def traced_insert(values: dict[str, Any], using: str) -> Inserted:
@@ -126,8 +129,9 @@ def enqueue_task(
     check_options(options)
     if not task_backend:
         raise JobValidationError("enqueue_task needs the TASKS alias the task came through.")
-    values = row_values(path, args, kwargs, task_backend=task_backend, **options)
-    return traced_insert(values, job_database()).job
+    with routes.routed(path, options.get("queue"), task_backend) as using:
+        values = row_values(path, args, kwargs, task_backend=task_backend, **options)
+        return traced_insert(values, using).job
 
 
 _ITEM_KEYS = frozenset({"args", "kwargs", *ENQUEUE_OPTIONS})
@@ -177,6 +181,19 @@ def enqueue_many(name: str, items: Iterable[Any]) -> list[Job]:
     items = list(items)
     if not items:
         return []
+    if not settings.QUEUE_DATABASES:
+        return _enqueue_many(name, items)
+    # An item's own queue (a bad one, unhashable too, is refused by the enqueue, with its index).
+    queues = [item.get("queue") if isinstance(item, dict) else None for item in items]
+    using = routes.one_database(
+        "enqueue_many",
+        dict.fromkeys((name, q, "") for q in queues if q is None or isinstance(q, str)),
+    )
+    with using_database(using):
+        return _enqueue_many(name, items)
+
+
+def _enqueue_many(name: str, items: list[Any]) -> list[Job]:
     using = job_database()
     now = db_now(using)
     name = registry.canonical(name)  # a former name (an alias) is stored as the job's own

@@ -23,6 +23,8 @@ from ..models import (
     WorkflowRun,
     WorkflowStep,
 )
+from ..models.databases import using_database
+from . import routes
 from .base import job_database, logger
 from .cancels import request_cancel
 from .workflow_specs import StepSpec
@@ -33,8 +35,8 @@ def enqueue_run(name: str, specs: Sequence[StepSpec]) -> tuple[WorkflowRun, dict
     """Insert the run, its steps and edges, and the jobs of the steps without parents, in one
     transaction (the caller's, when it has one). ``specs`` come in an order where parents come
     first (the builder's). Returns the run and its steps' ids by name."""
-    using = job_database()
-    with transaction.atomic(using=using):
+    using = _database_of(f"Workflow {name!r}", specs)
+    with using_database(using), transaction.atomic(using=using):
         run = WorkflowRun.objects.using(using).create(name=name, steps_total=len(specs))
         ids = _insert_steps(using, run.pk, specs, {})
         for spec in specs:
@@ -42,6 +44,14 @@ def enqueue_run(name: str, specs: Sequence[StepSpec]) -> tuple[WorkflowRun, dict
                 _enqueue_root(using, ids[spec.name])
     logger.info("workflow.enqueued id=%s name=%s steps=%s", run.pk, name, len(specs))
     return run, ids
+
+
+def _database_of(what: str, specs: Sequence[StepSpec]) -> str:
+    """The one database the steps' jobs route to: a workflow lives in one (its steps unblock
+    each other in one transaction); refused, naming them, when they route to several."""
+    return routes.one_database(
+        what, [(spec.job_name, spec.options.get("queue"), "") for spec in specs]
+    )
 
 
 def _enqueue_root(using: str, step_id: int) -> None:
@@ -87,6 +97,11 @@ def add_steps(run_id: int, specs: Sequence[StepSpec]) -> dict[str, int]:
     for; failed or cancelled, the new step's policy applies at once."""
     using = job_database()
     _look_up(specs)
+    if _database_of("These steps", specs) != using:
+        raise WorkflowError(
+            f"These steps' queues are written in another database than workflow run {run_id}'s "
+            f"({using!r}, LEASEJOBS_QUEUE_DATABASES): a workflow lives in one database."
+        )
     with transaction.atomic(using=using):
         if not (
             WorkflowRun.objects.using(using)

@@ -30,7 +30,7 @@ import time
 from django.db import connections
 
 from ..models import Job
-from . import async_execution, execution
+from . import async_execution, execution, threads
 from .connection_keeper import ConnectionKeeper
 from .result_writing import Finished, ResultWriter
 from .slots import Slot, SlotState
@@ -100,18 +100,11 @@ class AsyncPool:
         loop = asyncio.new_event_loop()
         self._limit = asyncio.Semaphore(self.async_slots)
         ready = threading.Event()
-        self.thread = threading.Thread(
-            target=self._main, args=(loop, ready), name="leasejobs-async", daemon=True
-        )
-        self.thread.start()
+        self.thread = threads.start(self._main, loop, ready, name="leasejobs-async")
         ready.wait()
         self.loop = loop
         for index in range(REPORTER_THREADS):
-            thread = threading.Thread(
-                target=self._writer, name=f"leasejobs-async-write-{index}", daemon=True
-            )
-            thread.start()
-            self.writers.append(thread)
+            self.writers.append(threads.start(self._writer, name=f"leasejobs-async-write-{index}"))
 
     def _main(self, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
         asyncio.set_event_loop(loop)

@@ -29,7 +29,7 @@ from django.db import connections
 
 from .. import protocol, upkeep
 from ..core import otel_metrics
-from . import execution, telemetry
+from . import execution, telemetry, threads
 from .connection_keeper import ConnectionKeeper
 from .ledger import Ledger
 from .options import WorkerOptions
@@ -76,8 +76,7 @@ class Heartbeat:
         thread only)."""
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="leasejobs-heartbeat", daemon=True)
-        self._thread.start()
+        self._thread = threads.start(self._loop, name="leasejobs-heartbeat")
 
     def signal_stop(self) -> None:
         """Let the thread end after its current beat (it then deletes the worker's row)."""

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..core.conf import settings
+from ..models import databases
 from . import async_execution
 
 DEFAULT_CONCURRENCY = 4
@@ -59,6 +60,8 @@ class WorkerOptions:
     scheduler: bool
     grace: float
     """The grace of a stop that gives none (``Worker.stop(grace=...)`` overrides it)."""
+    database: str
+    """The queue database claimed from (``--database``); a worker never claims across two."""
 
     @classmethod
     def build(
@@ -76,6 +79,7 @@ class WorkerOptions:
         scheduler: bool = True,
         grace: float = 30.0,
         max_stuck: int | None = None,
+        database: str | None = None,
     ) -> WorkerOptions:
         """Check ``Worker``'s arguments and fill in the defaults; ``ValueError`` names a bad one."""
         _positive("concurrency", concurrency, integer=True)
@@ -101,6 +105,7 @@ class WorkerOptions:
         _positive("max_jobs", max_jobs, integer=True)
         _positive("max_stuck", max_stuck, integer=True)
         _check_grace(grace)
+        database = _checked_database(database, names)
         async_enabled = async_execution.possible()
         async_slots = async_concurrency if async_enabled else 0
         lease_s = float(lease if lease is not None else settings.LEASE_SECONDS)
@@ -128,6 +133,7 @@ class WorkerOptions:
             max_stuck=max_stuck,
             scheduler=scheduler,
             grace=float(grace),
+            database=database,
         )
 
     @property
@@ -227,3 +233,29 @@ def parse_queues(text: str) -> list[str] | dict[str, int] | None:
             raise ValueError(f"--queues {text}: queue {name} is given twice.")
         budgets[name] = threads
     return budgets
+
+
+def _checked_database(database: str | None, queues: list[str] | None) -> str:
+    """The queue database served: ``database`` if it is one, else the home one; a queue named
+    in ``queues`` must be written there, or this worker would wait for it for ever."""
+    known = databases.queue_databases()
+    if database is None:
+        database = known[0]
+    elif database not in known:
+        raise ValueError(
+            f"database {database!r} is not a queue database (the queue databases are "
+            f"{', '.join(map(repr, known))}: LEASEJOBS_DATABASE and the values of "
+            "LEASEJOBS_QUEUE_DATABASES)."
+        )
+    elsewhere = {
+        queue: alias
+        for queue in queues or ()
+        if (alias := databases.queue_database(queue)) != database
+    }
+    if elsewhere:
+        named = ", ".join(f"{queue} in {alias!r}" for queue, alias in elsewhere.items())
+        raise ValueError(
+            f"queues {named}, not in {database!r} that this worker serves "
+            "(LEASEJOBS_QUEUE_DATABASES): run a worker with --database for each."
+        )
+    return database

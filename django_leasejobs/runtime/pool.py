@@ -16,7 +16,7 @@ from typing import Protocol
 from django.db import connections
 
 from ..models import Job
-from . import execution
+from . import execution, threads
 from .claim_sizing import ClaimRoom
 from .connection_keeper import ConnectionKeeper
 from .result_writing import ResultWriter
@@ -88,11 +88,7 @@ class ThreadPool:
         for lane in self.lanes:
             prefix = "leasejobs" if len(self.lanes) == 1 else f"leasejobs-{lane.name}"
             for index in range(lane.threads):
-                thread = threading.Thread(
-                    target=self._thread, args=(lane,), name=f"{prefix}-{index}", daemon=True
-                )
-                thread.start()
-                self.threads.append(thread)
+                self.threads.append(threads.start(self._thread, lane, name=f"{prefix}-{index}"))
 
     def shutdown(self) -> None:
         for lane in self.lanes:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from .. import dialects
 from ..protocol import job_database
-from . import listener
+from . import listener, threads
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -55,8 +55,7 @@ class Wakeup:
             return
         self.listener = listener.Listener(alias)
         self.listener.start()
-        self._thread = threading.Thread(target=self._loop, name="leasejobs-listen", daemon=True)
-        self._thread.start()
+        self._thread = threads.start(self._loop, name="leasejobs-listen")
 
     def _loop(self) -> None:
         listening = self.listener

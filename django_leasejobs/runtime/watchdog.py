@@ -24,7 +24,7 @@ from collections.abc import Callable
 from django.db import Error as DatabaseError
 from django.db import connections
 
-from . import attempt_ends, execution
+from . import attempt_ends, execution, threads
 from .connection_keeper import ConnectionKeeper
 from .context import CANCELLED, TIMEOUT
 from .ledger import Ledger
@@ -79,8 +79,7 @@ class Watchdog:
         the watchdog, read once the run ended)."""
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="leasejobs-watchdog", daemon=True)
-        self._thread.start()
+        self._thread = threads.start(self._loop, name="leasejobs-watchdog")
 
     def stop(self) -> None:
         self._stop.set()

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ..models.databases import using_database
 from ..reports import queue_gauges
 from ..reports.summary import Summary
 from .async_runner import AsyncPool
@@ -100,6 +101,7 @@ class Worker:
         maintenance: Sequence[Callable[[], object]] = (),
         max_stuck: int | None = None,
         console: Console | None = None,
+        database: str | None = None,
     ) -> None:
         self.options = options = WorkerOptions.build(
             queues,
@@ -114,8 +116,10 @@ class Worker:
             scheduler=scheduler,
             grace=grace,
             max_stuck=max_stuck,
+            database=database,
         )
-        parts = _parts(options, maintenance, console)
+        with using_database(options.database):
+            parts = _parts(options, maintenance, console)
         self.connection_keeper = parts.connection_keeper
         """Keeps the threads' connections between jobs, whatever ``CONN_MAX_AGE`` says."""
         self.slots = parts.slots
@@ -131,7 +135,9 @@ class Worker:
 
     def run(self, burst: bool = False) -> Summary:
         """Run until stopped (or, with ``burst``, until nothing is due and nothing runs)."""
-        with self.connection_keeper.adopted():  # the claim loop runs on the caller's thread
+        # The claim loop runs on the caller's thread, in the queue database it serves; the
+        # threads it starts work there too (runtime.threads).
+        with using_database(self.options.database), self.connection_keeper.adopted():
             return self._run(burst)
 
     def stop(self, reason: str = "stop requested", *, grace: float | None = None) -> None:

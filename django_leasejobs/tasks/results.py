@@ -15,6 +15,7 @@ from django.utils.module_loading import import_string
 from ..core import error_history, job_modules
 from ..errors import TaskNotImportedError, TaskRefusedError
 from ..models import Job, Status
+from ..models.results import reference
 from . import framework as tasks_framework
 
 STATUS = {
@@ -150,7 +151,7 @@ def build(job: Job, task: Any) -> Any:
     framework = tasks_framework.of(task) or tasks_framework.get()
     result = framework.TaskResult(
         task=task,
-        id=str(job.pk),
+        id=reference(job),
         status=framework.TaskResultStatus[STATUS[Status(job.status)]],
         enqueued_at=job.created_at,
         started_at=job.started_at,

@@ -22,7 +22,7 @@ from ..core import registry
 from ..core.conf import settings
 from ..errors import ScheduleError
 from ..models import Misfire, Schedule
-from ..models.databases import job_database
+from ..models.databases import job_database, queue_database
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -180,8 +180,9 @@ def sync_from_settings(*, dry_run: bool = False) -> SyncResult:
     touched. Cursors are never moved. Safe to run from several workers starting at once.
     Raises ``ScheduleError`` (nothing written) if any settings entry is invalid.
     """
-    cleaned = _validated_settings()
-    declared = declared_in_code(cleaned)
+    every = _validated_settings()
+    declared = _here(declared_in_code(every))
+    cleaned = _here(every)
     for attempt in range(3):
         try:
             return _sync(cleaned, declared, dry_run=dry_run)
@@ -190,6 +191,28 @@ def sync_from_settings(*, dry_run: bool = False) -> SyncResult:
                 raise
             # Another worker created the same schedule at the same moment: read again.
     raise AssertionError("unreachable")
+
+
+def _here(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The declarations whose jobs are written in the database synced: with shards
+    (``LEASEJOBS_QUEUE_DATABASES``) a schedule lives, and fires, where its queue's jobs are, so
+    each queue database's workers sync and fire their own."""
+    if not settings.QUEUE_DATABASES:
+        return entries
+    here = job_database()
+    return {
+        name: fields
+        for name, fields in entries.items()
+        if queue_database(_queue_of(fields)) == here
+    }
+
+
+def _queue_of(fields: dict[str, Any]) -> str:
+    """A declared schedule's queue: its own, else its job's default."""
+    if fields.get("queue"):
+        return str(fields["queue"])
+    spec = registry.lookup(fields["job"])
+    return spec.get_queue() if spec is not None else settings.DEFAULT_QUEUE
 
 
 class _DryRun(Exception):

@@ -439,3 +439,9 @@ def import_customers(ctx: JobContext, rows: int) -> int:
         raise ConnectionError("CRM unavailable (503)")
     log.info("imported %s customers", rows)
     return rows
+
+
+@job
+def enqueues_child(target: str) -> int:
+    """Enqueues ``noop`` to queue ``target`` from its handler; returns the child's id (shards)."""
+    return noop.using(queue=target).enqueue().pk

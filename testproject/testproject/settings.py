@@ -93,6 +93,26 @@ elif _db["ENGINE"] in ("django.db.backends.mysql",):
     # the claimable rows through the (status, finished_at) index, never the finished ones.
     SILENCED_SYSTEM_CHECKS = ["models.W037"]
 
+# A second queue database, for the tests of shards (LEASEJOBS_QUEUE_DATABASES, unset here):
+# the same server, its own database (a second SQLite file). Nothing is written there unless a
+# test asks for it; pytest-django creates its test database only for the tests that name it.
+DATABASES["shard"] = {
+    **{key: value for key, value in _db.items() if key != "TEST"},
+    "NAME": (
+        str(BASE_DIR / "leasejobs-shard.sqlite3")
+        if _db["ENGINE"] == "django.db.backends.sqlite3"
+        else f"{_db['NAME']}_shard"
+    ),
+    "TEST": {
+        **_db.get("TEST", {}),
+        **(
+            {"NAME": env("TEST_SQLITE_SHARD_NAME", default=str(BASE_DIR / "test-shard.sqlite3"))}
+            if _db["ENGINE"] == "django.db.backends.sqlite3"
+            else {}
+        ),
+    },
+}
+
 # One job per minute, synced to the database at worker start or by `manage.py syncschedules`.
 LEASEJOBS_SCHEDULES: dict[str, dict] = {
     "demo-every-minute": {

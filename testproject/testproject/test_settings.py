@@ -7,3 +7,8 @@ per-minute demo schedule firing mid-test would add jobs the test did not enqueue
 from .settings import *  # noqa: F403
 
 LEASEJOBS_SCHEDULES = {}
+
+# Worker subprocesses of the shard tests get the test's routes through the environment.
+LEASEJOBS_QUEUE_DATABASES = env.json(  # noqa: F405
+    "LEASEJOBS_QUEUE_DATABASES", default={}
+)

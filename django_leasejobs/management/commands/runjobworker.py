@@ -16,7 +16,7 @@ from django_leasejobs.core.conf import settings
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.management import reloading
 from django_leasejobs.management.base import LeaseJobsCommand
-from django_leasejobs.models.databases import probe_database
+from django_leasejobs.models.databases import probe_database, using_database
 from django_leasejobs.reports import unserved
 from django_leasejobs.runtime.console import Console, command_logging
 from django_leasejobs.runtime.heartbeat import VERSION
@@ -100,6 +100,12 @@ class Command(LeaseJobsCommand):
         )
         parser.add_argument("--max-jobs", type=int, default=None, help="Exit after this many jobs.")
         parser.add_argument(
+            "--database",
+            default=None,
+            help="The queue database to serve, when LEASEJOBS_QUEUE_DATABASES names several "
+            "(default: LEASEJOBS_DATABASE's): a worker never claims across databases.",
+        )
+        parser.add_argument(
             "--worker-id", default=None, help="Worker id (default: host-pid-random)."
         )
         parser.add_argument(
@@ -180,10 +186,12 @@ class Command(LeaseJobsCommand):
                 grace=options["grace"],
                 max_stuck=options["max_stuck"],
                 console=console,
+                database=options["database"],
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        with command_logging(console, self.stderr):
+        # The banner and the burst's last look read the database served, as the worker does.
+        with using_database(worker.options.database), command_logging(console, self.stderr):
             if options["reload"]:
                 reloading.run(
                     worker,

@@ -13,6 +13,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from django_leasejobs.errors import ScheduleError
 from django_leasejobs.management.base import LeaseJobsCommand
+from django_leasejobs.models.databases import queue_databases, using_database
 from django_leasejobs.upkeep import schedule_sync
 
 
@@ -30,6 +31,17 @@ class Command(LeaseJobsCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            aliases = queue_databases()
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
+        for alias in aliases:
+            if len(aliases) > 1:  # shards: each queue database holds its queues' schedules
+                self.stdout.write(f"Database {alias}:")
+            with using_database(alias):
+                self._sync(options)
+
+    def _sync(self, options: dict[str, Any]) -> None:
         dry_run = options["dry_run"]
         try:
             result = schedule_sync.sync_from_settings(dry_run=dry_run)
