@@ -10,10 +10,11 @@ would list a database the workers never read. Hence:
   for every model)
 - ``leasejobs.E016``: ``JobsRouter`` is in ``DATABASE_ROUTERS`` but ``LEASEJOBS_DATABASE`` is
   not set
-- ``leasejobs.E017`` (database check): the queue database, checked from another database
-  (``check --database default``, ``migrate``), lacks the app's migrations. Checked on itself
+- ``leasejobs.E017`` (database check): a queue database (``LEASEJOBS_DATABASE``'s, or a shard
+  of ``LEASEJOBS_QUEUE_DATABASES``), checked from another database (``check --database
+  default``, ``migrate``), lacks the app's migrations. Checked on itself
   it is the warning ``leasejobs.W010`` instead, so ``migrate --database jobs`` can run.
-- ``leasejobs.E018``: a key of ``LEASEJOBS_READ_DATABASES`` is not the queue database: its
+- ``leasejobs.E018``: a key of ``LEASEJOBS_READ_DATABASES`` is not a queue database: its
   replica would never be read.
 """
 
@@ -31,7 +32,7 @@ from ..core.conf import PREFIX, settings
 from ..db import migration_state
 from ..db.routing import JobsRouter
 from ..models import Job
-from ..models.databases import job_database
+from ..models.databases import queue_databases
 
 ROUTER_PATH = "django_leasejobs.routers.JobsRouter"
 HINT = "See docs/databases.md#a-queue-database-of-its-own."
@@ -78,48 +79,62 @@ def check_router(app_configs: Any = None, **kwargs: Any) -> Messages:
 def check_queue_migrated(
     app_configs: Any = None, databases: Iterable[str] | None = None, **kwargs: Any
 ) -> Messages:
-    """E017: the queue database of its own lacks the app's migrations, seen from another."""
+    """E017: a queue database (``LEASEJOBS_DATABASE``, or a shard of
+    ``LEASEJOBS_QUEUE_DATABASES``) lacks the app's migrations, seen from another."""
     checked = set(databases or ())
     try:
-        alias = settings.DATABASE
+        named = _named_queue_databases()
     except ImproperlyConfigured:
-        return []
-    if not checked or alias is None or alias in checked or alias not in django_settings.DATABASES:
-        return []
-    try:
-        missing = migration_state.unapplied(alias)
-    except migration_state.Unreachable:
-        return []  # down is not unmigrated
-    if not missing:
-        return []
-    return [
-        checks.Error(
-            f"{migration_state.state(alias, missing)}: it is {PREFIX}DATABASE, so enqueues "
-            "and workers would fail.",
-            hint=f"Run `python manage.py {migration_state.migrate_command(alias)}` (a plain "
-            f"`migrate` migrates default only). {HINT}",
-            id="leasejobs.E017",
-        )
-    ]
+        return []  # leasejobs.E001 reports the bad value
+    found: Messages = []
+    for alias, why in named.items():
+        if not checked or alias in checked or alias not in django_settings.DATABASES:
+            continue
+        try:
+            missing = migration_state.unapplied(alias)
+        except migration_state.Unreachable:
+            continue  # down is not unmigrated
+        if missing:
+            found.append(
+                checks.Error(
+                    f"{migration_state.state(alias, missing)}: {why}, so enqueues and workers "
+                    "would fail.",
+                    hint=f"Run `python manage.py {migration_state.migrate_command(alias)}` (a "
+                    f"plain `migrate` migrates default only). {HINT}",
+                    id="leasejobs.E017",
+                )
+            )
+    return found
+
+
+def _named_queue_databases() -> dict[str, str]:
+    """The queue databases a setting names, with which setting: E017's to check."""
+    named = {}
+    if settings.DATABASE is not None:
+        named[settings.DATABASE] = f"it is {PREFIX}DATABASE"
+    for pattern, alias in settings.QUEUE_DATABASES.items():
+        named.setdefault(alias, f"{PREFIX}QUEUE_DATABASES sends {pattern!r} to it")
+    return named
 
 
 def check_read_databases(app_configs: Any = None, **kwargs: Any) -> Messages:
     """E018: each key of ``LEASEJOBS_READ_DATABASES`` is the queue database."""
     try:
         replicas = settings.READ_DATABASES
-        queue_database = job_database()
+        known = queue_databases()
     except ImproperlyConfigured:
         return []  # leasejobs.E001 reports the bad value
     return [
         checks.Error(
             f"{PREFIX}READ_DATABASES maps {primary!r}, which is not a queue database (the "
-            f"jobs are in {queue_database!r}): its replica {replica!r} would never be read.",
-            hint=f'Key the replica by the queue database: {{"{queue_database}": "{replica}"}}. '
+            f"jobs are in {', '.join(map(repr, known))}): its replica {replica!r} would never "
+            "be read.",
+            hint=f'Key the replica by the queue database: {{"{known[0]}": "{replica}"}}. '
             "See docs/databases.md#read-replicas.",
             id="leasejobs.E018",
         )
         for primary, replica in replicas.items()
-        if primary != queue_database
+        if primary not in known
     ]
 
 
