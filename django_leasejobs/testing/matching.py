@@ -20,14 +20,17 @@ from django.db.models import Max
 
 from ..core.registry import JobSpec
 from ..models import CLAIMABLE, Job
-from ..protocol import job_database
+from ..models.databases import home_database, queue_databases
 
 RUN_AT_TOLERANCE = dt.timedelta(seconds=1)
 """How far ``run_at`` may be from the expected time: delays are added to the database clock."""
 LISTED = 20
 """Jobs a failure message lists at most."""
 
-_scope: contextvars.ContextVar[int | None] = contextvars.ContextVar("leasejobs_scope", default=None)
+_scope: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
+    "leasejobs_scope", default=None
+)
+"""Inside ``capture_jobs()``: the last job id of each queue database before the block."""
 
 
 def name_of(job: Any) -> str:
@@ -87,16 +90,20 @@ class Expected:
 
 
 def waiting(name: str | None = None, queue: str | None = None) -> list[Job]:
-    """Jobs waiting to run (pending, or failed and due to retry), in the current scope."""
-    rows = Job.objects.using(job_database()).filter(status__in=CLAIMABLE)
-    since = _scope.get()
-    if since is not None:
-        rows = rows.filter(pk__gt=since)
-    if name is not None:
-        rows = rows.filter(name=name)
-    if queue is not None:
-        rows = rows.filter(queue=queue)
-    return list(rows.order_by("pk"))
+    """Jobs waiting to run (pending, or failed and due to retry), in the current scope, in
+    every queue database (the home one first)."""
+    marks = _scope.get()
+    found: list[Job] = []
+    for alias in queue_databases():
+        rows = Job.objects.using(alias).filter(status__in=CLAIMABLE)
+        if marks is not None:
+            rows = rows.filter(pk__gt=marks.get(alias, 0))
+        if name is not None:
+            rows = rows.filter(name=name)
+        if queue is not None:
+            rows = rows.filter(queue=queue)
+        found += rows.order_by("pk")
+    return found
 
 
 def enqueued(
@@ -169,30 +176,46 @@ class Captured:
     """What a ``capture_jobs()`` block enqueued: ``jobs`` is read again on each access."""
 
     since: int
+    """The home queue database's last job id before the block."""
     until: int | None = None
+    marks: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    """Each queue database's (last id before, last id after) the block."""
 
     @property
     def jobs(self) -> list[Job]:
-        rows = Job.objects.using(job_database()).filter(pk__gt=self.since)
-        if self.until is not None:
-            rows = rows.filter(pk__lte=self.until)
-        return list(rows.order_by("pk"))
+        """The jobs enqueued in the block, by database (the home one first), then by id."""
+        found: list[Job] = []
+        for alias, (since, until) in self.marks.items():
+            rows = Job.objects.using(alias).filter(pk__gt=since)
+            if until is not None:
+                rows = rows.filter(pk__lte=until)
+            found += rows.order_by("pk")
+        return found
 
 
-def _last_id() -> int:
-    return Job.objects.using(job_database()).aggregate(last=Max("pk"))["last"] or 0
+def _last_ids() -> dict[str, int]:
+    return {
+        alias: Job.objects.using(alias).aggregate(last=Max("pk"))["last"] or 0
+        for alias in queue_databases()
+    }
 
 
 @contextlib.contextmanager
 def capture_jobs() -> Iterator[Captured]:
     """Scope ``enqueued`` / ``assert_enqueued`` / ``refute_enqueued`` to jobs enqueued inside.
 
-    Job ids only grow, so "enqueued in the block" is "an id above the last one before it".
+    Job ids only grow, so "enqueued in the block" is "an id above the last one before it", in
+    each queue database (ids repeat across databases).
     """
-    captured = Captured(since=_last_id())
-    token = _scope.set(captured.since)
+    before = _last_ids()
+    captured = Captured(
+        since=before[home_database()], marks={alias: (last, None) for alias, last in before.items()}
+    )
+    token = _scope.set(before)
     try:
         yield captured
     finally:
         _scope.reset(token)
-        captured.until = _last_id()
+        after = _last_ids()
+        captured.until = after[home_database()]
+        captured.marks = {alias: (before.get(alias, 0), last) for alias, last in after.items()}

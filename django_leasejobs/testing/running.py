@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import asdict, astuple, dataclass
 from typing import Any
 
 from django.db.models import F, Value
@@ -22,6 +22,7 @@ from .. import protocol
 from ..core.conf import settings
 from ..db.dbtime import DbNow
 from ..models import CLAIMABLE, Job, Status
+from ..models.databases import queue_databases, using_database
 from ..protocol import Outcome
 from ..runtime import inprocess, schedules
 from ..runtime.worker import Summary, Worker
@@ -94,9 +95,25 @@ def drain(
     Retries run too once due (with ``with_scheduled``, at once: every waiting job is made due
     before each claim). ``until_empty=False`` runs only the jobs due when it starts. Due cron
     occurrences of ``LEASEJOBS_SCHEDULES`` and the database's schedules are emitted first.
+    With shards (``LEASEJOBS_QUEUE_DATABASES``) every queue database is drained, in turn.
     """
     if isinstance(queues, str):
         raise ValueError("queues must be a list of queue names, not a string.")
+    summary = DrainSummary()
+    aliases = queue_databases()
+    while True:  # shards: each queue database in turn, until a round finds nothing to run
+        ran_in_round = 0
+        for alias in aliases:
+            with using_database(alias):
+                ran = _drain(queues, with_scheduled, until_empty)
+            for name, count in asdict(ran).items():
+                setattr(summary, name, getattr(summary, name) + count)
+            ran_in_round += ran.total
+        if len(aliases) == 1 or not until_empty or not ran_in_round:
+            return summary
+
+
+def _drain(queues: Sequence[str] | None, with_scheduled: bool, until_empty: bool) -> DrainSummary:
     schedule_sync.sync_from_settings()
     schedules.tick()
     summary = DrainSummary()
@@ -157,7 +174,12 @@ def travel(seconds: float) -> None:
         raise ValueError(f"travel() needs a number of seconds >= 0, not {seconds!r}.")
     if seconds > MAX_TRAVEL:
         raise ValueError(f"travel() moves at most {MAX_TRAVEL} seconds (a year), not {seconds!r}.")
-    using = protocol.job_database()
+    for alias in queue_databases():  # shards: each queue database
+        with using_database(alias):
+            _travel(seconds, alias)
+
+
+def _travel(seconds: float, using: str) -> None:
     schedule_sync.sync_from_settings()
     schedules.tick()
     if seconds:

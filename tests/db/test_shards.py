@@ -282,3 +282,20 @@ def test_each_queue_database_holds_the_schedules_of_its_queues(shards: None) -> 
 def names(alias: str) -> list[str]:
     schedules = Schedule.objects.using(alias).filter(enabled=True).order_by("name")
     return list(schedules.values_list("name", flat=True))
+
+
+def test_the_testing_helpers_see_and_run_every_queue_database(shards: None) -> None:
+    from django_leasejobs import testing
+
+    with testing.capture_jobs() as captured:
+        parent = jobs.enqueues_child.using(queue="reports").enqueue("default")
+        testing.assert_enqueued(jobs.enqueues_child, queue="reports")
+        testing.refute_enqueued(jobs.noop)
+    assert [(job.pk, job._state.db) for job in captured.jobs] == [(parent.pk, "shard")]
+    later = jobs.add.using(queue="eu-5", delay=3600).enqueue(1, 1)
+    summary = testing.drain()  # the shard's parent, then the home child it enqueued
+    assert summary.succeeded == 2
+    assert rows("default", status="succeeded")[0][1] == "default"
+    testing.travel(3600)
+    assert testing.drain().succeeded == 1
+    assert Job.objects.using("shard").get(pk=later.pk).status == "succeeded"
