@@ -18,6 +18,7 @@ from .. import protocol
 from ..core.conf import settings
 from ..errors import JobFailedError
 from ..models import Job, Status
+from ..models.databases import using_database
 from ..protocol import Outcome
 from .attempt_ends import write_result
 from .execution import Execution, execute
@@ -123,31 +124,37 @@ def enqueued(jobs: Job | list[Job]) -> None:
     """
     if not settings.EAGER:
         return
-    using = protocol.job_database()
     for job in jobs if isinstance(jobs, list) else [jobs]:
-        transaction.on_commit(
-            functools.partial(run_eagerly, job.pk, rescheduled=False), using=using
-        )
+        using = job._state.db or protocol.job_database()  # shards: the job's own database
+        transaction.on_commit(functools.partial(_run_eagerly_in, using, job.pk), using=using)
 
 
-def workflow_enqueued(run_id: int) -> None:
+def _run_eagerly_in(using: str, job_id: int) -> None:
+    with using_database(using):
+        run_eagerly(job_id, rescheduled=False)
+
+
+def workflow_enqueued(run_id: int, using: str | None = None) -> None:
     """With ``LEASEJOBS_EAGER``: run the workflow's jobs when the transaction commits, each
-    step as its parents' ends enqueue it, until none is due (a failure propagates as for a job)."""
+    step as its parents' ends enqueue it, until none is due (a failure propagates as for a job).
+    ``using``: the run's database (a shard's), else :func:`protocol.job_database`."""
     if not settings.EAGER:
         return
-    transaction.on_commit(functools.partial(_run_workflow, run_id), using=protocol.job_database())
+    using = using or protocol.job_database()
+    transaction.on_commit(functools.partial(_run_workflow, using, run_id), using=using)
 
 
-def _run_workflow(run_id: int) -> None:
+def _run_workflow(using: str, run_id: int) -> None:
     from ..db.dbtime import DbNow
     from ..models import Status
 
-    due = Job.objects.using(protocol.job_database()).filter(
+    due = Job.objects.using(using).filter(
         workflow_step__run_id=run_id, status=Status.PENDING, run_at__lte=DbNow()
     )
-    while ids := list(due.order_by("pk").values_list("pk", flat=True)):
-        for job_id in ids:
-            run_eagerly(job_id, rescheduled=False)
+    with using_database(using):
+        while ids := list(due.order_by("pk").values_list("pk", flat=True)):
+            for job_id in ids:
+                run_eagerly(job_id, rescheduled=False)
 
 
 __all__ = [

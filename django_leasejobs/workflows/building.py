@@ -158,7 +158,7 @@ class Workflow:
         run, ids = enqueue_run(self.name, specs)
         for step in ordered:
             step.id = ids[step.name]
-        inprocess.workflow_enqueued(run.pk)  # LEASEJOBS_EAGER (tests): run it at commit
+        inprocess.workflow_enqueued(run.pk, run._state.db)  # LEASEJOBS_EAGER (tests)
         return run
 
     def _ordered(self) -> list[Step]:

@@ -299,3 +299,14 @@ def test_the_testing_helpers_see_and_run_every_queue_database(shards: None) -> N
     testing.travel(3600)
     assert testing.drain().succeeded == 1
     assert Job.objects.using("shard").get(pk=later.pk).status == "succeeded"
+
+
+def test_eager_mode_runs_a_shard_s_job_and_workflow_in_their_database(shards: None) -> None:
+    with override_settings(LEASEJOBS_EAGER=True):
+        job = jobs.add.using(queue="reports").enqueue(20, 22)
+        run = chain(
+            jobs.add.using(queue="reports").si(1, 1), jobs.add.using(queue="eu-9").si(2, 2)
+        ).enqueue()
+    assert Job.objects.using("shard").get(pk=job.pk).result == 42
+    assert WorkflowRun.objects.using("shard").get(pk=run.pk).status == "succeeded"
+    assert rows("default") == []
