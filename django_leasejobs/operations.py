@@ -6,8 +6,12 @@ pause and resume queues and job names, prune the limiters' rows. Each is one gua
 (or one short transaction) of the layers below, :mod:`django_leasejobs.protocol` and
 :mod:`django_leasejobs.upkeep`; those folders are internal and move as the code asks, so
 projects and the docs (docs/operations.md, docs/flow-control.md) import from here.
+
+Each acts on the home queue database; with shards (``LEASEJOBS_QUEUE_DATABASES``) a call
+inside ``with using_database("jobs2"):`` acts on that one (job ids repeat across databases).
 """
 
+from .models.databases import using_database
 from .protocol import (
     Cancel,
     Paused,
@@ -34,4 +38,5 @@ __all__ = [
     "resume",
     "retry_now",
     "run_now",
+    "using_database",
 ]

@@ -18,6 +18,7 @@ import pytest
 import django_leasejobs
 from django_leasejobs import operations, schedules, upkeep
 from django_leasejobs.core import occurrences as core_occurrences
+from django_leasejobs.models import databases
 from django_leasejobs.protocol import cancels, operator_actions, pauses
 from django_leasejobs.reports import occurrences as reports_occurrences
 from django_leasejobs.runtime import context, worker
@@ -62,7 +63,7 @@ def test_importing_the_package_loads_no_worker_and_no_model() -> None:
 @pytest.mark.parametrize(
     ("public", "internal"),
     [
-        (operations, [cancels, operator_actions, pauses, upkeep]),
+        (operations, [cancels, operator_actions, pauses, upkeep, databases]),
         (
             schedules,
             [core_occurrences, reports_occurrences, runtime_schedules, schedule_sync],

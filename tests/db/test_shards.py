@@ -310,3 +310,14 @@ def test_eager_mode_runs_a_shard_s_job_and_workflow_in_their_database(shards: No
     assert Job.objects.using("shard").get(pk=job.pk).result == 42
     assert WorkflowRun.objects.using("shard").get(pk=run.pk).status == "succeeded"
     assert rows("default") == []
+
+
+def test_an_operator_s_call_acts_in_the_database_it_is_given(shards: None) -> None:
+    from django_leasejobs import operations
+
+    home = jobs.noop.enqueue()
+    away = jobs.noop.using(queue="reports").enqueue()
+    with operations.using_database("shard"):
+        assert operations.cancel(away.pk) is True
+    assert Job.objects.using("shard").get(pk=away.pk).status == "cancelled"
+    assert Job.objects.using("default").get(pk=home.pk).status == "pending"
