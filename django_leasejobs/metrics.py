@@ -34,7 +34,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .core.conf import settings
 from .db import signals
-from .reports import stats
+from .models.databases import queue_databases, read_database
+from .reports import queue_gauges, stats
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -154,14 +155,17 @@ class StatsCollector:
         yield from self._families()
 
     def collect(self) -> Iterator[Any]:
-        result = stats.collect()
+        # Every queue database's (shards): a queue lives in one, workers are summed.
+        results = [(alias, stats.collect(read_database(alias))) for alias in queue_databases()]
         families = list(self._families())
+        queues = queue_gauges.merged_queues(results)
         for (field, _, _), family in zip(GAUGES, families[: len(GAUGES)], strict=True):
-            for queue, numbers in result.queues.items():
+            for queue, numbers in queues.items():
                 family.add_metric([queue], float(getattr(numbers, field)))
         workers, stuck = families[len(GAUGES) :]
-        workers.add_metric([], float(sum(1 for w in result.workers if not w.lost)))
-        stuck.add_metric([], float(result.stuck))
+        live = sum(1 for _, result in results for w in result.workers if not w.lost)
+        workers.add_metric([], float(live))
+        stuck.add_metric([], float(sum(result.stuck for _, result in results)))
         yield from families
 
     @staticmethod

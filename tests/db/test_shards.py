@@ -321,3 +321,34 @@ def test_an_operator_s_call_acts_in_the_database_it_is_given(shards: None) -> No
         assert operations.cancel(away.pk) is True
     assert Job.objects.using("shard").get(pk=away.pk).status == "cancelled"
     assert Job.objects.using("default").get(pk=home.pk).status == "pending"
+
+
+def test_the_queue_gauges_count_each_queue_where_it_lives(shards: None) -> None:
+    from django_leasejobs.reports import queue_gauges
+
+    jobs.noop.enqueue()
+    jobs.noop.using(queue="reports").enqueue_many([((), {})] * 2)
+    with override_settings(LEASEJOBS_QUEUES=["default", "reports"]):  # zeros in both
+        depth = {queue: due for queue, due, _ in queue_gauges.read()}
+    assert depth == {"default": 1.0, "reports": 2.0}
+
+
+def test_the_prometheus_gauges_count_each_queue_where_it_lives(shards: None) -> None:
+    import prometheus_client
+
+    from django_leasejobs import metrics
+
+    jobs.noop.enqueue()
+    jobs.noop.using(queue="reports").enqueue_many([((), {})] * 2)
+    metrics.install()
+    try:
+        with override_settings(LEASEJOBS_QUEUES=["default", "reports"]):
+            due = {
+                queue: prometheus_client.REGISTRY.get_sample_value(
+                    "leasejobs_jobs_due", {"queue": queue}
+                )
+                for queue in ("default", "reports")
+            }
+    finally:
+        metrics.uninstall()
+    assert due == {"default": 1.0, "reports": 2.0}
