@@ -117,8 +117,11 @@ def test_a_timeout_setting_is_kept_as_seconds() -> None:
             "LEASEJOBS_READ_DATABASES",
             {"default": "jobs_replica"},
             "names 'jobs_replica' ('default': 'jobs_replica'), which is not a database in "
-            "DATABASES (there are: 'default')",
+            "DATABASES (there are: 'default', 'shard')",
         ),
+        ("LEASEJOBS_QUEUE_DATABASES", "shard", "must be a dict of queue name (or glob)"),
+        ("LEASEJOBS_QUEUE_DATABASES", {"reports": "jobs2"}, "'jobs2', which is not a database"),
+        ("LEASEJOBS_QUEUE_DATABASES", {" ": "shard"}, "non-empty strings), not ' '"),
         ("LEASEJOBS_READ_DATABASES", {"jobs": "default"}, "names 'jobs' ('jobs': 'default')"),
         ("LEASEJOBS_READ_MAX_LAG", -1, "must be at least 0"),
         ("LEASEJOBS_READ_MAX_LAG", "30s", "must be a number"),
