@@ -73,6 +73,8 @@ def test_an_enqueue_is_written_in_its_queues_database_and_says_which(operator, s
     assert shard["database"] == "shard"
     assert Job.objects.using("shard").filter(pk=shard["id"], queue="reports").exists()
     assert not Job.objects.using("default").filter(queue="reports").exists()
+    entry = LogEntry.objects.get(object_id=str(shard["id"]))
+    assert entry.change_message == "Enqueued in database 'shard' (API)"
     code, home = operator.post("jobs/", {"name": ADD, "args": [1, 2]})
     assert (code, home["database"]) == (201, "default")
     assert Job.objects.using("default").filter(pk=home["id"]).exists()
