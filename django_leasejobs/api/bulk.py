@@ -4,7 +4,8 @@ Thin over :mod:`django_leasejobs.bulk`: the body is read here, the filter by ``b
 refusals name the key, as ``filter.<key>``), and the action needs the permission the same
 action on one job needs (``cancel_job``, ``replay_deadletter``, ``delete_job``); a dry run,
 which changes nothing, needs only ``view_job``. The admin log entry is written under the
-token's (or session's) user.
+token's (or session's) user. It acts in one queue database: ``database`` in the body or the
+query (``?database=``), else the home one.
 """
 
 from __future__ import annotations
@@ -14,15 +15,31 @@ from typing import Any
 from django.http import HttpRequest, JsonResponse
 
 from .. import bulk
+from ..models.databases import home_database, job_database, using_database
 from . import auth, inputs
 from .errors import ApiError
 
-FIELDS = ("action", "filter", "dry_run")
+FIELDS = ("action", "filter", "dry_run", "database")
 
 
 def bulk_action(request: HttpRequest) -> JsonResponse:
     """200 ``{"matched": N}`` for a dry run; else also what changed and what was left."""
     document = inputs.json_object(inputs.body(request), FIELDS)
+    if "database" not in document:
+        return _act(request, document)  # in ?database='s, which endpoint set
+    alias = inputs.queue_database(document["database"])
+    if "database" in request.GET and request.GET["database"] != alias:
+        raise ApiError(
+            "invalid",
+            f"database is {alias!r} in the body but {request.GET['database']!r} in the query: "
+            "give one.",
+            "database",
+        )
+    with using_database(alias):
+        return _act(request, document)
+
+
+def _act(request: HttpRequest, document: dict[str, Any]) -> JsonResponse:
     action = _action(document)
     dry_run = document.get("dry_run", False)
     if not isinstance(dry_run, bool):
@@ -46,7 +63,7 @@ def bulk_action(request: HttpRequest) -> JsonResponse:
         action,
         rows,
         user_id=request.api_user.pk,  # type: ignore[attr-defined]
-        description=bulk.describe(parsed),
+        description=bulk.describe(parsed) + _where(),
         source="API",
     )
     return JsonResponse(
@@ -64,3 +81,9 @@ def _action(document: dict[str, Any]) -> bulk.Action:
         return bulk.action_named(document.get("action"))
     except ValueError as exc:
         raise ApiError("invalid", str(exc), "action") from None
+
+
+def _where() -> str:
+    """The database in the admin log's message, when not the home one (ids repeat)."""
+    alias = job_database()
+    return f" in database {alias!r}" if alias != home_database() else ""

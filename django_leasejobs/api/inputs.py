@@ -20,6 +20,7 @@ from django.http import HttpRequest, QueryDict
 from ..core.conf import settings
 from ..core.row_ids import MAX_ID, whole_number
 from ..errors import JobValidationError
+from ..models.databases import queue_databases
 from .errors import ApiError
 
 
@@ -103,9 +104,13 @@ def max_attempts(value: int) -> int:
 
 
 def query(request: HttpRequest, allowed: Iterable[str]) -> QueryDict:
-    """The query string, refusing parameters the operation does not take or gives twice."""
+    """The query string, refusing parameters the operation does not take or gives twice.
+
+    ``database`` is taken by every operation that reads its query string: ``endpoint`` has
+    already checked it and runs the view in that queue database (:func:`database`).
+    """
     params = request.GET
-    names = set(allowed)
+    names = {*allowed, "database"}
     for name in params:
         if name not in names:
             raise ApiError(
@@ -177,5 +182,33 @@ def choice(params: QueryDict, name: str, choices: Iterable[str]) -> str | None:
     if value is not None and value not in options:
         raise ApiError(
             "invalid_parameter", f"{name} must be one of {', '.join(options)}, not {value!r}.", name
+        )
+    return value
+
+
+def database(request: HttpRequest) -> str | None:
+    """The queue database ``?database=`` names (checked), or ``None`` for the home one.
+
+    Ids repeat across queue databases (``LEASEJOBS_QUEUE_DATABASES``): a shard's job 42 is
+    ``?database=ALIAS`` away, and the home job 42 stays where it was for every caller that
+    does not say.
+    """
+    values = request.GET.getlist("database")
+    if not values:
+        return None
+    if len(values) > 1:
+        raise ApiError("invalid_parameter", "Give database once.", "database")
+    return queue_database(values[0], "database", "invalid_parameter")
+
+
+def queue_database(value: Any, field: str = "database", code: str = "invalid") -> str:
+    """``value`` if it is a queue database's alias; else the error naming the queue databases."""
+    known = queue_databases()
+    if not isinstance(value, str) or value not in known:
+        raise ApiError(
+            code,
+            f"database must be one of the queue databases, {', '.join(map(repr, known))} (the "
+            f"home one and those of LEASEJOBS_QUEUE_DATABASES), not {value!r}.",
+            field,
         )
     return value

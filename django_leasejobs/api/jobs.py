@@ -25,7 +25,8 @@ from ..core import json_values, registry, validation
 from ..core.conf import settings
 from ..errors import JobArgumentsError, JobValidationError
 from ..models import CLAIMABLE, Job, Status
-from ..models.databases import read_database
+from ..models.databases import read_database, using_database
+from ..protocol import routes
 from ..runtime import inprocess
 from . import inputs, serialize
 from .endpoint import audit
@@ -111,7 +112,7 @@ def enqueue(request: HttpRequest) -> JsonResponse:
         audit(request, job, "Enqueued", ADDITION)
     else:
         _may_see_holder(request, job, "dedupe_key")
-    response = JsonResponse(serialize.job(job), status=201 if created else 200)
+    response = JsonResponse(serialize.job(job, job._state.db), status=201 if created else 200)
     response[DEDUPLICATED_HEADER] = "false" if created else "true"
     return response
 
@@ -132,7 +133,10 @@ def enqueue_many(request: HttpRequest) -> JsonResponse:
     parsed = [parse_item(item, f"jobs[{index}]") for index, item in enumerate(items)]
     results: list[tuple[Job, bool]] = []
     try:
-        with transaction.atomic(using=protocol.job_database()):
+        # One transaction is in one database: the batch's, by its queues (refused when they
+        # route to two), so that "every item or none" holds in a shard too.
+        using = routes.one_database("this batch", [(p[0], p[3].get("queue"), "") for p in parsed])
+        with using_database(using), transaction.atomic(using=using):
             # Runs of one name without a dedupe key go in bulk, as enqueue_many does in Python;
             # keyed ones (by the call or by the @job) one by one, to tell a hit from a new job.
             for (name, bulk), run in groupby(parsed, key=lambda p: (p[0], not _keyed(p[0], p[3]))):
@@ -153,7 +157,11 @@ def enqueue_many(request: HttpRequest) -> JsonResponse:
     inprocess.enqueued(created)
     for job in created:
         audit(request, job, "Enqueued", ADDITION)
-    body = {"jobs": [{"job": serialize.job(job), "deduplicated": not new} for job, new in results]}
+    body = {
+        "jobs": [
+            {"job": serialize.job(job, using), "deduplicated": not new} for job, new in results
+        ]
+    }
     return JsonResponse(body, status=201 if created else 200)
 
 

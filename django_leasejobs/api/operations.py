@@ -134,7 +134,10 @@ def occurrences(request: HttpRequest, schedule_id: int) -> JsonResponse:
 def queue_stats(request: HttpRequest) -> JsonResponse:
     inputs.query(request, ())
     return JsonResponse(
-        {**stats.collect().as_dict(), "workflow_runs": workflow_reads.counts_as_dict()}
+        {
+            **stats.collect().as_dict(),
+            "workflow_runs": workflow_reads.counts_as_dict(read_database()),
+        }
     )
 
 
@@ -149,6 +152,6 @@ def health(request: HttpRequest) -> JsonResponse:
         "problems": [problem.as_dict() for problem in problems],
         "thresholds": thresholds.as_dict(),
         **result.as_dict(),
-        "workflow_runs": workflow_reads.counts_as_dict(),
+        "workflow_runs": workflow_reads.counts_as_dict(read_database()),
     }
     return JsonResponse(body, status=503 if problems else 200)

@@ -5,6 +5,10 @@ a job name may hold any character but white space, ``/`` and ``%`` included, whi
 segment cannot carry through every proxy unchanged. Both calls are idempotent: pausing what is
 paused answers 200 with the pause already there, resuming what is not paused answers 404
 ``not_paused``; neither writes anything then, the admin log included.
+
+A pause is a row of the queue database whose workers it holds back: a queue's pause and
+resume go to that queue's database (``LEASEJOBS_QUEUE_DATABASES``) unless ``?database=``
+names one; a job name's, and the list, to ``?database=``'s, else the home one.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from django.http import HttpRequest, JsonResponse
 from .. import protocol
 from ..errors import JobValidationError
 from ..models import Pause, PauseKind
+from ..models.databases import queue_database, using_database
 from ..protocol.pauses import Paused
 from . import inputs
 from .endpoint import audit
@@ -29,6 +34,14 @@ KINDS = tuple(kind.value for kind in PauseKind)
 def shape(item: Paused) -> dict[str, Any]:
     """A pause as JSON: ``Paused.as_dict`` with the API's UTC times."""
     return {**item.as_dict(), "paused_at": iso(item.paused_at)}
+
+
+def _database(request: HttpRequest, kind: str, name: str) -> str | None:
+    """Where the pause is: the queue's own database, unless ``?database=`` (already in force)
+    says otherwise; ``None`` keeps the one in force."""
+    if kind == PauseKind.QUEUE and "database" not in request.GET:
+        return queue_database(name)
+    return None
 
 
 def _target(request: HttpRequest) -> tuple[str, str]:
@@ -66,6 +79,11 @@ def list_pauses(request: HttpRequest) -> JsonResponse:
 def pause(request: HttpRequest) -> JsonResponse:
     """201 with the new pause, or 200 with the one already there."""
     kind, name = _target(request)
+    with using_database(_database(request, kind, name)):
+        return _pause(request, kind, name)
+
+
+def _pause(request: HttpRequest, kind: str, name: str) -> JsonResponse:
     by = request.api_user.get_username()  # type: ignore[attr-defined]
     # Twice at most: a resume racing between the refused insert and the read leaves nothing
     # to show, and the second insert then succeeds (or a racing pause's row is read).
@@ -86,6 +104,11 @@ def pause(request: HttpRequest) -> JsonResponse:
 def resume(request: HttpRequest) -> JsonResponse:
     """200 with the pause lifted (its age is how long it lasted), or 404 ``not_paused``."""
     kind, name = _target(request)
+    with using_database(_database(request, kind, name)):
+        return _resume(request, kind, name)
+
+
+def _resume(request: HttpRequest, kind: str, name: str) -> JsonResponse:
     by = request.api_user.get_username()  # type: ignore[attr-defined]
     lifted = protocol.resume(**{kind: name}, by=by)
     if lifted is None:

@@ -19,32 +19,7 @@ from django.http import HttpRequest, JsonResponse
 
 from .schema_components import schemas
 from .schema_links import linked
-from .schema_parts import RUN_STATUSES, STATUSES, Schema, ref
-
-
-def query(name: str, schema: Schema, description: str, required: bool = False) -> Schema:
-    return {
-        "name": name,
-        "in": "query",
-        "required": required,
-        "schema": schema,
-        "description": description,
-    }
-
-
-def path_id(name: str) -> Schema:
-    return {
-        "name": name,
-        "in": "path",
-        "required": True,
-        "schema": {"type": "integer", "minimum": 1},
-    }
-
-
-PAGING = [
-    query("limit", {"type": "integer", "minimum": 1}, "Rows per page (LEASEJOBS_API_PAGE_SIZE)."),
-    query("cursor", {"type": "string"}, "The next_cursor of the previous page."),
-]
+from .schema_parts import DATABASE, PAGING, RUN_STATUSES, STATUSES, Schema, path_id, query, ref
 
 
 def reply(status: int, schema: str, description: str, headers: Schema | None = None) -> Schema:
@@ -68,13 +43,15 @@ def operation(
     body: str | None = None,
     body_required: bool = True,
     public: bool = False,
+    database: bool = True,
 ) -> Schema:
-    """One operation; every one may also answer the ``Error`` envelope (``default``)."""
+    """One operation; every one may also answer the ``Error`` envelope (``default``), and
+    takes ``database`` unless it is public or ``database`` is false (an enqueue)."""
     found: Schema = {
         "operationId": operation_id,
         "summary": summary,
         "description": f"Permissions: {permissions}.",
-        "parameters": parameters or [],
+        "parameters": [*(parameters or []), *([DATABASE] if database and not public else [])],
         "responses": {
             **responses,
             "default": {
@@ -138,6 +115,7 @@ PATHS: dict[str, Schema] = {
             reply(201, "Job", "Enqueued", DEDUPLICATED)
             | reply(200, "Job", "The live job already holding dedupe_key", DEDUPLICATED),
             body="EnqueueRequest",
+            database=False,
         ),
     },
     "/jobs/batch/": {
@@ -148,6 +126,7 @@ PATHS: dict[str, Schema] = {
             reply(201, "EnqueueManyResult", "Enqueued")
             | reply(200, "EnqueueManyResult", "Every item was a dedupe hit"),
             body="EnqueueManyRequest",
+            database=False,
         )
     },
     "/jobs/bulk/": {

@@ -40,6 +40,11 @@ BULK_SCHEMAS: dict[str, Schema] = {
             "action": {"type": "string", "enum": ["cancel", "retry", "delete"]},
             "filter": ref("BulkFilter"),
             "dry_run": {"type": "boolean", "description": "Count only; change nothing."},
+            "database": {
+                "type": "string",
+                "description": "The queue database to act in, as the database parameter "
+                "(either, or both the same); default: the home one.",
+            },
         },
         required=("action", "filter"),
     ),

@@ -67,6 +67,12 @@ SCHEMAS: dict[str, Schema] = {
     "Job": obj(
         {
             "id": {"type": "integer"},
+            "database": {
+                "type": "string",
+                "description": "The queue database holding the job (its alias: 'default' with "
+                "one database). Ids repeat across LEASEJOBS_QUEUE_DATABASES: pass it as the "
+                "database parameter to reach this job again.",
+            },
             "name": {"type": "string"},
             "version": {
                 "type": "integer",

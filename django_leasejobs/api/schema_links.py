@@ -27,11 +27,13 @@ def link(operation_id: str, description: str, *, body: Any = None, **parameters:
 
 
 def to_job(pointer: str, *names: str) -> dict[str, Schema]:
-    """Links to the job operations (``names``, or all three) for the job id at ``pointer``."""
+    """Links to the job operations (``names``, or all three) for the job whose id is at
+    ``pointer``, in its database (the ``database`` beside the id: ids repeat across them)."""
+    where = {"job_id": pointer, "database": pointer.removesuffix("/id") + "/database"}
     every = {
-        "GetJob": link("getJob", "The job, with its attempt history.", job_id=pointer),
-        "CancelJob": link("cancelJob", "Cancel it.", job_id=pointer),
-        "RetryJob": link("retryJob", "Make it due now (a failed job only).", job_id=pointer),
+        "GetJob": link("getJob", "The job, with its attempt history.", **where),
+        "CancelJob": link("cancelJob", "Cancel it.", **where),
+        "RetryJob": link("retryJob", "Make it due now (a failed job only).", **where),
     }
     return {name: every[name] for name in names or every}
 

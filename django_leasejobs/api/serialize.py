@@ -1,7 +1,8 @@
 """Rows as the API's JSON: the shapes ``schema`` documents, field for field.
 
 Times are ISO 8601 in UTC; ``attempt`` is the attempts charged against ``max_attempts`` (the
-admin's figure), ``claims`` the fencing token itself.
+admin's figure), ``claims`` the fencing token itself, ``database`` the queue database that
+holds the job (ids repeat across ``LEASEJOBS_QUEUE_DATABASES``: with the id, it finds the job).
 """
 
 from __future__ import annotations
@@ -10,13 +11,17 @@ from typing import Any
 
 from ..core.durations import iso
 from ..models import DeadLetter, Job, Schedule
+from ..models.databases import job_database
 from ..reports import workflow_reads
 from ..reports.occurrences import Occurrence
 
 
-def job(row: Job) -> dict[str, Any]:
+def job(row: Job, database: str | None = None) -> dict[str, Any]:
+    """``database``: where an enqueue wrote ``row`` (its queue's); by default the queue
+    database the view works on, not the replica a list may have read the row from."""
     return {
         "id": row.pk,
+        "database": database or job_database(),
         "name": row.name,
         "version": row.version,
         "status": row.status,

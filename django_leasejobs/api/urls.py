@@ -4,7 +4,8 @@ Each path lists its methods and the ``django_leasejobs`` permissions each needs:
 ones as the admin action it mirrors (``view_*`` to read, ``cancel_job``, ``run_job_now``,
 ``replay_deadletter``, ``pause_queue``, ``cancel_workflowrun`` to act; a bulk action the
 one its action needs on one job, ``delete_job`` to delete), and ``add_job`` to enqueue.
-docs/api.md has the table.
+docs/api.md has the table. Every path but the enqueues and the document takes ``?database=``,
+the queue database it works on (``endpoint``): the enqueues go where their queue lives.
 """
 
 from __future__ import annotations
@@ -27,11 +28,15 @@ urlpatterns = [
         "jobs/",
         resource(
             GET=Action(jobs.list_jobs, VIEW_JOB),
-            POST=Action(jobs.enqueue, ("add_job",)),
+            POST=Action(jobs.enqueue, ("add_job",), database=False),
         ),
         name="jobs",
     ),
-    path("jobs/batch/", resource(POST=Action(jobs.enqueue_many, ("add_job",))), name="batch"),
+    path(
+        "jobs/batch/",
+        resource(POST=Action(jobs.enqueue_many, ("add_job",), database=False)),
+        name="batch",
+    ),
     # The action's own permission (cancel_job, replay_deadletter, delete_job) is checked by
     # the view once it has read which action; a dry run needs view_job only.
     path("jobs/bulk/", resource(POST=Action(bulk.bulk_action, VIEW_JOB)), name="bulk"),
