@@ -60,7 +60,7 @@ def _target(request: HttpRequest) -> tuple[str, str]:
 
 
 def _find(kind: str, name: str) -> Paused | None:
-    return next((p for p in protocol.paused(kind) if p.name == name), None)
+    return protocol.pauses.find(kind, name)  # where it lives: a shard's queue, in the shard
 
 
 def _audit(request: HttpRequest, item: Paused, verb: str) -> None:

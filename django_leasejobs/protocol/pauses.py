@@ -16,6 +16,14 @@ names is. Resuming deletes the rows of every name of the job.
 Both are guarded and idempotent: the unique (kind, name) key settles racing pauses (one row,
 no error), the DELETE is guarded by the names, and each returns what it changed (``None``
 when nothing did).
+
+With shards (``LEASEJOBS_QUEUE_DATABASES``) a pause lives where the workers that must obey it
+claim: a queue's in the database its jobs are written in (:func:`queue_database`: its exact
+entry, else the first glob that matches, else the home database), whatever database the caller
+works on; a job name's in every queue database, since a job's rows may be in any queue (each
+database's rows in its own transaction: a pause that fails half-way is made whole by pausing
+again). Pauses name one queue, never a glob (a queue name holds none of ``*?[``), so each has
+one home. Without the setting, a pause is written in :func:`job_database`, as before.
 """
 
 from __future__ import annotations
@@ -29,11 +37,13 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 
 from ..core import registry
+from ..core.conf import settings
 from ..core.json_values import check_text
 from ..core.validation import check_queue
 from ..db.dbtime import DbNow, as_aware, db_now
 from ..errors import JobValidationError
 from ..models import Job, Pause, PauseKind
+from ..models.databases import queue_database, queue_databases, using_database
 from .base import job_database, logger
 
 JOB_NAME = re.compile(r"[^\s\x00]{1,200}")
@@ -51,6 +61,8 @@ class Paused:
     age: float
     """Seconds since ``paused_at``."""
     id: int = 0
+    database: str = ""
+    """The queue database holding the pause row (with shards, the workers that obey it)."""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -75,31 +87,53 @@ def target(queue: str | None = None, job: str | None = None) -> tuple[str, str]:
     return PauseKind.JOB.value, check_text(job, "job name")
 
 
-def _paused(row: Pause, now: dt.datetime) -> Paused:
+def _paused(row: Pause, now: dt.datetime, using: str) -> Paused:
     at = as_aware(row.paused_at)
     age = max(0.0, (now - at).total_seconds())
-    return Paused(row.kind, row.name, at, row.paused_by, age, row.pk)
+    return Paused(row.kind, row.name, at, row.paused_by, age, row.pk, using)
+
+
+def pause_databases(kind: str, name: str) -> list[str]:
+    """The databases the pause of (``kind``, ``name``) is written in and read from: the queue's
+    own (:func:`queue_database`), or, for a job name, every queue database (home first); just
+    :func:`job_database` without ``LEASEJOBS_QUEUE_DATABASES``."""
+    if not settings.QUEUE_DATABASES:
+        return [job_database()]
+    if kind == PauseKind.QUEUE.value:
+        return [queue_database(name)]
+    return queue_databases()
 
 
 def pause(queue: str | None = None, job: str | None = None, *, by: str = "") -> Paused | None:
-    """Pause a queue or a job name; the new pause, or ``None`` when it was already paused."""
+    """Pause a queue or a job name (in :func:`pause_databases`); the new pause (the first
+    database's that changed), or ``None`` when it was already paused (in each)."""
     kind, name = target(queue, job)
     if not isinstance(by, str) or len(by) > 200:
         raise JobValidationError(f"by must be a text of at most 200 characters, not {by!r}.")
     check_text(by, "by")
-    using = job_database()
+    aliases = pause_databases(kind, name)
     names: tuple[str, ...] = (name,)
     if kind == PauseKind.JOB.value:
-        _check_known_job(name, using)
+        _check_known_job(name, aliases)
         names = registry.names_of(name)
+    made = None
+    for using in aliases:
+        with using_database(using):
+            row = _pause_in(using, kind, names, by)
+        made = made or row
+    return made
+
+
+def _pause_in(using: str, kind: str, names: Sequence[str], by: str) -> Paused | None:
+    """The pause rows of ``names`` in one database; the first name's new pause, or ``None``."""
     with transaction.atomic(using=using):
         row = _insert(kind, names[0], by, using)
         _insert_missing(kind, names[1:], by, using)
     if row is None:  # paused already, maybe by a racing call: one row either way
         return None
     row.refresh_from_db(using=using, fields=["paused_at"])
-    logger.info("pause.paused kind=%s name=%s by=%s", kind, row.name, by)
-    return _paused(row, db_now(using))
+    logger.info("pause.paused kind=%s name=%s by=%s database=%s", kind, row.name, by, using)
+    return _paused(row, db_now(using), using)
 
 
 def _insert(kind: str, name: str, by: str, using: str) -> Pause | None:
@@ -161,10 +195,13 @@ def cover_aliases(using: str | None = None) -> list[str]:
     return sorted(missing)
 
 
-def _check_known_job(name: str, using: str) -> None:
+def _check_known_job(name: str, aliases: Sequence[str]) -> None:
     """A job-name pause must name a job: registered here, or held by a row of the jobs table
-    (one probe of ``leasejobs_name``), so that a typo is refused instead of pausing nothing."""
-    if registry.lookup(name) is not None or Job.objects.using(using).filter(name=name).exists():
+    of one of ``aliases`` (one probe of ``leasejobs_name`` each), so that a typo is refused
+    instead of pausing nothing."""
+    if registry.lookup(name) is not None:
+        return
+    if any(Job.objects.using(using).filter(name=name).exists() for using in aliases):
         return
     close = difflib.get_close_matches(name, list(registry.registered()), n=3, cutoff=0.6)
     hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
@@ -175,10 +212,20 @@ def _check_known_job(name: str, using: str) -> None:
 
 
 def resume(queue: str | None = None, job: str | None = None, *, by: str = "") -> Paused | None:
-    """Lift a pause; the pause lifted, or ``None`` when it was not paused."""
+    """Lift a pause (in each of :func:`pause_databases`); the pause lifted (the first
+    database's that changed), or ``None`` when it was not paused."""
     kind, name = target(queue, job)
-    using = job_database()
     names = registry.names_of(name) if kind == PauseKind.JOB.value else (name,)
+    lifted = None
+    for using in pause_databases(kind, name):
+        with using_database(using):
+            row = _resume_in(using, kind, names, by)
+        lifted = lifted or row
+    return lifted
+
+
+def _resume_in(using: str, kind: str, names: Sequence[str], by: str) -> Paused | None:
+    """Delete the pause rows of ``names`` in one database; the pause lifted, or ``None``."""
     rows = Pause.objects.using(using).filter(kind=kind, name__in=names)
     found = {row.name: row for row in rows}
     if not found:
@@ -191,12 +238,14 @@ def resume(queue: str | None = None, job: str | None = None, *, by: str = "") ->
     rows.delete()  # the job's other names
     if not deleted:
         return None
-    logger.info("pause.resumed kind=%s name=%s by=%s", kind, row.name, by)
-    return _paused(row, now)
+    logger.info("pause.resumed kind=%s name=%s by=%s database=%s", kind, row.name, by, using)
+    return _paused(row, now, using)
 
 
 def paused(kind: str | None = None) -> list[Paused]:
-    """Every pause (of one kind, if given), by kind then name, with its age."""
+    """Every pause (of one kind, if given) in :func:`job_database`, by kind then name, with its
+    age. With shards, each queue database holds its own: ``jobqueue list`` reads each inside
+    ``using_database``."""
     using = job_database()
     rows = Pause.objects.using(using).order_by("kind", "name")
     if kind is not None:
@@ -205,4 +254,14 @@ def paused(kind: str | None = None) -> list[Paused]:
     if not found:
         return []
     now = db_now(using)
-    return [_paused(row, now) for row in found]
+    return [_paused(row, now, using) for row in found]
+
+
+def find(kind: str, name: str) -> Paused | None:
+    """The pause of (``kind``, ``name``) exactly, read where it lives (:func:`pause_databases`,
+    the first that holds it); ``None`` when it is not paused."""
+    for using in pause_databases(kind, name):
+        row = Pause.objects.using(using).filter(kind=kind, name=name).first()
+        if row is not None:
+            return _paused(row, db_now(using), using)
+    return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
-from django.test import Client
+from django.test import Client, override_settings
 from testapp import jobs
 
 from django_leasejobs import protocol
@@ -174,3 +174,18 @@ def test_pausing_a_job_name_that_names_no_job_is_400(caller):
     assert (status, answer["code"], answer["field"]) == (400, "invalid", "name")
     assert "Did you mean 'testapp.jobs.noop'" in answer["message"]
     assert not Pause.objects.exists()
+
+
+@pytest.mark.django_db(databases=["default", "shard"])
+def test_a_shard_s_queue_is_paused_in_the_shard_and_found_there_again(caller):
+    ops = caller(*PAUSE)
+    with override_settings(LEASEJOBS_QUEUE_DATABASES={"reports": "shard"}):
+        first = ops.post("pauses/", {"kind": "queue", "name": "reports"})
+        assert list(Pause.objects.using("shard").values_list("name", flat=True)) == ["reports"]
+        again = ops.post("pauses/", {"kind": "queue", "name": "reports"})
+        lifted = ops.post("pauses/resume/", {"kind": "queue", "name": "reports"})
+    assert (first[0], again[0], lifted[0]) == (201, 200, 200)
+    assert again[1]["paused_at"] == first[1]["paused_at"]
+    assert not Pause.objects.using("default").exists()
+    assert not Pause.objects.using("shard").exists()
+    assert _log_messages() == ["Paused queue reports (API)", "Resumed queue reports (API)"]

@@ -4,7 +4,8 @@ Translates the options into a filter and calls :mod:`django_leasejobs.bulk`, as 
 the HTTP API do: ``--dry-run`` counts, ``--yes`` acts (without it the command says what it
 would do and refuses, as ``deadletters discard`` does), and the admin log entry is written
 under ``--by`` (a user name), or the user of the operating system when that is a user of the
-project too.
+project too. ``--database`` names the queue database to act in (``LeaseJobsCommand`` runs the
+command there); the log entry names it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from django_leasejobs import bulk
 from django_leasejobs.management import arguments
-from django_leasejobs.management.base import LeaseJobsCommand
+from django_leasejobs.management.base import LeaseJobsCommand, add_database_option
 
 FILTER_OPTIONS = {
     "queue": "Only this queue.",
@@ -54,6 +55,7 @@ class Command(LeaseJobsCommand):
             metavar="N",
             help=f"Jobs per transaction (1-{arguments.MAX_BATCH}, default {bulk.BATCH}).",
         )
+        add_database_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -70,6 +72,8 @@ class Command(LeaseJobsCommand):
             option = f"--{exc.field.replace('_', '-')}: " if exc.field else ""
             raise CommandError(f"{option}{exc}") from None
         described = bulk.describe(parsed)
+        if options.get("database") is not None:
+            described += f" in database {options['database']}"
         rows = bulk.jobs(parsed)
         counted = bulk.preview(action, rows)
         what = f"{action.name} {counted.matched} job(s) matching {described}"

@@ -2,6 +2,8 @@
 
 Translates ids and calls ``protocol.request_cancel`` for each; nothing else. Exits non-zero
 when any job could not be cancelled (finished, or no such job), so a script notices.
+``--database`` names the queue database the ids are in (``LeaseJobsCommand`` runs the command
+there).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from django_leasejobs import protocol
 from django_leasejobs.management.arguments import job_id
-from django_leasejobs.management.base import LeaseJobsCommand
+from django_leasejobs.management.base import LeaseJobsCommand, add_database_option
 
 SAID = {
     protocol.Cancel.CANCELLED: "cancelled",
@@ -29,6 +31,7 @@ class Command(LeaseJobsCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("ids", nargs="+", type=job_id, metavar="ID", help="Job ids.")
+        add_database_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         refused = []

@@ -3,7 +3,8 @@
 ``groups`` lists each fingerprint with its counts; ``replay --group FP`` and ``discard --group
 FP`` act on one group as the admin's group actions do (each letter replayed with a single
 replay's checks, refusals named); ``fingerprint`` computes the fingerprints of letters written
-before they existed (or by a worker of an older release), in batches.
+before they existed (or by a worker of an older release), in batches. Each takes
+``--database``: the queue database whose letters it reads (``LeaseJobsCommand`` runs it there).
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ from django.core.management.base import CommandError
 
 from django_leasejobs import protocol
 from django_leasejobs.management import arguments
-from django_leasejobs.management.base import LeaseJobsCommand, in_batches
+from django_leasejobs.management.base import (
+    LeaseJobsCommand,
+    add_database_option,
+    in_batches,
+)
 
 _LABELS_PER_READ = 500
 
@@ -48,6 +53,7 @@ class Command(LeaseJobsCommand):
         actions.required = True
         listing = actions.add_parser("groups", help="List the groups, most recently seen first.")
         listing.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
+        add_database_option(listing)
         for name, text in (
             ("replay", "Replay every letter of a group not replayed yet."),
             ("discard", "Delete every letter of a group with its dead job."),
@@ -57,6 +63,7 @@ class Command(LeaseJobsCommand):
             sub.add_argument("--dry-run", action="store_true", help="Say how many; change nothing.")
             if name == "discard":
                 sub.add_argument("--yes", action="store_true", help="Delete without asking.")
+            add_database_option(sub)
         backfill = actions.add_parser("fingerprint", help="Compute missing fingerprints.")
         backfill.add_argument(
             "--all", action="store_true", help="Compute every letter's again (new rules)."
@@ -68,6 +75,7 @@ class Command(LeaseJobsCommand):
             metavar="N",
             help=f"Letters per transaction (1-{arguments.MAX_BATCH}, default 500).",
         )
+        add_database_option(backfill)
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]

@@ -2,6 +2,7 @@
 
 Translates the id, reads the job's logs and prints one line per record (a message's further
 lines indented under it), or the list as JSON with ``--json``. An unknown job is an error.
+``--database`` names the queue database the id is in (``LeaseJobsCommand`` runs it there).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from django_leasejobs import protocol
 from django_leasejobs.management.arguments import job_id
-from django_leasejobs.management.base import LeaseJobsCommand
+from django_leasejobs.management.base import LeaseJobsCommand, add_database_option
 from django_leasejobs.models import Job
 
 
@@ -33,6 +34,7 @@ class Command(LeaseJobsCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("id", type=job_id, metavar="ID", help="The job's id.")
         parser.add_argument("--json", action="store_true", help='Print {"logs": [...]} as JSON.')
+        add_database_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         job = Job.objects.using(protocol.job_database()).filter(pk=options["id"]).first()

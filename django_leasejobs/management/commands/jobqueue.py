@@ -1,7 +1,10 @@
 """``manage.py jobqueue pause|resume NAME [--job]`` and ``jobqueue list``: pauses, thinly.
 
 Each subcommand calls :mod:`django_leasejobs.protocol.pauses` once and prints what changed;
-input the protocol refuses comes back as a ``CommandError`` with its message.
+input the protocol refuses comes back as a ``CommandError`` with its message. With shards
+(``LEASEJOBS_QUEUE_DATABASES``) the protocol writes a queue's pause in the database its jobs
+live in (a job name's in each), where that database's workers read it; ``list`` reads the
+pauses of every queue database and names the database of each.
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ import getpass
 import json
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError
 
 from django_leasejobs import protocol
 from django_leasejobs.core.durations import format_age
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.management.base import LeaseJobsCommand
+from django_leasejobs.models.databases import queue_databases, using_database
+from django_leasejobs.protocol.pauses import Paused
 
 ACTIONS = ("pause", "resume", "list")
 
@@ -24,7 +30,9 @@ ACTIONS = ("pause", "resume", "list")
 class Command(LeaseJobsCommand):
     help = (
         "Pause or resume a queue (or, with --job, a job name): workers claim none of its due "
-        "jobs while it is paused; running jobs finish. 'list' shows every pause and its age."
+        "jobs while it is paused; running jobs finish. A queue's pause is written in the database "
+        "its jobs live in (LEASEJOBS_QUEUE_DATABASES), a job name's in each. 'list' shows "
+        "every pause and its age (and its database, when there are several)."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -53,11 +61,16 @@ class Command(LeaseJobsCommand):
         what = f"job {name}" if options["job"] else f"queue {name}"
         by = options["by"] if options["by"] is not None else _os_user()
         try:
+            if len(queue_databases()) > 1:  # shards: say where the pause is
+                kind, checked = protocol.pauses.target(**target)
+                aliases = protocol.pauses.pause_databases(kind, checked)
+                label = "database" if len(aliases) == 1 else "databases"
+                what += f" ({label} {', '.join(aliases)})"
             if action == "pause":
                 changed = protocol.pause(**target, by=by)
             else:
                 changed = protocol.resume(**target, by=by)
-        except JobValidationError as exc:
+        except (JobValidationError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from None
         if changed is None:
             state = "already paused" if action == "pause" else "not paused"
@@ -68,18 +81,32 @@ class Command(LeaseJobsCommand):
             self.stdout.write(f"Resumed {what} (paused {format_age(changed.age)}).")
 
     def _list(self, as_json: bool) -> None:
-        pauses = protocol.paused()
+        try:
+            aliases = queue_databases()
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
+        pauses: list[Paused] = []
+        for alias in aliases:  # each queue database's workers read its own pauses
+            with using_database(alias):
+                pauses.extend(protocol.paused())
+        several = len(aliases) > 1
         if as_json:
-            self.stdout.write(json.dumps([p.as_dict() for p in pauses]))
+            rows = [
+                {**p.as_dict(), "database": p.database} if several else p.as_dict() for p in pauses
+            ]
+            self.stdout.write(json.dumps(rows))
             return
         if not pauses:
             self.stdout.write("Nothing is paused.")
             return
         width = max(4, *(len(p.name) for p in pauses))
-        self.stdout.write(f"{'kind':<6}{'name':<{width + 2}}{'paused for':>12}  by")
+        where = max(8, *(len(p.database) for p in pauses)) + 2
+        head = f"{'database':<{where}}" if several else ""
+        self.stdout.write(f"{head}{'kind':<6}{'name':<{width + 2}}{'paused for':>12}  by")
         for p in pauses:
             age = format_age(p.age)
-            self.stdout.write(f"{p.kind:<6}{p.name:<{width + 2}}{age:>12}  {p.paused_by}")
+            database = f"{p.database:<{where}}" if several else ""
+            self.stdout.write(f"{database}{p.kind:<6}{p.name:<{width + 2}}{age:>12}  {p.paused_by}")
 
 
 def _os_user() -> str:

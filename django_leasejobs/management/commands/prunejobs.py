@@ -13,6 +13,10 @@ advisor's 7-day window), and so do the dashboard's per-minute samples (older tha
 a clean stop deletes its own, and running workers prune rows not seen for ten of their leases).
 ``--limiters-older-than`` deletes the limiter rows of rate windows that long past and of idle
 concurrency keys.
+
+With shards (``LEASEJOBS_QUEUE_DATABASES``) every queue database is pruned in turn, each under
+a ``Database ALIAS:`` heading with its own counts; ``--database ALIAS`` prunes that one only
+(``LeaseJobsCommand`` checks it and runs the command there).
 """
 
 from __future__ import annotations
@@ -21,13 +25,20 @@ import argparse
 import datetime as dt
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError
 
 from django_leasejobs import upkeep
 from django_leasejobs.core.durations import format_age
 from django_leasejobs.management import arguments
-from django_leasejobs.management.base import LeaseJobsCommand, in_batches
+from django_leasejobs.management.base import (
+    LeaseJobsCommand,
+    add_database_option,
+    in_batches,
+    refuse_unmigrated,
+)
 from django_leasejobs.models import Status
+from django_leasejobs.models.databases import queue_databases, using_database
 from django_leasejobs.reports.advisor import WINDOW
 
 SAMPLES_KEPT = dt.timedelta(days=7)
@@ -87,6 +98,7 @@ class Command(LeaseJobsCommand):
         parser.add_argument(
             "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
         )
+        add_database_option(parser, default="every queue database, in turn")
 
     def handle(self, *args: Any, **options: Any) -> None:
         ages: dict[str, dt.timedelta] = {}
@@ -103,6 +115,29 @@ class Command(LeaseJobsCommand):
                 "--cancelled-older-than, --workers-older-than or --limiters-older-than "
                 "(for example --succeeded-older-than 7d)."
             )
+        if workers_age is not None and workers_age <= dt.timedelta(0):
+            raise CommandError("--workers-older-than must be a positive age.")
+        # One database when --database names it (execute runs this there), else each in turn.
+        try:
+            aliases = [options["database"]] if options.get("database") else queue_databases()
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
+        for alias in aliases:
+            if len(aliases) > 1:
+                self.stdout.write(f"Database {alias}:")
+            with using_database(alias):
+                refuse_unmigrated(alias)
+                self._prune_database(ages, samples_age, workers_age, limiters, options)
+
+    def _prune_database(
+        self,
+        ages: dict[str, dt.timedelta],
+        samples_age: dt.timedelta | None,
+        workers_age: dt.timedelta | None,
+        limiters: dt.timedelta | None,
+        options: dict[str, Any],
+    ) -> None:
+        """Everything the options ask of the database worked on (``job_database``)."""
         batch = arguments.batch(options["batch"])
         for status, age in ages.items():
             if options["dry_run"]:
@@ -166,8 +201,6 @@ class Command(LeaseJobsCommand):
         self.stdout.write(f"runtime stats: {verb} {count} hourly rows over {_label(age)} old")
 
     def _prune_workers(self, age: dt.timedelta, dry_run: bool) -> None:
-        if age <= dt.timedelta(0):
-            raise CommandError("--workers-older-than must be a positive age.")
         if dry_run:
             found = upkeep.count_lost_workers(age)
             self.stdout.write(f"workers: would delete {found} not seen for {_label(age)}")

@@ -5,7 +5,8 @@ their states and jobs, ``cancel`` calls ``django_leasejobs.workflows.cancel``; n
 run that does not exist, or a finished run to cancel, is a ``CommandError`` saying so (a
 non-zero exit a script notices), and changes nothing. Names and reasons come from rows anyone
 who enqueues may write: the tables print their control characters escaped (``printable``), and
-``--json`` escapes them as JSON does.
+``--json`` escapes them as JSON does. Each takes ``--database``: the queue database of the runs
+(``LeaseJobsCommand`` runs the command there).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django_leasejobs import protocol, workflows
 from django_leasejobs.core import row_ids
 from django_leasejobs.core.durations import format_age
 from django_leasejobs.db import dbtime
-from django_leasejobs.management.base import LeaseJobsCommand, printable
+from django_leasejobs.management.base import LeaseJobsCommand, add_database_option, printable
 from django_leasejobs.models import RunStatus, WorkflowRun
 from django_leasejobs.reports import workflow_reads
 
@@ -59,6 +60,8 @@ class Command(LeaseJobsCommand):
         show.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
         cancel = actions.add_parser("cancel", help="Cancel a running run.")
         cancel.add_argument("id", type=run_id, metavar="ID", help="The run's id.")
+        for sub in (listing, show, cancel):
+            add_database_option(sub)
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
