@@ -7,8 +7,9 @@ paused answers 200 with the pause already there, resuming what is not paused ans
 ``not_paused``; neither writes anything then, the admin log included.
 
 A pause is a row of the queue database whose workers it holds back: a queue's pause and
-resume go to that queue's database (``LEASEJOBS_QUEUE_DATABASES``) unless ``?database=``
-names one; a job name's, and the list, to ``?database=``'s, else the home one.
+resume go to that queue's database (``LEASEJOBS_QUEUE_DATABASES``), a job name's to every
+queue database (``protocol.pauses`` decides, whatever ``?database=`` says); the list reads
+``?database=``'s, else the home one.
 """
 
 from __future__ import annotations
@@ -36,12 +37,10 @@ def shape(item: Paused) -> dict[str, Any]:
     return {**item.as_dict(), "paused_at": iso(item.paused_at)}
 
 
-def _database(request: HttpRequest, kind: str, name: str) -> str | None:
-    """Where the pause is: the queue's own database, unless ``?database=`` (already in force)
-    says otherwise; ``None`` keeps the one in force."""
-    if kind == PauseKind.QUEUE and "database" not in request.GET:
-        return queue_database(name)
-    return None
+def _database(kind: str, name: str) -> str | None:
+    """The database a queue's pause is written in, so that the admin log says it; ``None``
+    for a job name's (written in each)."""
+    return queue_database(name) if kind == PauseKind.QUEUE else None
 
 
 def _target(request: HttpRequest) -> tuple[str, str]:
@@ -79,7 +78,7 @@ def list_pauses(request: HttpRequest) -> JsonResponse:
 def pause(request: HttpRequest) -> JsonResponse:
     """201 with the new pause, or 200 with the one already there."""
     kind, name = _target(request)
-    with using_database(_database(request, kind, name)):
+    with using_database(_database(kind, name)):
         return _pause(request, kind, name)
 
 
@@ -104,7 +103,7 @@ def _pause(request: HttpRequest, kind: str, name: str) -> JsonResponse:
 def resume(request: HttpRequest) -> JsonResponse:
     """200 with the pause lifted (its age is how long it lasted), or 404 ``not_paused``."""
     kind, name = _target(request)
-    with using_database(_database(request, kind, name)):
+    with using_database(_database(kind, name)):
         return _resume(request, kind, name)
 
 

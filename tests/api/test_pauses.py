@@ -188,4 +188,7 @@ def test_a_shard_s_queue_is_paused_in_the_shard_and_found_there_again(caller):
     assert again[1]["paused_at"] == first[1]["paused_at"]
     assert not Pause.objects.using("default").exists()
     assert not Pause.objects.using("shard").exists()
-    assert _log_messages() == ["Paused queue reports (API)", "Resumed queue reports (API)"]
+    assert _log_messages() == [
+        "Paused queue reports in database 'shard' (API)",
+        "Resumed queue reports in database 'shard' (API)",
+    ]
