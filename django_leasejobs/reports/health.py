@@ -138,7 +138,8 @@ class Problem:
     @property
     def setting(self) -> str:
         """The setting that holds this limit when it is not given as an option or parameter."""
-        return PREFIX + _SETTINGS.get(self.metric, "")
+        name = _SETTINGS.get(self.metric)  # none for an unreadable database
+        return PREFIX + name if name else ""
 
     def as_dict(self) -> dict[str, Any]:
         found = {**asdict(self), "message": str(self)}
