@@ -14,7 +14,6 @@ import logging
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
@@ -23,9 +22,8 @@ from .core import row_ids, validation
 from .core.conf import settings
 from .core.durations import parse_duration
 from .errors import JobValidationError
-from .models.databases import probe_database, read_database
-from .reports import replica_lag, stats
-from .reports.health import Thresholds, evaluate
+from .reports import shards
+from .reports.health import Problem, Thresholds
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -96,6 +94,10 @@ def health(request: HttpRequest) -> JsonResponse:
     With no threshold at all (every setting None) the view reports the numbers and answers
     200. Anyone but a monitor gets ``{"status": ...}`` alone and may pass no parameter:
     thresholds chosen by a stranger would read the numbers out one probe at a time.
+
+    With several queue databases (``LEASEJOBS_QUEUE_DATABASES``) the verdict covers them all,
+    one that cannot be read included; a monitor's answer names each problem's ``database``
+    and gives each database's numbers under ``databases`` (:func:`_several`).
     """
     try:
         monitor = is_monitor(request)
@@ -108,30 +110,69 @@ def health(request: HttpRequest) -> JsonResponse:
         queues = _queues(request.GET)
     except ValueError as exc:
         return JsonResponse({"status": "error", "error": str(exc)}, status=400)
-    try:
-        # A stranger's verdict counts no queue: its queries are as many with one queue as
-        # with thousands (anyone who may enqueue can make queues). It is a probe's, read on
-        # the primary: a lagging replica would show due jobs already done. A monitor's
-        # numbers read the replica of LEASEJOBS_READ_DATABASES, its lag beside them.
-        alias = read_database() if monitor else probe_database()
-        result = stats.collect(using=alias, counts=monitor)
-    except DatabaseError:
-        logger.exception("health: cannot read the jobs table")
-        error = {"error": "cannot read the jobs table"} if monitor else {}
-        return JsonResponse({"status": "unhealthy", **error}, status=503)
-    problems = evaluate(result, thresholds, queues)
+    # A stranger's verdict counts no queue: its queries are as many with one queue as with
+    # thousands (anyone who may enqueue can make queues). It is a probe's, read on each
+    # database's primary: a lagging replica would show due jobs already done. A monitor's
+    # numbers read the replica of LEASEJOBS_READ_DATABASES, its lag beside them.
+    readings = shards.read_each(probe=not monitor, counts=monitor)
+    for reading in readings:
+        if reading.error is not None:
+            logger.error(
+                "health: cannot read the jobs table of %s",
+                reading.database,
+                exc_info=reading.error,
+            )
+    problems = shards.judge(readings, thresholds, queues)
+    status = "unhealthy" if problems else "ok"
     if not monitor:
-        return JsonResponse({"status": "unhealthy" if problems else "ok"}, status=_code(problems))
+        return JsonResponse({"status": status}, status=_code(problems))
+    if len(readings) > 1:
+        return JsonResponse(
+            _several(status, problems, thresholds, readings), status=_code(problems)
+        )
+    (reading,) = readings
+    if reading.stats is None:
+        return JsonResponse({"status": "unhealthy", "error": UNREADABLE}, status=503)
     body = {
-        "status": "unhealthy" if problems else "ok",
+        "status": status,
         "problems": [problem.as_dict() for problem in problems],
         "thresholds": thresholds.as_dict(),
-        **result.as_dict(),
+        **reading.stats.as_dict(),
     }
-    lag = replica_lag.read()
-    if lag is not None:
-        body["read_from"] = lag.as_dict()
+    if reading.lag is not None:
+        body["read_from"] = reading.lag.as_dict()
     return JsonResponse(body, status=_code(problems))
+
+
+UNREADABLE = "cannot read the jobs table"
+
+
+def _several(
+    status: str,
+    problems: list[Problem],
+    thresholds: Thresholds,
+    readings: list[shards.Reading],
+) -> dict[str, Any]:
+    """A monitor's answer with several queue databases: the verdict over all of them, each
+    problem naming its database, the totals added up, and each database's own numbers (its
+    clock, queues, workers, replica) under ``databases``, by alias, home first; one that
+    could not be read has ``error`` instead."""
+    databases: dict[str, Any] = {}
+    for reading in readings:
+        if reading.stats is None:
+            databases[reading.database] = {"error": UNREADABLE}
+            continue
+        databases[reading.database] = reading.stats.as_dict()
+        if reading.lag is not None:
+            databases[reading.database]["read_from"] = reading.lag.as_dict()
+    return {
+        "status": status,
+        "problems": [problem.as_dict() for problem in problems],
+        "thresholds": thresholds.as_dict(),
+        "total": shards.total(readings).as_dict(),
+        "stuck": sum(r.stats.stuck for r in readings if r.stats is not None),
+        "databases": databases,
+    }
 
 
 def _code(problems: list[Any]) -> int:

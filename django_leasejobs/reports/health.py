@@ -7,6 +7,9 @@ to workers, not queues, so it judges their total over the live workers (its prob
 queue: ``queue`` is ``""``), and so is ``max_unknown`` (jobs waiting for a worker that knows
 their name, over every queue). ``max_unserved_age`` judges a queue's oldest due age only while no
 live worker serves that queue (:mod:`.unserved`), and unlike the others it is on by default.
+
+With several queue databases (``LEASEJOBS_QUEUE_DATABASES``) each is judged on its own numbers
+(:mod:`.shards`), and its problems name it (``database``); with one, they name none.
 """
 
 from __future__ import annotations
@@ -57,7 +60,9 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Problem:
-    """One threshold passed by one queue (``max_stuck``: by the workers, ``queue`` is "")."""
+    """One threshold passed by one queue (``max_stuck``: by the workers, ``queue`` is ""), or
+    a queue database that cannot be read (``unreadable``: no threshold, ``value`` and ``limit``
+    are 0)."""
 
     queue: str
     metric: str
@@ -66,8 +71,17 @@ class Problem:
     job: str = ""
     """A paused job name (``paused_age`` of a job-name pause; ``queue`` is then ""); for
     ``unknown``, the names waiting and their counts."""
+    database: str = ""
+    """The queue database judged, when there are several (``LEASEJOBS_QUEUE_DATABASES``);
+    "" with one, so a project with one database reads what it always read."""
 
     def __str__(self) -> str:
+        said = self._said()
+        return f"[{self.database}] {said}" if self.database else said
+
+    def _said(self) -> str:
+        if self.metric == UNREADABLE:
+            return "cannot read the jobs table"
         if self.metric == "oldest_due_age":
             return (
                 f"queue {self.queue!r}: the oldest due job has waited {int(self.value)} s "
@@ -98,7 +112,7 @@ class Problem:
                 f"queue {self.queue!r}: due jobs have waited {int(self.value)} s "
                 f"({format_age(self.value)}), more than {self.limit_text}, and no live worker "
                 "serves this queue: start one without --queues (it serves every queue) or "
-                f"with --queues {self.queue}"
+                f"with --queues {self.queue}{self._database_option}"
             )
         if self.metric == "dead_last_hour":
             return (
@@ -111,6 +125,11 @@ class Problem:
         )
 
     @property
+    def _database_option(self) -> str:
+        """Where a worker must run to serve this database's queues, when there are several."""
+        return f", and --database {self.database}" if self.database else ""
+
+    @property
     def limit_text(self) -> str:
         """The limit as people read it (``300 s``, ``10``), for messages and the dashboard."""
         unit = " s" if self.metric in ("oldest_due_age", "paused_age", UNSERVED) else ""
@@ -119,10 +138,14 @@ class Problem:
     @property
     def setting(self) -> str:
         """The setting that holds this limit when it is not given as an option or parameter."""
-        return PREFIX + _SETTINGS[self.metric]
+        name = _SETTINGS.get(self.metric)  # none for an unreadable database
+        return PREFIX + name if name else ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "message": str(self)}
+        found = {**asdict(self), "message": str(self)}
+        if not self.database:
+            del found["database"]  # one database: the JSON of before shards
+        return found
 
 
 def _number(value: float) -> str:
@@ -145,6 +168,8 @@ UNKNOWN = "unknown"
 """Jobs waiting for a worker that knows their name, over every queue: ``Stats.unknown_total``."""
 UNSERVED = "unserved"
 """A queue's oldest due age while no live worker serves it (:mod:`.unserved`)."""
+UNREADABLE = "unreadable"
+"""A queue database that could not be read: a problem of its own, never a threshold's."""
 _LIMITS = {metric: limit for metric, limit, _ in _CHECKS}
 _SETTINGS = {metric: name for metric, _, name in _CHECKS}
 

@@ -1,5 +1,5 @@
 """``manage.py checkjobs``: exit 1 and say why when a queue (or the workers' stuck handlers)
-passes a threshold, else exit 0.
+passes a threshold, else exit 0; with several queue databases, in any of them (``reports.shards``).
 
 For cron, CI and Kubernetes probes. Exit status: 0 healthy, 1 unhealthy (or the database cannot
 be read), 2 a usage error (bad option, nothing to check). Thresholds come from the options, or
@@ -13,15 +13,13 @@ import sys
 from typing import Any
 
 from django.core.management.base import CommandError
-from django.db import DatabaseError
 
 from django_leasejobs.core import validation
 from django_leasejobs.core.durations import format_age
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.management import arguments
 from django_leasejobs.management.base import LeaseJobsCommand
-from django_leasejobs.models.databases import probe_database
-from django_leasejobs.reports import health, stats
+from django_leasejobs.reports import health, shards, stats
 
 UNHEALTHY = 1
 USAGE = 2  # the exit status argparse gives a bad option: a broken probe is not "unhealthy"
@@ -52,7 +50,10 @@ class Command(LeaseJobsCommand):
         "--paused-max, the live workers have more stuck handlers than --stuck-max, more jobs "
         "wait for a worker that knows their name than --unknown-max, or a queue "
         "holds jobs due for longer than --max-unserved-age (60 s by default) while no live "
-        "worker serves it; exit 0 when healthy. A paused queue is never unhealthy for waiting."
+        "worker serves it; exit 0 when healthy. A paused queue is never unhealthy for waiting. "
+        "With several queue databases (LEASEJOBS_QUEUE_DATABASES) each is judged on its own "
+        "numbers and each problem names its database ([jobs2] queue 'reports': ...); one that "
+        "cannot be read is a problem too, and the others are still judged."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -134,31 +135,42 @@ class Command(LeaseJobsCommand):
                 returncode=USAGE,
             )
         queues = _queues(options["queue"])
-        try:
-            # A probe's verdict, on the primary: a lagging replica (LEASEJOBS_READ_DATABASES)
-            # would still show as due the jobs already done.
-            result = stats.collect(using=probe_database())
-        except DatabaseError as exc:
-            self.stdout.write(f"UNHEALTHY: cannot read the jobs table: {exc}".strip())
-            sys.exit(UNHEALTHY)
-        problems = health.evaluate(result, thresholds, queues)
+        # A probe's verdict, on each database's primary: a lagging replica
+        # (LEASEJOBS_READ_DATABASES) would still show as due the jobs already done.
+        readings = shards.read_each(probe=True)
+        several = len(readings) > 1
+        problems = shards.judge(readings, thresholds, queues)
+        errors = {reading.database: reading.error for reading in readings}
         for problem in problems:
-            self.stdout.write(f"UNHEALTHY {problem}")
+            if problem.metric == health.UNREADABLE:
+                error = errors[problem.database or readings[0].database]
+                said = f"UNHEALTHY{' ' if several else ': '}{problem}: {error}"
+                self.stdout.write(said.strip())
+            else:
+                self.stdout.write(f"UNHEALTHY {problem}")
         if problems:
             sys.exit(UNHEALTHY)
         if options["verbosity"] >= 1:
-            checked = sorted(queues) if queues is not None else sorted(result.queues)
-            summary = stats.QueueStats()
-            for name in checked:
-                summary.add(result.queues.get(name, stats.QueueStats()))
-            scope = "every queue" if queues is None else "queue(s) " + ", ".join(checked)
-            self.stdout.write(
-                f"OK: {scope} within limits (oldest due age {int(summary.oldest_due_age)} s, "
-                f"dead last hour {summary.dead_last_hour}, "
-                f"expired leases {summary.expired_leases}, stuck handlers {result.stuck}"
-                f"{_unknown_note(result)}"
-                f"{_paused_note(result, checked)})"
-            )
+            for reading in readings:
+                if reading.stats is not None:  # else it was a problem, and we are not here
+                    where = f"[{reading.database}] " if several else ""
+                    self.stdout.write(f"OK: {where}{_summary(reading.stats, queues)}")
+
+
+def _summary(result: stats.Stats, queues: set[str] | None) -> str:
+    """What was checked in one database and its numbers, all within limits."""
+    checked = sorted(queues) if queues is not None else sorted(result.queues)
+    summary = stats.QueueStats()
+    for name in checked:
+        summary.add(result.queues.get(name, stats.QueueStats()))
+    scope = "every queue" if queues is None else "queue(s) " + ", ".join(checked)
+    return (
+        f"{scope} within limits (oldest due age {int(summary.oldest_due_age)} s, "
+        f"dead last hour {summary.dead_last_hour}, "
+        f"expired leases {summary.expired_leases}, stuck handlers {result.stuck}"
+        f"{_unknown_note(result)}"
+        f"{_paused_note(result, checked)})"
+    )
 
 
 def _unknown_note(result: stats.Stats) -> str:

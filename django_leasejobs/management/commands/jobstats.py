@@ -1,5 +1,6 @@
 """``manage.py jobstats``: queue depth, oldest due age, dead letters, the live workers and the
-workflow runs by status, as a table or JSON.
+workflow runs by status, as a table or JSON; with several queue databases
+(``LEASEJOBS_QUEUE_DATABASES``), a table under a heading per database, or JSON by database.
 
 ``--leases`` shows the lease advisor instead: each job name's runtimes, lease, heartbeat, stale
 reports and a suggested lease and heartbeat (``docs/operations.md``).
@@ -19,7 +20,8 @@ from django.core.management.base import CommandError
 from django_leasejobs.core.durations import format_age
 from django_leasejobs.management import arguments, leases
 from django_leasejobs.management.base import LeaseJobsCommand
-from django_leasejobs.reports import advisor, replica_lag, stats, workflow_reads
+from django_leasejobs.models.databases import queue_databases, read_database
+from django_leasejobs.reports import advisor, replica_lag, shards, stats, workflow_reads
 from django_leasejobs.runtime.execution import close_old_connections
 
 COLUMNS = (
@@ -86,7 +88,9 @@ class Command(LeaseJobsCommand):
         "Show each queue's pending, due, running, failed and expired-lease counts, dead letters "
         "of the last hour and day, the age of the oldest due job (database time), and how long "
         "each paused queue or job name has been paused; then each worker with its last seen "
-        "age, running jobs and stuck handlers, and the workflow runs by status."
+        "age, running jobs and stuck handlers, and the workflow runs by status. With several "
+        "queue databases (LEASEJOBS_QUEUE_DATABASES), each database's under a heading of its "
+        "own (JSON: the totals, then each database's numbers under databases)."
     )
     sleep: Callable[[float], None] = staticmethod(time.sleep)
 
@@ -96,7 +100,8 @@ class Command(LeaseJobsCommand):
             "--leases",
             action="store_true",
             help="Show each job name's runtimes, lease, heartbeat, stale reports and a "
-            "suggested lease and heartbeat, with the reason.",
+            "suggested lease and heartbeat, with the reason (a table per queue database; JSON: "
+            "each entry names its database when there are several).",
         )
         parser.add_argument(
             "--window",
@@ -129,30 +134,97 @@ class Command(LeaseJobsCommand):
             return
 
     def show(self, as_json: bool, *, clear: bool) -> None:
-        result = stats.collect()  # on the replica of LEASEJOBS_READ_DATABASES, if set
-        lag = replica_lag.read()
+        aliases = queue_databases()
+        if len(aliases) == 1:
+            result = stats.collect()  # on the replica of LEASEJOBS_READ_DATABASES, if set
+            lag = replica_lag.read()
+            if as_json:
+                self.stdout.write(json.dumps(_as_dict(result, lag)))
+                return
+            if clear:
+                self.stdout.write("\033[H\033[2J", ending="")
+            self.stdout.write(_text("Jobs", result, lag))
+            return
+        readings = shards.read_each(probe=False)
         if as_json:
-            runs = workflow_reads.counts_as_dict()
-            read_from = {} if lag is None else {"read_from": lag.as_dict()}
-            self.stdout.write(json.dumps({**result.as_dict(), "workflow_runs": runs, **read_from}))
+            self.stdout.write(json.dumps(_several_as_dict(readings)))
             return
         if clear:
             self.stdout.write("\033[H\033[2J", ending="")
-        when = result.now.strftime("%Y-%m-%d %H:%M:%S %Z") if result.now else ""
-        self.stdout.write(f"Jobs at {when} (database time)\n{table(result)}")
-        runs_line = workflow_reads.counts_line()
-        if runs_line is not None:
-            self.stdout.write(runs_line)
-        if lag is not None:
-            self.stdout.write(lag.text())
+        blocks = []
+        for reading in readings:
+            heading = f"Jobs in database {reading.database}"
+            if reading.stats is None:
+                blocks.append(f"{heading}: cannot read the jobs table: {reading.error}".strip())
+                continue
+            with shards.working_on(reading.database):
+                blocks.append(_text(heading, reading.stats, reading.lag, read_database()))
+        self.stdout.write("\n\n".join(blocks))
 
     def show_leases(self, as_json: bool, window: dt.timedelta) -> None:
-        jobs = advisor.collect(window)
+        aliases = queue_databases()
+        several = len(aliases) > 1
+        found: dict[str, list[advisor.JobLeases]] = {}
+        for alias in aliases:
+            with shards.working_on(alias):
+                found[alias] = advisor.collect(window)
         if as_json:
-            self.stdout.write(json.dumps([job.as_dict() for job in jobs]))
+            self.stdout.write(
+                json.dumps(
+                    [
+                        {**job.as_dict(), **({"database": alias} if several else {})}
+                        for alias, jobs in found.items()
+                        for job in jobs
+                    ]
+                )
+            )
             return
         days = window.total_seconds() / 86400
-        self.stdout.write(f"Runs of the last {days:g} day(s), by job name\n{leases.table(jobs)}")
+        blocks = [
+            f"Runs of the last {days:g} day(s){f' in database {alias}' if several else ''}, "
+            f"by job name\n{leases.table(jobs)}"
+            for alias, jobs in found.items()
+        ]
+        self.stdout.write("\n\n".join(blocks))
+
+
+def _as_dict(
+    result: stats.Stats, lag: replica_lag.ReplicaLag | None, using: str | None = None
+) -> dict[str, Any]:
+    """One database's JSON: its stats, its workflow runs and, read from a replica, its lag."""
+    runs = workflow_reads.counts_as_dict(using)
+    read_from = {} if lag is None else {"read_from": lag.as_dict()}
+    return {**result.as_dict(), "workflow_runs": runs, **read_from}
+
+
+def _several_as_dict(readings: list[shards.Reading]) -> dict[str, Any]:
+    """Several queue databases: the totals added up, then each database's JSON by alias (home
+    first), or its ``error`` when it could not be read."""
+    databases: dict[str, Any] = {}
+    for reading in readings:
+        if reading.stats is None:
+            databases[reading.database] = {"error": f"cannot read the jobs table: {reading.error}"}
+            continue
+        with shards.working_on(reading.database):
+            databases[reading.database] = _as_dict(reading.stats, reading.lag, read_database())
+    return {"total": shards.total(readings).as_dict(), "databases": databases}
+
+
+def _text(
+    heading: str,
+    result: stats.Stats,
+    lag: replica_lag.ReplicaLag | None,
+    using: str | None = None,
+) -> str:
+    """One database's table under its heading, then its workflow runs and replica lag."""
+    when = result.now.strftime("%Y-%m-%d %H:%M:%S %Z") if result.now else ""
+    lines = [f"{heading} at {when} (database time)\n{table(result)}"]
+    runs_line = workflow_reads.counts_line(using)
+    if runs_line is not None:
+        lines.append(runs_line)
+    if lag is not None:
+        lines.append(lag.text())
+    return "\n".join(lines)
 
 
 def _window(value: Any) -> dt.timedelta:
