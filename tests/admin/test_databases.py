@@ -50,42 +50,26 @@ def status(alias: str, job: Job) -> str:
 
 
 def meeting_jobs() -> tuple[Job, Job]:
-    """A pending job at home and one in the shard with the same id (two sequences)."""
+    """A pending job at home and one in the shard with the same id: each table has its own
+    sequence, so the shard's row is given the home one's id."""
     home = jobs.noop.using(delay=600).enqueue()
     away = jobs.noop.using(queue="reports", delay=600).enqueue()
-    for _ in range(100):
-        if home.pk == away.pk:
-            break
-        if home.pk < away.pk:
-            home.delete()
-            home = jobs.noop.using(delay=600).enqueue()
-        else:
-            away.delete()
-            away = jobs.noop.using(queue="reports", delay=600).enqueue()
-    assert (home.pk, home._state.db, away._state.db) == (away.pk, "default", "shard")
+    Job.objects.using("shard").filter(pk=away.pk).update(id=home.pk)
+    away = Job.objects.using("shard").get(pk=home.pk)
+    assert (home._state.db, away._state.db) == ("default", "shard")
     return home, away
 
 
 def meeting_schedules(home_name: str, away_name: str) -> tuple[Schedule, Schedule]:
     """A schedule at home and one in the shard with the same id."""
-
-    def make(alias: str, name: str) -> Schedule:
-        return Schedule.objects.using(alias).create(
+    home, away = (
+        Schedule.objects.using(alias).create(
             name=name, cron="0 * * * *", timezone="UTC", job="testapp.jobs.noop"
         )
-
-    home, away = make("default", home_name), make("shard", away_name)
-    for _ in range(100):
-        if home.pk == away.pk:
-            break
-        if home.pk < away.pk:
-            home.delete()
-            home = make("default", home_name)
-        else:
-            away.delete()
-            away = make("shard", away_name)
-    assert home.pk == away.pk
-    return home, away
+        for alias, name in (("default", home_name), ("shard", away_name))
+    )
+    Schedule.objects.using("shard").filter(pk=away.pk).update(id=home.pk)
+    return home, Schedule.objects.using("shard").get(pk=home.pk)
 
 
 def dead_in_shard() -> DeadLetter:
@@ -226,6 +210,8 @@ def test_filters_and_search_keep_the_database(admin_client, shards) -> None:
     assert filter_links
     assert all("database=shard" in link for link in filter_links)
     assert '<input type="hidden" name="database" value="shard">' in page  # the search form
+    searched = admin_client.get(f"{url('job_changelist')}?database=shard&q=noop")
+    assert '(<a href="?database=shard">Show all</a>)' in searched.content.decode()
     response = admin_client.get(f"{url('job_changelist')}?database=shard&status=pending")
     assert len(listed(response)) == 1
 
@@ -399,6 +385,8 @@ def test_the_dashboard_counts_per_database(admin_client, shards) -> None:
     assert pending(away) == {"reports": "2"}
     page = away.content.decode()
     assert f'href="{url("job_changelist")}?queue=reports&amp;database=shard"' in page
+    assert f'action="{at("shard", "pause", "pause")}"' in page  # the pause buttons
+    assert 'href="?range=24h&amp;database=shard#leasejobs-history"' in page  # the charts
 
 
 def test_a_pause_from_the_shard_s_dashboard_pauses_there(admin_client, shards) -> None:
