@@ -99,7 +99,7 @@ def preserved_with_database(preserved: str) -> str:
 
 def switch(request: HttpRequest) -> list[dict[str, Any]]:
     """The links to this page in each queue database, the shown one marked; none (no switch)
-    with one queue database. Each keeps the page's query string but its paging."""
+    with one queue database. Each keeps the query string of the page, not its paging."""
     aliases = queue_databases()
     if len(aliases) < 2:
         return []
