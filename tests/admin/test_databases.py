@@ -410,3 +410,21 @@ def test_a_schedule_of_the_shard_is_deleted_there(admin_client, shards) -> None:
     assert "database=shard" in done["Location"]
     assert not Schedule.objects.using("shard").exists()
     assert Schedule.objects.using("default").get().name == "home"
+
+
+def test_a_schedule_of_the_shard_is_edited_there(admin_client, shards) -> None:
+    home, away = meeting_schedules("home", "away")
+    page = admin_client.get(at("shard", "schedule_change", away.pk))
+    form = {
+        key: value
+        for key, value in page.context["adminform"].form.initial.items()
+        if value is not None and key not in ("args", "kwargs", "enabled")
+    }
+    done = admin_client.post(
+        at("shard", "schedule_change", away.pk),
+        {**form, "cron": "5 4 * * *", "args": "[]", "kwargs": "{}", "enabled": "on"},
+    )
+    assert done.status_code == 302, done.context["adminform"].form.errors
+    assert parse_qs(urlsplit(done["Location"]).query)["database"] == ["shard"]
+    assert Schedule.objects.using("shard").get(pk=away.pk).cron == "5 4 * * *"
+    assert Schedule.objects.using("default").get(pk=home.pk).cron == "0 * * * *"
