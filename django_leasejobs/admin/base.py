@@ -23,6 +23,7 @@ from django.utils.text import smart_split, unescape_string_literal
 from django.utils.translation import gettext as _
 
 from . import display
+from .databases import PARAM, DatabasePages, with_database
 from .replica_lists import ReplicaLists
 
 PERMISSIONS = {
@@ -39,7 +40,15 @@ PERMISSIONS = {
 class NulRefusingChangeList(ChangeList):
     """Django's change list, taking a filter value that holds a NUL character (``?queue=%00``)
     as an invalid lookup: Django then shows the list unfiltered, flagged ``?e=1``. No stored
-    name holds one, and PostgreSQL's driver refuses to send one: a server error before."""
+    name holds one, and PostgreSQL's driver refuses to send one: a server error before.
+
+    ``?database=`` chooses the queue database the list reads (:mod:`.databases`), no field:
+    it is kept in the list's links but never taken as a filter."""
+
+    def get_filters_params(self, params: Any = None) -> Any:
+        lookup_params = super().get_filters_params(params)
+        lookup_params.pop(PARAM, None)
+        return lookup_params
 
     def get_filters(self, request: HttpRequest) -> Any:
         for values in self.get_filters_params().values():
@@ -100,9 +109,10 @@ def has_operator_permission(request: HttpRequest, name: str) -> bool:
     return request.user.has_perm(f"django_leasejobs.{PERMISSIONS[name]}")
 
 
-class ReadOnlyAdmin(ReplicaLists, NulRefusingLists, admin.ModelAdmin):
-    """Rows change only through the protocol, never through an admin form; the lists read a
-    replica when one is configured (:mod:`.replica_lists`)."""
+class ReadOnlyAdmin(DatabasePages, ReplicaLists, NulRefusingLists, admin.ModelAdmin):
+    """Rows change only through the protocol, never through an admin form; the pages show
+    the queue database ``?database=`` names (:mod:`.databases`), and the lists read a replica
+    when one is configured (:mod:`.replica_lists`)."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -141,7 +151,9 @@ class ReadOnlyAdmin(ReplicaLists, NulRefusingLists, admin.ModelAdmin):
 
     def change_url(self, obj: Model) -> str:
         opts = obj._meta
-        return reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+        return with_database(
+            reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+        )
 
     def back_to(self, obj: Model) -> HttpResponseRedirect:
         return HttpResponseRedirect(self.change_url(obj))

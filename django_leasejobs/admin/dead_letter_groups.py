@@ -28,6 +28,7 @@ from ..core.row_ids import row_id
 from ..models import DeadLetter, Job
 from . import display
 from .base import has_operator_permission
+from .databases import with_database
 
 GROUPS_PER_PAGE = 100
 REFUSALS_SHOWN = 10
@@ -40,7 +41,9 @@ _ACTIONS = {
 
 
 def _action_url(fingerprint: str, action: str) -> str:
-    return reverse("admin:django_leasejobs_deadletter_group_action", args=[fingerprint, action])
+    return with_database(
+        reverse("admin:django_leasejobs_deadletter_group_action", args=[fingerprint, action])
+    )
 
 
 def _written_by_us(fingerprint: str) -> bool:
@@ -121,7 +124,7 @@ class DeadLetterGroupViews(_ModelAdmin):
                     "names": format_html_join(
                         mark_safe("<br>"), "{}&nbsp;({})", ((n, c) for n, c in group.names)
                     ),
-                    "letters_url": f"{changelist}?{urlencode({'fingerprint': key})}",
+                    "letters_url": with_database(f"{changelist}?{urlencode({'fingerprint': key})}"),
                     "replay_url": (
                         _action_url(key, "replay")
                         if may["replay"] and actionable and group.not_replayed > 0
@@ -178,7 +181,7 @@ class DeadLetterGroupViews(_ModelAdmin):
             "verb": verb,
             "count": group.not_replayed if action == "replay" else group.count,
             "skipped": group.count - group.not_replayed if action == "replay" else 0,
-            "groups_url": reverse("admin:django_leasejobs_deadletter_groups"),
+            "groups_url": with_database(reverse("admin:django_leasejobs_deadletter_groups")),
         }
         return TemplateResponse(
             request, "admin/django_leasejobs/deadletter/group_confirm.html", context

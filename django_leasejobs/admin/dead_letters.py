@@ -23,6 +23,7 @@ from ..errors import InvalidTransitionError, JobValidationError
 from ..models import DeadLetter
 from . import display, json_input
 from .base import PayloadDisplay, ReadOnlyAdmin
+from .databases import with_database
 from .dead_letter_groups import DeadLetterGroupViews
 from .filters import JobNameFilter
 from .paginator import CountingPaginator
@@ -139,13 +140,14 @@ class DeadLetterAdmin(DeadLetterGroupViews, PayloadDisplay, ReadOnlyAdmin):
         if not letter.fingerprint:
             return "not computed yet (manage.py deadletters fingerprint)"
         letters = reverse("admin:django_leasejobs_deadletter_changelist")
+        # any text a row may hold, encoded
+        query = urlencode({"fingerprint": letter.fingerprint})
         return format_html(
-            '<a href="{}?{}">{}</a> ({}) &middot; <a href="{}">all groups</a>',
-            letters,
-            urlencode({"fingerprint": letter.fingerprint}),  # any text a row may hold, encoded
+            '<a href="{}">{}</a> ({}) &middot; <a href="{}">all groups</a>',
+            with_database(f"{letters}?{query}"),
             letter.fingerprint,
             fingerprints.of_errors(letter.errors).label,
-            reverse("admin:django_leasejobs_deadletter_groups"),
+            with_database(reverse("admin:django_leasejobs_deadletter_groups")),
         )
 
     def _last_error(self, letter: DeadLetter) -> str:
@@ -210,7 +212,7 @@ class DeadLetterAdmin(DeadLetterGroupViews, PayloadDisplay, ReadOnlyAdmin):
         pk = row_id(object_id)
         if pk is None:
             return HttpResponse("Not a dead letter id.", status=404)
-        letter = get_object_or_404(DeadLetter, pk=pk)
+        letter = get_object_or_404(DeadLetter.objects.using(protocol.job_database()), pk=pk)
         if request.method == "POST" and "as_is" in request.POST:
             self._replay(request, letter)
             return self.back_to(letter)
@@ -261,4 +263,4 @@ class DeadLetterAdmin(DeadLetterGroupViews, PayloadDisplay, ReadOnlyAdmin):
         if letter.replayed_job_id is not None or not self.has_replay_permission(request):
             return {}
         url = reverse("admin:django_leasejobs_deadletter_replay", args=[letter.pk])
-        return {"leasejobs_replay_url": url}
+        return {"leasejobs_replay_url": with_database(url)}

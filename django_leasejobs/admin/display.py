@@ -18,6 +18,7 @@ from django.utils.safestring import SafeString
 
 from ..core import registry
 from ..core.error_history import DROPPED, FIRST, LAST, is_dropped
+from .databases import with_database
 
 LIST_PREVIEW_CHARS = 80
 """Arguments longer than this are cut in change lists (the detail page shows them in full)."""
@@ -138,7 +139,7 @@ def admin_link(obj: Any, text: str | None = None) -> SafeString | str:
     if obj is None:
         return "\u2014"
     opts = obj._meta
-    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+    url = with_database(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk]))
     return format_html('<a href="{}">{}</a>', url, text if text is not None else str(obj))
 
 

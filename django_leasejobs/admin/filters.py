@@ -18,9 +18,10 @@ from django.http import HttpRequest
 
 from ..core import registry
 from ..core.conf import settings
-from ..models import Job, Status
+from ..models import Job, Schedule, Status
 from ..reports import stats
 from . import job_search
+from .databases import chosen
 from .replica_lists import list_database
 
 
@@ -36,6 +37,18 @@ class JobNameFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
         return queryset.filter(name=value) if value else queryset
+
+
+class ScheduleFilter(admin.RelatedFieldListFilter):
+    """Django's filter by schedule, whose choices are the schedules of the queue database the
+    list shows (``?database=``): Django's would list the home database's."""
+
+    def field_choices(self, field: Any, request: HttpRequest, model_admin: Any) -> Any:
+        if chosen() is None:
+            return super().field_choices(field, request, model_admin)
+        ordering = self.field_admin_ordering(field, request, model_admin) or ("name",)
+        rows = Schedule.objects.using(list_database(request)).order_by(*ordering)
+        return [(row.pk, str(row)) for row in rows]
 
 
 class QueueFilter(admin.SimpleListFilter):

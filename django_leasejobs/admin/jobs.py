@@ -21,7 +21,8 @@ from ..models import CLAIMABLE, Job, Status
 from . import dashboard, display, job_search, leases, pauses
 from .base import MAX_WORDS, PayloadDisplay, ReadOnlyAdmin, fieldset_fields
 from .bulk_actions import BulkJobViews
-from .filters import JobNameFilter, QueueFilter
+from .databases import with_database
+from .filters import JobNameFilter, QueueFilter, ScheduleFilter
 from .paginator import CountingPaginator
 
 
@@ -105,7 +106,7 @@ class JobAdmin(BulkJobViews, PayloadDisplay, ReadOnlyAdmin):
         "arguments",
     )
     list_display_links = ("id", "name")
-    list_filter = ("status", QueueFilter, JobNameFilter, "schedule")
+    list_filter = ("status", QueueFilter, JobNameFilter, ("schedule", ScheduleFilter))
     # What the search box says it finds; job_search.search reads each through an index.
     search_fields = ("=id", "name", "=dedupe_key", "=concurrency_key")
     search_help_text = (
@@ -363,7 +364,8 @@ class JobAdmin(BulkJobViews, PayloadDisplay, ReadOnlyAdmin):
         action = JOB_ACTIONS[slug]
         self.require(request, action.permission)
         pk = row_id(object_id)
-        job = get_object_or_404(Job, pk=pk) if pk is not None else None
+        found = Job.objects.using(protocol.job_database())
+        job = get_object_or_404(found, pk=pk) if pk is not None else None
         if job is None:
             return HttpResponse("Not a job id.", status=404)
         done = action.apply(job.pk)
@@ -380,8 +382,11 @@ class JobAdmin(BulkJobViews, PayloadDisplay, ReadOnlyAdmin):
         for action in JOB_ACTIONS.values():
             allowed = getattr(self, f"has_{action.permission}_permission")(request)
             if allowed and job.status in action.shown_for:
-                url = reverse(
-                    f"admin:django_leasejobs_job_{action.slug.replace('-', '_')}", args=[job.pk]
+                url = with_database(
+                    reverse(
+                        f"admin:django_leasejobs_job_{action.slug.replace('-', '_')}",
+                        args=[job.pk],
+                    )
                 )
                 buttons.append({"url": url, "label": action.label, "slug": action.slug})
         return buttons

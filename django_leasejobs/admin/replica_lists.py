@@ -17,6 +17,7 @@ from django.http import HttpRequest, HttpResponse
 
 from ..models.databases import job_database, read_database, replica_database
 from ..reports import replica_lag
+from .databases import chosen
 
 READ_FROM = "_leasejobs_read_from"
 """The request's attribute holding the alias its change list reads, with a replica configured:
@@ -53,6 +54,11 @@ class ReplicaLists:
         return super().changelist_view(request, extra_context)  # type: ignore[misc]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        """Bound to its database: the replica's or the primary's, as above, else the queue
+        database ``?database=`` chose (a page renders after the view, when the choice is
+        no longer in force for an unbound queryset: ``admin.databases``)."""
         queryset: QuerySet[Any] = super().get_queryset(request)  # type: ignore[misc]
         alias = getattr(request, READ_FROM, None)
+        if alias is None and chosen() is not None:
+            alias = job_database()
         return queryset if alias is None else queryset.using(alias)

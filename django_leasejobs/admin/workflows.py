@@ -32,6 +32,7 @@ from ..models import RunStatus, WorkflowRun
 from ..reports import workflow_reads
 from . import display, workflow_graph
 from .base import ReadOnlyAdmin, has_operator_permission
+from .databases import with_database
 
 MAX_LISTED_STEPS = 500
 """Steps the run's table lists (the graph counts every step)."""
@@ -116,7 +117,7 @@ class WorkflowRunAdmin(ReadOnlyAdmin):
                 state=row.status,
                 parents=row.parents,
                 href=(
-                    reverse("admin:django_leasejobs_job_change", args=[row.job_id])
+                    with_database(reverse("admin:django_leasejobs_job_change", args=[row.job_id]))
                     if row.job_id is not None
                     else None
                 ),
@@ -163,7 +164,7 @@ class WorkflowRunAdmin(ReadOnlyAdmin):
     def _job_link(self, row: workflow_reads.StepRow) -> SafeString | str:
         if row.job_id is None:
             return "\u2014"
-        url = reverse("admin:django_leasejobs_job_change", args=[row.job_id])
+        url = with_database(reverse("admin:django_leasejobs_job_change", args=[row.job_id]))
         return format_html('<a href="{}">#{}</a>', url, row.job_id)
 
     def _steps(self, run: WorkflowRun) -> list[workflow_reads.StepRow]:
@@ -234,7 +235,8 @@ class WorkflowRunAdmin(ReadOnlyAdmin):
 
     def _run(self, object_id: str) -> WorkflowRun | None:
         pk = row_id(object_id)
-        return get_object_or_404(WorkflowRun, pk=pk) if pk is not None else None
+        runs = WorkflowRun.objects.using(protocol.job_database())
+        return get_object_or_404(runs, pk=pk) if pk is not None else None
 
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         self.require(request, "cancel_run")
@@ -259,9 +261,9 @@ class WorkflowRunAdmin(ReadOnlyAdmin):
         only for a user who holds its permission."""
         buttons = []
         if run.status == RunStatus.RUNNING and self.has_cancel_run_permission(request):
-            url = reverse("admin:django_leasejobs_workflowrun_cancel", args=[run.pk])
+            url = with_database(reverse("admin:django_leasejobs_workflowrun_cancel", args=[run.pk]))
             buttons.append({"url": url, "label": "Cancel run", "slug": "cancel-run"})
         if run.steps_failed and self.has_replay_permission(request):
-            url = reverse("admin:django_leasejobs_workflowrun_replay", args=[run.pk])
+            url = with_database(reverse("admin:django_leasejobs_workflowrun_replay", args=[run.pk]))
             buttons.append({"url": url, "label": "Replay dead steps", "slug": "replay-dead"})
         return {"leasejobs_actions": buttons}
