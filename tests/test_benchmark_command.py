@@ -134,6 +134,61 @@ def test_retention_smoke_run_prunes_only_with_the_setting(tmp_path: Path) -> Non
     assert median["retention_p1_pruning_vs_plain"] > 0
 
 
+def test_shards_smoke_run_drains_each_database_and_checks_it(tmp_path: Path) -> None:
+    """A tiny shards run: both drains complete, every check is 0, each database holds its
+    queue's half, and the second scratch database is dropped afterwards."""
+    out = tmp_path / "shards.json"
+    args = ["--jobs=40", "--single-jobs=10", "--runs=1", "--only=shards", f"--json={out}"]
+    if connection.vendor != "postgresql":
+        with pytest.raises(CommandError, match="PostgreSQL only"):
+            call_command("benchmark", *args)
+        return
+    from benchmarks import database
+    from benchmarks.database import Target
+
+    call_command("benchmark", *args)
+    median = json.loads(out.read_text())["median"]
+    assert median["shards_one_per_s"] > 0
+    assert median["shards_two_per_s"] > 0
+    assert median["shards_two_vs_one"] > 0
+    assert (median["shards_one_home_jobs"], median["shards_one_shard_jobs"]) == (40, 0)
+    assert (median["shards_two_home_jobs"], median["shards_two_shard_jobs"]) == (20, 20)
+    checks = {key: value for key, value in median.items() if key.endswith("_wrong")}
+    assert len(checks) == 6
+    assert set(checks.values()) == {0}
+    for key in ("home", "routed", "no_routes"):
+        assert median[f"shards_enqueue_{key}_us"] > 0, key
+    assert median["shards_enqueue_routed_vs_home"] > 0
+    assert 0 < median["shards_routing_us"] < median["shards_enqueue_routed_us"]
+    scratch = Target.from_settings(connection.settings_dict).named(
+        f"{connection.settings_dict['NAME']}_bench"
+    )
+    with scratch.named("postgres").connect() as raw:
+        found = raw.execute(
+            "SELECT count(*) FROM pg_database WHERE datname = %s",
+            [database.shard(scratch).name],
+        ).fetchone()
+    assert found == (0,)
+
+
+def test_a_check_reports_its_worst_run_not_its_median() -> None:
+    """A count of what went wrong shows a single bad run; a rate is the median."""
+    from benchmarks import report
+
+    figures = report.medians(
+        [
+            {"shards_two_misplaced_wrong": 0, "shards_two_per_s": 1.0},
+            {"shards_two_misplaced_wrong": 3, "shards_two_per_s": 2.0},
+            {"shards_two_misplaced_wrong": 0, "shards_two_per_s": 9.0},
+        ]
+    )
+    assert figures["shards_two_misplaced_wrong"] == 3
+    assert figures["shards_two_per_s"] == 2.0
+    assert "| shards, two databases: jobs in the other queue's database | 3 |" in report.summary(
+        figures, 3
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

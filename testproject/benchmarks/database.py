@@ -22,6 +22,9 @@ from psycopg import sql
 MANAGE = Path(__file__).resolve().parent.parent / "manage.py"
 JOB_TABLE = "django_leasejobs_job"
 NOOP = "testapp.jobs.noop"
+SHARD_ALIAS = "shard"
+"""The second queue database of testproject's settings: the configured database's name with
+``_shard``, on the same server (the ``shards`` section's)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,11 @@ def create(target: Target) -> None:
                 time.sleep(0.5)
 
 
+def shard(target: Target) -> Target:
+    """The database the ``shard`` alias names when ``target`` is the configured one."""
+    return target.named(f"{target.name}_{SHARD_ALIAS}")
+
+
 def drop(target: Target) -> None:
     with target.named("postgres").connect() as conn:
         conn.execute(
@@ -112,8 +120,9 @@ def manage(*args: str) -> list[str]:
     return [sys.executable, str(MANAGE), *args]
 
 
-def migrate(target: Target, **extra: str) -> None:
-    argv = manage("migrate", "--verbosity", "0")
+def migrate(target: Target, alias: str = "default", **extra: str) -> None:
+    """Migrate the database of ``alias`` in the settings pointed at ``target``."""
+    argv = manage("migrate", "--database", alias, "--verbosity", "0")
     subprocess.run(argv, env=environment(target, **extra), check=True)
 
 

@@ -8,7 +8,8 @@ ones a user gets; ``BENCHMARK_CONN_MAX_AGE`` sets ``CONN_MAX_AGE`` for the worke
 comparison, ``BENCHMARK_RETENTION`` the retention section's ``LEASEJOBS_RETENTION``, and
 ``BENCHMARK_LIBRARY`` the folder of another commit's library (``benchmark --baseline``);
 ``BENCHMARK_STARTPROJECT`` turns on what ``startproject`` writes (``DEBUG``, no ``LOGGING``),
-and ``BENCHMARK_OTEL`` sets OpenTelemetry up for the observability section (benchmarks.otel_setup).
+``BENCHMARK_OTEL`` sets OpenTelemetry up for the observability section (benchmarks.otel_setup),
+and ``BENCHMARK_QUEUE_DATABASES`` the shards section's ``LEASEJOBS_QUEUE_DATABASES`` (JSON).
 """
 
 import os
@@ -46,14 +47,20 @@ if env.str("BENCHMARK_JOB_LOGS", default="on") == "off":
     LEASEJOBS_JOB_LOGS = None
 # The retention section's pruning variant sets it (a JSON object); no retention otherwise.
 LEASEJOBS_RETENTION = env.json("BENCHMARK_RETENTION", default={})
-# New dicts: the test project's own stay as they are wherever this module is imported.
+# The shards section routes a queue to the "shard" alias (the scratch database's name with
+# "_shard", on the same server); no routes otherwise.
+LEASEJOBS_QUEUE_DATABASES = env.json("BENCHMARK_QUEUE_DATABASES", default={})
+# New dicts: the test project's own stay as they are wherever this module is imported. The
+# shard's connection is set as the default's, so the two sides of the shards section differ
+# in nothing else.
+_connection = {
+    "CONN_MAX_AGE": env.int("BENCHMARK_CONN_MAX_AGE", default=0),
+    "CONN_HEALTH_CHECKS": False,
+}
 DATABASES = {
     **DATABASES,
-    "default": {
-        **DATABASES["default"],
-        "CONN_MAX_AGE": env.int("BENCHMARK_CONN_MAX_AGE", default=0),
-        "CONN_HEALTH_CHECKS": False,
-    },
+    "default": {**DATABASES["default"], **_connection},
+    "shard": {**DATABASES["shard"], **_connection},
 }
 
 # The demo app is not measured, and ``--baseline`` loads every installed app with another

@@ -102,8 +102,10 @@ class Command(LeaseJobsCommand):
         parser.add_argument(
             "--database",
             default=None,
-            help="The queue database to serve, when LEASEJOBS_QUEUE_DATABASES names several "
-            "(default: LEASEJOBS_DATABASE's): a worker never claims across databases.",
+            metavar="ALIAS",
+            help="The queue database to serve, an alias of DATABASES (default: the home one, "
+            "LEASEJOBS_DATABASE or else default). A worker never claims across databases: "
+            "with LEASEJOBS_QUEUE_DATABASES, run workers for each.",
         )
         parser.add_argument(
             "--worker-id", default=None, help="Worker id (default: host-pid-random)."

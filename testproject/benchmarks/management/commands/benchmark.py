@@ -81,7 +81,12 @@ class Command(BaseCommand):
         add("--ceiling-batches", default="100,500", help="Batch sizes of the raw-SQL ceiling.")
         add("--async-jobs", type=int, default=10_000, help="Jobs awaiting asyncio.sleep(1).")
         add("--async-concurrency", type=int, default=2000, help="The async section's worker's.")
-        add("--single-jobs", type=int, default=2000, help="Jobs enqueued one at a time.")
+        add(
+            "--single-jobs",
+            type=int,
+            default=2000,
+            help="Jobs enqueued one at a time (per variant: enqueue and shards sections).",
+        )
         add("--peer-jobs", type=int, help="Jobs for the django-tasks worker (default: --jobs).")
         add("--backlogs", default="10000,100000,1000000", help="Pending rows for claim cost.")
         add("--claim-batch", type=int, default=100)
@@ -173,11 +178,16 @@ class Command(BaseCommand):
             base = target.named(f"{target.name}_base")
             sides.append(Side(o["baseline"], base, {"BENCHMARK_LIBRARY": library}))
         load_before = os.getloadavg()
+        # The shards section's second queue database: the "shard" alias, beside each side's.
+        shards = "shards" in sections
         try:
             for side in sides:
                 self._say(f"scratch database {side.target.name}: creating and migrating")
                 database.create(side.target)
                 database.migrate(side.target, **side.env)
+                if shards:
+                    database.create(database.shard(side.target))
+                    database.migrate(side.target, database.SHARD_ALIAS, **side.env)
             runs = self._run(sides, sections, options)
             about = machine.describe(target)
             about["load_average_before"] = load_before
@@ -185,6 +195,8 @@ class Command(BaseCommand):
             if not o["keep_db"]:
                 for side in sides:
                     database.drop(side.target)
+                    if shards:
+                        database.drop(database.shard(side.target))
         figures = report.medians(runs[""])
         self.stdout.write(report.summary(figures, len(runs[""])) + "\n\n")
         self.stdout.write(report.table(figures, len(runs[""])))
@@ -312,6 +324,7 @@ class Command(BaseCommand):
                 "workflows",
                 "observability",
                 "footprint",
+                "shards",
             ):
                 missing[name] = "no runjobworker command in this installation"
         try:

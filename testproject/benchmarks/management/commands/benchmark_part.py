@@ -23,6 +23,7 @@ from benchmarks import (
     limits_drain,
     observability_drain,
     retention_drain,
+    shards,
     workflows_drain,
 )
 from benchmarks.database import Target
@@ -44,6 +45,7 @@ SECTIONS = (
     "bulk",
     "observability",
     "footprint",
+    "shards",
 )
 
 
@@ -159,4 +161,6 @@ def run_section(section: str, target: Target, o: dict[str, Any]) -> dict[str, An
         return observability_drain.run(target, jobs_count=n, procs=o["procs"], timeout=timeout)
     if section == "bulk":
         return bulk_cancel.run(target, jobs_count=o["bulk_jobs"])
+    if section == "shards":
+        return shards.run(target, jobs_count=n, single_count=o["single_jobs"], timeout=timeout)
     raise CommandError(f"Unknown section {section!r}.")
