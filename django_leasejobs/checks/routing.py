@@ -36,6 +36,7 @@ from ..models.databases import queue_databases
 
 ROUTER_PATH = "django_leasejobs.routers.JobsRouter"
 HINT = "See docs/databases.md#a-queue-database-of-its-own."
+SHARDS_HINT = "See docs/databases.md#shards-queues-in-several-databases."
 
 Messages = list[checks.CheckMessage]
 
@@ -87,7 +88,7 @@ def check_queue_migrated(
     except ImproperlyConfigured:
         return []  # leasejobs.E001 reports the bad value
     found: Messages = []
-    for alias, why in named.items():
+    for alias, (why, hint) in named.items():
         if not checked or alias in checked or alias not in django_settings.DATABASES:
             continue
         try:
@@ -100,20 +101,21 @@ def check_queue_migrated(
                     f"{migration_state.state(alias, missing)}: {why}, so enqueues and workers "
                     "would fail.",
                     hint=f"Run `python manage.py {migration_state.migrate_command(alias)}` (a "
-                    f"plain `migrate` migrates default only). {HINT}",
+                    f"plain `migrate` migrates default only). {hint}",
                     id="leasejobs.E017",
                 )
             )
     return found
 
 
-def _named_queue_databases() -> dict[str, str]:
-    """The queue databases a setting names, with which setting: E017's to check."""
+def _named_queue_databases() -> dict[str, tuple[str, str]]:
+    """The queue databases a setting names, with which setting and the docs' section on it:
+    E017's to check."""
     named = {}
     if settings.DATABASE is not None:
-        named[settings.DATABASE] = f"it is {PREFIX}DATABASE"
+        named[settings.DATABASE] = (f"it is {PREFIX}DATABASE", HINT)
     for pattern, alias in settings.QUEUE_DATABASES.items():
-        named.setdefault(alias, f"{PREFIX}QUEUE_DATABASES sends {pattern!r} to it")
+        named.setdefault(alias, (f"{PREFIX}QUEUE_DATABASES sends {pattern!r} to it", SHARDS_HINT))
     return named
 
 

@@ -112,6 +112,7 @@ def test_each_queue_lives_and_runs_in_its_own_database(project: NewProject) -> N
     assert "leasejobs.E017" in first.stderr, first.stderr
     assert "LEASEJOBS_QUEUE_DATABASES sends 'reports' to it" in first.stderr
     assert "migrate --database jobs2" in first.stderr
+    assert "docs/databases.md#shards-queues-in-several-databases" in first.stderr
     ok(project.manage("migrate", "--database", "jobs2"))
     ok(project.manage("migrate"))
 
