@@ -344,3 +344,14 @@ def test_the_prometheus_gauges_count_each_queue_where_it_lives(shards: None) -> 
     finally:
         metrics.uninstall()
     assert due == {"default": 1.0, "reports": 2.0}
+
+
+def test_a_workflow_run_read_from_a_shard_is_cancelled_there(shards: None) -> None:
+    from django_leasejobs import workflows
+
+    run = chain(
+        jobs.add.using(queue="reports").si(1, 1), jobs.add.using(queue="reports").si(2, 2)
+    ).enqueue()
+    assert run._state.db == "shard"
+    assert workflows.cancel(run) is True  # the row says where it is: no using_database needed
+    assert WorkflowRun.objects.using("shard").get(pk=run.pk).status == "cancelled"
