@@ -8,14 +8,11 @@ Time moves by updating ``run_at`` in the database that holds the job.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from django.core.management import call_command
 from django.db import connections
 from django.test import override_settings
 from testapp import jobs
@@ -24,6 +21,7 @@ from django_leasejobs.models import Job
 from django_leasejobs.models.databases import using_database
 
 from ...conftest import shifted, worker_row
+from .test_monitoring_commands import check, run
 
 pytestmark = pytest.mark.django_db(databases=["default", "shard"])
 
@@ -37,22 +35,6 @@ def shards() -> Iterator[None]:
         LEASEJOBS_QUEUE_DATABASES=ROUTES, LEASEJOBS_HEALTH_MAX_UNSERVED_AGE=None
     ):
         yield
-
-
-def run(*args: Any) -> str:
-    out = io.StringIO()
-    call_command(*args, stdout=out, stderr=io.StringIO())
-    return out.getvalue()
-
-
-def check(*args: str) -> tuple[int, str]:
-    """Run checkjobs; return (exit status, output)."""
-    out = io.StringIO()
-    try:
-        call_command("checkjobs", *args, stdout=out)
-    except SystemExit as exc:
-        return int(exc.code or 0), out.getvalue()
-    return 0, out.getvalue()
 
 
 def due(job: Job, seconds_ago: float) -> None:
