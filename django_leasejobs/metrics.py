@@ -34,8 +34,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .core.conf import settings
 from .db import signals
-from .models.databases import queue_databases, read_database
-from .reports import queue_gauges, stats
+from .reports import shards
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -155,17 +154,22 @@ class StatsCollector:
         yield from self._families()
 
     def collect(self) -> Iterator[Any]:
-        # Every queue database's (shards): a queue lives in one, workers are summed.
-        results = [(alias, stats.collect(read_database(alias))) for alias in queue_databases()]
+        # Every queue database's (shards): a queue lives in one, workers are summed. A
+        # database that cannot be read fails the scrape, as with one database.
+        readings = shards.read_each(probe=False, lag=False)
+        for reading in readings:
+            if reading.error is not None:
+                raise reading.error
+        results = [reading.stats for reading in readings if reading.stats is not None]
         families = list(self._families())
-        queues = queue_gauges.merged_queues(results)
+        queues = shards.merged_queues(readings)
         for (field, _, _), family in zip(GAUGES, families[: len(GAUGES)], strict=True):
             for queue, numbers in queues.items():
                 family.add_metric([queue], float(getattr(numbers, field)))
         workers, stuck = families[len(GAUGES) :]
-        live = sum(1 for _, result in results for w in result.workers if not w.lost)
+        live = sum(1 for result in results for w in result.workers if not w.lost)
         workers.add_metric([], float(live))
-        stuck.add_metric([], float(sum(result.stuck for _, result in results)))
+        stuck.add_metric([], float(sum(result.stuck for result in results)))
         yield from families
 
     @staticmethod

@@ -16,8 +16,7 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..core import otel_metrics
-from ..models.databases import queue_database, queue_databases, read_database
-from . import stats
+from . import shards
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -32,32 +31,21 @@ def read() -> list[otel_metrics.QueueRow]:
     """Every counted queue's due jobs and oldest due age, from every queue database; nothing
     from a database that cannot answer (a collection must never raise into the project's
     metric reader)."""
-    results = []
-    for database in queue_databases():
-        alias = read_database(database)  # where stats.collect reads that database
-        try:
-            results.append((database, stats.collect(alias)))
-        except Exception as exc:  # the reader's thread is the project's: log, never raise
-            logger.warning("metrics.gauges_error database=%s error=%s", database, exc)
-        finally:
-            _close(connections[alias])
+    try:
+        readings = shards.read_each(probe=False, lag=False)
+    except Exception as exc:  # the reader's thread is the project's: log, never raise
+        logger.warning("metrics.gauges_error error=%s", exc)
+        return []
+    for reading in readings:
+        if reading.error is not None:
+            logger.warning(
+                "metrics.gauges_error database=%s error=%s", reading.database, reading.error
+            )
+        _close(connections[reading.source])
     return [
         (queue, float(numbers.due), numbers.oldest_due_age)
-        for queue, numbers in sorted(merged_queues(results).items())
+        for queue, numbers in sorted(shards.merged_queues(readings).items())
     ]
-
-
-def merged_queues(results: list[tuple[str, stats.Stats]]) -> dict[str, stats.QueueStats]:
-    """One entry per queue from each queue database's stats (``(alias, stats)``, home first):
-    the database the queue routes to wins (``LEASEJOBS_QUEUES`` lists a declared queue, with
-    zeros, in every database); a queue found only elsewhere (jobs enqueued before a route
-    changed) is kept from where it is."""
-    merged: dict[str, stats.QueueStats] = {}
-    for alias, result in results:
-        for queue, numbers in result.queues.items():
-            if queue not in merged or queue_database(queue) == alias:
-                merged[queue] = numbers
-    return merged
 
 
 def _close(connection: BaseDatabaseWrapper) -> None:

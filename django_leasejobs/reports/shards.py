@@ -26,6 +26,7 @@ from django.db import DatabaseError
 from ..models.databases import (
     home_database,
     probe_database,
+    queue_database,
     queue_databases,
     read_database,
     using_database,
@@ -43,6 +44,8 @@ class Reading:
     stats: stats.Stats | None
     error: DatabaseError | None = None
     lag: replica_lag.ReplicaLag | None = None
+    source: str = ""
+    """The alias the numbers were read from (the database, or its replica)."""
 
 
 @contextlib.contextmanager
@@ -53,22 +56,37 @@ def working_on(alias: str) -> Iterator[None]:
         yield
 
 
-def read_each(*, probe: bool, counts: bool = True) -> list[Reading]:
+def read_each(*, probe: bool, counts: bool = True, lag: bool = True) -> list[Reading]:
     """Every queue database's numbers, the home one first: on the primary for a verdict
-    (``probe``), else where the read side reads, with the replica's lag. ``counts`` as in
-    :func:`stats.collect`."""
+    (``probe``), else where the read side reads, with the replica's lag (unless ``lag`` is
+    false: the metrics' gauges need none). ``counts`` as in :func:`stats.collect`."""
     found = []
     for alias in queue_databases():
         with working_on(alias):
+            where = probe_database() if probe else read_database()
             try:
-                where = probe_database() if probe else read_database()
                 result = stats.collect(using=where, counts=counts)
             except DatabaseError as exc:
-                found.append(Reading(alias, None, error=exc))
+                found.append(Reading(alias, None, error=exc, source=where))
                 continue
-            lag = None if probe else replica_lag.read()
-            found.append(Reading(alias, result, lag=lag))
+            behind = replica_lag.read() if lag and not probe else None
+            found.append(Reading(alias, result, lag=behind, source=where))
     return found
+
+
+def merged_queues(readings: Iterable[Reading]) -> dict[str, stats.QueueStats]:
+    """One entry per queue over every readable database (home first): the database the
+    queue routes to wins (``LEASEJOBS_QUEUES`` lists a declared queue, with zeros, in every
+    database); a queue found only elsewhere (jobs enqueued before a route changed) is kept
+    from where it is. The metrics' gauges are labelled by queue alone."""
+    merged: dict[str, stats.QueueStats] = {}
+    for reading in readings:
+        if reading.stats is None:
+            continue
+        for queue, numbers in reading.stats.queues.items():
+            if queue not in merged or queue_database(queue) == reading.database:
+                merged[queue] = numbers
+    return merged
 
 
 def judge(
