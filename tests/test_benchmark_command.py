@@ -27,6 +27,8 @@ from django.db import connection
         (["--limits-jobs", "0"], "--limits-jobs must be at least 1"),
         (["--limits-threads", "0"], "--limits-threads must be at least 1"),
         (["--retention-rows", "0"], "--retention-rows must be at least 1"),
+        (["--history-rows", "0"], "--history-rows must be at least 1"),
+        (["--batched-rows", "-1"], "--batched-rows must be at least 1"),
     ],
 )
 def test_bad_options_are_refused_with_a_clear_message(args: list[str], message: str) -> None:
@@ -366,3 +368,23 @@ def test_a_baseline_runs_beside_this_checkout_and_is_compared(
     printed = capsys.readouterr().out
     assert "| figure | this checkout | HEAD | ratio |" in printed
     assert "| claim_one_queue_1k_ms |" in printed
+
+
+def test_partitions_smoke_run_drops_the_day_and_deletes_the_rest_in_batches(
+    tmp_path: Path,
+) -> None:
+    """A tiny partitions run: the day's partition holds its rows and goes whole, the other
+    rows of the same age go in batches, and both figures are written."""
+    out = tmp_path / "partitions.json"
+    args = ["--history-rows=300", "--batched-rows=50", "--runs=1", "--only=partitions"]
+    if connection.vendor != "postgresql":
+        with pytest.raises(CommandError, match="PostgreSQL only"):
+            call_command("benchmark", *args, f"--json={out}")
+        return
+    call_command("benchmark", *args, f"--json={out}")
+    median = json.loads(out.read_text())["median"]
+    assert median["partitions_day_rows"] == 300
+    assert median["partitions_dropped"] >= 1
+    assert median["partitions_batched_rows"] == 50
+    assert median["partitions_drop_s"] > 0
+    assert median["partitions_batched_rows_per_s"] > 0

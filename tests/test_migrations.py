@@ -27,9 +27,21 @@ UNIQUE_KEYS = ("leasejobs_live_dedupe_per_name", "leasejobs_one_job_per_occurren
 UNIQUE_KEYS_BEFORE_0016 = ("leasejobs_live_dedupe", "leasejobs_one_job_per_occurrence")
 
 
-def _indexes() -> dict[str, Any]:
+def _indexed_table() -> str:
+    """The table that holds the job table's indexes: on PostgreSQL after 0025, its live
+    partition (the partitioned table itself has none)."""
     with connection.cursor() as cursor:
-        constraints = connection.introspection.get_constraints(cursor, TABLE)
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [f"{TABLE}_live"])
+            if cursor.fetchone()[0]:
+                return f"{TABLE}_live"
+    return TABLE
+
+
+def _indexes() -> dict[str, Any]:
+    table = _indexed_table()
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, table)
     return {
         name: info
         for name, info in constraints.items()
@@ -338,4 +350,27 @@ def test_0020_adds_the_version_column_every_row_reads_as_version_1() -> None:
     )
     versions = dict(Job.objects.filter(pk__in=[before.pk, during.pk]).values_list("pk", "version"))
     assert versions == {before.pk: 1, during.pk: 1}
+    _assert_lean()
+
+
+def test_0025_partitions_the_job_table_and_goes_back_keeping_rows_and_ids() -> None:
+    from django_leasejobs.models import Job
+
+    live = Job.objects.create(name="testapp.jobs.noop")
+    done = Job.objects.create(name="testapp.jobs.noop", status="succeeded", in_history=True)
+    partitioned = connection.vendor == "postgresql"
+    assert _indexed_table() == (f"{TABLE}_live" if partitioned else TABLE)
+    _migrate("0024_job_logs")
+    try:
+        assert _indexed_table() == TABLE
+        assert "in_history" not in _columns()
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT id, status FROM {TABLE} ORDER BY id")
+            assert list(cursor.fetchall()) == [(live.pk, "pending"), (done.pk, "succeeded")]
+    finally:
+        _migrate(LATEST)
+    assert _indexed_table() == (f"{TABLE}_live" if partitioned else TABLE)
+    later = Job.objects.create(name="testapp.jobs.noop")
+    assert later.pk > done.pk
+    assert set(Job.objects.values_list("pk", flat=True)) == {live.pk, done.pk, later.pk}
     _assert_lean()

@@ -325,6 +325,17 @@ class Settings:
         return ages("RETENTION", RETENTION_STATES)
 
     @cached_property
+    def HISTORY_PARTITION(self) -> dt.timedelta:
+        """PostgreSQL: the span of finished time each history partition holds (``"1d"``, at
+        least a minute); retention drops whole partitions (docs/operations.md#retention)."""
+        span = duration("HISTORY_PARTITION")
+        if span < dt.timedelta(minutes=1) or span % dt.timedelta(minutes=1):
+            raise ImproperlyConfigured(
+                f"LEASEJOBS_HISTORY_PARTITION must be whole minutes, at least one, not {span}."
+            )
+        return span
+
+    @cached_property
     def UNKNOWN_JOB_GRACE(self) -> dt.timedelta:
         """How long a job whose name no worker can run waits for one that can, from its first
         deferral, before it is dead-lettered as ``unregistered job`` (a duration such as

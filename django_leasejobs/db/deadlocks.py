@@ -7,6 +7,12 @@ transaction is rolled back whole, so running it again is safe: every protocol wr
 by its token and does nothing when another write won. MySQL's manual asks applications to be
 ready to do exactly this.
 
+On PostgreSQL a final state moves its row from the live partition to the history's (the job
+table is partitioned, docs/operations.md#history-partitions): a write that waited for that row
+is then refused with SQLSTATE 40001 ("tuple ... moved to another partition due to concurrent
+update") instead of re-checking its guard, its transaction rolled back the same way. Run again,
+the write finds the row finished and changes nothing, as its guard says.
+
 Only a write that owns its transaction is retried: inside a caller's ``atomic()`` block (or with
 autocommit turned off) the rollback took the caller's earlier writes too, so the error is passed
 on for the caller to see.
@@ -30,17 +36,19 @@ logger = logging.getLogger("django_leasejobs")
 ATTEMPTS = 3
 _MYSQL_DEADLOCK = 1213
 _POSTGRESQL_DEADLOCK = "40P01"
+_POSTGRESQL_ROW_MOVED = "40001"  # serialization_failure: only a moved row, at READ COMMITTED
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
 def is_deadlock(exc: BaseException) -> bool:
-    """True when the driver error under ``exc`` says "deadlock, transaction rolled back"."""
+    """True when the driver error under ``exc`` says "deadlock, transaction rolled back", or
+    (PostgreSQL) that the row it waited for moved to another partition."""
     cause = exc.__cause__ or exc
     # psycopg 3 names the SQLSTATE ``sqlstate``, psycopg2 ``pgcode``.
     code = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
-    if code == _POSTGRESQL_DEADLOCK:
+    if code in (_POSTGRESQL_DEADLOCK, _POSTGRESQL_ROW_MOVED):
         return True
     args: tuple[Any, ...] = tuple(getattr(cause, "args", ()))
     return bool(args) and args[0] == _MYSQL_DEADLOCK

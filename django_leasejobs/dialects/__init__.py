@@ -42,6 +42,14 @@ from .base.replication import Replication
 from .counting import CAP as COUNT_CAP
 from .counting import Count, count
 from .counting import Kind as CountKind
+from .history import (
+    drop_partition,
+    history_migration,
+    history_partitions,
+    make_partitions,
+    make_partitions_since,
+    partitioned,
+)
 from .mysql import MySQLDialect
 from .postgresql import PostgreSQLDialect
 from .sql import JOB, placeholders
@@ -68,10 +76,16 @@ __all__ = [
     "Token",
     "after",
     "count",
+    "drop_partition",
     "for_alias",
     "for_connection",
+    "history_migration",
+    "history_partitions",
+    "make_partitions",
+    "make_partitions_since",
     "notifies",
     "oldest_due",
+    "partitioned",
     "placeholders",
     "prepare_session",
     "prunable_limiters",

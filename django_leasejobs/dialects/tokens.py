@@ -54,6 +54,7 @@ SUCCEEDED: dict[str, Any] = {
     "finished_by": FINISHED_BY,
     "lease_expires_at": None,
     "live_dedupe_key": None,
+    "in_history": True,
     "result": RESULT,
 }
 """What a succeeded attempt writes on its row: column to a constant (a text or NULL) or to
@@ -79,6 +80,8 @@ def succeeded_sql(now: str, result: str) -> str:
             sql = given[value]
         elif value is None:
             sql = "NULL"
+        elif value is True:
+            sql = "TRUE"
         elif isinstance(value, str) and (value == "" or value.isidentifier()):
             sql = f"'{value}'"  # a constant of this module's own, never a caller's value
         else:

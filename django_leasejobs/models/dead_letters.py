@@ -16,7 +16,10 @@ from .jobs import Job
 class DeadLetter(models.Model):
     """A job that will not run again by itself, kept for an operator to inspect and replay."""
 
-    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="dead_letter")
+    # No database constraint: on PostgreSQL the job table is partitioned (docs/operations.md).
+    job = models.OneToOneField(
+        Job, on_delete=models.CASCADE, related_name="dead_letter", db_constraint=False
+    )
     name = models.CharField(max_length=200)
     args = models.JSONField(default=list, blank=True)
     kwargs = models.JSONField(default=dict, blank=True)
@@ -29,6 +32,7 @@ class DeadLetter(models.Model):
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
+        db_constraint=False,
         related_name="replay_of",
         help_text="The job a replay created; set once, so replaying twice creates one job.",
     )

@@ -19,7 +19,9 @@ class Effect(models.Model):
     """
 
     key = models.CharField(max_length=255, unique=True)
-    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL)
+    job = models.ForeignKey(
+        Job, null=True, blank=True, on_delete=models.SET_NULL, db_constraint=False
+    )
     created_at = models.DateTimeField(db_default=Now())
 
     class Meta:

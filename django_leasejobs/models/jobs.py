@@ -135,6 +135,15 @@ class Job(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Written TRUE with every final state (succeeded, dead, cancelled) and never after. On
+    # PostgreSQL it is the key of the table's partitions: the row then leaves the live jobs'
+    # partition for the history partitions (docs/operations.md#history-partitions).
+    in_history = models.BooleanField(
+        default=False,
+        db_default=False,
+        editable=False,
+        help_text="The job is final and its row is in the history (PostgreSQL: its partitions).",
+    )
     retried_at = models.DateTimeField(
         null=True,
         blank=True,

@@ -45,6 +45,7 @@ def cancelled_fields() -> dict[str, object]:
         "lease_owner": "",
         "lease_expires_at": None,
         "live_dedupe_key": None,
+        "in_history": True,
     }
 
 

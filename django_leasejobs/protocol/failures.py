@@ -143,6 +143,7 @@ def _bury(failed: _FailedAttempt, reason: str) -> Outcome:
         lease_owner="",
         lease_expires_at=None,
         live_dedupe_key=None,
+        in_history=True,
         last_error=failure.error,
         errors=errors,
     )

@@ -13,6 +13,7 @@ from django.db import IntegrityError, connections, transaction
 from .. import dialects
 from ..core import registry, task_rows
 from ..db.dbtime import DbNow
+from ..db.deadlocks import retry_deadlocks
 from ..errors import InvalidTransitionError, JobValidationError, TaskRefusedError
 from ..models import CLAIMABLE, DeadLetter, Effect, Job, Status
 from .base import job_database, logger
@@ -21,6 +22,7 @@ from .new_rows import row_values
 from .workflow_runs import rearm
 
 
+@retry_deadlocks
 def run_now(job_id: int) -> bool:
     """Make a pending or failed job due at once (its attempt budget is unchanged)."""
     changed = (
@@ -33,6 +35,7 @@ def run_now(job_id: int) -> bool:
     return bool(changed)
 
 
+@retry_deadlocks
 def retry_now(job_id: int) -> bool:
     """Make a failed job due at once instead of after its backoff (budget unchanged).
 

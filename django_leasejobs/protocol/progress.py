@@ -18,6 +18,7 @@ from django.db.models.functions import Cast, JSONObject
 
 from ..core.validation import MAX_PROGRESS_MESSAGE
 from ..db.dbtime import DbNow
+from ..db.deadlocks import retry_deadlocks
 from ..errors import JobArgumentsError, JobValidationError
 from ..models import Job, Status
 from .base import job_database, logger
@@ -68,6 +69,7 @@ def _number_value(number: float | None) -> Cast:
     return Cast(Value(number), IntegerField() if isinstance(number, int) else FloatField())
 
 
+@retry_deadlocks
 def record_progress(job_id: int, attempt: int, update: ProgressUpdate) -> bool:
     """Store ``update`` as the job's progress, only if ``attempt`` still runs it.
 

@@ -55,6 +55,8 @@ class Maintenance:
         """When maintenance next writes the dashboard's per-minute sample (if no worker did)."""
         self.retention = Retention(options.worker_id)
         """Pruning by ``LEASEJOBS_RETENTION`` when this worker holds the retention lease."""
+        self.partitions = upkeep.Partitions(options.worker_id)
+        """History partitions made ahead (PostgreSQL) when this worker holds their lease."""
         self.deferred_names = DeferredNames()
         """Deferred jobs whose module this worker has not imported yet, for the wake-up."""
         self._next = 0.0
@@ -81,6 +83,7 @@ class Maintenance:
                 logger.debug("worker.sampled id=%s minute=%s", self.worker_id, sampled.isoformat())
             self._prune_workers(now)
             self._prune_by_retention()
+            self._make_partitions()
             if self.scheduler:
                 self._run_scheduler()
         except DatabaseError as exc:
@@ -142,9 +145,25 @@ class Maintenance:
         if deleted:
             logger.debug("worker.pruned id=%s jobs=%s", self.worker_id, deleted)
 
-    def give_up_retention_lease(self) -> None:
-        """At the end of the run: give up the retention lease if a walk was under way."""
+    def _make_partitions(self) -> None:
+        """History partitions made ahead (PostgreSQL), when this worker holds their lease. A
+        failure is logged and left to the next try, as retention's: a completion never needs
+        a partition made (the DEFAULT one takes what no range covers)."""
         try:
+            self.partitions.tick()
+        except DatabaseError as exc:
+            logger.warning(
+                "worker.database_error id=%s where=history_partitions error=%s",
+                self.worker_id,
+                headline(exc),
+            )
+            execution.close_old_connections()
+
+    def give_up_retention_lease(self) -> None:
+        """At the end of the run: give up the retention lease if a walk was under way, and
+        the history partitions' lease if held."""
+        try:
+            self.partitions.give_up_lease()
             self.retention.give_up_lease()
         except DatabaseError as exc:  # it expires on its own
             logger.warning(

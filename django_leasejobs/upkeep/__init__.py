@@ -1,7 +1,15 @@
-"""Writes to the tables beside the jobs: pruning (finished workflow runs too), retention,
-the maintenance lease, the live workers' rows, the lease advisor's counters and each
-attempt's logs."""
+"""Writes to the tables beside the jobs: pruning (finished workflow runs too), retention, the
+history partitions (PostgreSQL), the maintenance lease, the live workers' rows, the lease
+advisor's counters and each attempt's logs."""
 
+from .history import (
+    PARTITIONS,
+    Partitions,
+    drop_expired,
+    move_finished,
+    prepare_move,
+    walk_bound,
+)
 from .job_logs import AttemptLogs, store_logs
 from .maintenance import RETENTION, give_up_lease, take_lease
 from .pruning import (
@@ -27,12 +35,14 @@ from .workers import (
 from .workflow_pruning import RUN_STATES, count_prunable_runs, prune_runs
 
 __all__ = [
+    "PARTITIONS",
     "PRUNABLE",
     "PRUNE_AFTER_LEASES",
     "RETENTION",
     "RUN_STATES",
     "AttemptLogs",
     "Beat",
+    "Partitions",
     "RuntimeCounts",
     "beat",
     "count_lost_workers",
@@ -42,8 +52,11 @@ __all__ = [
     "count_prunable_samples",
     "deletable",
     "delete_finished",
+    "drop_expired",
     "forget_worker",
     "give_up_lease",
+    "move_finished",
+    "prepare_move",
     "prune_finished",
     "prune_limiters",
     "prune_runs",
@@ -53,4 +66,5 @@ __all__ = [
     "record_runtimes",
     "store_logs",
     "take_lease",
+    "walk_bound",
 ]

@@ -52,11 +52,14 @@ def next_keys(rows: QuerySet[M], alias: str, after_id: int) -> QuerySet[M]:
     return chosen
 
 
-def _prunable(alias: str, status: str, older_than: dt.timedelta) -> QuerySet[Job]:
+def _prunable(
+    alias: str, status: str, older_than: dt.timedelta, below: dt.datetime | None = None
+) -> QuerySet[Job]:
     if status not in PRUNABLE:
         raise ValueError(f"Only finished jobs are pruned ({', '.join(PRUNABLE)}), not {status!r}.")
     cutoff = ExpressionWrapper(DbNow() - Value(older_than), output_field=DateTimeField())
-    return deletable(Job.objects.using(alias)).filter(status=status, finished_at__lt=cutoff)
+    rows = deletable(Job.objects.using(alias)).filter(status=status, finished_at__lt=cutoff)
+    return rows if below is None else rows.filter(finished_at__lt=below)
 
 
 def count_prunable(status: str, older_than: dt.timedelta) -> int:
@@ -104,7 +107,12 @@ def _delete_jobs(alias: str, ids: list[int], status: str) -> int:
 
 
 def prune_finished(
-    status: str, older_than: dt.timedelta, *, batch: int = 1000, after_id: int = 0
+    status: str,
+    older_than: dt.timedelta,
+    *,
+    batch: int = 1000,
+    after_id: int = 0,
+    below: dt.datetime | None = None,
 ) -> tuple[int, int]:
     """Delete one batch of finished jobs; return (jobs deleted, last id looked at).
 
@@ -119,13 +127,14 @@ def prune_finished(
     takes its dead letter with it. Recorded effects are kept (their ``job`` becomes NULL) because
     their keys must outlive the job to keep a later run from repeating the effect. Schedules are
     never touched: their cursor, not the old jobs, is what keeps an occurrence from being emitted
-    twice, so pruning cannot reopen one.
+    twice, so pruning cannot reopen one. ``below``: only rows that finished before it (the
+    workers' retention on PostgreSQL's partitions, ``upkeep.history.walk_bound``).
     """
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be a positive integer, not {batch!r}.")
     alias = job_database()
     with transaction.atomic(using=alias):
-        chosen = next_keys(_prunable(alias, status, older_than), alias, after_id)
+        chosen = next_keys(_prunable(alias, status, older_than, below), alias, after_id)
         ids = list(chosen.values_list("pk", flat=True)[:batch])
         if not ids:
             return 0, after_id

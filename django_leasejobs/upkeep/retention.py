@@ -6,7 +6,9 @@ finished jobs of each state in key order with :func:`upkeep.prune_finished`, the
 ``prunejobs`` uses: short batches, each its own transaction, SKIP LOCKED where the database has
 it, only final states, schedules' cursors untouched (so an old occurrence is never emitted
 again). Then, the same way, the finished workflow runs whose jobs are gone, by the age of the
-state they map to (:func:`upkeep.prune_runs`): a run's steps hold its jobs' arguments. A tick
+state they map to (:func:`upkeep.prune_runs`): a run's steps hold its jobs' arguments.
+On PostgreSQL a round starts by dropping the history partitions past their age whole
+(:mod:`upkeep.history`), and the walk then prunes only the rows outside every partition. A tick
 does a few batches at most, so the claim loop that runs it is held for a moment only; the
 walk's position stays in memory between ticks, and the holder renews its lease at each tick
 while it walks.
@@ -50,6 +52,7 @@ class Walk:
 
     ages: dict[str, dt.timedelta]
     states: list[str]
+    bounds: dict[str, dt.datetime | None] = field(default_factory=dict)
     after_id: int = 0
     deleted: dict[str, int] = field(default_factory=dict)
 
@@ -112,7 +115,7 @@ class Retention:
         if self._walk is None:
             order = [str(state) for state in upkeep.PRUNABLE if state in ages]
             runs = [RUNS + state for state in order if state in upkeep.RUN_STATES]
-            self._walk = Walk(dict(ages), order + runs)
+            self._walk = Walk(dict(ages), order + runs, self._drop_partitions(ages, order))
         deleted = self._prune(self._walk)
         if not self._walk.states:
             self._log_round(self._walk)
@@ -126,13 +129,20 @@ class Retention:
         deleted = 0
         while walk.states:
             state = walk.states[0]
-            prune = upkeep.prune_finished
-            if state.startswith(RUNS):  # after every job state: the runs whose jobs went
-                prune = upkeep.prune_runs
             jobs_state = state.removeprefix(RUNS)
-            count, last = prune(
-                jobs_state, walk.ages[jobs_state], batch=self.batch, after_id=walk.after_id
-            )
+            age = walk.ages[jobs_state]
+            if state.startswith(RUNS):  # after every job state: the runs whose jobs went
+                count, last = upkeep.prune_runs(
+                    jobs_state, age, batch=self.batch, after_id=walk.after_id
+                )
+            else:
+                count, last = upkeep.prune_finished(
+                    jobs_state,
+                    age,
+                    batch=self.batch,
+                    after_id=walk.after_id,
+                    below=walk.bounds.get(jobs_state),
+                )
             deleted += count
             walk.deleted[state] = walk.deleted.get(state, 0) + count
             if last == walk.after_id:  # nothing past it: this state is done
@@ -143,6 +153,17 @@ class Retention:
             if self._clock() - started >= self.budget:
                 break  # at least one batch per tick, then only while the budget lasts
         return deleted
+
+    def _drop_partitions(
+        self, ages: dict[str, dt.timedelta], states: list[str]
+    ) -> dict[str, dt.datetime | None]:
+        """At a round's start: drop the history partitions past their age (PostgreSQL), and
+        bound each state's walk below the partitions that remain (``upkeep.walk_bound``)."""
+        bounds = {}
+        for state in states:
+            upkeep.drop_expired(state, ages[state])
+            bounds[state] = upkeep.walk_bound(state)
+        return bounds
 
     def _log_round(self, walk: Walk) -> None:
         if any(walk.deleted.values()):

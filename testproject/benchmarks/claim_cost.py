@@ -29,6 +29,11 @@ from .database import Target
 
 FORMS: dict[str, list[str] | None] = {"one_queue": ["default"], "all_queues": None}
 
+BACK_TO_PENDING = "status = 'pending', lease_owner = '', finished_at = NULL"
+"""What makes claimed or finished rows pending again between measurements (and, with
+``HISTORY_BACK``, a finished row leaves PostgreSQL's history partitions)."""
+HISTORY_BACK = ", in_history = FALSE"
+
 
 class _Captured(Exception):
     def __init__(self, sql: str, params: Any) -> None:
@@ -78,7 +83,8 @@ def explain(queues: list[str] | None, batch: int) -> dict[str, Any]:
         {
             f"{n['Node Type']} {n.get('Index Name', '')}".strip()
             for n in nodes
-            if n.get("Relation Name") == database.JOB_TABLE
+            # PostgreSQL names the live partition the claim reads once the table is partitioned.
+            if n.get("Relation Name") in (database.JOB_TABLE, f"{database.JOB_TABLE}_live")
             and "Scan" in n["Node Type"]
             and n.get("Index Name") != "django_leasejobs_job_pkey"
         }
@@ -150,10 +156,7 @@ def _timed_claims(raw: Any, queues: list[str] | None, batch: int, reps: int) -> 
         claimed = protocol.claim("benchmark", queues=queues, batch=batch)
         times.append(time.perf_counter() - start)
         assert len(claimed) == batch, (len(claimed), batch)
-    raw.execute(
-        "UPDATE django_leasejobs_job SET status = 'pending', lease_owner = '' "
-        "WHERE status = 'running'"
-    )
+    raw.execute(f"UPDATE django_leasejobs_job SET {BACK_TO_PENDING} WHERE status = 'running'")
     return times
 
 
@@ -175,11 +178,12 @@ def _limited(raw: Any, backlog: int, batch: int, reps: int) -> dict[str, Any]:
     worker finishing its batch leaves them (``steady``).
     """
     out: dict[str, Any] = {}
+    back = BACK_TO_PENDING + (HISTORY_BACK if database.has_history(raw) else "")
     label = _label(backlog)
     for limit, assignment in LIMITS.items():
         for mode in ("", "steady_"):
             raw.execute(
-                "UPDATE django_leasejobs_job SET status = 'pending', lease_owner = '', "
+                f"UPDATE django_leasejobs_job SET {back}, "
                 "concurrency_key = NULL, concurrency_limit = NULL, rate_key = NULL, "
                 "rate_limit = NULL, rate_period = NULL"
             )
@@ -196,7 +200,7 @@ def _limited(raw: Any, backlog: int, batch: int, reps: int) -> dict[str, Any]:
                     if mode:
                         protocol.complete_many([(job.pk, job.attempt) for job in claimed])
                 raw.execute(
-                    "UPDATE django_leasejobs_job SET status = 'pending', lease_owner = '' "
+                    f"UPDATE django_leasejobs_job SET {back} "
                     "WHERE status IN ('running', 'succeeded')"
                 )
                 raw.execute("UPDATE django_leasejobs_limiter SET started = 0, blocked_until = NULL")

@@ -170,6 +170,18 @@ def seed(
     )
 
 
+HISTORY_COLUMN = """SELECT EXISTS (SELECT 1 FROM information_schema.columns
+    WHERE table_name = 'django_leasejobs_job' AND column_name = 'in_history')"""
+"""Whether the job table has ``in_history`` (a ``--baseline`` from before it has not)."""
+
+
+def has_history(conn: psycopg.Connection[Any]) -> bool:
+    """Whether finished rows are written with ``in_history`` (and so, on PostgreSQL, go to the
+    history partitions): this checkout yes, a baseline from before migration 0025 no."""
+    row = conn.execute(HISTORY_COLUMN).fetchone()
+    return bool(row and row[0])
+
+
 def vacuum_analyze(conn: psycopg.Connection[Any], table: str = JOB_TABLE) -> None:
     conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(table)))
 

@@ -32,13 +32,18 @@ def _lsn(raw: Any) -> int:
 
 
 def _relation_sizes(raw: Any) -> dict[str, int]:
-    """The job table's heap and each of its indexes, in bytes."""
+    """The job table's heap (``heap``: every partition's, on PostgreSQL's partitioned table)
+    and each of its indexes, in bytes: an index of the partitions counted under its root."""
     rows = raw.execute(
         """
-        SELECT c.relname, pg_relation_size(c.oid)
-        FROM pg_class c
-        WHERE c.oid = %s::regclass
-           OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = %s::regclass)
+        SELECT 'heap', sum(pg_relation_size(t.relid))::bigint
+        FROM pg_partition_tree(%s) AS t WHERE t.isleaf
+        UNION ALL
+        SELECT COALESCE(pg_partition_root(x.indexrelid), x.indexrelid)::regclass::text,
+            sum(pg_relation_size(x.indexrelid))::bigint
+        FROM pg_index AS x JOIN pg_partition_tree(%s) AS t ON x.indrelid = t.relid
+        WHERE t.isleaf
+        GROUP BY 1
         """,
         [JOB_TABLE, JOB_TABLE],
     ).fetchall()
@@ -50,9 +55,11 @@ def _dead_rows(raw: Any) -> int:
     time.sleep(1.5)
     raw.execute("SELECT pg_stat_clear_snapshot()")
     row = raw.execute(
-        "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = %s", [JOB_TABLE]
+        "SELECT sum(n_dead_tup) FROM pg_stat_user_tables "
+        "WHERE relid IN (SELECT relid FROM pg_partition_tree(%s) WHERE isleaf)",
+        [JOB_TABLE],
     ).fetchone()
-    return int(row[0]) if row else 0
+    return int(row[0]) if row and row[0] is not None else 0
 
 
 def run(target: Target, *, jobs_count: int, timeout: float) -> dict[str, Any]:
@@ -80,14 +87,14 @@ def run(target: Target, *, jobs_count: int, timeout: float) -> dict[str, Any]:
         started = time.perf_counter()
         raw.execute(sql.SQL("VACUUM {}").format(sql.Identifier(JOB_TABLE)))
         vacuum_s = time.perf_counter() - started
-    heap = sizes.pop(JOB_TABLE)
+    heap = sizes.pop("heap")
     out: dict[str, Any] = {
         "footprint_jobs": total,
         "footprint_drain_per_s": figures["per_s"],
         "footprint_wal_bulk_enqueue_bytes_per_job": (bulk_done - start) / bulk_count,
         "footprint_wal_single_enqueue_bytes_per_job": (enqueued - bulk_done) / SINGLE,
         "footprint_wal_drain_bytes_per_job": (drained - enqueued) / total,
-        "footprint_heap_pending_bytes_per_job": sizes_pending[JOB_TABLE] / total,
+        "footprint_heap_pending_bytes_per_job": sizes_pending["heap"] / total,
         "footprint_heap_bytes_per_job": heap / total,
         "footprint_indexes_bytes_per_job": sum(sizes.values()) / total,
         "footprint_dead_rows_per_job": dead / total,

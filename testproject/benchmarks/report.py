@@ -475,6 +475,15 @@ SUMMARY_ROWS: list[tuple[str, str, str]] = [
         "bulk_claims_during_max_ms",
         "bulk_max_claim_during_vs_alone",
     ),
+    ("partitions: finished jobs in one day's history partition", "partitions_day_rows", ""),
+    ("partitions: retention dropping it (s)", "partitions_drop_s", ""),
+    ("partitions: history partitions dropped", "partitions_dropped", ""),
+    ("partitions: batched delete of the same age (rows/s)", "partitions_batched_rows_per_s", ""),
+    (
+        "partitions: the day deleted in batches at that rate (s)",
+        "partitions_day_batched_s",
+        "partitions_drop_vs_batched",
+    ),
     ("shards: jobs drained, half in each of two queues", "shards_jobs", ""),
     ("shards: one queue database, 2 worker processes (jobs/s)", "shards_one_per_s", ""),
     (

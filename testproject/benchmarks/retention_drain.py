@@ -28,19 +28,25 @@ VARIANTS: dict[str, dict[str, str]] = {
 
 
 def _seed_finished(conn: Any, count: int) -> None:
-    """``count`` succeeded no-op jobs that finished 30 days ago, as a worker leaves them."""
+    """``count`` succeeded no-op jobs that finished 30 days ago, as a worker leaves them (in
+    the history, where the table has one: past its partitions, so pruned row by row)."""
+    history = database.has_history(conn)
     conn.execute(
         sql.SQL(
             """
             INSERT INTO {table} (name, args, kwargs, queue, priority, status, run_at, attempt,
                 released, max_attempts, lease_owner, created_at, started_at, finished_at,
-                last_error, errors, finished_by, task_backend)
+                last_error, errors, finished_by, task_backend{column})
             SELECT %s, '[]', '{{}}', 'default', 0, 'succeeded', t, 1, 0, 5, '', t, t, t,
-                '', '[]', '', ''
+                '', '[]', '', ''{value}
             FROM (SELECT STATEMENT_TIMESTAMP() - INTERVAL '30 days' AS t) AS old,
                 generate_series(1, %s)
             """
-        ).format(table=sql.Identifier(JOB_TABLE)),
+        ).format(
+            table=sql.Identifier(JOB_TABLE),
+            column=sql.SQL(", in_history" if history else ""),
+            value=sql.SQL(", TRUE" if history else ""),
+        ),
         [database.NOOP, count],
     )
 

@@ -8,6 +8,12 @@ parameter, the series number only picks among them. Two shapes:
   ``run_at``, the rest finished (succeeded), and 10,000 dead jobs with their dead letters.
 - ``pending``: the design's "10 million active jobs": every row pending (half due, half in the
   future), plus the same 10,000 dead jobs.
+- ``history``: a million due jobs (fewer in a smaller fill: a fiftieth) beside finished ones
+  over 30 days, and the 10,000 dead: the claim beside a long history.
+- ``due``: every row due, nothing finished: the same claim with no history beside it.
+
+Finished rows are written as a finish writes them (``in_history``), so on PostgreSQL they go
+to the history partitions, made for their 30 days first.
 
 Jobs spread over four queues and eight names, priorities over -2..2; dead letters over twenty
 error fingerprints. The fill records its shape and size in a one-row table, so a later run
@@ -16,6 +22,7 @@ with ``--scale-reuse`` can tell whether the database already holds what it asks 
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +30,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from . import database
 from .database import JOB_TABLE
 
 DEAD_LETTER_TABLE = "django_leasejobs_deadletter"
@@ -31,7 +39,8 @@ CHUNK = 1_000_000
 DEAD = 10_000
 QUEUES = ["default", "emails", "reports", "bulk"]
 NAMES = [f"testapp.jobs.scale_{n}" for n in range(8)]
-SHAPES = ("mix", "pending")
+SHAPES = ("mix", "pending", "history", "due")
+HISTORY_DUE = 1_000_000
 MIN_TOTAL = 20_000
 """The smallest fill whose ``mix`` shape has every kind of row (the dead alone are 10,000)."""
 
@@ -40,7 +49,7 @@ MIN_TOTAL = 20_000
 _INSERT = """
 INSERT INTO {table} (name, args, kwargs, queue, priority, status, run_at, attempt, released,
     max_attempts, lease_owner, created_at, started_at, finished_at, last_error, errors,
-    finished_by, task_backend)
+    finished_by, task_backend{history_column})
 SELECT (%(names)s::text[])[1 + g %% 8], '[]', '{{}}', (%(queues)s::text[])[1 + g %% 4],
     (g %% 5) - 2, %(status)s,
     STATEMENT_TIMESTAMP() + make_interval(secs => %(run_at_offset)s + (g %% %(spread)s)),
@@ -49,7 +58,7 @@ SELECT (%(names)s::text[])[1 + g %% 8], '[]', '{{}}', (%(queues)s::text[])[1 + g
     END,
     CASE WHEN %(finished)s THEN STATEMENT_TIMESTAMP() - make_interval(secs => g %% %(spread)s)
     END,
-    %(last_error)s, '[]', %(finished_by)s, ''
+    %(last_error)s, '[]', %(finished_by)s, ''{history_value}
 FROM generate_series(1, %(count)s) AS g
 """
 
@@ -74,6 +83,15 @@ def _kinds(shape: str, total: int) -> list[tuple[str, int, dict[str, Any]]]:
             ("future", tenth, future),
             ("due", tenth, due),
         ]
+    if shape == "history":
+        due_count = min(HISTORY_DUE, total // 50)
+        return [
+            ("finished", total - due_count - DEAD, finished),
+            ("dead", DEAD, dead),
+            ("due", due_count, due),
+        ]
+    if shape == "due":
+        return [("due", total, due)]
     half = total // 2
     return [("dead", DEAD, dead), ("future", total - half, future), ("due", half, due)]
 
@@ -81,13 +99,29 @@ def _kinds(shape: str, total: int) -> list[tuple[str, int, dict[str, Any]]]:
 def fill(conn: psycopg.Connection[Any], shape: str, total: int, say: Callable[[str], None]) -> None:
     """Insert ``total`` job rows of ``shape`` (into an empty, migrated database), then ANALYZE."""
     conn.execute("SET synchronous_commit = off")  # this session only: a scratch database
+    _history_partitions(conn)
     for label, count, params in _kinds(shape, total):
         _insert(conn, label, count, params, say)
     _dead_letters(conn)
     say("  VACUUM ANALYZE")
-    for name in (JOB_TABLE, DEAD_LETTER_TABLE):
+    for name in (JOB_TABLE, DEAD_LETTER_TABLE):  # a partitioned table: each partition
         conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(name)))
     mark(conn, shape, total)
+
+
+def _history_partitions(conn: psycopg.Connection[Any]) -> None:
+    """The history partitions back 31 days (PostgreSQL, once the job table is partitioned),
+    as ``movejobhistory`` makes them for older rows. A ``--baseline`` from before them has
+    none to make."""
+    try:
+        from django_leasejobs.dialects.postgresql import history
+    except ImportError:
+        return
+    with conn.transaction(), conn.cursor() as cursor:
+        if not history.is_partitioned(cursor):
+            return
+        now = cursor.execute("SELECT STATEMENT_TIMESTAMP()").fetchone()[0]  # type: ignore[index]
+        history.make_since(cursor, now - dt.timedelta(days=31), now, dt.timedelta(days=1))
 
 
 def _insert(
@@ -97,7 +131,12 @@ def _insert(
     params: dict[str, Any],
     say: Callable[[str], None],
 ) -> None:
-    statement = sql.SQL(_INSERT).format(table=sql.Identifier(JOB_TABLE))
+    history = database.has_history(conn)
+    statement = sql.SQL(_INSERT).format(
+        table=sql.Identifier(JOB_TABLE),
+        history_column=sql.SQL(", in_history" if history else ""),
+        history_value=sql.SQL(", %(finished)s" if history else ""),
+    )
     done = 0
     while done < count:
         chunk = min(CHUNK, count - done)

@@ -63,7 +63,7 @@ class TestDeletion:
     def test_a_job_that_left_its_state_keeps_its_logs(self) -> None:
         (pk,) = succeeded(1, days_ago=8)
         logged(pk)
-        Job.objects.filter(pk=pk).update(status=Status.PENDING)
+        Job.objects.filter(pk=pk).update(status=Status.PENDING, in_history=False)
         upkeep.prune_finished(Status.SUCCEEDED, older_than=dt.timedelta(days=7))
         assert JobLog.objects.filter(job_id=pk).exists()
 

@@ -146,10 +146,13 @@ RETURNING j.id, j.cancel_requested_at IS NOT NULL
 # A plain job's success. A batch holding a workflow's job is not written at all ("steps" names
 # those jobs): the protocol completes such a batch with its steps in one transaction, and one
 # statement that wrote the plain jobs in autocommit would have committed them before that.
-# Whether a job is a workflow's never changes, so the test reads the statement's snapshot.
+# Whether a job is a workflow's never changes, so the test reads the statement's snapshot;
+# only running rows can be completed, so it reads the live partition alone (the status is
+# the history's partition key: PostgreSQL leaves the history out when planning).
 _COMPLETE_MANY = f"""
 WITH steps AS (
-    SELECT id FROM {JOB} WHERE id = ANY(%(ids)s::bigint[]) AND workflow_step_id IS NOT NULL
+    SELECT id FROM {JOB}
+    WHERE id = ANY(%(ids)s::bigint[]) AND workflow_step_id IS NOT NULL AND status = 'running'
 ),
 done AS (
     UPDATE {JOB} AS j

@@ -14,6 +14,10 @@ a clean stop deletes its own, and running workers prune rows not seen for ten of
 ``--limiters-older-than`` deletes the limiter rows of rate windows that long past and of idle
 concurrency keys.
 
+On PostgreSQL the history partitions whose every job is past its age are dropped whole first
+(docs/operations.md#history-partitions); the batches then delete the older jobs left (the
+partition at the boundary, rows outside every partition).
+
 With shards (``LEASEJOBS_QUEUE_DATABASES``) every queue database is pruned in turn, each under
 a ``Database ALIAS:`` heading with its own counts; ``--database ALIAS`` prunes that one only
 (``LeaseJobsCommand`` checks it and runs the command there).
@@ -157,6 +161,12 @@ class Command(LeaseJobsCommand):
             self._prune_limiters(limiters, options["dry_run"], batch)
 
     def _prune(self, status: str, age: dt.timedelta, batch: int) -> None:
+        dropped = upkeep.drop_expired(status, age)
+        if dropped:
+            self.stdout.write(
+                f"{status}: dropped {dropped} history partition(s) of jobs finished over "
+                f"{_label(age)} ago"
+            )
         deleted, batches = in_batches(
             lambda after: upkeep.prune_finished(status, age, batch=batch, after_id=after), 0
         )

@@ -112,6 +112,18 @@ class Command(BaseCommand):
             default=1_000_000,
             help="Pending jobs the bulk section cancels while a claimer claims.",
         )
+        add(
+            "--history-rows",
+            type=int,
+            default=5_000_000,
+            help="partitions: finished jobs in the day whose history partition is dropped.",
+        )
+        add(
+            "--batched-rows",
+            type=int,
+            default=200_000,
+            help="partitions: finished jobs of the same age deleted in batches, for the rate.",
+        )
         add("--timeout", type=float, default=900, help="Seconds before a drain is given up.")
         add("--scratch-db", help="Scratch database name (default: <configured name>_bench).")
         add("--keep-db", action="store_true", help="Keep the scratch database afterwards.")
@@ -266,6 +278,8 @@ class Command(BaseCommand):
             "workflow_jobs",
             "chain_steps",
             "bulk_jobs",
+            "history_rows",
+            "batched_rows",
         ):
             if o[name] < 1:
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1, not {o[name]}.")
@@ -306,6 +320,8 @@ class Command(BaseCommand):
             "workflow_jobs": o["workflow_jobs"],
             "chain_steps": o["chain_steps"],
             "bulk_jobs": o["bulk_jobs"],
+            "history_rows": o["history_rows"],
+            "batched_rows": o["batched_rows"],
             "timeout": o["timeout"],
             **parsed,
         }

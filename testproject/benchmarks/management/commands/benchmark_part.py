@@ -19,6 +19,7 @@ from benchmarks import (
     drain,
     enqueue_rate,
     footprint,
+    history_drop,
     latency,
     limits_drain,
     observability_drain,
@@ -46,6 +47,7 @@ SECTIONS = (
     "observability",
     "footprint",
     "shards",
+    "partitions",
 )
 
 
@@ -161,6 +163,8 @@ def run_section(section: str, target: Target, o: dict[str, Any]) -> dict[str, An
         return observability_drain.run(target, jobs_count=n, procs=o["procs"], timeout=timeout)
     if section == "bulk":
         return bulk_cancel.run(target, jobs_count=o["bulk_jobs"])
+    if section == "partitions":
+        return history_drop.run(target, rows=o["history_rows"], batched_rows=o["batched_rows"])
     if section == "shards":
         return shards.run(target, jobs_count=n, single_count=o["single_jobs"], timeout=timeout)
     raise CommandError(f"Unknown section {section!r}.")

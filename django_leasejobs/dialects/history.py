@@ -1,0 +1,109 @@
+"""Where finished jobs are kept apart from live ones: PostgreSQL's history partitions.
+
+The other databases keep one table (retention deletes finished rows in batches); on them each
+function here does nothing. PostgreSQL's layout and its statements are
+``postgresql/history.py``, imported only for a PostgreSQL connection (it needs psycopg).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from django.db import connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..core.conf import settings
+
+if TYPE_CHECKING:
+    from .postgresql.history import Partition
+
+FINAL_STATES = ("succeeded", "dead", "cancelled")
+
+
+def _partitioned(connection: BaseDatabaseWrapper) -> bool:
+    if connection.vendor != "postgresql":
+        return False
+    from .postgresql import history
+
+    with connection.cursor() as cursor:
+        return history.is_partitioned(cursor)
+
+
+def partitioned(alias: str) -> bool:
+    """Whether the job table of ``alias`` keeps its finished jobs in partitions."""
+    return _partitioned(connections[alias])
+
+
+def _now(cursor: object) -> dt.datetime:
+    cursor.execute("SELECT STATEMENT_TIMESTAMP()")  # type: ignore[attr-defined]
+    moment: dt.datetime = cursor.fetchone()[0]  # type: ignore[attr-defined]
+    return moment
+
+
+def history_migration(connection: BaseDatabaseWrapper, step: str) -> None:
+    """Migration 0025's steps on PostgreSQL (``"check"``, then ``"partition"``; reversed,
+    ``"unpartition"``); nothing on another database."""
+    if connection.vendor != "postgresql":
+        return
+    from .postgresql import history
+
+    with connection.cursor() as cursor:
+        if step == "check":
+            history.check_live_rows(cursor)
+        elif step == "unpartition":
+            if history.is_partitioned(cursor):
+                history.unpartition_job_table(cursor)
+        elif not history.is_partitioned(cursor):
+            history.partition_job_table(cursor, _now(cursor), settings.HISTORY_PARTITION)
+
+
+def make_partitions(alias: str) -> list[str]:
+    """Make the history partitions due from now to a little ahead (``LEASEJOBS_HISTORY_PARTITION``
+    wide); return their names. Nothing on a database without them."""
+    if not partitioned(alias):
+        return []
+    from .postgresql import history
+
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        return history.make_ahead(cursor, _now(cursor), settings.HISTORY_PARTITION)
+
+
+def make_partitions_since(alias: str, since: dt.datetime) -> list[str]:
+    """Make the history partitions back to the span that holds ``since``, for older finished
+    rows moved in; return their names. Nothing on a database without them."""
+    if not partitioned(alias):
+        return []
+    from .postgresql import history
+
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        return history.make_since(cursor, since, _now(cursor), settings.HISTORY_PARTITION)
+
+
+def history_partitions(alias: str, state: str) -> list[Partition]:
+    """A final state's range partitions, oldest first (none on a database without them)."""
+    if not partitioned(alias):
+        return []
+    from .postgresql import history
+
+    with connections[alias].cursor() as cursor:
+        return history.partitions(cursor, state)
+
+
+def drop_partition(alias: str, state: str, partition: Partition, kept: Sequence[int]) -> bool:
+    """Drop one history partition, writing ``kept`` rows back (into the state's DEFAULT
+    partition), in one transaction whose lock waits at most a second: False when it could not
+    get it (try again later)."""
+    from .postgresql import history
+
+    connection = connections[alias]
+    try:
+        with transaction.atomic(using=alias), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL lock_timeout = '1s'")
+            history.detach_and_drop(cursor, state, partition, kept)
+    except Exception as exc:
+        if getattr(exc.__cause__ or exc, "sqlstate", None) == "55P03":  # lock_not_available
+            return False
+        raise
+    return True
