@@ -28,7 +28,7 @@ UNIQUE_KEYS_BEFORE_0016 = ("leasejobs_live_dedupe", "leasejobs_one_job_per_occur
 
 
 def _indexed_table() -> str:
-    """The table that holds the job table's indexes: on PostgreSQL after 0025, its live
+    """The table that holds the job table's indexes: on PostgreSQL after 0026, its live
     partition (the partitioned table itself has none)."""
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
@@ -353,7 +353,7 @@ def test_0020_adds_the_version_column_every_row_reads_as_version_1() -> None:
     _assert_lean()
 
 
-def test_0025_partitions_the_job_table_and_goes_back_keeping_rows_and_ids() -> None:
+def test_0025_and_0026_partition_the_job_table_and_go_back_keeping_rows_and_ids() -> None:
     from django_leasejobs.models import Job
 
     live = Job.objects.create(name="testapp.jobs.noop")
@@ -373,4 +373,22 @@ def test_0025_partitions_the_job_table_and_goes_back_keeping_rows_and_ids() -> N
     later = Job.objects.create(name="testapp.jobs.noop")
     assert later.pk > done.pk
     assert set(Job.objects.values_list("pk", flat=True)) == {live.pk, done.pk, later.pk}
+    _assert_lean()
+
+
+def test_0026_stopped_after_its_first_step_runs_again() -> None:
+    """The partitioning's steps each do nothing when done, and its first step's CHECK is
+    made again: a migrate stopped between them (a server restart, say) is run again."""
+    from django_leasejobs import dialects
+
+    _migrate("0025_job_in_history")
+    try:
+        dialects.history_migration(connection, "check")  # the first step, then a stop
+    finally:
+        _migrate(LATEST)
+    partitioned = connection.vendor == "postgresql"
+    assert _indexed_table() == (f"{TABLE}_live" if partitioned else TABLE)
+    for step in ("check", "partition"):  # both already done: nothing happens
+        dialects.history_migration(connection, step)
+    assert _indexed_table() == (f"{TABLE}_live" if partitioned else TABLE)
     _assert_lean()

@@ -43,15 +43,16 @@ def _now(cursor: object) -> dt.datetime:
 
 
 def history_migration(connection: BaseDatabaseWrapper, step: str) -> None:
-    """Migration 0025's steps on PostgreSQL (``"check"``, then ``"partition"``; reversed,
-    ``"unpartition"``); nothing on another database."""
+    """Migration 0026's steps on PostgreSQL (``"check"``, then ``"partition"``; reversed,
+    ``"unpartition"``), each doing nothing when already done; nothing on another database."""
     if connection.vendor != "postgresql":
         return
     from .postgresql import history
 
     with connection.cursor() as cursor:
         if step == "check":
-            history.check_live_rows(cursor)
+            if not history.is_partitioned(cursor):
+                history.check_live_rows(cursor)
         elif step == "unpartition":
             if history.is_partitioned(cursor):
                 history.unpartition_job_table(cursor)

@@ -207,7 +207,7 @@ def test_a_partition_span_that_is_not_whole_minutes_is_refused(value: object) ->
 def test_movejobhistory_moves_rows_finished_before_the_partitions_in_batches() -> None:
     before = [jobs.noop.enqueue() for _ in range(5)]
     ids = [job.pk for job in before]
-    # Rows as the table held them before 0025: finished, still in the live partition.
+    # Rows as the table held them before 0026: finished, still in the live partition.
     Job.objects.filter(pk__in=ids).update(status=Status.SUCCEEDED, finished_at=shifted(-30 * 86400))
     assert {place(pk) for pk in ids} == {"django_leasejobs_job_live"}
     out = StringIO()

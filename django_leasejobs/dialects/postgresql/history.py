@@ -68,7 +68,7 @@ def state_table(state: str) -> str:
 
 
 def is_partitioned(cursor: Any) -> bool:
-    """Whether the job table is partitioned (the 0025 migration ran on PostgreSQL)."""
+    """Whether the job table is partitioned (migration 0026 ran on PostgreSQL)."""
     cursor.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", [JOB])
     row = cursor.fetchone()
     return bool(row) and row[0] == "p"
@@ -82,6 +82,12 @@ def check_live_rows(cursor: Any) -> None:
     """Migration, first step: prove every row of the job table is a live partition's row (a
     CHECK added NOT VALID, then validated: a scan that takes no lock writers wait for), so the
     attach that follows needs no scan under its lock."""
+    _run(
+        cursor,
+        sql.SQL("ALTER TABLE {} DROP CONSTRAINT IF EXISTS {}").format(
+            sql.Identifier(JOB), sql.Identifier(f"{JOB}_is_live")
+        ),
+    )  # left by a migration stopped after this step: made again
     _run(
         cursor,
         sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} CHECK (NOT in_history) NOT VALID").format(
@@ -181,7 +187,7 @@ def partition_job_table(cursor: Any, now: dt.datetime, span: dt.timedelta) -> No
 
 
 def unpartition_job_table(cursor: Any) -> None:
-    """Migration 0025 reversed (one transaction): the history's rows go back into the live
+    """Migration 0026 reversed (one transaction): the history's rows go back into the live
     partition, which becomes the job table again, its id sequence going on where it was."""
     table, live = sql.Identifier(JOB), sql.Identifier(LIVE)
     _run(cursor, sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))

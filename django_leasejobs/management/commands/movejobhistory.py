@@ -1,7 +1,7 @@
 """``manage.py movejobhistory``: move finished jobs written before the job table was
 partitioned (PostgreSQL) into the history partitions, in small batches, while workers run.
 
-After migration 0025 new finishes go to the history partitions at once; rows that finished
+After migration 0026 new finishes go to the history partitions at once; rows that finished
 before stay in the live partition, where claims read past their index entries and retention
 deletes them row by row. This moves them: first the partitions back to the oldest one's finish
 time are made, then batches of ``--batch`` rows in key order, each its own transaction with
