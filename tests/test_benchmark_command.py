@@ -29,6 +29,7 @@ from django.db import connection
         (["--retention-rows", "0"], "--retention-rows must be at least 1"),
         (["--history-rows", "0"], "--history-rows must be at least 1"),
         (["--batched-rows", "-1"], "--batched-rows must be at least 1"),
+        (["--move-rows", "0"], "--move-rows must be at least 1"),
     ],
 )
 def test_bad_options_are_refused_with_a_clear_message(args: list[str], message: str) -> None:
@@ -376,7 +377,8 @@ def test_partitions_smoke_run_drops_the_day_and_deletes_the_rest_in_batches(
     """A tiny partitions run: the day's partition holds its rows and goes whole, the other
     rows of the same age go in batches, and both figures are written."""
     out = tmp_path / "partitions.json"
-    args = ["--history-rows=300", "--batched-rows=50", "--runs=1", "--only=partitions"]
+    args = ["--history-rows=300", "--batched-rows=50", "--move-rows=500", "--jobs=40"]
+    args += ["--runs=1", "--only=partitions"]
     if connection.vendor != "postgresql":
         with pytest.raises(CommandError, match="PostgreSQL only"):
             call_command("benchmark", *args, f"--json={out}")
@@ -388,3 +390,5 @@ def test_partitions_smoke_run_drops_the_day_and_deletes_the_rest_in_batches(
     assert median["partitions_batched_rows"] == 50
     assert median["partitions_drop_s"] > 0
     assert median["partitions_batched_rows_per_s"] > 0
+    assert median["partitions_moved"] == 500
+    assert median["partitions_drain_moving_vs_alone"] > 0

@@ -47,6 +47,8 @@
   stopped): the app's commands refuse to start until ``migrate`` has run
 - ``leasejobs.W099``, ``E099``: jobs a worker could not find
   (:mod:`django_leasejobs.checks.jobs`)
+- ``leasejobs.W015``: ``LEASEJOBS_HISTORY_PARTITION`` longer than the shortest retention
+  age: on PostgreSQL those jobs are kept up to the two together
 - ``leasejobs.W014``: a job registered at start from a module outside the installed apps'
   packages and ``LEASEJOBS_TASK_MODULES``, which a worker has only if its own start imports it
   too (:mod:`django_leasejobs.checks.jobs`)
@@ -54,7 +56,7 @@
 The database checks (E007, W001, E017) carry Django's ``database`` tag: they run with
 ``manage.py check --database default`` and before ``migrate``, never on a plain ``check``.
 
-One module per topic: ``settings`` (E001, E002, W002, W003, E008, E009, E011, W007),
+One module per topic: ``settings`` (E001, E002, W002, W003, E008, E009, E011, W007, W015),
 ``schedules`` (E003 to E005, W012, and the check that runs E006, E010, E012 and E013 with
 them), ``jobs`` (E006, E010, E014, W011, W014, W099, E099), ``queues`` (E012, E013, W013),
 ``leases`` (W005, W006), ``databases`` (E007, W001) and ``routing`` (E015 to E018).

@@ -3,7 +3,7 @@
 Every value is read through :mod:`django_leasejobs.core.conf`, so a bad one is reported with
 the message a read would raise (``leasejobs.E001``); the rest are settings that are each valid
 alone but wrong together, or wrong for the deployment: E002, W002, W003, E008, E009, E011,
-W007 (described in :mod:`django_leasejobs.checks`).
+W007, W015 (described in :mod:`django_leasejobs.checks`).
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
             )
         )
     messages += _time_zone(django_settings.USE_TZ, django_settings.TIME_ZONE)
+    messages += _partition_span(values.get("HISTORY_PARTITION"), values.get("RETENTION"))
     if values.get("EAGER") and not django_settings.DEBUG:
         # A test setting: in production every enqueue would run its job inside the web
         # request that made it, with no worker, lease, retry or timeout.
@@ -131,3 +132,24 @@ def _heartbeat(lease: float | None, heartbeat: float | None) -> Messages:
             )
         ]
     return []
+
+
+def _partition_span(span: Any, ages: dict[str, Any] | None) -> Messages:
+    """On PostgreSQL retention drops whole history partitions: a job is kept for its age plus
+    up to one partition's span, so a span longer than an age keeps jobs more than twice as long
+    as asked (the span applies on other databases too, where it changes nothing)."""
+    if span is None or not ages:
+        return []
+    state, age = min(ages.items(), key=lambda item: item[1])
+    if span <= age:
+        return []
+    return [
+        checks.Warning(
+            f"{PREFIX}HISTORY_PARTITION ({span}) is longer than the shortest retention age "
+            f"({state}: {age}): on PostgreSQL retention drops whole partitions, so those jobs "
+            f"are kept up to {span + age}.",
+            hint=f"Set {PREFIX}HISTORY_PARTITION to at most {age} (a fraction of it keeps "
+            "retention closer to the age).",
+            id="leasejobs.W015",
+        )
+    ]

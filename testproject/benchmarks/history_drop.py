@@ -8,6 +8,11 @@ retention deletes row by row). Then, in this process and one after the other, wh
 does with an age of two days: ``upkeep.drop_expired`` (the partition, whatever its size) and
 the batched walk over the other rows (``upkeep.prune_finished``, batches of 1,000, the
 ``prunejobs`` default). The batched rate gives what the same day would cost row by row.
+
+Then the move of an existing install's finished rows: ``--move-rows`` finished jobs written
+as before the partitions (in the live partition) beside ``--jobs`` due ones, drained by two
+``runjobworker --burst`` with no flags, alone and while ``movejobhistory`` moves the old rows
+(started with the workers), the two drains timed from the new jobs' rows.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from typing import Any
 
 from psycopg import sql
 
-from . import database
+from . import database, drain
 from .database import JOB_TABLE, NOOP, Target
+from .processes import Group
 
 AGE = dt.timedelta(days=2)
 BATCH = 1000
@@ -66,7 +72,15 @@ def _partition_rows(target: Target, day: dt.datetime) -> int:
     return int(row[0]) if row else 0
 
 
-def run(target: Target, *, rows: int, batched_rows: int) -> dict[str, Any]:
+def run(
+    target: Target,
+    *,
+    rows: int,
+    batched_rows: int,
+    move_rows: int,
+    jobs_count: int,
+    timeout: float,
+) -> dict[str, Any]:
     from django_leasejobs import upkeep
 
     day = _fill(target, rows, batched_rows)
@@ -85,7 +99,8 @@ def run(target: Target, *, rows: int, batched_rows: int) -> dict[str, Any]:
     batched_s = time.perf_counter() - start
     rate = deleted / batched_s if batched_s else 0.0
     day_batched_s = in_partition / rate if rate else 0.0
-    return {
+    moving = move_during_drain(target, move_rows=move_rows, jobs_count=jobs_count, timeout=timeout)
+    return moving | {
         "partitions_day_rows": in_partition,
         "partitions_dropped": dropped,
         "partitions_drop_s": drop_s,
@@ -95,3 +110,69 @@ def run(target: Target, *, rows: int, batched_rows: int) -> dict[str, Any]:
         "partitions_day_batched_s": day_batched_s,
         "partitions_drop_vs_batched": day_batched_s / drop_s if drop_s else 0.0,
     }
+
+
+def _prepare_move(target: Target, move_rows: int, jobs_count: int) -> None:
+    with target.connect() as conn:
+        database.reset(conn)
+        conn.execute(
+            sql.SQL(_FINISHED).format(table=sql.Identifier(JOB_TABLE)),
+            {"name": NOOP, "day": _days_ago(conn, 3), "count": move_rows, "in_history": False},
+        )
+        database.seed(conn, jobs_count)
+        database.vacuum_analyze(conn)
+
+
+def _days_ago(conn: Any, days: int) -> dt.datetime:
+    row = conn.execute("SELECT STATEMENT_TIMESTAMP() - make_interval(days => %s)", [days])
+    return row.fetchone()[0]
+
+
+def _new_jobs_span(target: Target, after_id: int) -> tuple[int, float]:
+    with target.connect() as conn:
+        row = conn.execute(
+            sql.SQL(
+                "SELECT count(*), EXTRACT(EPOCH FROM max(finished_at) - min(started_at)) "
+                "FROM {} WHERE id > %s AND status = 'succeeded'"
+            ).format(sql.Identifier(JOB_TABLE)),
+            [after_id],
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), float(row[1] or 0.0)
+
+
+def move_during_drain(
+    target: Target, *, move_rows: int, jobs_count: int, timeout: float
+) -> dict[str, Any]:
+    """The drain alone and while ``movejobhistory`` moves ``move_rows`` old finished rows."""
+    import subprocess
+
+    argv = drain.worker_argv("--burst", batch=None, threads=None)
+    env = database.environment(target)
+    out: dict[str, Any] = {"partitions_move_rows": move_rows, "partitions_move_jobs": jobs_count}
+    for variant in ("alone", "moving"):
+        _prepare_move(target, move_rows, jobs_count)
+        mover = None
+        started = time.perf_counter()
+        if variant == "moving":
+            move_argv = database.manage("movejobhistory", "--batch", str(BATCH))
+            mover = subprocess.Popen(move_argv, env=env, stdout=subprocess.PIPE, text=True)
+        Group.start([argv] * 2, env).wait(timeout)
+        done, span = _new_jobs_span(target, move_rows)
+        if done != jobs_count:
+            raise RuntimeError(f"{done} of {jobs_count} jobs succeeded ({variant})")
+        out[f"partitions_drain_{variant}_per_s"] = done / span if span else 0.0
+        if mover is not None:
+            output, _ = mover.communicate(timeout=timeout)
+            if mover.returncode:
+                raise RuntimeError(f"movejobhistory failed (exit {mover.returncode})")
+            moved = int(output.split("Moved ")[1].split()[0])
+            seconds = time.perf_counter() - started
+            out["partitions_moved"] = moved
+            out["partitions_move_s"] = seconds
+            out["partitions_move_rows_per_s"] = moved / seconds if seconds else 0.0
+    alone = out["partitions_drain_alone_per_s"]
+    out["partitions_drain_moving_vs_alone"] = (
+        out["partitions_drain_moving_per_s"] / alone if alone else 0.0
+    )
+    return out

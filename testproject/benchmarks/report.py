@@ -484,6 +484,14 @@ SUMMARY_ROWS: list[tuple[str, str, str]] = [
         "partitions_day_batched_s",
         "partitions_drop_vs_batched",
     ),
+    ("partitions: old finished jobs movejobhistory moves", "partitions_moved", ""),
+    ("partitions: its rate during a drain (rows/s)", "partitions_move_rows_per_s", ""),
+    ("partitions: drain, 2 processes, no flags (jobs/s)", "partitions_drain_alone_per_s", ""),
+    (
+        "partitions: the same while movejobhistory moves",
+        "partitions_drain_moving_per_s",
+        "partitions_drain_moving_vs_alone",
+    ),
     ("shards: jobs drained, half in each of two queues", "shards_jobs", ""),
     ("shards: one queue database, 2 worker processes (jobs/s)", "shards_one_per_s", ""),
     (

@@ -165,6 +165,32 @@ def test_w007_eager_mode_outside_debug(eager: bool, debug: bool, warned: bool) -
         assert "DEBUG" in message.msg
 
 
+@pytest.mark.parametrize(
+    ("span", "retention", "kept"),
+    [
+        ("1d", {"succeeded": "1h", "dead": "30d"}, "1 day, 1:00:00"),
+        ("1d", {"succeeded": "7d"}, None),
+        ("1h", {"succeeded": "1h"}, None),
+        ("1d", {}, None),
+    ],
+)
+def test_w015_a_partition_span_longer_than_a_retention_age(
+    span: str, retention: dict[str, str], kept: str | None
+) -> None:
+    """Retention drops whole history partitions: a span longer than an age keeps those jobs
+    for the two together, more than twice what was asked."""
+    with override_settings(LEASEJOBS_HISTORY_PARTITION=span, LEASEJOBS_RETENTION=retention):
+        messages = [m for m in setting_checks.check_settings() if m.id == "leasejobs.W015"]
+    if kept is None:
+        assert messages == []
+        return
+    (message,) = messages
+    assert isinstance(message, django_checks.Warning)
+    assert "LEASEJOBS_HISTORY_PARTITION (1 day, 0:00:00)" in message.msg
+    assert "succeeded: 1:00:00" in message.msg
+    assert f"kept up to {kept}" in message.msg
+
+
 @override_settings(LEASEJOBS_METRICS=True)
 def test_e008_metrics_on_without_prometheus_client(monkeypatch: pytest.MonkeyPatch) -> None:
     assert setting_checks.check_settings() == []

@@ -124,6 +124,12 @@ class Command(BaseCommand):
             default=200_000,
             help="partitions: finished jobs of the same age deleted in batches, for the rate.",
         )
+        add(
+            "--move-rows",
+            type=int,
+            default=500_000,
+            help="partitions: old finished jobs movejobhistory moves during a drain.",
+        )
         add("--timeout", type=float, default=900, help="Seconds before a drain is given up.")
         add("--scratch-db", help="Scratch database name (default: <configured name>_bench).")
         add("--keep-db", action="store_true", help="Keep the scratch database afterwards.")
@@ -280,6 +286,7 @@ class Command(BaseCommand):
             "bulk_jobs",
             "history_rows",
             "batched_rows",
+            "move_rows",
         ):
             if o[name] < 1:
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1, not {o[name]}.")
@@ -322,6 +329,7 @@ class Command(BaseCommand):
             "bulk_jobs": o["bulk_jobs"],
             "history_rows": o["history_rows"],
             "batched_rows": o["batched_rows"],
+            "move_rows": o["move_rows"],
             "timeout": o["timeout"],
             **parsed,
         }

@@ -164,7 +164,14 @@ def run_section(section: str, target: Target, o: dict[str, Any]) -> dict[str, An
     if section == "bulk":
         return bulk_cancel.run(target, jobs_count=o["bulk_jobs"])
     if section == "partitions":
-        return history_drop.run(target, rows=o["history_rows"], batched_rows=o["batched_rows"])
+        return history_drop.run(
+            target,
+            rows=o["history_rows"],
+            batched_rows=o["batched_rows"],
+            move_rows=o["move_rows"],
+            jobs_count=n,
+            timeout=timeout,
+        )
     if section == "shards":
         return shards.run(target, jobs_count=n, single_count=o["single_jobs"], timeout=timeout)
     raise CommandError(f"Unknown section {section!r}.")
