@@ -21,6 +21,7 @@ from ..models import CLAIMABLE, Job, Status
 from .base import job_database, logger
 
 
+@retry_deadlocks
 def claim(
     worker_id: str,
     *,
@@ -33,7 +34,9 @@ def claim(
     Order: priority (high first), then ``run_at``, then id. ``queues=None`` means every queue.
     Jobs with concurrency or rate limits start only within them
     (``dialects/base/limited.py``); those over a limit stay waiting, unchanged, and the jobs
-    behind them are claimed.
+    behind them are claimed. On PostgreSQL a row this claim read as waiting may be claimed,
+    finished and moved to the history by another worker before it is locked: the claim is
+    refused (SQLSTATE 40001) and run again at once, like a deadlock's victim.
     """
     if batch < 1 or (queues is not None and not queues):
         return []
@@ -70,6 +73,7 @@ def anything_due(queues: Sequence[str] | None = None) -> bool:
     return any(at is not None for at in wanted.values())
 
 
+@retry_deadlocks
 def claim_job(
     job_id: int, worker_id: str, *, lease_seconds: float = 60.0, due_only: bool = False
 ) -> Job | None:

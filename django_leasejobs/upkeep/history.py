@@ -26,6 +26,7 @@ from django.db.models import Min, Q
 
 from .. import dialects
 from ..db.dbtime import db_now
+from ..db.deadlocks import retry_deadlocks
 from ..models import DeadLetter, Effect, Job, JobLog, RunStatus, WorkflowStep
 from ..models.databases import job_database
 from .maintenance import give_up_lease, take_lease
@@ -142,6 +143,7 @@ def prepare_move() -> int:
     return len(dialects.make_partitions_since(alias, since)) if since else 0
 
 
+@retry_deadlocks
 def move_finished(*, batch: int = 1000, after_id: int = 0) -> tuple[int, int]:
     """Move one batch of finished rows from the live partition to the history's; return
     (rows moved, last id looked at). Call again with ``after_id`` until it comes back unchanged.

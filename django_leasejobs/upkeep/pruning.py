@@ -15,6 +15,7 @@ from django.db.models.fields import DateTimeField
 from .. import dialects
 from ..core import registry
 from ..db.dbtime import DbNow
+from ..db.deadlocks import retry_deadlocks
 from ..dialects import JOB, placeholders
 from ..models import DeadLetter, Effect, Job, JobLog, QueueSample, RunStatus, Status, WorkflowStep
 from ..protocol.base import job_database, logger
@@ -106,6 +107,7 @@ def _delete_jobs(alias: str, ids: list[int], status: str) -> int:
         return cursor.rowcount
 
 
+@retry_deadlocks
 def prune_finished(
     status: str,
     older_than: dt.timedelta,
