@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 from django.db import transaction
-from django.db.models import Min, Q
+from django.db.models import Exists, Max, Min, OuterRef, Q
 
 from .. import dialects
 from ..db.dbtime import db_now
@@ -76,18 +76,37 @@ class Partitions:
 
 
 def _kept(rows: Q, alias: str) -> list[int]:
-    """The ids among ``rows`` that pruning keeps (``upkeep.deletable`` says why)."""
-    replays = DeadLetter.objects.using(alias).filter(replayed_job__isnull=False)
+    """The ids among ``rows`` that pruning keeps (``upkeep.deletable`` says why). Each look-up
+    starts from the few rows that keep a job (dead letters replayed, steps of running runs),
+    never from the partition's millions."""
+    ids = Job.objects.using(alias).filter(rows).values_list("pk", flat=True)
+    replayed = DeadLetter.objects.using(alias).filter(replayed_job__isnull=False)
     running = WorkflowStep.objects.using(alias).filter(run__status=RunStatus.RUNNING)
-    return list(
-        Job.objects.using(alias)
-        .filter(rows)
-        .filter(
-            Q(pk__in=replays.values("replayed_job_id"))
-            | Q(workflow_step_id__in=running.values("pk"))
+    kept = set(ids.filter(pk__in=list(replayed.values_list("replayed_job_id", flat=True))))
+    kept |= set(ids.filter(workflow_step_id__in=running.values("pk")))
+    return sorted(kept)
+
+
+def _forget_related(rows: Q, alias: str, kept: list[int]) -> None:
+    """What hangs off the partition's jobs goes as pruning does it: dead letters and logs
+    deleted, effects kept without their job. Read from those tables, within the partition's
+    id range (a day's ids are a narrow range of them), so a partition of millions with
+    nothing hanging off it costs two index look-ups."""
+    bounds = Job.objects.using(alias).filter(rows).aggregate(low=Min("pk"), high=Max("pk"))
+    if bounds["low"] is None:
+        return
+    in_partition = Job.objects.using(alias).filter(rows, pk=OuterRef("job_id"))
+    for model in (Effect, DeadLetter, JobLog):
+        related = (
+            model.objects.using(alias)
+            .filter(job_id__gte=bounds["low"], job_id__lte=bounds["high"])
+            .filter(Exists(in_partition))
+            .exclude(job_id__in=kept)
         )
-        .values_list("pk", flat=True)
-    )
+        if model is Effect:
+            related.update(job=None)
+        else:
+            related.delete()
 
 
 def drop_expired(state: str, older_than: dt.timedelta) -> int:
@@ -105,10 +124,7 @@ def drop_expired(state: str, older_than: dt.timedelta) -> int:
             break
         rows = Q(status=state, finished_at__gte=partition.lower, finished_at__lt=partition.upper)
         kept = _kept(rows, alias)
-        gone = Job.objects.using(alias).filter(rows).exclude(pk__in=kept).values("pk")
-        Effect.objects.using(alias).filter(job_id__in=gone).update(job=None)
-        DeadLetter.objects.using(alias).filter(job_id__in=gone).delete()
-        JobLog.objects.using(alias).filter(job_id__in=gone).delete()
+        _forget_related(rows, alias, kept)
         if not dialects.drop_partition(alias, state, partition, kept):
             logger.warning("history.drop_waiting partition=%s", partition.name)
             break

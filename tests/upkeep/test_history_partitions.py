@@ -18,7 +18,7 @@ from testapp import jobs
 
 from django_leasejobs import dialects, protocol, upkeep
 from django_leasejobs.core.conf import settings
-from django_leasejobs.models import DeadLetter, Job, JobLog, Status
+from django_leasejobs.models import DeadLetter, Effect, Job, JobLog, Status
 from django_leasejobs.protocol import Failure, Outcome
 
 from ..conftest import shifted
@@ -153,6 +153,7 @@ def test_retention_drops_old_partitions_whole_and_keeps_what_pruning_keeps() -> 
     )
     DeadLetter.objects.filter(pk=letter.pk).update(replayed_job_id=old[0])
     JobLog.objects.create(job_id=old[1], attempt=1, records=[])
+    effect = Effect.objects.create(key="receipt-1", job_id=old[2])
     partitions = dialects.history_partitions("default", "succeeded")
     before = len(partitions)
     assert {place(pk) for pk in old} <= {partition.name for partition in partitions}
@@ -167,6 +168,7 @@ def test_retention_drops_old_partitions_whole_and_keeps_what_pruning_keeps() -> 
     }
     assert place(old[0]) == "django_leasejobs_job_succeeded_default"
     assert not JobLog.objects.filter(job_id=old[1]).exists()
+    assert Effect.objects.get(pk=effect.pk).job_id is None  # the key outlives its job
     # The walk that follows deletes nothing inside a partition that remains.
     bound = upkeep.walk_bound("succeeded")
     assert bound is not None
