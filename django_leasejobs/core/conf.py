@@ -325,9 +325,12 @@ class Settings:
         return ages("RETENTION", RETENTION_STATES)
 
     @cached_property
-    def HISTORY_PARTITION(self) -> dt.timedelta:
-        """PostgreSQL: the span of finished time each history partition holds (``"1d"``, at
-        least a minute); retention drops whole partitions (docs/operations.md#retention)."""
+    def HISTORY_PARTITION(self) -> dt.timedelta | None:
+        """PostgreSQL: the span of finish time each history partition holds (whole minutes, at
+        least one); by default (``None``) a quarter of its state's retention age. A state with
+        no age keeps its history in one partition (docs/operations.md#history-partitions)."""
+        if raw("HISTORY_PARTITION") is None:
+            return None
         span = duration("HISTORY_PARTITION")
         if span < dt.timedelta(minutes=1) or span % dt.timedelta(minutes=1):
             raise ImproperlyConfigured(

@@ -55,7 +55,7 @@ DEFAULTS: dict[str, Any] = {
     "API_MAX_ATTEMPTS": 100,
     "RETENTION": {},
     "UNKNOWN_JOB_GRACE": "24h",
-    "HISTORY_PARTITION": "1d",
+    "HISTORY_PARTITION": None,
     "OTEL_SPAN_RELATIONSHIP": "link",
     "JOB_LOGS": {"level": "INFO"},
     "DATABASE": None,

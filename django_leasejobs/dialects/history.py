@@ -20,6 +20,21 @@ if TYPE_CHECKING:
     from .postgresql.history import Partition
 
 FINAL_STATES = ("succeeded", "dead", "cancelled")
+MINUTE = dt.timedelta(minutes=1)
+
+
+def history_spans() -> dict[str, dt.timedelta]:
+    """Each final state's partition span: ``LEASEJOBS_HISTORY_PARTITION``, else a quarter of
+    its retention age in whole minutes (one at least), so a state keeps about six partitions
+    whatever its age. A state retention keeps for ever has none: nothing would be dropped,
+    and each partition costs every look-up that cannot tell which one holds its row (by id,
+    say) a few tenths of a millisecond of planning (docs/benchmarks.md)."""
+    chosen = settings.HISTORY_PARTITION
+    return {
+        state: chosen or max(MINUTE, (age / 4) // MINUTE * MINUTE)
+        for state, age in settings.RETENTION.items()
+        if state in FINAL_STATES
+    }
 
 
 def _partitioned(connection: BaseDatabaseWrapper) -> bool:
@@ -57,18 +72,18 @@ def history_migration(connection: BaseDatabaseWrapper, step: str) -> None:
             if history.is_partitioned(cursor):
                 history.unpartition_job_table(cursor)
         elif not history.is_partitioned(cursor):
-            history.partition_job_table(cursor, _now(cursor), settings.HISTORY_PARTITION)
+            history.partition_job_table(cursor, _now(cursor), history_spans())
 
 
 def make_partitions(alias: str) -> list[str]:
-    """Make the history partitions due from now to a little ahead (``LEASEJOBS_HISTORY_PARTITION``
-    wide); return their names. Nothing on a database without them."""
+    """Make the history partitions due from now to a little ahead (each state's span:
+    ``history_spans``); return their names. Nothing on a database without them."""
     if not partitioned(alias):
         return []
     from .postgresql import history
 
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        return history.make_ahead(cursor, _now(cursor), settings.HISTORY_PARTITION)
+        return history.make_ahead(cursor, _now(cursor), history_spans())
 
 
 def make_partitions_since(alias: str, since: dt.datetime) -> list[str]:
@@ -79,7 +94,7 @@ def make_partitions_since(alias: str, since: dt.datetime) -> list[str]:
     from .postgresql import history
 
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        return history.make_since(cursor, since, _now(cursor), settings.HISTORY_PARTITION)
+        return history.make_since(cursor, since, _now(cursor), history_spans())
 
 
 def history_partitions(alias: str, state: str) -> list[Partition]:

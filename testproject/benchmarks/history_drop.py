@@ -51,7 +51,7 @@ def _fill(target: Target, rows: int, batched_rows: int) -> dt.datetime:
         with conn.transaction(), conn.cursor() as cursor:
             now = cursor.execute("SELECT STATEMENT_TIMESTAMP()").fetchone()[0]  # type: ignore[index]
             day = history.floor(now, dt.timedelta(days=1)) - dt.timedelta(days=3)
-            history.make_since(cursor, day, now, dt.timedelta(days=1))
+            history.make_since(cursor, day, now, {"succeeded": dt.timedelta(days=1)})
         statement = sql.SQL(_FINISHED).format(table=sql.Identifier(JOB_TABLE))
         for count, in_history in ((rows, True), (batched_rows, False)):
             conn.execute(

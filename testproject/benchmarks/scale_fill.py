@@ -109,10 +109,14 @@ def fill(conn: psycopg.Connection[Any], shape: str, total: int, say: Callable[[s
     mark(conn, shape, total)
 
 
+SPANS = {state: dt.timedelta(days=7.5) for state in ("succeeded", "dead", "cancelled")}
+"""The partitions of a project keeping 30 days of history (a quarter of the age each)."""
+
+
 def _history_partitions(conn: psycopg.Connection[Any]) -> None:
     """The history partitions back 31 days (PostgreSQL, once the job table is partitioned),
-    as ``movejobhistory`` makes them for older rows. A ``--baseline`` from before them has
-    none to make."""
+    as ``movejobhistory`` makes them for older rows, as wide as 30 days' retention makes them.
+    A ``--baseline`` from before them has none to make."""
     try:
         from django_leasejobs.dialects.postgresql import history
     except ImportError:
@@ -121,7 +125,7 @@ def _history_partitions(conn: psycopg.Connection[Any]) -> None:
         if not history.is_partitioned(cursor):
             return
         now = cursor.execute("SELECT STATEMENT_TIMESTAMP()").fetchone()[0]  # type: ignore[index]
-        history.make_since(cursor, now - dt.timedelta(days=31), now, dt.timedelta(days=1))
+        history.make_since(cursor, now - dt.timedelta(days=31), now, SPANS)
 
 
 def _insert(

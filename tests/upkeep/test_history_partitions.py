@@ -62,7 +62,13 @@ def running(job: Job) -> Job:
     return claimed
 
 
+AGES = {"succeeded": "4d", "dead": "4d", "cancelled": "4d"}
+"""Retention ages whose partitions are a day wide (a quarter of the age)."""
+
+
+@override_settings(LEASEJOBS_RETENTION=AGES)
 def test_each_final_state_moves_the_row_to_its_partition_of_the_day() -> None:
+    assert len(dialects.make_partitions("default")) >= 3
     done, failing, cancelled = jobs.noop.enqueue(), jobs.noop.enqueue(), jobs.noop.enqueue()
     assert place(done.pk) == "django_leasejobs_job_live"
     assert protocol.complete(done.pk, running(done).attempt) is Outcome.SUCCEEDED
@@ -142,6 +148,7 @@ def _finished_days_ago(count: int, days: int, state: str = Status.SUCCEEDED) -> 
     return ids
 
 
+@override_settings(LEASEJOBS_RETENTION={"succeeded": "7d"})
 def test_retention_drops_old_partitions_whole_and_keeps_what_pruning_keeps() -> None:
     dialects.make_partitions_since("default", _now_minus(10))
     old = _finished_days_ago(3, days=10)
@@ -184,17 +191,35 @@ def _now_minus(days: int) -> dt.datetime:
 
 
 def test_workers_make_partitions_ahead_once_per_lease() -> None:
-    # Wider than the day partitions the migration made: those reach two days ahead, these six.
-    with override_settings(LEASEJOBS_HISTORY_PARTITION="3d"):
+    with override_settings(LEASEJOBS_HISTORY_PARTITION="3d", LEASEJOBS_RETENTION=AGES):
         maker = upkeep.Partitions("w1", clock=lambda: 1000.0)
         made = maker.tick()
-        assert len(made) == 3 * 2  # two of each state
+        assert len(made) == 3 * 2  # the current span and the next, of each state
         assert maker.tick() == []  # not before MAKE_EVERY
         latest = dialects.history_partitions("default", "succeeded")[-1]
         assert latest.upper - latest.lower == dt.timedelta(days=3)
-        assert latest.upper >= _now_minus(0) + dt.timedelta(days=6)
+        assert latest.upper >= _now_minus(0) + dt.timedelta(days=3)
         # Another worker does not make them meanwhile: the lease is held.
         assert upkeep.Partitions("w2", clock=lambda: 1000.0).tick() == []
+
+
+@override_settings(LEASEJOBS_RETENTION={"succeeded": "8d", "dead": "30d"})
+def test_each_state_gets_a_quarter_of_its_age_and_a_state_kept_for_ever_none() -> None:
+    assert dialects.history_spans() == {
+        "succeeded": dt.timedelta(days=2),
+        "dead": dt.timedelta(days=7, hours=12),
+    }
+    made = dialects.make_partitions("default")
+    assert {name.split("_job_")[1].split("_")[0] for name in made} == {"succeeded", "dead"}
+    assert dialects.history_partitions("default", "cancelled") == []
+    (cancelled,) = [jobs.noop.enqueue()]
+    protocol.request_cancel(cancelled.pk)
+    assert place(cancelled.pk) == "django_leasejobs_job_cancelled_default"
+
+
+@override_settings(LEASEJOBS_RETENTION={"succeeded": "1m"})
+def test_a_short_age_gets_partitions_of_a_minute() -> None:
+    assert dialects.history_spans() == {"succeeded": dt.timedelta(minutes=1)}
 
 
 @pytest.mark.parametrize("value", ["30s", "90s", "0m", "soon", 5])
@@ -206,6 +231,7 @@ def test_a_partition_span_that_is_not_whole_minutes_is_refused(value: object) ->
         settings.HISTORY_PARTITION  # noqa: B018
 
 
+@override_settings(LEASEJOBS_RETENTION={"succeeded": "60d"})
 def test_movejobhistory_moves_rows_finished_before_the_partitions_in_batches() -> None:
     before = [jobs.noop.enqueue() for _ in range(5)]
     ids = [job.pk for job in before]

@@ -102,7 +102,7 @@ def check_live_rows(cursor: Any) -> None:
     )
 
 
-def partition_job_table(cursor: Any, now: dt.datetime, span: dt.timedelta) -> None:
+def partition_job_table(cursor: Any, now: dt.datetime, spans: dict[str, dt.timedelta]) -> None:
     """Migration, second step (one transaction, a short lock): the job table becomes the live
     partition of a new partitioned table of the same name, with the history beside it. Its id
     sequence moves to the new table and goes on from where it was."""
@@ -183,7 +183,7 @@ def partition_job_table(cursor: Any, now: dt.datetime, span: dt.timedelta) -> No
                 sql.Identifier(f"{state_table(state)}_default"), parent
             ),
         )
-    make_ahead(cursor, now, span)
+    make_ahead(cursor, now, spans)
 
 
 def unpartition_job_table(cursor: Any) -> None:
@@ -241,8 +241,9 @@ def partitions(cursor: Any, state: str) -> list[Partition]:
 
 
 def ahead_of(span: dt.timedelta) -> dt.timedelta:
-    """How far past now partitions are made: two spans, and ten minutes at least."""
-    return max(2 * span, dt.timedelta(minutes=10))
+    """How far past now partitions are made: a span, and ten minutes at least (a finish past
+    them lands in the DEFAULT partition: nothing is refused)."""
+    return max(span, dt.timedelta(minutes=10))
 
 
 def _spans(start: dt.datetime, end: dt.datetime, span: dt.timedelta) -> Iterator[dt.datetime]:
@@ -251,9 +252,10 @@ def _spans(start: dt.datetime, end: dt.datetime, span: dt.timedelta) -> Iterator
         start += span
 
 
-def make_ahead(cursor: Any, now: dt.datetime, span: dt.timedelta) -> list[str]:
-    """Make each state's partitions from where its last one ends (or the current span) to
-    ``ahead_of(span)`` past ``now``; return the names made.
+def make_ahead(cursor: Any, now: dt.datetime, spans: dict[str, dt.timedelta]) -> list[str]:
+    """Make the partitions of each state in ``spans`` (its span) from where its last one ends
+    (or the current span) to ``ahead_of(span)`` past ``now``; return the names made. A state
+    not in ``spans`` has none made: its history stays in its DEFAULT partition.
 
     Each is made as a table of its own and then attached: an attach takes a lock that lets the
     state's writers go on (a ``PARTITION OF`` creation would stop them), and its check of the
@@ -261,7 +263,7 @@ def make_ahead(cursor: Any, now: dt.datetime, span: dt.timedelta) -> list[str]:
     partition (maintenance was late) is skipped: they stay there, and retention deletes them.
     """
     made = []
-    for state in FINAL_STATES:
+    for state, span in spans.items():
         existing = partitions(cursor, state)
         start = floor(now, span)
         if existing and existing[-1].upper > start:
@@ -273,12 +275,14 @@ def make_ahead(cursor: Any, now: dt.datetime, span: dt.timedelta) -> list[str]:
     return made
 
 
-def make_since(cursor: Any, since: dt.datetime, now: dt.datetime, span: dt.timedelta) -> list[str]:
-    """Make each state's partitions back from where its first one starts to the span that
-    holds ``since`` (for finished rows older than the table's partitions, moved in by
-    ``movejobhistory``); return the names made."""
+def make_since(
+    cursor: Any, since: dt.datetime, now: dt.datetime, spans: dict[str, dt.timedelta]
+) -> list[str]:
+    """Make the partitions of each state in ``spans`` back from where its first one starts to
+    the span that holds ``since`` (for finished rows older than the table's partitions, moved
+    in by ``movejobhistory``); return the names made."""
     made = []
-    for state in FINAL_STATES:
+    for state, span in spans.items():
         existing = partitions(cursor, state)
         end = existing[0].lower if existing else floor(now, span)
         for lower in _spans(floor(since, span), end, span):
