@@ -206,11 +206,12 @@ def _one(
             if marks[at] == "end":
                 producer.stopping.set()
                 producer.join()
+            enqueued = producer.enqueued  # before the counts: none of them finished yet
             counts = _counts(age)
             overdue_max = max(overdue_max, counts["overdue"])
-            finished = producer.enqueued - counts["live"]
+            finished = enqueued - counts["live"]
             _say(
-                f"{variant} t={time.monotonic() - started:.0f}s enqueued={producer.enqueued} "
+                f"{variant} t={time.monotonic() - started:.0f}s enqueued={enqueued} "
                 f"finished={finished} rows={counts['rows']} overdue={counts['overdue']}"
             )
             if marks[at] == "light":
