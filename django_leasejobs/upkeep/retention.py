@@ -15,9 +15,11 @@ Retention keeps pace with the workers. Jobs finish all the time, so under load r
 their age all the time: a round that deleted a batch's worth or more was behind, and the
 holder starts the next round at its next tick, keeping its lease, instead of pausing. A tick
 that ran out of budget with rows still to delete doubles the next tick's budget, up to
-``MAX_TICK_BUDGET``; a tick that reached the end of a round halves it, down to
-``TICK_BUDGET``. So a quiet project prunes in short ticks and a busy one spends on pruning
-what its finish rate needs, no more (the figures are in docs/benchmarks.md, "Retention").
+``MAX_TICK_BUDGET``; a tick that reached the end of a round within half of it halves it, down
+to ``TICK_BUDGET`` (halving at every round's end made the budget, and the rows waiting, swing
+back and forth under a steady load). So a quiet project prunes in short ticks and a busy one
+spends on pruning what its finish rate needs, no more (the figures are in docs/benchmarks.md,
+"Retention").
 
 When a round that deleted less than a batch ends, the holder keeps its lease and pauses: a
 lease, or a quarter of the shortest age when that is shorter (a row then waits at most that
@@ -138,11 +140,12 @@ class Retention:
             order = [str(state) for state in upkeep.PRUNABLE if state in ages]
             runs = [RUNS + state for state in order if state in upkeep.RUN_STATES]
             self._walk = Walk(dict(ages), order + runs)
-        deleted = self._prune(self._walk)
+        deleted = self._prune(self._walk, now)
         if self._walk.states:  # out of budget with rows left: behind
             self.tick_budget = min(self.tick_budget * 2, self.max_budget)
             return deleted
-        self.tick_budget = max(self.tick_budget / 2, self.budget)
+        if self._clock() - now < self.tick_budget / 2:
+            self.tick_budget = max(self.tick_budget / 2, self.budget)
         self._log_round(self._walk)
         behind = self._walk.total >= self.batch
         ages = self._walk.ages
@@ -157,8 +160,7 @@ class Retention:
         """Seconds between a round that deleted less than a batch and the next one."""
         return min(self.lease_seconds, min(age.total_seconds() for age in ages.values()) / 4)
 
-    def _prune(self, walk: Walk) -> int:
-        started = self._clock()
+    def _prune(self, walk: Walk, started: float) -> int:
         deleted = 0
         while walk.states:
             state = walk.states[0]

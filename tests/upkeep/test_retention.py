@@ -385,11 +385,14 @@ class TestPace:
         # Every reading of the clock is 1/16 s later: each batch of one row "takes" that long.
         a = pruner("a", Clock(step=1 / 16), batch=1, budget=1 / 8, max_budget=1 / 2)
         deleted, budgets = [], []
-        while a.walking or not deleted:
+        for _ in range(5):
             deleted.append(a.tick())
             budgets.append(a.tick_budget)
-        assert deleted == [2, 4, 8, 6]
-        assert budgets == [1 / 4, 1 / 2, 1 / 2, 1 / 4]
+        # The fourth tick ends the round having used most of its budget: it keeps it. The
+        # fifth, the next round at once (the last was behind), finds nothing and halves it.
+        assert deleted == [2, 4, 8, 6, 0]
+        assert budgets == [1 / 4, 1 / 2, 1 / 2, 1 / 2, 1 / 4]
+        assert not a.walking
 
 
 def test_a_worker_prunes_on_its_maintenance(settings: Any) -> None:
