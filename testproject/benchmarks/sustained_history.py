@@ -73,9 +73,11 @@ def table_bytes() -> int:
     """The app's tables with their indexes (every partition of the job table), in bytes."""
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
+            # pg_partition_tree lists no row for a table that is not partitioned.
             cursor.execute(
-                "SELECT COALESCE(sum(pg_total_relation_size(relid)), 0) "
-                "FROM pg_partition_tree('django_leasejobs_job')"
+                "SELECT COALESCE((SELECT sum(pg_total_relation_size(relid)) "
+                "FROM pg_partition_tree('django_leasejobs_job')), "
+                "pg_total_relation_size('django_leasejobs_job'))"
             )
             job = int(cursor.fetchone()[0])
             cursor.execute(
