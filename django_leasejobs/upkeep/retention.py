@@ -56,7 +56,7 @@ TICK_BUDGET = 0.1
 """Seconds of the claim loop one tick may spend pruning while retention keeps up; it stops
 after the batch that passes it."""
 
-MAX_TICK_BUDGET = 0.4
+MAX_TICK_BUDGET = 0.2
 """The most a tick's budget grows to while retention is behind: the lease holder's claim loop
 keeps the rest of each maintenance pass."""
 
