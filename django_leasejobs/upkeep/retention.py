@@ -13,11 +13,24 @@ does a few batches at most, so the claim loop that runs it is held for a moment 
 walk's position stays in memory between ticks, and the holder renews its lease at each tick
 while it walks.
 
-When a walk ends, the holder keeps its lease until it expires: that is the pause between
-rounds. Any worker then takes it and starts a new walk. A holder that stops or dies passes the
-lease on the same way, by expiry; the next walk starts from the first key. Workers without the
-lease ask again every quarter lease, so an idle project costs one UPDATE per worker per
-quarter lease, and one short round of indexed look-ups per lease.
+Retention keeps pace with the workers. Jobs finish all the time, so under load rows pass
+their age all the time: a round that deleted a batch's worth or more was behind, and the
+holder starts the next round at its next tick, keeping its lease, instead of pausing. A tick
+that ran out of budget with rows still to delete doubles the next tick's budget, up to
+``MAX_TICK_BUDGET``; a tick that reached the end of a round within half of it halves it, down
+to ``TICK_BUDGET`` (halving at every round's end made the budget, and the rows waiting, swing
+back and forth under a steady load). So a quiet project prunes in short ticks and a busy one
+spends on pruning what its finish rate needs, no more (the figures are in docs/benchmarks.md,
+"Retention").
+
+When a round that deleted less than a batch ends, the holder keeps its lease and pauses: a
+lease, or a quarter of the shortest age when that is shorter (a row then waits at most that
+long past its age, so a short age's history stays within about 1.25 times what the age
+keeps). Then it renews its lease and starts the next round; a lease that runs out meanwhile
+goes to any worker, which starts a new walk. A holder that stops or dies passes the lease on
+the same way, by expiry; the next walk starts from the first key. Workers without the lease
+ask again every quarter lease, so an idle project costs one UPDATE per worker per quarter
+lease, and one short round of indexed look-ups per pause.
 """
 
 from __future__ import annotations
@@ -35,14 +48,19 @@ from ..core.conf import settings
 logger = logging.getLogger("django_leasejobs")
 
 LEASE_SECONDS = 60.0
-"""How long a taking or renewal holds the retention lease: also the pause between rounds."""
+"""How long a taking or renewal holds the retention lease: also the longest pause between
+rounds."""
 
 BATCH = 500
 """Jobs per pruning transaction (``prunejobs --batch`` defaults to 1000)."""
 
 TICK_BUDGET = 0.1
-"""Seconds of the claim loop one tick may spend pruning; it stops after the batch that
-passes it."""
+"""Seconds of the claim loop one tick may spend pruning while retention keeps up; it stops
+after the batch that passes it."""
+
+MAX_TICK_BUDGET = 0.2
+"""The most a tick's budget grows to while retention is behind: the lease holder's claim loop
+keeps the rest of each maintenance pass."""
 
 
 @dataclass
@@ -55,6 +73,10 @@ class Walk:
     bounds: dict[str, dt.datetime | None] = field(default_factory=dict)
     after_id: int = 0
     deleted: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.deleted.values())
 
 
 RUNS = "runs_"
@@ -77,12 +99,17 @@ class Retention:
         lease_seconds: float = LEASE_SECONDS,
         batch: int = BATCH,
         budget: float = TICK_BUDGET,
+        max_budget: float = MAX_TICK_BUDGET,
     ) -> None:
         self.worker_id = worker_id
         self._clock = clock
         self.lease_seconds = lease_seconds
         self.batch = batch
         self.budget = budget
+        """The budget of a tick while retention keeps up."""
+        self.max_budget = max(budget, max_budget)
+        self.tick_budget = budget
+        """The next tick's budget: doubled by a tick that ran out of it while behind."""
         self._walk: Walk | None = None
         self._next_try = 0.0
 
@@ -116,16 +143,27 @@ class Retention:
             order = [str(state) for state in upkeep.PRUNABLE if state in ages]
             runs = [RUNS + state for state in order if state in upkeep.RUN_STATES]
             self._walk = Walk(dict(ages), order + runs, self._drop_partitions(ages, order))
-        deleted = self._prune(self._walk)
-        if not self._walk.states:
-            self._log_round(self._walk)
-            self._walk = None
-            # Keep the lease to its end: no worker starts another round before then.
-            self._next_try = now + self.lease_seconds
+        deleted = self._prune(self._walk, now)
+        if self._walk.states:  # out of budget with rows left: behind
+            self.tick_budget = min(self.tick_budget * 2, self.max_budget)
+            return deleted
+        if self._clock() - now < self.tick_budget / 2:
+            self.tick_budget = max(self.tick_budget / 2, self.budget)
+        self._log_round(self._walk)
+        behind = self._walk.total >= self.batch
+        ages = self._walk.ages
+        self._walk = None
+        # Behind: rows pass their age as fast as workers finish jobs; the next tick renews
+        # the lease and starts the next round. Otherwise pause, holding the lease: no other
+        # worker starts a round before its end.
+        self._next_try = now if behind else now + self.pause(ages)
         return deleted
 
-    def _prune(self, walk: Walk) -> int:
-        started = self._clock()
+    def pause(self, ages: dict[str, dt.timedelta]) -> float:
+        """Seconds between a round that deleted less than a batch and the next one."""
+        return min(self.lease_seconds, min(age.total_seconds() for age in ages.values()) / 4)
+
+    def _prune(self, walk: Walk, started: float) -> int:
         deleted = 0
         while walk.states:
             state = walk.states[0]
@@ -145,12 +183,18 @@ class Retention:
                 )
             deleted += count
             walk.deleted[state] = walk.deleted.get(state, 0) + count
-            if last == walk.after_id:  # nothing past it: this state is done
+            # Done with this state when nothing is past it, or (jobs) less than a batch was:
+            # jobs that finish meanwhile pass their age all the time, and a walk chasing them
+            # would never go back to the jobs behind it that finished late (retries, long
+            # jobs); the next round, at once when this one was behind, starts from the first
+            # key. A batch of runs may stop short of ``batch`` by their steps.
+            short = not state.startswith(RUNS) and count < self.batch
+            if last == walk.after_id or short:
                 walk.states.pop(0)
                 walk.after_id = 0
                 continue  # a look-up that found nothing costs no budget
             walk.after_id = last
-            if self._clock() - started >= self.budget:
+            if self._clock() - started >= self.tick_budget:
                 break  # at least one batch per tick, then only while the budget lasts
         return deleted
 

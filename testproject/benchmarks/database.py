@@ -2,7 +2,10 @@
 
 Benchmarks talk to PostgreSQL in two ways: through Django (the code under test, in subprocesses
 whose ``DATABASE_URL`` points here) and through psycopg directly (seeding rows fast, the raw-SQL
-ceiling, reading results), so this module hands out both a URL and a libpq conninfo string.
+ceiling, reading results), so this module hands out both a URL and a libpq conninfo string. The
+sections that run on every database (``PORTABLE``) go through Django alone; their scratch
+database is a MariaDB/MySQL database on the configured server or a SQLite file beside the
+configured one.
 """
 
 from __future__ import annotations
@@ -27,24 +30,37 @@ SHARD_ALIAS = "shard"
 ``_shard``, on the same server (the ``shards`` section's)."""
 
 
+PORTABLE = ("history",)
+"""Sections that run on every supported database, not on PostgreSQL alone."""
+
+_SCHEMES = {"postgresql": "postgres", "mysql": "mysql", "sqlite": "sqlite"}
+_DEFAULTS = {"postgresql": (5432, "postgres"), "mysql": (3306, "root"), "sqlite": (0, "")}
+
+
 @dataclass(frozen=True)
 class Target:
-    """Where a PostgreSQL database lives, and its name."""
+    """Where a database lives, and its name (a file's path on SQLite). ``vendor`` is
+    Django's (``postgresql``, ``mysql``, ``sqlite``)."""
 
     host: str
     port: int
     user: str
     password: str
     name: str
+    vendor: str = "postgresql"
 
     @classmethod
     def from_settings(cls, settings_dict: dict[str, Any]) -> Target:
+        engine = settings_dict["ENGINE"].rsplit(".", 1)[-1]
+        vendor = {"sqlite3": "sqlite"}.get(engine, engine)
+        port, user = _DEFAULTS.get(vendor, _DEFAULTS["postgresql"])
         return cls(
             host=settings_dict.get("HOST") or "127.0.0.1",
-            port=int(settings_dict.get("PORT") or 5432),
-            user=settings_dict.get("USER") or "postgres",
+            port=int(settings_dict.get("PORT") or port),
+            user=settings_dict.get("USER") or user,
             password=settings_dict.get("PASSWORD") or "",
-            name=settings_dict["NAME"],
+            name=str(settings_dict["NAME"]),
+            vendor=vendor,
         )
 
     def named(self, name: str) -> Target:
@@ -62,13 +78,42 @@ class Target:
 
     @property
     def url(self) -> str:
+        if self.vendor == "sqlite":
+            return f"sqlite:///{Path(self.name).resolve()}"
         auth = quote(self.user, safe="")
         if self.password:
             auth += ":" + quote(self.password, safe="")
-        return f"postgres://{auth}@{self.host}:{self.port}/{quote(self.name, safe='')}"
+        scheme = _SCHEMES[self.vendor]
+        return f"{scheme}://{auth}@{self.host}:{self.port}/{quote(self.name, safe='')}"
 
     def connect(self, **kwargs: Any) -> psycopg.Connection[Any]:
         return psycopg.connect(self.conninfo, autocommit=True, **kwargs)
+
+
+def _mysql_name(target: Target) -> str:
+    return "`" + target.name.replace("`", "``") + "`"
+
+
+def _mysql_server(target: Target) -> Any:
+    import MySQLdb
+
+    return MySQLdb.connect(
+        host=target.host, port=target.port, user=target.user, password=target.password
+    )
+
+
+def _drop_other(target: Target) -> None:
+    """Drop a scratch database that is not PostgreSQL's: a MariaDB/MySQL database, or a SQLite
+    file with its write-ahead log and shared memory."""
+    if target.vendor == "sqlite":
+        for suffix in ("", "-wal", "-shm"):
+            Path(target.name + suffix).unlink(missing_ok=True)
+        return
+    server = _mysql_server(target)
+    try:
+        server.cursor().execute(f"DROP DATABASE IF EXISTS {_mysql_name(target)}")
+    finally:
+        server.close()
 
 
 def create(target: Target) -> None:
@@ -77,6 +122,18 @@ def create(target: Target) -> None:
     CREATE DATABASE copies template1 and fails while anyone else is connected to it (other test
     runs creating their databases on a shared server do that briefly), so it is retried.
     """
+    if target.vendor != "postgresql":
+        _drop_other(target)
+        if target.vendor == "mysql":
+            server = _mysql_server(target)
+            try:
+                server.cursor().execute(
+                    f"CREATE DATABASE {_mysql_name(target)} CHARACTER SET utf8mb4 "
+                    "COLLATE utf8mb4_unicode_ci"
+                )
+            finally:
+                server.close()
+        return
     with target.named("postgres").connect() as conn:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(target.name))
@@ -97,6 +154,9 @@ def shard(target: Target) -> Target:
 
 
 def drop(target: Target) -> None:
+    if target.vendor != "postgresql":
+        _drop_other(target)
+        return
     with target.named("postgres").connect() as conn:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(target.name))

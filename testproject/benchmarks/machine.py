@@ -35,6 +35,18 @@ def _memory_gib() -> float:
 
 
 def describe(target: Target) -> dict[str, Any]:
+    about: dict[str, Any] = {
+        "when_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "cores": os.cpu_count(),
+        "cpu": _cpu_model(),
+        "memory_gib": round(_memory_gib(), 1),
+        "load_average": os.getloadavg(),
+        "python": platform.python_version(),
+        "django": django.get_version(),
+        "database": target.vendor,
+    }
+    if target.vendor != "postgresql":  # the portable sections: their server is not described
+        return about
     with target.connect() as conn:
         server = {
             name: conn.execute(f"SHOW {name}").fetchone()[0]  # type: ignore[index]
@@ -44,14 +56,4 @@ def describe(target: Target) -> dict[str, Any]:
             "SELECT count(*) FROM pg_stat_activity "
             "WHERE state = 'active' AND pid <> pg_backend_pid()"
         ).fetchone()[0]  # type: ignore[index]
-    return {
-        "when_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "cores": os.cpu_count(),
-        "cpu": _cpu_model(),
-        "memory_gib": round(_memory_gib(), 1),
-        "load_average": os.getloadavg(),
-        "python": platform.python_version(),
-        "django": django.get_version(),
-        "postgresql": server,
-        "other_active_sessions": sessions,
-    }
+    return {**about, "postgresql": server, "other_active_sessions": sessions}

@@ -5,8 +5,9 @@ database backend is installed when the ``benchmark`` extra is, so its worker can
 workload in the same scratch database. The database connection has Django's defaults, as
 ``startproject`` leaves them (``CONN_MAX_AGE = 0``, no health checks), so the figures are the
 ones a user gets; ``BENCHMARK_CONN_MAX_AGE`` sets ``CONN_MAX_AGE`` for the worker section's
-comparison, ``BENCHMARK_RETENTION`` the retention section's ``LEASEJOBS_RETENTION``, and
-``BENCHMARK_LIBRARY`` the folder of another commit's library (``benchmark --baseline``);
+comparison, ``BENCHMARK_RETENTION`` the retention and history sections'
+``LEASEJOBS_RETENTION``, and ``BENCHMARK_LIBRARY`` the folder of another commit's library
+(``benchmark --baseline``);
 ``BENCHMARK_STARTPROJECT`` turns on what ``startproject`` writes (``DEBUG``, no ``LOGGING``),
 ``BENCHMARK_OTEL`` sets OpenTelemetry up for the observability section (benchmarks.otel_setup),
 and ``BENCHMARK_QUEUE_DATABASES`` the shards section's ``LEASEJOBS_QUEUE_DATABASES`` (JSON).
@@ -45,7 +46,7 @@ if env.bool("BENCHMARK_STARTPROJECT", default=False):
 LEASEJOBS_NOTIFY = env.bool("BENCHMARK_NOTIFY", default=True)
 if env.str("BENCHMARK_JOB_LOGS", default="on") == "off":
     LEASEJOBS_JOB_LOGS = None
-# The retention section's pruning variant sets it (a JSON object); no retention otherwise.
+# The retention and history sections set it (a JSON object); no retention otherwise.
 LEASEJOBS_RETENTION = env.json("BENCHMARK_RETENTION", default={})
 # The shards section routes a queue to the "shard" alias (the scratch database's name with
 # "_shard", on the same server); no routes otherwise.

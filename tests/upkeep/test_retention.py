@@ -63,12 +63,15 @@ def cancelled(days_ago: float) -> Job:
 
 
 class Clock:
-    """The pacing clock of a ``Retention``: moves only when the test says so."""
+    """The pacing clock of a ``Retention``: moves only when the test says so, or by ``step``
+    at each reading (a batch that takes that long)."""
 
-    def __init__(self) -> None:
+    def __init__(self, step: float = 0.0) -> None:
         self.now = 1000.0
+        self.step = step
 
     def __call__(self) -> float:
+        self.now += self.step
         return self.now
 
 
@@ -240,7 +243,7 @@ class TestPruning:
         assert MaintenanceLease.objects.get().holder == "a"
 
     def test_the_walk_goes_on_across_ticks_in_key_order(self) -> None:
-        ids = succeeded(5, days_ago=8)
+        ids = succeeded(6, days_ago=8)
         retention = pruner("a", batch=2, budget=0)
         gone: list[list[int]] = []
         while retention.tick():
@@ -305,6 +308,91 @@ class TestPruning:
         assert pruner("a").tick() == emitted
         assert schedules.tick() == 0
         assert not Job.objects.exists()
+
+
+class TestPace:
+    """Under load rows pass their age all the time: retention keeps walking while it finds a
+    batch's worth, and spends more of each tick while it is behind."""
+
+    @pytest.fixture(autouse=True)
+    def _week(self, settings: Any) -> None:
+        settings.LEASEJOBS_RETENTION = WEEK
+
+    def test_a_round_that_was_behind_is_followed_by_the_next_at_once(self) -> None:
+        succeeded(3, days_ago=8)
+        clock = Clock()
+        a = pruner("a", clock, batch=2, budget=0)
+        assert a.tick() == 2
+        assert a.tick() == 1  # less than a batch: the round ends, 3 rows, more than a batch
+        assert not a.walking
+        # Jobs finished meanwhile pass their age: the next tick starts the next round, with
+        # no pause on the pacing clock, and the lease stays a's.
+        succeeded(2, days_ago=8)
+        assert pruner("b", clock).tick() == 0
+        assert a.tick() == 2
+        assert MaintenanceLease.objects.get().holder == "a"
+
+    def test_a_job_that_finished_late_behind_the_walk_is_pruned_by_the_next_round(
+        self,
+    ) -> None:
+        ids = succeeded(6, days_ago=6)
+        a = pruner("a", batch=2, budget=0)
+        Job.objects.filter(pk__in=ids[2:]).update(finished_at=shifted(-8 * DAY))
+        assert a.tick() == 2  # ids[2:4]; the walk is past ids[0] and ids[1]
+        Job.objects.filter(pk=ids[0]).update(finished_at=shifted(-8 * DAY))
+        assert a.tick() == 2  # ids[4:6]
+        assert a.tick() == 0  # nothing more past it: the round ends
+        assert a.tick() == 1  # behind: the next round at once, from the first key
+        assert set(Job.objects.values_list("pk", flat=True)) == {ids[1]}
+
+    def test_the_walk_keeps_going_while_rows_pass_their_age(self) -> None:
+        ids = succeeded(12, days_ago=6)
+        a = pruner("a", batch=2, budget=0)
+        for start in range(0, 12, 3):  # three rows pass their age between two ticks
+            aged = ids[start : start + 3]
+            Job.objects.filter(pk__in=aged).update(finished_at=shifted(-8 * DAY))
+            assert a.tick() == 2
+            assert a.tick() == 1
+            assert not Job.objects.filter(pk__in=aged).exists()
+        assert not Job.objects.exists()
+
+    def test_a_round_that_kept_up_pauses(self) -> None:
+        succeeded(1, days_ago=8)
+        clock = Clock()
+        a = pruner("a", clock, batch=2)
+        assert a.tick() == 1  # less than a batch: retention keeps up
+        succeeded(1, days_ago=8)
+        assert a.tick() == 0
+        clock.now += a.lease_seconds
+        expire_retention_lease()
+        assert a.tick() == 1
+
+    def test_the_pause_is_a_quarter_of_a_short_age(self, settings: Any) -> None:
+        settings.LEASEJOBS_RETENTION = {"succeeded": "2m", "dead": "30d"}
+        clock = Clock()
+        a = pruner("a", clock)
+        assert a.tick() == 0  # nothing old yet: the round ends at once
+        Job.objects.filter(pk__in=succeeded(1, days_ago=0)).update(finished_at=shifted(-150))
+        clock.now += 29
+        assert a.tick() == 0
+        clock.now += 1  # a quarter of two minutes: the holder renews its lease and walks
+        assert a.tick() == 1
+        assert MaintenanceLease.objects.get().holder == "a"
+        assert a.pause({"succeeded": dt.timedelta(days=7)}) == a.lease_seconds
+
+    def test_the_budget_doubles_while_behind_and_halves_once_caught_up(self) -> None:
+        succeeded(20, days_ago=8)
+        # Every reading of the clock is 1/16 s later: each batch of one row "takes" that long.
+        a = pruner("a", Clock(step=1 / 16), batch=1, budget=1 / 8, max_budget=1 / 2)
+        deleted, budgets = [], []
+        for _ in range(5):
+            deleted.append(a.tick())
+            budgets.append(a.tick_budget)
+        # The fourth tick ends the round having used most of its budget: it keeps it. The
+        # fifth, the next round at once (the last was behind), finds nothing and halves it.
+        assert deleted == [2, 4, 8, 6, 0]
+        assert budgets == [1 / 4, 1 / 2, 1 / 2, 1 / 2, 1 / 4]
+        assert not a.walking
 
 
 def test_a_worker_prunes_on_its_maintenance(settings: Any) -> None:

@@ -7,6 +7,7 @@ targets of issue #6, and writes everything (every run, the plans, the machine) a
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import sys
@@ -19,9 +20,18 @@ from django.core.management import get_commands
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from benchmarks import baseline, database, machine, report, scale_command, scale_fill
+from benchmarks import (
+    baseline,
+    database,
+    machine,
+    report,
+    scale_command,
+    scale_fill,
+    sustained_history,
+)
 from benchmarks.database import Target
 from benchmarks.management.commands.benchmark_part import SECTIONS
+from django_leasejobs.core.durations import parse_duration
 
 
 def _positive_ints(value: str) -> list[int]:
@@ -53,6 +63,32 @@ def _check_scale_options(o: dict[str, Any]) -> None:
         raise CommandError(f"--prune-rows must be 0 (no pruning) or more, not {o['prune_rows']}.")
 
 
+def _history_options(o: dict[str, Any]) -> dict[str, Any]:
+    if not o["minutes"] > 0:
+        raise CommandError(f"--minutes must be a positive number, not {o['minutes']}.")
+    if o["rate"] < 1:
+        raise CommandError(f"--rate must be at least 1, not {o['rate']}.")
+    try:
+        age = parse_duration(o["history_age"])
+    except ValueError as exc:
+        raise CommandError(f"--history-age: {exc}") from None
+    if age <= dt.timedelta(0):
+        raise CommandError("--history-age must be a positive age.")
+    variants = [v.strip() for v in o["history_variants"].split(",") if v.strip()]
+    unknown = [v for v in variants if v not in sustained_history.VARIANTS]
+    if unknown or not variants:
+        raise CommandError(
+            f"unknown history variant(s) {unknown or o['history_variants']!r}; "
+            f"choose from {', '.join(sustained_history.VARIANTS)}"
+        )
+    return {
+        "minutes": o["minutes"],
+        "rate": o["rate"],
+        "history_age": o["history_age"],
+        "history_variants": variants,
+    }
+
+
 @dataclass(frozen=True)
 class Side:
     """What one side of a run measures: this checkout ("") or a baseline commit (its ref),
@@ -64,7 +100,10 @@ class Side:
 
 
 class Command(BaseCommand):
-    help = "Measure throughput, enqueue rate, claim cost, latency and memory on PostgreSQL."
+    help = (
+        "Measure throughput, enqueue rate, claim cost, latency and memory on PostgreSQL "
+        "(the history section on any database)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         add = parser.add_argument
@@ -103,6 +142,28 @@ class Command(BaseCommand):
             type=int,
             default=1_000_000,
             help="Old succeeded rows the retention section's workers prune while draining.",
+        )
+        add(
+            "--minutes",
+            type=float,
+            default=10,
+            help="How long each run of the history section's variants enqueues (0.5: 30 s).",
+        )
+        add(
+            "--rate",
+            type=int,
+            default=2000,
+            help="Jobs a second the history section's paced producer enqueues.",
+        )
+        add(
+            "--history-age",
+            default="1m",
+            help="The history section's LEASEJOBS_RETENTION age of succeeded jobs (30s, 1m, ...).",
+        )
+        add(
+            "--history-variants",
+            default=",".join(sustained_history.VARIANTS),
+            help=f"The history section's variants: {', '.join(sustained_history.VARIANTS)}.",
         )
         add("--workflow-jobs", type=int, default=10_000, help="Members of the workflows group.")
         add("--chain-steps", type=int, default=1000, help="Steps of the workflows chain.")
@@ -171,10 +232,15 @@ class Command(BaseCommand):
         else:
             options = self._options(o)
         settings_dict = connections["default"].settings_dict
-        if connections["default"].vendor != "postgresql":
+        vendor = connections["default"].vendor
+        if vendor != "postgresql" and (
+            o["scale"] is not None
+            or any(name not in database.PORTABLE for name in options["sections"])
+        ):
             raise CommandError(
                 "Benchmarks run on PostgreSQL only: set DATABASE_URL=postgres://... "
-                f"(the configured database is {connections['default'].vendor})."
+                f"(the configured database is {vendor}); on any database, "
+                f"--only {','.join(database.PORTABLE)}."
             )
         configured = Target.from_settings(settings_dict)
         if o["scale"] is not None:
@@ -295,6 +361,7 @@ class Command(BaseCommand):
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1, not {o[name]}.")
         if o["timeout"] <= 0:
             raise CommandError("--timeout must be a positive number of seconds.")
+        history = _history_options(o)
         try:
             skip = set(_sections(o["skip"])) if o["skip"] else set()
             sections = [s for s in _sections(o["only"]) if s not in skip]
@@ -331,6 +398,7 @@ class Command(BaseCommand):
             "batched_rows": o["batched_rows"],
             "move_rows": o["move_rows"],
             "timeout": o["timeout"],
+            **history,
             **parsed,
         }
 

@@ -25,9 +25,10 @@ from benchmarks import (
     observability_drain,
     retention_drain,
     shards,
+    sustained_history,
     workflows_drain,
 )
-from benchmarks.database import Target
+from benchmarks.database import PORTABLE, Target
 
 SECTIONS = (
     "enqueue",
@@ -42,6 +43,7 @@ SECTIONS = (
     "spike",
     "limits",
     "retention",
+    "history",
     "workflows",
     "bulk",
     "observability",
@@ -63,8 +65,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         from django.db import connection
 
-        if connection.vendor != "postgresql":
-            raise CommandError("Benchmarks run on PostgreSQL only.")
+        if connection.vendor != "postgresql" and options["section"] not in PORTABLE:
+            raise CommandError("Benchmarks run on PostgreSQL only (but for the history section).")
         if options["section"] == "loop-worker":
             from benchmarks.loop_worker import run_loop
 
@@ -143,6 +145,17 @@ def run_section(section: str, target: Target, o: dict[str, Any]) -> dict[str, An
             jobs_count=n,
             old_rows=o["retention_rows"],
             procs=o["procs"],
+            batch=o["batches"][0],
+            threads=o["threads"][0],
+            timeout=timeout,
+        )
+    if section == "history":
+        return sustained_history.run(
+            target,
+            minutes=o["minutes"],
+            rate=o["rate"],
+            age=o["history_age"],
+            variants=o["history_variants"],
             batch=o["batches"][0],
             threads=o["threads"][0],
             timeout=timeout,
