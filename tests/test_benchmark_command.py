@@ -85,9 +85,11 @@ def test_history_smoke_run_prunes_only_with_the_setting(tmp_path: Path) -> None:
         assert median[f"history_{variant}_enqueued_per_s"] > 0
         assert median[f"history_{variant}_size_end_mib"] > 0
         assert median[f"history_{variant}_rows_end"] > 0
-    assert median["history_full_plain_pruned"] == 0
     assert median["history_full_vs_plain"] > 0
     if connection.vendor == "postgresql":
+        # The figure may read a few rows below 0 here: the producer's count is read before
+        # the table's, and it goes on writing between.
+        assert median["history_full_plain_pruned"] <= 0
         # The history partitions of a 1 s age are a minute wide (the least a span may be) and
         # go whole once past it: a 6 s run drops none (tests/upkeep/test_history_partitions.py
         # drops them, with the timestamps moved). The paced figure may read a few rows below
@@ -95,6 +97,7 @@ def test_history_smoke_run_prunes_only_with_the_setting(tmp_path: Path) -> None:
         assert median["history_paced_pruned"] <= 0
         assert median["history_full_pruned"] <= 0
         return
+    assert median["history_full_plain_pruned"] == 0
     assert median["history_paced_pruned"] > 0
     assert median["history_full_pruned"] > 0
 

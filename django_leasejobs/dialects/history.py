@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 
 FINAL_STATES = ("succeeded", "dead", "cancelled")
 MINUTE = dt.timedelta(minutes=1)
+LOCK_TIMEOUT = "SET LOCAL lock_timeout = '500ms'"
+"""An attach or a drop waits at most this for its locks, then gives up until the next try:
+under PostgreSQL's ``deadlock_timeout`` (1 s), so a read of the whole table that waits behind
+one is never chosen as a deadlock's victim."""
 
 
 def history_spans() -> dict[str, dt.timedelta]:
@@ -83,6 +87,7 @@ def make_partitions(alias: str) -> list[str]:
     from .postgresql import history
 
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        cursor.execute(LOCK_TIMEOUT)
         return history.make_ahead(cursor, _now(cursor), history_spans())
 
 
@@ -109,17 +114,18 @@ def history_partitions(alias: str, state: str) -> list[Partition]:
 
 def drop_partition(alias: str, state: str, partition: Partition, kept: Sequence[int]) -> bool:
     """Drop one history partition, writing ``kept`` rows back (into the state's DEFAULT
-    partition), in one transaction whose lock waits at most a second: False when it could not
-    get it (try again later)."""
+    partition), in one transaction whose locks wait at most ``LOCK_TIMEOUT``: False when it
+    could not get them, or lost a deadlock (try again later)."""
     from .postgresql import history
 
     connection = connections[alias]
     try:
         with transaction.atomic(using=alias), connection.cursor() as cursor:
-            cursor.execute("SET LOCAL lock_timeout = '1s'")
+            cursor.execute(LOCK_TIMEOUT)
             history.detach_and_drop(cursor, state, partition, kept)
     except Exception as exc:
-        if getattr(exc.__cause__ or exc, "sqlstate", None) == "55P03":  # lock_not_available
+        # lock_not_available (the lock timeout), or a deadlock's victim: try again later.
+        if getattr(exc.__cause__ or exc, "sqlstate", None) in ("55P03", "40P01"):
             return False
         raise
     return True

@@ -258,12 +258,15 @@ def make_ahead(cursor: Any, now: dt.datetime, spans: dict[str, dt.timedelta]) ->
     not in ``spans`` has none made: its history stays in its DEFAULT partition.
 
     Each is made as a table of its own and then attached: an attach takes a lock that lets the
-    state's writers go on (a ``PARTITION OF`` creation would stop them), and its check of the
-    DEFAULT partition reads only the rows there. A span whose rows are already in the DEFAULT
-    partition (maintenance was late) is skipped: they stay there, and retention deletes them.
+    state's writers and readers go on (a ``PARTITION OF`` creation would stop them), and its
+    check of the DEFAULT partition reads only the rows there. A span whose rows are already in
+    the DEFAULT partition (maintenance was late) is skipped: they stay there, and retention
+    deletes them. The states go in the order a read of the whole table locks their tables
+    (by name): in another order an attach's lock of one state's DEFAULT partition and a
+    reader's of another's made a deadlock.
     """
     made = []
-    for state, span in spans.items():
+    for state, span in sorted(spans.items()):  # the states' partitions' order (by name)
         existing = partitions(cursor, state)
         start = floor(now, span)
         if existing and existing[-1].upper > start:
@@ -282,7 +285,7 @@ def make_since(
     the span that holds ``since`` (for finished rows older than the table's partitions, moved
     in by ``movejobhistory``); return the names made."""
     made = []
-    for state, span in spans.items():
+    for state, span in sorted(spans.items()):  # the order of make_ahead's locks
         existing = partitions(cursor, state)
         end = existing[0].lower if existing else floor(now, span)
         for lower in _spans(floor(since, span), end, span):
@@ -309,7 +312,9 @@ def _attach(cursor: Any, state: str, name: str, lower: dt.datetime, upper: dt.da
             ),
         )
     except Exception as exc:
-        if getattr(exc.__cause__ or exc, "sqlstate", None) != "23514":
+        # A DEFAULT partition holding the span's rows, or the lock timeout (readers hold the
+        # table): the span is made at the next try.
+        if getattr(exc.__cause__ or exc, "sqlstate", None) not in ("23514", "55P03"):
             raise
         cursor.execute("ROLLBACK TO SAVEPOINT leasejobs_attach")
         return False
@@ -322,6 +327,12 @@ def detach_and_drop(cursor: Any, state: str, partition: Partition, kept: Sequenc
     rows retention must keep (``kept``: a replay's job while its dead letter exists, a running
     workflow's jobs) can be written back, into the state's DEFAULT partition."""
     parent, table = sql.Identifier(state_table(state)), sql.Identifier(partition.name)
+    default = sql.Identifier(f"{state_table(state)}_default")
+    # The locks in the order a read of the whole table takes them (the state's table, then its
+    # partitions by bound, the DEFAULT one last): the DETACH alone locked the DEFAULT partition
+    # before this one, and a reader holding this one and waiting for it made a deadlock.
+    for name in (parent, table, default):
+        _run(cursor, sql.SQL("LOCK TABLE ONLY {} IN ACCESS EXCLUSIVE MODE").format(name))
     _run(cursor, sql.SQL("ALTER TABLE {} DETACH PARTITION {}").format(parent, table))
     if kept:
         names = [field.column for field in Job._meta.concrete_fields if field.column]
