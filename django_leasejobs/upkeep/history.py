@@ -30,6 +30,7 @@ from ..db.deadlocks import retry_deadlocks
 from ..models import DeadLetter, Effect, Job, JobLog, RunStatus, WorkflowStep
 from ..models.databases import job_database
 from .maintenance import give_up_lease, take_lease
+from .pruning import PRUNABLE
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -140,12 +141,9 @@ def walk_bound(state: str) -> dt.datetime | None:
     return partitions[0].lower if partitions else None
 
 
-FINAL = ("succeeded", "dead", "cancelled")
-
-
 def unmoved() -> Q:
     """Finished rows still in the live partition (written before the table was partitioned)."""
-    return Q(in_history=False, status__in=FINAL)
+    return Q(in_history=False, status__in=PRUNABLE)
 
 
 def prepare_move() -> int:

@@ -74,6 +74,12 @@ def is_partitioned(cursor: Any) -> bool:
     return bool(row) and row[0] == "p"
 
 
+def _columns() -> sql.Composable:
+    """The job table's columns, for copying rows between its partitions by name."""
+    names = [field.column for field in Job._meta.concrete_fields if field.column]
+    return sql.SQL(", ").join([sql.Identifier(name) for name in names])
+
+
 def _run(cursor: Any, statement: sql.Composable) -> None:
     cursor.execute(statement.as_string(cursor.connection))
 
@@ -197,8 +203,7 @@ def unpartition_job_table(cursor: Any) -> None:
     # The foreign key's deferred checks of the rows written back run now, not at the commit:
     # a table with pending checks cannot be altered.
     cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-    names = [field.column for field in Job._meta.concrete_fields if field.column]
-    columns = sql.SQL(", ").join([sql.Identifier(name) for name in names])
+    columns = _columns()
     _run(
         cursor,
         sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}").format(
@@ -335,8 +340,7 @@ def detach_and_drop(cursor: Any, state: str, partition: Partition, kept: Sequenc
         _run(cursor, sql.SQL("LOCK TABLE ONLY {} IN ACCESS EXCLUSIVE MODE").format(name))
     _run(cursor, sql.SQL("ALTER TABLE {} DETACH PARTITION {}").format(parent, table))
     if kept:
-        names = [field.column for field in Job._meta.concrete_fields if field.column]
-        columns = sql.SQL(", ").join([sql.Identifier(name) for name in names])
+        columns = _columns()
         cursor.execute(
             sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} WHERE id = ANY(%s)")
             .format(sql.Identifier(JOB), columns, columns, table)
