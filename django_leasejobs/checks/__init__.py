@@ -26,6 +26,8 @@
   list it (:mod:`django_leasejobs.checks.jobs`)
 - ``leasejobs.W001``: SQLite not in WAL mode: the workers' writes and web requests block each
   other (database check)
+- ``leasejobs.W016``: PostgreSQL's autovacuum is off: the job table's dead row versions are
+  never reclaimed (database check)
 - ``leasejobs.W003``: an unknown ``LEASEJOBS_*`` setting, probably a typo (with a suggestion)
 - ``leasejobs.W004``: retired: a job's undeclared queue is now the error ``E012``
 - ``leasejobs.W005``, ``W006``: the lease advisor's, in :mod:`django_leasejobs.checks.leases`
@@ -53,13 +55,13 @@
   packages and ``LEASEJOBS_TASK_MODULES``, which a worker has only if its own start imports it
   too (:mod:`django_leasejobs.checks.jobs`)
 
-The database checks (E007, W001, E017) carry Django's ``database`` tag: they run with
+The database checks (E007, W001, W016, E017) carry Django's ``database`` tag: they run with
 ``manage.py check --database default`` and before ``migrate``, never on a plain ``check``.
 
 One module per topic: ``settings`` (E001, E002, W002, W003, E008, E009, E011, W007, W015),
 ``schedules`` (E003 to E005, W012, and the check that runs E006, E010, E012 and E013 with
 them), ``jobs`` (E006, E010, E014, W011, W014, W099, E099), ``queues`` (E012, E013, W013),
-``leases`` (W005, W006), ``databases`` (E007, W001) and ``routing`` (E015 to E018).
+``leases`` (W005, W006), ``databases`` (E007, W001, W016) and ``routing`` (E015 to E018).
 This module lists them and registers them with Django.
 """
 

@@ -1,8 +1,11 @@
-"""System checks of the databases the jobs live on: a supported version, SQLite in WAL mode.
+"""System checks of the databases the jobs live on: a supported version, SQLite in WAL mode,
+PostgreSQL's autovacuum on (every job leaves dead row versions behind in the job table: with
+nothing reclaiming them the table and its claim indexes grow for as long as jobs run).
 
-``leasejobs.E007`` and ``leasejobs.W001`` (described in :mod:`django_leasejobs.checks`) carry
-Django's ``database`` tag: they query the database, so they run with
-``manage.py check --database default`` and before ``migrate``, never on a plain ``check``.
+``leasejobs.E007``, ``leasejobs.W001`` and ``leasejobs.W016`` (described in
+:mod:`django_leasejobs.checks`) carry Django's ``database`` tag: they query the database, so
+they run with ``manage.py check --database default`` and before ``migrate``, never on a plain
+``check``.
 """
 
 from __future__ import annotations
@@ -67,7 +70,25 @@ def connection_messages(connection: BaseDatabaseWrapper) -> Messages:
                     id="leasejobs.W001",
                 )
             )
+    if vendor == "postgresql" and not autovacuum_on(connection):
+        messages.append(
+            checks.Warning(
+                f"PostgreSQL database {connection.alias!r} runs with autovacuum off: the dead "
+                "row versions every job leaves in the job table are never reclaimed, so the "
+                "table and its claim indexes grow for as long as jobs run.",
+                hint="Set autovacuum = on in postgresql.conf (PostgreSQL's default), or run "
+                "VACUUM on the app's tables at least every few minutes.",
+                id="leasejobs.W016",
+            )
+        )
     return messages
+
+
+def autovacuum_on(connection: BaseDatabaseWrapper) -> bool:
+    """Whether the PostgreSQL server's autovacuum launcher runs (``SHOW autovacuum``)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW autovacuum")
+        return str(cursor.fetchone()[0]).lower() == "on"
 
 
 def database_version(connection: BaseDatabaseWrapper) -> tuple[str, tuple[int, ...]]:

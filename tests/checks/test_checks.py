@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from django.core import checks as django_checks
+from django.db import connection
 from django.db.utils import ConnectionHandler
 from django.test import override_settings
 
@@ -42,7 +43,8 @@ def test_silent_on_the_default_settings_including_the_database_checks(
     monkeypatch.setattr(registry, "_late", set())
     settings.LEASEJOBS_TASK_MODULES = ["tests"]
     assert leasejobs_messages() == []
-    assert leasejobs_messages(databases=["default"], tags=[django_checks.Tags.database]) == []
+    found = leasejobs_messages(databases=["default"], tags=[django_checks.Tags.database])
+    assert [m.id for m in found] == (["leasejobs.W016"] if autovacuum_off() else [])
 
 
 def test_registered_with_django() -> None:
@@ -441,6 +443,31 @@ def test_w001_sqlite_without_wal(tmp_path: Path) -> None:
         handler.close_all()
     assert message.id == "leasejobs.W001"
     assert "journal mode 'delete', not WAL" in message.msg
+
+
+def autovacuum_off() -> bool:
+    """Whether the test database is a PostgreSQL server running without autovacuum (as read
+    from ``pg_settings``, not by the check)."""
+    if connection.vendor != "postgresql":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setting FROM pg_settings WHERE name = 'autovacuum'")
+        return cursor.fetchone()[0] == "off"
+
+
+@pytest.mark.django_db
+def test_w016_postgresql_without_autovacuum() -> None:
+    """Said exactly when the server's autovacuum is off (a CI image may turn it off; the
+    check's other side is the silence above on a server where it is on)."""
+    messages = db_checks.connection_messages(connection)
+    ids = [m.id for m in messages]
+    if not autovacuum_off():
+        assert "leasejobs.W016" not in ids
+        return
+    (message,) = messages
+    assert message.id == "leasejobs.W016"
+    assert "autovacuum off" in message.msg
+    assert "VACUUM" in (message.hint or "")
 
 
 @pytest.mark.django_db
