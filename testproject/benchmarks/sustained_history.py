@@ -274,6 +274,11 @@ def run(
         "history_age_s": parsed.total_seconds(),
         "history_database": connection.vendor,
     }
+    if connection.vendor == "postgresql":
+        # Without it nothing reclaims the live partition's dead rows: the size cannot level.
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW autovacuum")
+            out["history_autovacuum"] = cursor.fetchone()[0]
     for variant in variants:
         out.update(_one(target, variant, seconds=seconds, rate=rate, age=parsed, argv=argv))
     full, plain = (
