@@ -120,7 +120,7 @@ class Shutdown:
     def _release(self, slots: list[Slot]) -> None:
         """Hand back these jobs, but those already being written, released or ended."""
         for slot in slots:
-            if slot.try_release() is None:
+            if self.slots.release(slot) is None:
                 continue
             slot.lease_lost.set()  # a cooperative handler stops; its result is never written
             try:

@@ -14,8 +14,8 @@ Its life (state, who moves it out, by which method, to what)::
     --------------  ----------------------------------  -----------------  --------------
     queued          its runner takes it                 try_start          running
     queued/running  its runner: a result to write       try_write *        writing
-    queued/running  shutdown hands the job back         try_release        released
-    queued/running  the watchdog (timeout, cancel)      try_end            ended
+    queued/running  shutdown hands the job back         try_release *      released
+    queued/running  the watchdog (timeout, cancel)      try_end *          ended
     queued/running  its runner's thread is free         try_return         settled
     writing         its runner: a plain success         try_group          grouped
     writing         its runner: result written          try_return         settled
@@ -28,16 +28,20 @@ Its life (state, who moves it out, by which method, to what)::
     end_written     its runner returned                 try_return         settled
     stuck           its runner returned (unstuck)       try_return         settled
 
-    * under ``InFlight.gate``. From queued only for an async job interrupted before it started.
+    * under ``InFlight.gate`` (try_write: from queued only for an async job interrupted
+      before it started). Each is followed by a write that ends the attempt in the database;
+      the gate keeps it from running while the heartbeat renews the slot's lease, which would
+      then find the row gone and call the lease lost.
 
 ``settled`` is final. A slot reaches it once, by one winner, and :class:`InFlight` is the one
 place where it then leaves flight (:meth:`InFlight.returned`, :meth:`~InFlight.completed`,
 :meth:`~InFlight.end_written` move and take it out together).
 
 The lock order, the only nesting of these locks: ``InFlight.gate`` -> ``Slot.lock`` (a runner
-marks its slot writing) and ``InFlight.gate`` -> ``InFlight._lock`` (the heartbeat's
-snapshot of renewable slots). A slot's lock and ``InFlight._lock`` are never held together:
-the dictionaries are changed after the slot's move, never during it.
+marks its slot writing, the watchdog ends it, shutdown releases it) and ``InFlight.gate`` ->
+``InFlight._lock`` (the heartbeat's snapshot of renewable slots). A slot's lock and
+``InFlight._lock`` are never held together: the dictionaries are changed after the slot's
+move, never during it.
 """
 
 from __future__ import annotations
@@ -311,15 +315,21 @@ class InFlight:
             self._live[slot.job.pk] = slot
 
     def end(self, slot: Slot, reason: str) -> Move | None:
-        """The watchdog ends the attempt (:meth:`Slot.try_end`): if it wins, the slot's thread
-        stays taken and its job id is free for a retry."""
-        move = slot.try_end(reason)
+        """The watchdog ends the attempt (:meth:`Slot.try_end`, under ``gate``): if it wins, the
+        slot's thread stays taken and its job id is free for a retry."""
+        with self.gate:
+            move = slot.try_end(reason)
         if move is not None:
             with self._lock:
                 if self._live.get(slot.job.pk) is slot:
                     del self._live[slot.job.pk]
                 self._ended[slot.token] = slot
         return move
+
+    def release(self, slot: Slot) -> Move | None:
+        """Shutdown hands the job back (:meth:`Slot.try_release`, under ``gate``)."""
+        with self.gate:
+            return slot.try_release()
 
     def returned(self, slot: Slot) -> Move | None:
         """Its runner's thread is free: :meth:`Slot.try_return`, out of flight if settled."""

@@ -62,7 +62,7 @@ def _renew(flight: InFlight, slot: Slot) -> None:
 CALLS: dict[str, Callable[[InFlight, Slot], Move | None]] = {
     "try_start": lambda flight, slot: slot.try_start(),
     "try_write": _report,
-    "try_release": lambda flight, slot: slot.try_release(),
+    "try_release": lambda flight, slot: flight.release(slot),
     "try_end": lambda flight, slot: flight.end(slot, "timeout"),
     "try_group": lambda flight, slot: slot.try_group(),
     "try_complete": _complete,
@@ -168,3 +168,31 @@ def test_the_table_has_no_cycle_and_every_state_but_settled_can_leave() -> None:
 
     assert depth(SlotState.QUEUED, frozenset()) > 0
     assert set(order) == set(SlotState), "every state is reachable from queued"
+
+
+@pytest.mark.parametrize(
+    "call", [lambda flight, slot: flight.end(slot, "cancel"), lambda f, s: f.release(s)]
+)
+def test_an_attempt_is_not_ended_or_released_while_the_heartbeat_renews_it(
+    call: Callable[[InFlight, Slot], Move | None],
+) -> None:
+    """The heartbeat holds ``gate`` across its renewal of the slots it read as renewable. An
+    end or a release made meanwhile would write the attempt's end under that statement, which
+    then finds the row gone and logs the lease lost: they wait for the gate instead."""
+    flight = InFlight()
+    slot = Slot(Job(pk=1, attempt=1, name="testapp.jobs.noop", queue="default"))
+    flight.add(slot)
+    slot.try_start()
+    moved: list[Move | None] = []
+    with flight.gate:  # as the heartbeat does, around its renewal
+        assert flight.renewable() == [slot]
+        mover = threading.Thread(target=lambda: moved.append(call(flight, slot)))
+        mover.start()
+        mover.join(timeout=0.3)
+        assert mover.is_alive(), "it moved under the renewal"
+        assert slot.state is SlotState.RUNNING
+    mover.join(timeout=10)
+    assert not mover.is_alive()
+    assert moved[0] is not None
+    assert moved[0].before is SlotState.RUNNING
+    assert slot.state in (SlotState.ENDED, SlotState.RELEASED)
