@@ -267,7 +267,9 @@ def run(
     if seconds + 120 > timeout:
         raise RuntimeError(f"--timeout {timeout:g} s is shorter than a {seconds:g} s run")
     parsed = parse_duration(age)
-    argv = drain.worker_argv(batch=batch, threads=threads)
+    # A heartbeat a second (the default is 15 s): the first writes the worker's row, which is
+    # how the run knows both are up before the producer starts.
+    argv = drain.worker_argv("--heartbeat", "1", batch=batch, threads=threads)
     out: dict[str, Any] = {
         "history_minutes": minutes,
         "history_rate": rate,
