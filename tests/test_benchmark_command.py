@@ -59,6 +59,7 @@ def test_the_history_section_runs_on_every_database_the_others_on_postgresql_onl
             call_command("benchmark", "--only", "history,enqueue")
 
 
+@pytest.mark.benchmark_run
 def test_history_smoke_run_prunes_only_with_the_setting(tmp_path: Path) -> None:
     """A tiny history run on the configured database's server: every variant measures, and
     only those with retention delete rows (a 1 s age, 6 s of enqueueing)."""
@@ -110,6 +111,7 @@ def test_history_smoke_run_prunes_only_with_the_setting(tmp_path: Path) -> None:
     assert median["history_full_pruned"] >= 0
 
 
+@pytest.mark.benchmark_run
 def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
     """On PostgreSQL a tiny run completes and writes its JSON; elsewhere it refuses clearly."""
     out = tmp_path / "bench.json"
@@ -176,6 +178,7 @@ def test_smoke_run_writes_every_section_figure(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.benchmark_run
 def test_retention_smoke_run_prunes_only_with_the_setting(tmp_path: Path) -> None:
     """A tiny retention run: both drains complete, and only the pruning one deletes old rows."""
     out = tmp_path / "retention.json"
@@ -203,6 +206,7 @@ def test_retention_smoke_run_prunes_only_with_the_setting(tmp_path: Path) -> Non
     assert median["retention_p1_pruning_vs_plain"] > 0
 
 
+@pytest.mark.benchmark_run
 def test_shards_smoke_run_drains_each_database_and_checks_it(tmp_path: Path) -> None:
     """A tiny shards run: both drains complete, every check is 0, each database holds its
     queue's half, and the second scratch database is dropped afterwards."""
@@ -271,6 +275,7 @@ def test_bad_scale_options_are_refused(args: list[str], message: str) -> None:
         call_command("benchmark", *args)
 
 
+@pytest.mark.benchmark_run
 def test_scale_smoke_run_fills_times_every_face_and_prunes(tmp_path: Path, capsys) -> None:
     """A tiny --scale run: filled, every face timed once, pruning measured, reused as asked."""
     from benchmarks import database
@@ -344,6 +349,7 @@ def test_the_worker_section_compares_default_settings_with_conn_max_age_60() -> 
     assert "CONN_MAX_AGE = 60" in report.summary(figures, len(runs))
 
 
+@pytest.mark.benchmark_run
 def test_smoke_run_of_the_worker_section(tmp_path: Path) -> None:
     """Every drain of the worker section, the one with CONN_MAX_AGE = 60 included."""
     if connection.vendor != "postgresql":
@@ -411,6 +417,7 @@ def test_an_unknown_baseline_is_refused_with_gits_message() -> None:
         call_command("benchmark", "--only=enqueue", "--baseline", "no-such-ref-anywhere")
 
 
+@pytest.mark.benchmark_run
 def test_a_baseline_runs_beside_this_checkout_and_is_compared(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -437,6 +444,7 @@ def test_a_baseline_runs_beside_this_checkout_and_is_compared(
     assert "| claim_one_queue_1k_ms |" in printed
 
 
+@pytest.mark.benchmark_run
 def test_partitions_smoke_run_drops_the_day_and_deletes_the_rest_in_batches(
     tmp_path: Path,
 ) -> None:
