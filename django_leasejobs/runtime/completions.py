@@ -82,11 +82,13 @@ class Completer:
                 finished_by=self.worker_id,
                 # The batch's logs, in its transaction; a batch that logged nothing stays one
                 # statement in autocommit (a transaction would cost two round trips more).
-                then=lambda done: (
-                    job_logs.keep(
-                        (slot.execution, Outcome.SUCCEEDED)
-                        for slot in logged
-                        if slot.execution is not None and slot.job.pk in done
+                then=(
+                    (
+                        lambda done: job_logs.keep(
+                            (slot.execution, Outcome.SUCCEEDED)
+                            for slot in logged
+                            if slot.execution is not None and slot.job.pk in done
+                        )
                     )
                     if logged
                     else None

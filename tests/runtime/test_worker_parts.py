@@ -7,8 +7,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
+from collections.abc import Callable
 
 import pytest
+from django.db import connection
 from django.db.models import F
 from testapp import jobs
 
@@ -250,6 +252,34 @@ class TestWithTheDatabase:
         assert Job.objects.filter(status=Status.SUCCEEDED).count() == 3
         assert (parts.completer.waiting(), parts.slots.running) == (0, 0)
         assert parts.ledger.summary.succeeded == 3
+
+    def test_a_flush_of_jobs_that_logged_nothing_sends_only_the_completion(self) -> None:
+        """No transaction of its own around the batch's completion (two round trips more, and
+        a savepoint on some databases): it sends what ``protocol.complete_many`` sends alone."""
+
+        def statements(complete: Callable[[], object]) -> list[tuple[str, bool]]:
+            """Each statement's verb, and whether it ran inside a transaction block."""
+            seen: list[tuple[str, bool]] = []
+
+            def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+                seen.append((sql.split()[0].upper(), connection.in_atomic_block))
+                return execute(sql, params, many, context)
+
+            with connection.execute_wrapper(record):
+                complete()
+            return seen
+
+        jobs.noop.enqueue_many([((), {})] * 6)
+        parts = Parts()
+        first, second = parts.claim(batch=3), parts.claim(batch=3)
+        for slot in first:
+            parts.writer.finished(slot, parts.run(slot))
+        flushed = statements(parts.completer.flush)
+        alone = statements(
+            lambda: protocol.complete_many([s.token for s in second], finished_by=WORKER)
+        )
+        assert Job.objects.filter(status=Status.SUCCEEDED).count() == 6
+        assert flushed == alone
 
     def test_the_watchdog_ends_an_attempt_past_its_deadline_and_refuses_its_result(self) -> None:
         job = jobs.noop.enqueue()
