@@ -225,7 +225,10 @@ def _one(
             out[f"{when}_rows"] = counts["rows"]
             out[f"{when}_overdue"] = counts["overdue"]
             out[f"{when}_finished"] = finished
-            out[f"{when}_pruned"] = finished - counts["succeeded"]
+            # The rows deleted: the enqueued ones no longer in the table (one count; the live
+            # and succeeded counts, read one after the other while workers finish jobs, can
+            # both hold a job that finished between them).
+            out[f"{when}_pruned"] = enqueued - counts["rows"]
             _say(f"{variant} {when}: {size / 2**20:.1f} MiB")
     finally:
         producer.stopping.set()
