@@ -7,7 +7,7 @@ on them, so a failed upgrade or a failed handler leaves the arguments as they we
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from django.db import connections, transaction
@@ -16,7 +16,7 @@ from .. import dialects
 from ..core import json_values
 from ..db import signals
 from ..db.deadlocks import retry_deadlocks
-from ..dialects import Completed, Completion, succeeded_fields
+from ..dialects import Completed, Completion, LogRow, succeeded_fields
 from ..errors import JobValidationError, StaleAttemptError
 from ..models import Job, Status
 from .base import (
@@ -104,6 +104,7 @@ def complete_many(
     *,
     finished_by: str = "",
     then: Then | None = None,
+    logs: Sequence[LogRow] = (),
 ) -> dict[int, Outcome]:
     """Mark many jobs succeeded in as few statements as the database allows, each row fenced
     by its own token; an item is ``(id, attempt)`` or ``(id, attempt, result)``.
@@ -114,7 +115,9 @@ def complete_many(
     nothing: after an error none is, and the caller may try the whole batch again (a write
     that had committed would find its jobs stale on that try). ``then`` is called with the
     ids completed, in the same transaction (the worker writes their attempts' logs there:
-    one commit for both).
+    one commit for both). ``logs``: log rows that need no job cap applied (first attempts'),
+    written in the batch's own transaction (on PostgreSQL, its one statement) for the jobs it
+    completed; an error writing them writes nothing of the batch, as any other error.
     """
     outcomes: dict[int, Outcome] = {}
     storable: list[Completion] = []
@@ -131,10 +134,10 @@ def complete_many(
     using = job_database()
     # One statement for a batch of plain jobs (the common case); a batch holding a
     # workflow's job is left unwritten by it, and written whole in one transaction.
-    written = _complete_plain(using, storable, finished_by, then)
+    written = _complete_plain(using, storable, finished_by, then, logs)
     succeeded = written.jobs
     if written.steps:
-        succeeded = _complete_with_steps(using, storable, written.steps, finished_by, then)
+        succeeded = _complete_with_steps(using, storable, written.steps, finished_by, then, logs)
     for done in storable:
         outcomes[done.id] = fenced_outcome(
             int(done.id in succeeded), "succeeded", done.id, done.attempt, Outcome.SUCCEEDED
@@ -155,14 +158,19 @@ Then = Callable[[set[int]], None]
 
 @retry_deadlocks
 def _complete_plain(
-    using: str, completions: list[Completion], finished_by: str, then: Then | None
+    using: str,
+    completions: list[Completion],
+    finished_by: str,
+    then: Then | None,
+    logs: Sequence[LogRow],
 ) -> Completed:
     """The batch's one statement (nothing written if it holds a workflow's job), and ``then``
     with what it completed, in one transaction."""
+    dialect = dialects.for_alias(using)
     if then is None:
-        return dialects.for_alias(using).complete_many(using, completions, finished_by)
+        return dialect.complete_many(using, completions, finished_by, logs)
     with transaction.atomic(using=using):
-        written = dialects.for_alias(using).complete_many(using, completions, finished_by)
+        written = dialect.complete_many(using, completions, finished_by, logs)
         if written.jobs and not written.steps:
             then(written.jobs)
     return written
@@ -175,17 +183,20 @@ def _complete_with_steps(
     steps: set[int],
     finished_by: str,
     then: Then | None = None,
+    logs: Sequence[LogRow] = (),
 ) -> set[int]:
     """A batch holding workflow jobs (``steps``): the plain ones in one statement, the
-    workflow ones with their steps, in one transaction (with ``then``)."""
+    workflow ones with their steps, in one transaction (with ``then``, and ``logs``)."""
     plain = [c for c in completions if c.id not in steps]
+    dialect = dialects.for_alias(using)
     with transaction.atomic(using=using):
         succeeded: set[int] = set()
         if plain:
-            succeeded = dialects.for_alias(using).complete_many(using, plain, finished_by).jobs
-        succeeded |= complete_step_jobs(
-            using, [c for c in completions if c.id in steps], finished_by
-        )
+            succeeded = dialect.complete_many(using, plain, finished_by, logs).jobs
+        stepped = complete_step_jobs(using, [c for c in completions if c.id in steps], finished_by)
+        if kept := [row for row in logs if row.job_id in stepped]:
+            dialect.insert_logs(using, kept)
+        succeeded |= stepped
         if then is not None and succeeded:
             then(succeeded)
         return succeeded

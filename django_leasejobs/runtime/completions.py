@@ -3,8 +3,8 @@
 A runner whose handler returned a plain success adds its slot here instead of writing; the claim
 loop (and shutdown) flushes the list with one ``protocol.complete_many`` call, each row fenced
 by its own attempt token, results included. A ``django.tasks`` task gets its ``task_finished``
-signal once the flush has decided its outcome; the batch's logs are written in one insert
-in the same transaction (:mod:`.job_logs`).
+signal once the flush has decided its outcome; the batch's logs are written with it, in the
+same statement or transaction (:mod:`.job_logs`).
 """
 
 from __future__ import annotations
@@ -75,31 +75,42 @@ class Completer:
             slots, self._pending = self._pending, []
         if not slots:
             return
-        logged = [slot for slot in slots if job_logs.logged(slot.execution)]
         try:
-            outcomes = protocol.complete_many(
-                [(*slot.token, slot.result) for slot in slots],
-                finished_by=self.worker_id,
-                # The batch's logs, in its transaction; a batch that logged nothing stays one
-                # statement in autocommit (a transaction would cost two round trips more).
-                then=(
-                    (
-                        lambda done: job_logs.keep(
-                            (slot.execution, Outcome.SUCCEEDED)
-                            for slot in logged
-                            if slot.execution is not None and slot.job.pk in done
-                        )
-                    )
-                    if logged
-                    else None
-                ),
-            )
+            outcomes = self._complete(slots)
         except DatabaseError:
             with self._lock:
                 # Nothing of the batch was written, and fenced writes are safe to try again.
                 self._pending[:0] = slots
             raise
         self._finished(slots, outcomes)
+
+    def _complete(self, slots: list[Slot]) -> dict[int, Outcome]:
+        """The batch's completion with its logs. A batch that logged nothing is one statement in
+        autocommit (a transaction would cost two round trips more); first attempts' logs ride
+        in the completion itself (on PostgreSQL, its statement). Logs needing the job's cap, or
+        refused there, go in the batch's transaction behind a savepoint: a refused insert loses
+        them (logged), never the completions."""
+        items = [(*slot.token, slot.result) for slot in slots]
+        ended = [
+            (slot.execution, Outcome.SUCCEEDED)
+            for slot in slots
+            if slot.execution is not None and job_logs.logged(slot.execution)
+        ]
+        if not ended:
+            return protocol.complete_many(items, finished_by=self.worker_id)
+        rows = job_logs.rows_of(ended)
+        if job_logs.uncapped(rows):
+            try:
+                return protocol.complete_many(items, finished_by=self.worker_id, logs=rows)
+            except DatabaseError:
+                pass  # nothing of the batch was written: again, with the logs apart
+        return protocol.complete_many(
+            items,
+            finished_by=self.worker_id,
+            then=lambda done: job_logs.keep(
+                (execution, outcome) for execution, outcome in ended if execution.job.pk in done
+            ),
+        )
 
     def _finished(self, slots: list[Slot], outcomes: dict[int, Outcome]) -> None:
         for slot in slots:

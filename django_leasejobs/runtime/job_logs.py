@@ -27,8 +27,9 @@ with a ``{"dropped": N}`` between them; a job keeps ``JOB_CAP`` bytes over all i
 (``upkeep/job_logs.py``). Memory stays bounded by the same caps while the handler runs.
 
 Written with the attempt's end: by the runner that writes it (``report``), just after, or by
-the grouped completions' flush, one insert for the batch inside the transaction that completes
-it (``protocol.complete_many(then=)``), so a batch costs one commit with its logs too. An
+the grouped completions' flush, with the batch's completion: first attempts' rows in its own
+statement on PostgreSQL (``protocol.complete_many(logs=)``), others in one insert inside the
+transaction that completes it (``then=``), so a batch costs one commit with its logs too. An
 attempt that no longer owns its job (lease lost, a write refused as stale) writes none: its
 job may be another worker's, or gone. One the worker ended itself (a timeout, a cancel)
 writes what its handler logged until it returned.
@@ -249,9 +250,8 @@ def owned(execution: Execution, outcome: Outcome) -> bool:
     return outcome is not Outcome.STALE or context.completed or context.cancelled
 
 
-def keep(results: Iterable[tuple[Execution, Outcome]]) -> None:
-    """Write the logs of these ended attempts, in one insert; those that no longer own their
-    job are dropped. A database error loses them (logged): the attempt's end is written."""
+def rows_of(results: Iterable[tuple[Execution, Outcome]]) -> list[upkeep.AttemptLogs]:
+    """The log rows of these ended attempts; those that no longer own their job have none."""
     rows: list[upkeep.AttemptLogs] = []
     for result, outcome in results:
         buffer: Buffer | None = result.context.logs
@@ -260,6 +260,19 @@ def keep(results: Iterable[tuple[Execution, Outcome]]) -> None:
         records, size = buffer.records()
         if records:
             rows.append(upkeep.AttemptLogs(result.job.pk, result.job.attempt, records, size))
+    return rows
+
+
+def uncapped(rows: list[upkeep.AttemptLogs]) -> bool:
+    """Whether these rows need no job cap applied: all first attempts (an attempt keeps less
+    than a job may), so they can be written with the completion's own statement."""
+    return all(row.attempt == 1 for row in rows)
+
+
+def keep(results: Iterable[tuple[Execution, Outcome]]) -> None:
+    """Write the logs of these ended attempts, in one insert; those that no longer own their
+    job are dropped. A database error loses them (logged): the attempt's end is written."""
+    rows = rows_of(results)
     if not rows:
         return
     try:

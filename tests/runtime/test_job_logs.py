@@ -7,10 +7,12 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from django.db import DatabaseError
 from testapp import jobs
 
 from django_leasejobs import protocol
 from django_leasejobs.core.job_log_context import CURRENT, JobFields
+from django_leasejobs.dialects import LogRow
 from django_leasejobs.models import Job, JobLog, Status
 from django_leasejobs.runtime import attempt_ends, execution, job_logs
 from django_leasejobs.runtime.job_logs import ROUTER, Buffer
@@ -319,6 +321,49 @@ def logs_refused() -> Iterator[None]:
     yield
     with connection.cursor() as cursor:
         cursor.execute(drop)
+
+
+def given_logs(*job_ids: int) -> list[LogRow]:
+    """Log rows of first attempts, as the worker hands them to a grouped completion."""
+    line = {"level": "INFO", "logger": "testapp", "message": "kept", "at": "2026-01-01T00:00:00Z"}
+    return [LogRow(job_id, 1, [line], 60) for job_id in job_ids]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_logs_given_to_a_completion_are_written_for_the_jobs_it_completed() -> None:
+    jobs.noop.enqueue_many([((), {})] * 2)
+    ours, stale = protocol.claim("w1", batch=2)
+    outcomes = protocol.complete_many(
+        [(ours.pk, ours.attempt), (stale.pk, stale.attempt + 1)], logs=given_logs(ours.pk, stale.pk)
+    )
+    assert outcomes == {ours.pk: protocol.Outcome.SUCCEEDED, stale.pk: protocol.Outcome.STALE}
+    assert list(JobLog.objects.values_list("job_id", "attempt", "size")) == [(ours.pk, 1, 60)]
+    assert messages(Job.objects.get(pk=ours.pk)) == [(1, "INFO", "testapp", "kept")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_logs_given_to_a_workflow_s_completion_are_written_with_its_steps() -> None:
+    from django_leasejobs import chain
+
+    chain(jobs.noop.si(), jobs.noop.si()).enqueue()
+    (claimed,) = protocol.claim("w1", batch=1)
+    protocol.complete_many([(claimed.pk, claimed.attempt)], logs=given_logs(claimed.pk))
+    assert Job.objects.get(pk=claimed.pk).status == Status.SUCCEEDED
+    assert list(JobLog.objects.values_list("job_id", flat=True)) == [claimed.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_logs_the_database_refuses_in_a_completion_leave_the_batch_unwritten(
+    logs_refused,
+) -> None:
+    """All or nothing, as any other error of the batch: the worker then writes it again with
+    its logs apart (the test below)."""
+    jobs.noop.enqueue()
+    (claimed,) = protocol.claim("w1", batch=1)
+    with pytest.raises(DatabaseError):
+        protocol.complete_many([(claimed.pk, claimed.attempt)], logs=given_logs(claimed.pk))
+    assert Job.objects.get(pk=claimed.pk).status == Status.RUNNING
+    assert not JobLog.objects.exists()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 import time
 from collections.abc import Callable
 
@@ -16,7 +17,7 @@ from testapp import jobs
 
 from django_leasejobs import protocol
 from django_leasejobs.db.dbtime import DbNow
-from django_leasejobs.models import Job, Status
+from django_leasejobs.models import Job, JobLog, Status
 from django_leasejobs.models import Worker as WorkerRow
 from django_leasejobs.protocol import Outcome
 from django_leasejobs.reports.summary import TABLE_ROWS, Summary
@@ -45,6 +46,19 @@ def build_options(**given: object) -> WorkerOptions:
 def a_job(pk: int = 1, attempt: int = 1) -> Job:
     """An unsaved job, for the parts that only hold slots."""
     return Job(pk=pk, attempt=attempt, name="testapp.jobs.noop", queue="default")
+
+
+def statements(complete: Callable[[], object]) -> list[tuple[str, bool]]:
+    """Each statement ``complete`` sends: its verb, and whether it ran in a transaction block."""
+    seen: list[tuple[str, bool]] = []
+
+    def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        seen.append((sql.split()[0].upper(), connection.in_atomic_block))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        complete()
+    return seen
 
 
 class Parts:
@@ -256,19 +270,6 @@ class TestWithTheDatabase:
     def test_a_flush_of_jobs_that_logged_nothing_sends_only_the_completion(self) -> None:
         """No transaction of its own around the batch's completion (two round trips more, and
         a savepoint on some databases): it sends what ``protocol.complete_many`` sends alone."""
-
-        def statements(complete: Callable[[], object]) -> list[tuple[str, bool]]:
-            """Each statement's verb, and whether it ran inside a transaction block."""
-            seen: list[tuple[str, bool]] = []
-
-            def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-                seen.append((sql.split()[0].upper(), connection.in_atomic_block))
-                return execute(sql, params, many, context)
-
-            with connection.execute_wrapper(record):
-                complete()
-            return seen
-
         jobs.noop.enqueue_many([((), {})] * 6)
         parts = Parts()
         first, second = parts.claim(batch=3), parts.claim(batch=3)
@@ -280,6 +281,26 @@ class TestWithTheDatabase:
         )
         assert Job.objects.filter(status=Status.SUCCEEDED).count() == 6
         assert flushed == alone
+
+    def test_a_flush_of_first_attempts_that_logged_writes_the_logs_with_the_completion(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """On PostgreSQL in the completion's one statement, in autocommit (no transaction,
+        savepoint and insert of their own); elsewhere in the completion's transaction."""
+        caplog.set_level(logging.INFO, logger="testapp")
+        jobs.logs_lines.enqueue_many([((2,), {})] * 3)
+        parts = Parts()
+        for slot in parts.claim(batch=3):
+            parts.writer.finished(slot, parts.run(slot))
+        flushed = statements(parts.completer.flush)
+        assert Job.objects.filter(status=Status.SUCCEEDED).count() == 3
+        assert sorted(JobLog.objects.values_list("attempt", flat=True)) == [1, 1, 1]
+        if connection.vendor == "postgresql":
+            assert flushed == [("WITH", False)]
+        else:
+            assert ("INSERT", True) in flushed
+            # SQLite's BEGIN is sent as the block opens.
+            assert all(inside for verb, inside in flushed if verb != "BEGIN"), flushed
 
     def test_the_watchdog_ends_an_attempt_past_its_deadline_and_refuses_its_result(self) -> None:
         job = jobs.noop.enqueue()

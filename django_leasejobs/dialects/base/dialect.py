@@ -213,7 +213,11 @@ class Dialect(LeaseSteps):
 
     @retry_deadlocks
     def complete_many(
-        self, alias: str, completions: list[Completion], finished_by: str
+        self,
+        alias: str,
+        completions: list[Completion],
+        finished_by: str,
+        logs: Sequence[LogRow] = (),
     ) -> Completed:
         """Mark these attempts succeeded, each row fenced; return the ids that were, and
         announce them (``announce_finished``) in the same transaction. A batch that holds a
@@ -222,7 +226,8 @@ class Dialect(LeaseSteps):
 
         One transaction (one UPDATE, or one per row with a result): an error leaves none of
         them written, so the caller may try the whole batch again; had the rows before the
-        error committed, that try would find them succeeded and stale.
+        error committed, that try would find them succeeded and stale. ``logs``: log rows
+        (no job cap to apply) written in it, those of the jobs it completed.
         """
         with transaction.atomic(using=alias):
             ids = [c.id for c in completions]
@@ -232,8 +237,12 @@ class Dialect(LeaseSteps):
                 return Completed(set(), workflow)
             if all(c.result is None for c in completions):
                 tokens = [Token(c.id, c.attempt) for c in completions]
-                return Completed(_complete_group(alias, tokens, finished_by), set())
-            done = {c.id for c in completions if _complete_one(alias, c, finished_by)}
+                done = _complete_group(alias, tokens, finished_by)
+            else:
+                done = {c.id for c in completions if _complete_one(alias, c, finished_by)}
+            kept = [row for row in logs if row.job_id in done]
+            if kept:
+                self.insert_logs(alias, kept)
             return Completed(done, set())
 
     def complete_steps(

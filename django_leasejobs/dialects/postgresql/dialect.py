@@ -72,7 +72,7 @@ done AS (
     WHERE j.id = t.id AND j.attempt = t.attempt AND j.status = 'running'
         AND j.workflow_step_id IS NULL AND NOT EXISTS (SELECT 1 FROM steps)
     RETURNING j.id
-),
+),{{logs}}
 chunks AS (
     SELECT array_agg(id) AS ids FROM (
         SELECT id, (row_number() OVER () - 1) / %(ids_per_notification)s AS chunk FROM done
@@ -83,14 +83,25 @@ UNION ALL
 SELECT 'done', ids, {{announce}} FROM chunks
 """
 
-COMPLETE_MANY = _COMPLETE_MANY.format(announce="''")
+_NOT_ANNOUNCED = "''"
+# Announcing what it completed to waiting callers in the same statement (so in the same
+# transaction, and no round trip more): one notification per chunk of ids. ``pg_notify``
+# returns void: cast to text and cut to nothing, it fills the third column.
+_ANNOUNCED = "left(pg_notify(%(finished_channel)s, array_to_string(ids, ','))::text, 0)"
+
+COMPLETE_MANY = _COMPLETE_MANY.format(announce=_NOT_ANNOUNCED, logs="")
 """One row per chunk of the ids completed (and one naming the workflow jobs, if any)."""
 
-# The same, announcing what it completed to waiting callers in the same statement (so in the
-# same transaction, and no round trip more): one notification per chunk of ids. ``pg_notify``
-# returns void: cast to text and cut to nothing, it fills the third column.
-COMPLETE_MANY_ANNOUNCED = _COMPLETE_MANY.format(
-    announce="left(pg_notify(%(finished_channel)s, array_to_string(ids, ','))::text, 0)"
+COMPLETE_MANY_ANNOUNCED = _COMPLETE_MANY.format(announce=_ANNOUNCED, logs="")
+
+# With the first attempts' logs of the batch (``logs=``): the rows of the jobs this statement
+# completed are inserted by the same statement, so a batch that logged costs one round trip
+# and one commit, as one that did not (no transaction, savepoint and insert around it).
+COMPLETE_MANY_LOGGED = _COMPLETE_MANY.format(
+    announce=_NOT_ANNOUNCED, logs=postgresql_job_logs.LOGGED
+)
+COMPLETE_MANY_ANNOUNCED_LOGGED = _COMPLETE_MANY.format(
+    announce=_ANNOUNCED, logs=postgresql_job_logs.LOGGED
 )
 
 ANNOUNCE_FINISHED = (
@@ -232,7 +243,11 @@ class PostgreSQLDialect(Dialect):
 
     @retry_deadlocks
     def complete_many(
-        self, alias: str, completions: list[Completion], finished_by: str
+        self,
+        alias: str,
+        completions: list[Completion],
+        finished_by: str,
+        logs: Sequence[LogRow] = (),
     ) -> Completed:
         results = None  # no result at all: NULL, and every row's result is NULL
         if any(c.result is not None for c in completions):
@@ -244,9 +259,14 @@ class PostgreSQLDialect(Dialect):
             "attempts": int_array(c.attempt for c in completions),
             "ids_per_notification": notify.IDS_PER_NOTIFICATION,
         }
-        sql = COMPLETE_MANY
-        if notify.supported(alias):
-            sql, params["finished_channel"] = COMPLETE_MANY_ANNOUNCED, notify.FINISHED_CHANNEL
+        announced = notify.supported(alias)
+        if announced:
+            params["finished_channel"] = notify.FINISHED_CHANNEL
+        if logs:
+            params["logs"] = postgresql_job_logs.encoded(logs)
+            sql = COMPLETE_MANY_ANNOUNCED_LOGGED if announced else COMPLETE_MANY_LOGGED
+        else:
+            sql = COMPLETE_MANY_ANNOUNCED if announced else COMPLETE_MANY
         with connections[alias].cursor() as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
