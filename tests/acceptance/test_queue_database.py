@@ -24,7 +24,11 @@ import pytest
 
 from ..newproject import NewProject, add, add_app, ok, probe, start_project, two_databases
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.acceptance,
+    pytest.mark.slow,  # .ci/run: each database's pass, not the Django-version or binding passes
+    pytest.mark.django_db(transaction=True),
+]
 
 JOBS = """
     from django_leasejobs import job
