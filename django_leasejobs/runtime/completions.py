@@ -107,9 +107,7 @@ class Completer:
         return protocol.complete_many(
             items,
             finished_by=self.worker_id,
-            then=lambda done: job_logs.keep(
-                (execution, outcome) for execution, outcome in ended if execution.job.pk in done
-            ),
+            then=lambda done: job_logs.store([row for row in rows if row.job_id in done]),
         )
 
     def _finished(self, slots: list[Slot], outcomes: dict[int, Outcome]) -> None:

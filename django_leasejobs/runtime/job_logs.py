@@ -272,7 +272,12 @@ def uncapped(rows: list[upkeep.AttemptLogs]) -> bool:
 def keep(results: Iterable[tuple[Execution, Outcome]]) -> None:
     """Write the logs of these ended attempts, in one insert; those that no longer own their
     job are dropped. A database error loses them (logged): the attempt's end is written."""
-    rows = rows_of(results)
+    store(rows_of(results))
+
+
+def store(rows: list[upkeep.AttemptLogs]) -> None:
+    """Write these rows in one insert, within each job's cap; a database error loses them
+    (logged)."""
     if not rows:
         return
     try:
