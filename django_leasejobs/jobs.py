@@ -83,6 +83,9 @@ class JobFunction(registry.JobSpec, Generic[P, R]):
         - ``dedupe_states``: finished states whose jobs still hold the key.
         - ``dedupe_period``: seconds a key stays held after its job was created.
         - ``on_conflict``: ``"ignore"`` or ``"replace"`` (debounce), with a dedupe key.
+        - ``fair_key``: the job's fair key, over ``@job(fair_key=)``'s: it interleaves with
+          other keys' jobs of its queue and priority (docs/fairness.md).
+        - ``fair_weight``: the key's share against a weight-1 key's, 1 to 100 (with a key).
         """
         merged = enqueue_options.merged(self, self._options, dict(options))
         configured = copy.copy(self)
@@ -207,6 +210,8 @@ class JobOptions(TypedDict, total=False):
     concurrency_limit: int | None
     rate_limit: str | None
     rate_key: str | Callable[..., Any] | None
+    fair_key: str | Callable[..., Any] | None
+    fair_weight: int | None
     cron: str | None
     timezone: str | None
     misfire: str | None
@@ -287,6 +292,11 @@ def job(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     ``rate_limit``: starts per period, ``"100/m"`` (``s``, ``m`` or ``h``), per
     ``rate_key`` (or per job name without one).
     ``rate_key``: a template or function of the arguments that the rate limit counts by.
+    ``fair_key``: a template or function of the arguments: within a queue and a priority,
+    jobs of different keys interleave in the claim order instead of queueing behind one
+    key's backlog (docs/fairness.md).
+    ``fair_weight``: the key's share against a weight-1 key's while both have jobs waiting,
+    1 to 100; default 1.
     ``cron``: a cron expression: declares a schedule named after the job, whose occurrences
     call it with no arguments, synced as ``LEASEJOBS_SCHEDULES`` entries are
     (docs/recurrence.md).

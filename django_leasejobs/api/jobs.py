@@ -21,7 +21,7 @@ from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 
 from .. import protocol
-from ..core import json_values, registry, validation
+from ..core import fairness, json_values, registry, validation
 from ..core.conf import settings
 from ..errors import JobArgumentsError, JobValidationError
 from ..models import CLAIMABLE, Job, Status
@@ -86,6 +86,8 @@ def parse_item(
         ("max_attempts", validation.check_max_attempts),
         ("max_attempts", inputs.max_attempts),  # then the API's own cap
         ("dedupe_key", validation.check_dedupe_key),
+        ("fair_key", fairness.check_key),
+        ("fair_weight", fairness.check_weight),
     ):
         if key in options:
             _check(prefix + key, check, options[key])

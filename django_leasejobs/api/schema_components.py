@@ -38,6 +38,13 @@ ENQUEUE_FIELDS: dict[str, Schema] = {
     "queue": nullable("string", pattern=r"^[A-Za-z0-9_.:-]{1,100}$"),
     "dedupe_key": nullable("string", minLength=1, maxLength=200),
     "max_attempts": nullable("integer", minimum=1),  # its maximum is a setting: schemas()
+    "fair_key": nullable(
+        "string",
+        minLength=1,
+        maxLength=200,
+        description="Interleave with other keys' jobs of the queue (docs/fairness.md).",
+    ),
+    "fair_weight": nullable("integer", minimum=1, maximum=100, description="Needs fair_key."),
 }
 
 _CUT = "a longer one is cut in its middle, where a marker says how many bytes went"
@@ -90,6 +97,7 @@ SCHEMAS: dict[str, Schema] = {
             "claims": {"type": "integer", "description": "The fencing token: claims so far."},
             "max_attempts": {"type": "integer"},
             "dedupe_key": nullable("string"),
+            "fair_key": nullable("string"),
             "lease_owner": nullable("string"),
             "lease_expires_at": TIME,
             "schedule_id": nullable("integer"),

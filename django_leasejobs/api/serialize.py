@@ -34,6 +34,7 @@ def job(row: Job, database: str | None = None) -> dict[str, Any]:
         "claims": row.attempt,
         "max_attempts": row.max_attempts,
         "dedupe_key": row.dedupe_key,
+        "fair_key": row.fair_key,
         "lease_owner": row.lease_owner or None,
         "lease_expires_at": iso(row.lease_expires_at),
         "schedule_id": row.schedule_id,

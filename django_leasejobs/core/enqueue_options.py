@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
 from ..errors import JobValidationError
-from . import registry, validation
+from . import fairness, registry, validation
 
 
 class EnqueueOptions(TypedDict, total=False):
@@ -31,6 +31,8 @@ class EnqueueOptions(TypedDict, total=False):
     dedupe_states: Sequence[str] | None
     dedupe_period: float | None
     on_conflict: Literal["ignore", "replace"] | None
+    fair_key: str | None
+    fair_weight: int | None
 
 
 OPTION_NAMES = frozenset(EnqueueOptions.__optional_keys__)
@@ -46,6 +48,8 @@ OPTION_CHECKS: dict[str, Callable[[Any], Any]] = {
     "on_conflict": validation.check_on_conflict,
     "run_at": lambda run_at: validation.check_run_at(run_at, None),
     "delay": lambda delay: validation.check_run_at(None, delay),
+    "fair_key": fairness.check_key,
+    "fair_weight": fairness.check_weight,
 }
 TIMING = ("run_at", "delay")
 """The two options that say when a job is due: either replaces the other."""

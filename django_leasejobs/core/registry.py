@@ -18,7 +18,7 @@ from django.apps import apps
 
 from ..errors import JobArgumentsError, JobValidationError, UnknownJobError
 from ..retries import RetryOn
-from . import code_schedules, dedupe_keys, job_modules, limits, validation, versions
+from . import code_schedules, dedupe_keys, fairness, job_modules, limits, validation, versions
 from .backoff import Backoff
 from .conf import settings
 
@@ -69,6 +69,8 @@ class JobSpec:
         concurrency_limit: int | None = None,
         rate_limit: str | None = None,
         rate_key: limits.KeySource = None,
+        fair_key: limits.KeySource = None,
+        fair_weight: int | None = None,
         cron: str | None = None,
         timezone: str | None = None,
         misfire: str | None = None,
@@ -128,6 +130,10 @@ class JobSpec:
             rate_key=rate_key,
         )
         """Concurrency and rate limits: the claim enforces them from the keys stored at enqueue."""
+        self.fairness = fairness.Fairness.from_options(
+            self.signature, self.name, fair_key=fair_key, fair_weight=fair_weight
+        )
+        """The fair key and weight: each enqueue's jobs take their key's places in line."""
         self.schedule = code_schedules.from_options(
             self.name,
             self.signature,

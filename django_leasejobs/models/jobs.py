@@ -190,6 +190,17 @@ class Job(models.Model):
     rate_period = models.PositiveIntegerField(
         null=True, blank=True, help_text="Seconds: the rate limit's window."
     )
+    # Fair ordering (docs/fairness.md): the enqueue writes the job's place in line into fair_at
+    # and run_at, so the claim, which reads run_at alone, is unchanged.
+    fair_key = models.CharField(max_length=200, null=True, blank=True)
+    fair_weight = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="The key's share of the queue against weight-1 keys."
+    )
+    fair_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="The place in line the enqueue gave the job among its key's (its run_at then).",
+    )
     task_backend = models.CharField(
         max_length=100,
         blank=True,
@@ -311,6 +322,19 @@ class Job(models.Model):
                 fields=["deferred_until"],
                 name="leasejobs_deferred",
                 condition=models.Q(deferred_until__isnull=False),
+            ),
+            # Fair ordering's reads at enqueue (dialects/fair_lines.py): a queue's head, a key's
+            # last place. Partial: no entry for jobs without a key, none written by a claim.
+            # No head index on MySQL (0027): there leasejobs_claimable, plain, serves.
+            models.Index(
+                fields=["queue", "priority", "run_at"],
+                name="leasejobs_fair_head",
+                condition=models.Q(status__in=["pending", "failed"], fair_key__isnull=False),
+            ),
+            models.Index(
+                fields=["queue", "priority", "fair_key", "fair_at"],
+                name="leasejobs_fair_key",
+                condition=models.Q(status__in=["pending", "failed"], fair_at__isnull=False),
             ),
         ]
         constraints = [

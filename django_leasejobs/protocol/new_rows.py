@@ -14,12 +14,14 @@ from typing import Any
 
 from ..core import json_values, limits, registry, validation
 from ..core.conf import settings as conf_settings
+from ..core.fairness import Fairness
 from ..db.dbtime import db_now
 from ..errors import JobValidationError
 from . import dedupe
 from .base import job_database
 
 NO_LIMITS = limits.Limits()
+NO_FAIRNESS = Fairness()
 
 ENQUEUE_OPTIONS = (
     "run_at",
@@ -28,6 +30,8 @@ ENQUEUE_OPTIONS = (
     "queue",
     "dedupe_key",
     "max_attempts",
+    "fair_key",
+    "fair_weight",
     *dedupe.OPTIONS,
 )
 
@@ -49,6 +53,8 @@ class Defaults:
     """Refuses arguments the handler could not take; None for a ``django.tasks`` task."""
     version: int = 1
     """``@job(version=)``: the version new rows store (1 for a ``django.tasks`` task)."""
+    fairness: Fairness = NO_FAIRNESS
+    """The job's fair key and weight: the key is computed per enqueue."""
 
     @classmethod
     def resolve(cls, name: str, task_backend: str = "") -> Defaults:
@@ -72,6 +78,7 @@ class Defaults:
             job_function.dedupe_key is not None,
             job_function.check_arguments,
             job_function.version,
+            job_function.fairness,
         )
 
 
@@ -95,6 +102,8 @@ def row_values(
     dedupe_states: Any = None,
     dedupe_period: Any = None,
     on_conflict: Any = None,
+    fair_key: str | None = None,
+    fair_weight: int | None = None,
     now: dt.datetime | None = None,
     task_backend: str = "",
     defaults: Defaults | None = None,
@@ -117,7 +126,9 @@ def row_values(
     defaults = defaults or Defaults.resolve(name, task_backend)
     current = version is None or version == defaults.version
     if not current:
-        defaults = dataclasses.replace(defaults, check_arguments=None, limits=NO_LIMITS)
+        defaults = dataclasses.replace(
+            defaults, check_arguments=None, limits=NO_LIMITS, fairness=NO_FAIRNESS
+        )
     args_list, kwargs_dict = checked_arguments(defaults, args, kwargs)
     values = call_values(
         name,
@@ -131,7 +142,10 @@ def row_values(
         task_backend=task_backend,
     )
     values.update(
-        args=args_list, kwargs=kwargs_dict, **defaults.limits.values(args_list, kwargs_dict)
+        args=args_list,
+        kwargs=kwargs_dict,
+        **defaults.limits.values(args_list, kwargs_dict),
+        **defaults.fairness.values(args_list, kwargs_dict, fair_key, fair_weight),
     )
     key, rule = dedupe.resolve(
         name,

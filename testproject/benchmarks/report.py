@@ -221,6 +221,36 @@ GOALS = [
         ">= 0.80",
     ),
     Goal(
+        "the run at which the last of 100 newcomer keys started, behind one key's backlog",
+        "fair_newcomers_last_run",
+        lambda v: v <= 110,
+        "<= 110",
+    ),
+    Goal(
+        "share of the first 300 runs taken by a key of weight 2 against one of weight 1",
+        "fair_heavy_share",
+        lambda v: 0.6 <= v <= 0.73,
+        "0.60-0.73",
+    ),
+    Goal(
+        "enqueue() with a fair key (1,000 keys) vs without",
+        "fair_single_vs_plain",
+        lambda v: v >= 0.9,
+        ">= 0.90",
+    ),
+    Goal(
+        "enqueue_many in lists of 1,000 with fair keys (1,000 keys) vs without",
+        "fair_bulk_vs_plain",
+        lambda v: v >= 0.9,
+        ">= 0.90",
+    ),
+    Goal(
+        "drain of jobs with fair keys (1,000 keys) vs without, 2 processes",
+        "fair_p2_drain_vs_plain",
+        lambda v: v >= 0.9,
+        ">= 0.90",
+    ),
+    Goal(
         "drain while workers prune old succeeded rows by LEASEJOBS_RETENTION vs none, 2 processes",
         "retention_p2_pruning_vs_plain",
         lambda v: v >= 0.9,

@@ -320,6 +320,24 @@ def limited_both(customer_id: int) -> None:
     """One at once per customer, and four starts a minute for the job name."""
 
 
+# Fair ordering (docs/fairness.md): jobs of different accounts interleave in the claim order.
+
+
+@job(fair_key="account:{account}")
+def per_account(account: str, n: int = 0) -> None:
+    """One account's backlog does not hold the others' jobs behind it."""
+
+
+@job
+def account_work(account: str, n: int = 0) -> None:
+    """``per_account`` without a fair key: the benchmark's reference (benchmarks/fairness.py)."""
+
+
+@job(fair_key="account:{account}", concurrency_key="account:{account}", concurrency_limit=1)
+def per_account_one_at_a_time(account: str, n: int = 0) -> None:
+    """Fair, and at most one at once per account."""
+
+
 @job(
     concurrency_key="first:{items[0]}",
     concurrency_limit=1,

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.admin.models import ADDITION, LogEntry
 from testapp import jobs
 
-from django_leasejobs.core import json_values, validation
+from django_leasejobs.core import fairness, json_values, validation
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import Job
 
@@ -51,6 +51,23 @@ def test_enqueue_with_run_at_and_delay(operator):
     job = Job.objects.get(pk=body["id"])
     assert status == 201
     assert (job.run_at - job.created_at).total_seconds() == pytest.approx(3600, abs=5)
+
+
+def test_enqueue_with_a_fair_key_and_weight(operator):
+    status, body = operator.post(
+        "jobs/",
+        {"name": "testapp.jobs.add", "args": [1, 2], "fair_key": "acme", "fair_weight": 3},
+    )
+    assert status == 201
+    assert body["fair_key"] == "acme"
+    job = Job.objects.get(pk=body["id"])
+    assert (job.fair_key, job.fair_weight) == ("acme", 3)
+    assert job.fair_at == job.run_at
+    status, body = operator.post(
+        "jobs/", {"name": "testapp.jobs.add", "args": [1, 2], "fair_weight": 3}
+    )
+    assert (status, body["code"], Job.objects.count()) == (400, "invalid", 1)
+    assert "fair_weight needs a fair_key" in body["message"]
 
 
 def test_dedupe_hit_is_200_with_the_live_job(operator):
@@ -130,6 +147,12 @@ BAD = [
     ("dedupe_key", "x" * 201, lambda: validation.check_dedupe_key("x" * 201)),
     ("dedupe_key", 5, lambda: validation.check_dedupe_key(5)),
     ("dedupe_key", "k\ud800", lambda: validation.check_dedupe_key("k\ud800")),
+    ("fair_key", "", lambda: fairness.check_key("")),
+    ("fair_key", "x" * 201, lambda: fairness.check_key("x" * 201)),
+    ("fair_key", 5, lambda: fairness.check_key(5)),
+    ("fair_weight", 0, lambda: fairness.check_weight(0)),
+    ("fair_weight", 101, lambda: fairness.check_weight(101)),
+    ("fair_weight", "2", lambda: fairness.check_weight("2")),
     ("delay", -1, lambda: validation.check_run_at(None, -1)),
     ("delay", "soon", lambda: validation.check_run_at(None, "soon")),
     ("delay", True, lambda: validation.check_run_at(None, True)),

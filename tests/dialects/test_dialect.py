@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections, transaction
-from django.db.models import JSONField
+from django.db.models import F, JSONField
 from django.test.utils import CaptureQueriesContext
 from testapp import jobs
 
@@ -421,6 +421,8 @@ OPERATIONS = {
     "complete_one", "announce_finished",
     # A batch of workflow successes, with their steps and runs (test_complete_steps.py).
     "complete_steps", "count_steps",
+    # Where each fair key of an enqueue stands (test_fair_lines below).
+    "fair_lines",
 }  # fmt: skip
 CAPABILITIES = {"notifies", "utc_session", "journal_mode_query", "replication"}
 
@@ -499,3 +501,39 @@ def test_insert_logs_writes_each_attempts_row_as_given(dialect: dialects.Dialect
         (first.pk, 2, [], 0),
         (second.pk, 1, records[:1], 64),
     ]
+
+
+def test_fair_lines_read_each_keys_place_and_its_queues_head(dialect: dialects.Dialect) -> None:
+    """The head is the queue's earliest waiting fair job at the key's priority; a key's last
+    place is among its waiting jobs only, counted; the clock is the database's."""
+    jobs.per_account.enqueue_many([(("a",), {"n": n}) for n in range(3)])
+    jobs.per_account.using(fair_weight=2).enqueue_many([(("b",), {"n": n}) for n in range(3)])
+    c = jobs.per_account.using(priority=5).enqueue("c")
+    jobs.noop.enqueue()  # no key: never the head
+    a = list(Job.objects.filter(fair_key="account:a").order_by("id"))
+    b = list(Job.objects.filter(fair_key="account:b").order_by("id"))
+    Job.objects.filter(pk=a[-1].pk).update(status=Status.SUCCEEDED)  # finished: no place
+    Job.objects.filter(fair_key__isnull=False).update(run_at=F("run_at") - dt.timedelta(hours=1))
+    Job.objects.filter(fair_key__isnull=False).update(fair_at=F("run_at"))
+    before = db_now()
+    groups = [
+        dialects.FairGroup("default", 0, "account:a"),
+        dialects.FairGroup("default", 0, "account:b"),
+        dialects.FairGroup("default", 0, "account:new"),
+        dialects.FairGroup("default", 5, "account:a"),
+        dialects.FairGroup("elsewhere", 0, "account:a"),
+    ]
+    lines = dialect.fair_lines(DEFAULT_DB_ALIAS, groups)
+    hour = dt.timedelta(hours=1)
+    head = a[0].run_at - hour
+    assert [line.head for line in lines] == [head, head, head, c.run_at - hour, None]
+    assert [(line.last, line.at_last) for line in lines] == [
+        (a[1].run_at - hour, 1),
+        (b[2].run_at - hour, 1),  # weight 2: two at b's first place, one at its second
+        (None, 0),
+        (None, 0),
+        (None, 0),
+    ]
+    assert b[0].run_at == b[1].run_at < b[2].run_at
+    assert all(before <= line.now <= db_now() for line in lines)
+    assert dialect.fair_lines(DEFAULT_DB_ALIAS, []) == []

@@ -4,7 +4,8 @@ One public method per operation the protocol calls whose SQL differs per databas
 ``base.OPERATIONS``): ``insert``, ``insert_many``, ``insert_rows``, ``claim_limited``,
 ``renew``, ``complete_one``, ``complete_many``, ``complete_steps``, ``count_steps``,
 ``announce``, ``announce_cancel``, ``announce_finished``, ``prune_limiters``,
-``upsert_worker``, ``insert_logs``, ``check_sendable`` and ``require_utf8``. Beside them, the
+``upsert_worker``, ``insert_logs``, ``check_sendable``, ``require_utf8`` and
+``fair_lines`` (one SQL statement of ``dialects/fair_lines.py`` here). Beside them, the
 database's capabilities are attributes (``notifies``, ``utc_session``, ``journal_mode_query``),
 as Django's ``connection.features`` are, so that no code outside ``dialects/`` names a
 database.
@@ -34,6 +35,7 @@ from django.db.models.expressions import DatabaseDefault
 from ...db.dbtime import DbNow
 from ...db.deadlocks import retry_deadlocks
 from ...models import Job, JobLog, Limiter, Status, Worker
+from .. import fair_lines
 from ..tokens import Completion, Token, succeeded_fields, tokens_q
 from . import limiter_pruning
 from .expressions import after
@@ -121,6 +123,7 @@ OPERATIONS = (
     "insert_logs",
     "check_sendable",
     "require_utf8",
+    "fair_lines",
 )
 """The dialect's public methods: what the layers above call, and nothing else
 (tests/dialects/test_interface.py)."""
@@ -289,6 +292,11 @@ class Dialect(LeaseSteps):
             )
             deleted, _ = doomed.filter(key__in=keys).delete()
         return deleted, keys[-1]
+
+    def fair_lines(self, alias: str, groups: Sequence[fair_lines.Group]) -> list[fair_lines.Line]:
+        """Where each fair key of an enqueue stands (its queue's head, its last place, the
+        clock), in the order given: one statement (``dialects/fair_lines.py``)."""
+        return fair_lines.read_lines(alias, groups)
 
     def insert_logs(self, alias: str, rows: Sequence[LogRow]) -> None:
         """INSERT ended attempts' log rows, in the caller's transaction: one statement

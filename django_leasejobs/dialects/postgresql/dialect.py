@@ -20,6 +20,7 @@ from django.db.models import JSONField
 
 from ...db.deadlocks import retry_deadlocks
 from ...models import Job
+from .. import fair_lines
 from ..base.dialect import (
     Completed,
     Completion,
@@ -32,6 +33,7 @@ from ..base.dialect import (
 )
 from ..base.within_limits import CANDIDATES_PER_SLOT, Bucket, Fill
 from . import client_encoding, job_rows, notify, replication_status
+from . import fair_lines as postgresql_fair_lines
 from . import insert as postgresql_insert
 from . import job_logs as postgresql_job_logs
 from . import limited as postgresql_limited
@@ -231,6 +233,10 @@ class PostgreSQLDialect(Dialect):
             cursor.execute(RENEW, params)
             rows = cursor.fetchall()
         return Renewed({row[0] for row in rows}, {row[0] for row in rows if row[1]})
+
+    def fair_lines(self, alias: str, groups: Sequence[fair_lines.Group]) -> list[fair_lines.Line]:
+        # The reads as a function of migration 0027's, planned once per session.
+        return postgresql_fair_lines.read_lines(alias, groups)
 
     def insert_logs(self, alias: str, rows: Sequence[LogRow]) -> None:
         postgresql_job_logs.insert(alias, rows)

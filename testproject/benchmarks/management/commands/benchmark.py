@@ -137,6 +137,7 @@ class Command(BaseCommand):
         add("--limits-jobs", type=int, default=20_000, help="Jobs per drain of the limits section.")
         add("--limits-batch", type=int, default=64, help="The limits section's worker batch.")
         add("--limits-threads", type=int, default=64, help="The limits section's worker threads.")
+        add("--fair-jobs", type=int, default=20_000, help="Jobs per drain of the fairness section.")
         add(
             "--retention-rows",
             type=int,
@@ -346,6 +347,7 @@ class Command(BaseCommand):
             "limits_jobs",
             "limits_batch",
             "limits_threads",
+            "fair_jobs",
             "retention_rows",
             "workflow_jobs",
             "chain_steps",
@@ -390,6 +392,7 @@ class Command(BaseCommand):
             "limits_jobs": o["limits_jobs"],
             "limits_batch": o["limits_batch"],
             "limits_threads": o["limits_threads"],
+            "fair_jobs": o["fair_jobs"],
             "retention_rows": o["retention_rows"],
             "workflow_jobs": o["workflow_jobs"],
             "chain_steps": o["chain_steps"],
@@ -412,6 +415,7 @@ class Command(BaseCommand):
                 "latency",
                 "spike",
                 "limits",
+                "fairness",
                 "retention",
                 "workflows",
                 "observability",

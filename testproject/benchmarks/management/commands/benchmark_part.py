@@ -18,6 +18,7 @@ from benchmarks import (
     claim_cost,
     drain,
     enqueue_rate,
+    fairness,
     footprint,
     history_drop,
     latency,
@@ -42,6 +43,7 @@ SECTIONS = (
     "latency",
     "spike",
     "limits",
+    "fairness",
     "retention",
     "history",
     "workflows",
@@ -137,6 +139,17 @@ def run_section(section: str, target: Target, o: dict[str, Any]) -> dict[str, An
             procs=o["procs"],
             batch=o["limits_batch"],
             threads=o["limits_threads"],
+            timeout=timeout,
+        )
+    if section == "fairness":
+        return fairness.run(
+            target,
+            jobs_count=o["fair_jobs"],
+            single_count=o["single_jobs"],
+            procs=o["procs"],
+            batch=o["batches"][0],
+            threads=o["threads"][0],
+            rounds=2,
             timeout=timeout,
         )
     if section == "retention":

@@ -1,0 +1,165 @@
+"""Fair keys in the claim order: keys interleave, weights share, the rest keeps its order."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+
+import pytest
+from django.db.models import F
+from testapp import jobs
+
+from django_leasejobs import protocol
+from django_leasejobs.errors import JobValidationError
+from django_leasejobs.models import Job, Status
+from django_leasejobs.protocol import Failure, Outcome
+
+pytestmark = pytest.mark.django_db
+
+HOUR = dt.timedelta(hours=1)
+
+
+def back_an_hour() -> None:
+    """Every waiting job an hour earlier, their order kept: all of them due now, whatever
+    places an enqueue gave a little ahead of the clock."""
+    waiting = Job.objects.filter(status__in=["pending", "failed"])
+    waiting.update(run_at=F("run_at") - HOUR)
+    waiting.filter(fair_at__isnull=False).update(fair_at=F("fair_at") - HOUR)
+
+
+def claimed_one_by_one(count: int) -> list[Job]:
+    """What one thread claiming a job at a time starts, in order."""
+    claimed: list[Job] = []
+    for _ in range(count):
+        batch = protocol.claim("w1", batch=1)
+        if not batch:
+            break
+        claimed.extend(batch)
+    return claimed
+
+
+def test_newcomers_start_among_the_next_claims_not_behind_a_backlog() -> None:
+    jobs.per_account.enqueue_many([(("big",), {"n": n}) for n in range(300)])
+    back_an_hour()
+    newcomers = [jobs.per_account.enqueue(f"small-{i}") for i in range(20)]
+    order = [job.pk for job in claimed_one_by_one(40)]
+    positions = [order.index(job.pk) for job in newcomers]
+    # Behind the head's one job, in the order they came: within the next 21 runs.
+    assert positions == list(range(1, 21))
+    assert Counter(job.fair_key for job in Job.objects.filter(pk__in=order[21:])) == {
+        "account:big": 19
+    }
+
+
+def test_keys_enqueued_together_alternate() -> None:
+    for account in ("a", "b", "c"):
+        jobs.per_account.enqueue_many([((account,), {"n": n}) for n in range(10)])
+    back_an_hour()
+    keys = [job.fair_key for job in claimed_one_by_one(30)]
+    for start in range(0, 30, 3):
+        assert sorted(keys[start : start + 3]) == ["account:a", "account:b", "account:c"]
+
+
+def test_a_heavier_key_gets_its_share_while_both_wait() -> None:
+    jobs.per_account.using(fair_key="heavy", fair_weight=2).enqueue_many(
+        [(("x",), {"n": n}) for n in range(100)]
+    )
+    jobs.per_account.enqueue_many([(("light",), {"n": n}) for n in range(100)])
+    back_an_hour()
+    first = claimed_one_by_one(90)
+    share = Counter(job.fair_key for job in first)["heavy"] / len(first)
+    assert share == pytest.approx(2 / 3)
+    assert Job.objects.filter(fair_key="heavy").values_list("fair_weight").distinct().get() == (2,)
+
+
+def test_priority_comes_first() -> None:
+    jobs.per_account.enqueue_many([(("big",), {"n": n}) for n in range(50)])
+    urgent = jobs.per_account.using(priority=5).enqueue("big", 99)
+    back_an_hour()
+    assert claimed_one_by_one(1)[0].pk == urgent.pk
+
+
+def test_a_later_run_at_is_kept_and_takes_no_place() -> None:
+    later = jobs.per_account.using(delay=3 * 3600).enqueue("a")
+    jobs.per_account.enqueue_many([(("a",), {"n": n}) for n in range(5)])
+    row = Job.objects.get(pk=later.pk)
+    assert row.fair_at is None
+    assert row.fair_key == "account:a"
+    assert row.run_at == later.run_at
+    # The delayed job holds no place: the key's due jobs are not pushed an hour out.
+    waiting = Job.objects.exclude(pk=later.pk)
+    assert all(job.fair_at == job.run_at for job in waiting)
+    assert max(job.run_at for job in waiting) < row.run_at - dt.timedelta(minutes=59)
+    back_an_hour()
+    assert later.pk not in {job.pk for job in claimed_one_by_one(10)}
+
+
+def test_jobs_without_a_key_keep_their_run_at() -> None:
+    plain = jobs.noop.enqueue()
+    jobs.per_account.enqueue_many([(("a",), {"n": n}) for n in range(5)])
+    plain_later = jobs.noop.enqueue()
+    rows = Job.objects.filter(pk__in=[plain.pk, plain_later.pk])
+    assert {(job.fair_key, job.fair_at, job.fair_weight) for job in rows} == {(None, None, None)}
+    assert [job.run_at for job in rows.order_by("pk")] == [plain.run_at, plain_later.run_at]
+
+
+def test_a_key_at_its_concurrency_limit_is_passed_over() -> None:
+    jobs.per_account_one_at_a_time.enqueue_many([(("big",), {"n": n}) for n in range(30)])
+    back_an_hour()
+    others = [jobs.per_account_one_at_a_time.enqueue(f"small-{i}") for i in range(3)]
+    claimed = protocol.claim("w1", batch=10)
+    assert Counter(job.concurrency_key for job in claimed) == {
+        "account:big": 1,
+        "account:small-0": 1,
+        "account:small-1": 1,
+        "account:small-2": 1,
+    }
+    assert {job.pk for job in others} <= {job.pk for job in claimed}
+
+
+def test_a_dedupe_key_returns_the_live_job_of_a_fair_key() -> None:
+    first = jobs.per_account.using(dedupe_key="once").enqueue("a")
+    again = jobs.per_account.using(dedupe_key="once").enqueue("a")
+    assert again.pk == first.pk
+    assert Job.objects.get(pk=first.pk).fair_at is not None
+
+
+def test_a_retry_is_ordered_by_its_backoff_not_its_old_place() -> None:
+    job = jobs.per_account.enqueue("a")
+    back_an_hour()
+    [claimed] = protocol.claim("w1", batch=1)
+    failure = Failure("RuntimeError: boom", kind="exception")
+    assert protocol.fail(claimed.pk, claimed.attempt, failure, when=600.0) is Outcome.RETRIED
+    row = Job.objects.get(pk=job.pk)
+    assert row.status == Status.FAILED
+    assert row.run_at > row.fair_at + HOUR
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"fair_weight": 0},
+        {"fair_weight": 101},
+        {"fair_weight": "2"},
+        {"fair_weight": True},
+        {"fair_weight": 1.5},
+        {"fair_key": ""},
+        {"fair_key": "x" * 201},
+        {"fair_key": "a\x00b"},
+        {"fair_key": 7},
+    ],
+)
+def test_bad_fair_options_are_refused_and_nothing_is_written(options: dict) -> None:
+    with pytest.raises(JobValidationError, match="fair_"):
+        jobs.per_account.using(**options).enqueue("a")
+    with pytest.raises(JobValidationError, match="fair_"):
+        jobs.per_account.enqueue("a", **options)
+    with pytest.raises(JobValidationError, match="fair_"):
+        jobs.per_account.enqueue_many([{"args": ["a"]}, {"args": ["b"], **options}])
+    assert not Job.objects.exists()
+
+
+def test_a_weight_needs_a_key() -> None:
+    with pytest.raises(JobValidationError, match="fair_weight needs a fair_key"):
+        jobs.noop.using(fair_weight=2).enqueue()
+    assert not Job.objects.exists()
