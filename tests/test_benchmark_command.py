@@ -204,6 +204,40 @@ def test_retention_smoke_run_prunes_only_with_the_setting(tmp_path: Path) -> Non
 
 
 @pytest.mark.benchmark_run
+def test_fairness_smoke_run_orders_and_times_every_variant(tmp_path: Path) -> None:
+    """A tiny fairness run: the newcomers start right behind the head, the weights share,
+    and every cost is measured."""
+    out = tmp_path / "fairness.json"
+    args = [
+        "--runs=1",
+        "--only=fairness",
+        "--fair-jobs=400",
+        "--single-jobs=20",
+        "--procs=1",
+        "--batches=10",
+        "--threads=4",
+        f"--json={out}",
+    ]
+    if connection.vendor != "postgresql":
+        with pytest.raises(CommandError, match="PostgreSQL only"):
+            call_command("benchmark", *args)
+        return
+    call_command("benchmark", *args)
+    median = json.loads(out.read_text())["median"]
+    # 100 newcomers behind the backlog's first job: runs 2 to 101.
+    assert median["fair_newcomers_last_run"] == 101
+    assert median["fair_heavy_share"] == pytest.approx(2 / 3, abs=0.01)
+    for key in (
+        "fair_single_vs_plain",
+        "fair_bulk_vs_plain",
+        "fair_bulk_10_vs_plain",
+        "fair_p1_drain_vs_plain",
+        "fair_bulk_read_ms",
+    ):
+        assert median[key] > 0, key
+
+
+@pytest.mark.benchmark_run
 def test_shards_smoke_run_drains_each_database_and_checks_it(tmp_path: Path) -> None:
     """A tiny shards run: both drains complete, every check is 0, each database holds its
     queue's half, and the second scratch database is dropped afterwards."""

@@ -397,33 +397,39 @@ def test_0026_stopped_after_its_first_step_runs_again() -> None:
 FAIR = {"fair_key", "fair_weight", "fair_at"}
 
 
-def _fair_line_function() -> bool:
+def _fair_place_function() -> bool:
     if connection.vendor != "postgresql":
         return False
     with connection.cursor() as cursor:
-        cursor.execute("SELECT to_regprocedure('leasejobs_fair_line(text, integer, text)')")
+        signature = "leasejobs_fair_place(text, integer, text, integer, timestamptz)"
+        cursor.execute("SELECT to_regprocedure(%s)", [signature])
         return cursor.fetchone()[0] is not None
 
 
 def test_0027_adds_the_fair_columns_and_indexes_and_goes_back() -> None:
-    """Every database: the columns and ``leasejobs_fair_key``; the head index where index
-    conditions exist (not MySQL); PostgreSQL's function. All gone going back, all back after."""
-    partial = connection.vendor != "mysql"
-    expected = {"leasejobs_fair_key", "leasejobs_fair_head"} if partial else {"leasejobs_fair_key"}
-    assert _columns() >= FAIR
-    assert set(_indexes()) >= expected
-    assert "leasejobs_fair_head" in _indexes() or not partial
-    assert _fair_line_function() is (connection.vendor == "postgresql")
-    if partial:
-        assert "fair_at IS NOT NULL" in _index_sql("leasejobs_fair_key").replace('"', "")
+    """Every database: the columns and both indexes, partial where conditions exist, on
+    MySQL/MariaDB on virtual columns that hold a value only while a fair job waits;
+    PostgreSQL's function. All gone going back, all back after."""
+    mysql = connection.vendor == "mysql"
+    added = FAIR | ({"fair_waiting_run_at", "fair_waiting_at"} if mysql else set())
+    indexes = {"leasejobs_fair_key", "leasejobs_fair_head"}
+
+    def present() -> None:
+        assert _columns() >= added
+        assert set(_indexes()) >= indexes
+        assert _fair_place_function() is (connection.vendor == "postgresql")
+        if mysql:
+            assert _indexes()["leasejobs_fair_key"]["columns"][-1] == "fair_waiting_at"
+        else:
+            assert "fair_at IS NOT NULL" in _index_sql("leasejobs_fair_key").replace('"', "")
+
+    present()
     _migrate("0026_job_history_partitions")
     try:
-        assert not _columns() & FAIR
-        assert not set(_indexes()) & {"leasejobs_fair_key", "leasejobs_fair_head"}
-        assert _fair_line_function() is False
+        assert not _columns() & added
+        assert not set(_indexes()) & indexes
+        assert _fair_place_function() is False
     finally:
         _migrate(LATEST)
-    assert _columns() >= FAIR
-    assert set(_indexes()) >= expected
-    assert _fair_line_function() is (connection.vendor == "postgresql")
+    present()
     _assert_lean()

@@ -158,11 +158,21 @@ class JobAdmin(BulkJobViews, PayloadDisplay, ReadOnlyAdmin):
             },
         ),
         (
-            "Limits",
+            "Limits and fairness",
             {
-                "fields": ("concurrency_key", "concurrency_limit", "rate_key", "rate"),
+                "fields": (
+                    "concurrency_key",
+                    "concurrency_limit",
+                    "rate_key",
+                    "rate",
+                    "fair_key",
+                    "fair_weight",
+                    "fair_at",
+                ),
                 "description": "Keys computed at enqueue from @job(concurrency_key=..., "
-                "rate_limit=...); the claim starts the job only within them.",
+                "rate_limit=..., fair_key=...): the claim starts the job only within its "
+                "limits; its fair key gave it its place in line (fair_at, its run_at then) "
+                "among other keys' jobs.",
             },
         ),
         ("Arguments", {"fields": ("arguments_version", "args_json", "kwargs_json")}),

@@ -4,7 +4,7 @@ The protocol asks ``for_alias(alias)`` for the dialect of the database it writes
 same methods on every database, the alias first: ``insert``, ``insert_many``, ``insert_rows``,
 ``claim_limited``, ``renew``, ``complete_one``, ``complete_many``, ``complete_steps``,
 ``count_steps``, ``announce``, ``announce_cancel``, ``announce_finished``, ``prune_limiters``,
-``upsert_worker``, ``insert_logs``, ``check_sendable``, ``require_utf8`` and ``fair_lines``
+``upsert_worker``, ``insert_logs``, ``check_sendable`` and ``require_utf8``
 (``base.OPERATIONS``). What a database can do is an attribute of its dialect (``notifies``,
 ``utc_session``, ``journal_mode_query``, ``replication``), read through ``for_connection``,
 ``notifies()`` or ``replication()``: no code outside this package tests ``connection.vendor``.
@@ -42,8 +42,6 @@ from .base.replication import Replication
 from .counting import CAP as COUNT_CAP
 from .counting import Count, count
 from .counting import Kind as CountKind
-from .fair_lines import Group as FairGroup
-from .fair_lines import Line as FairLine
 from .history import (
     drop_partition,
     history_migration,
@@ -63,8 +61,8 @@ from .waiting import oldest_due
 # package (the import-linter contract "Dialects: ..." in pyproject.toml). Beside the dialect
 # of a database (for_alias, for_connection), what it can do (notifies), its session setup
 # and the interface's types: what the protocol shares with the dialects (after,
-# succeeded_fields, a fair key's line), the read side's capped counts and oldest due jobs,
-# and the pruning's table name, IN-list placeholders and prunable limiter rows.
+# succeeded_fields), the read side's capped counts and oldest due jobs, and the pruning's
+# table name, IN-list placeholders and prunable limiter rows.
 __all__ = [
     "COUNT_CAP",
     "JOB",
@@ -73,8 +71,6 @@ __all__ = [
     "Count",
     "CountKind",
     "Dialect",
-    "FairGroup",
-    "FairLine",
     "LogRow",
     "Renewed",
     "Replication",

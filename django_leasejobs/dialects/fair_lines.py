@@ -6,9 +6,9 @@ Per (queue, priority, key): the head of the queue's waiting fair jobs (the first
 with the database's clock. The keys are a derived table of one row per key, each read by the
 same three correlated subqueries, so that a bulk enqueue of many keys costs one round trip and
 one small plan; only the number of rows varies in the text, never a value. The
-same SQL runs on SQLite and MariaDB/MySQL (``Dialect.fair_lines``); each partial index's
-condition is repeated term for term, so a database that has them can use them. PostgreSQL
-calls a function of the same three reads instead (``postgresql/fair_lines.py``).
+same SQL runs on SQLite and MariaDB/MySQL (``Dialect._fair_lines``, a step of the inserts);
+each partial index's condition is repeated term for term, so a database that has them can use
+them. PostgreSQL has its own (``postgresql/fair_lines.py``).
 """
 
 from __future__ import annotations
@@ -23,23 +23,42 @@ from django.db.models.sql import Query
 from ..db.dbtime import DbNow, as_aware
 from .sql import JOB, WAITING
 
-# Each read is an ORDER BY ... LIMIT 1 on its index, never MIN() or MAX(): PostgreSQL turns
-# an aggregate into that only when its statistics say it pays, and on a table filled since
-# the last ANALYZE it read the whole queue's fair jobs for the head (2.7 ms at 20,000).
-_LAST = f"""SELECT fair_at FROM {JOB}
-     WHERE queue = g.queue AND priority = g.priority AND fair_key = g.fair_key
-       AND {WAITING} AND fair_at IS NOT NULL
-     ORDER BY fair_at DESC LIMIT 1"""
-_STATEMENT = f"""SELECT g.i,
-    (SELECT run_at FROM {JOB}
-     WHERE queue = g.queue AND priority = g.priority AND {WAITING} AND fair_key IS NOT NULL
-     ORDER BY run_at LIMIT 1),
-    ({_LAST}),
-    (SELECT COUNT(*) FROM {JOB}
-     WHERE queue = g.queue AND priority = g.priority AND fair_key = g.fair_key
-       AND {WAITING} AND fair_at IS NOT NULL AND fair_at = ({_LAST})),
+
+class Columns(NamedTuple):
+    """What the reads name: the head's column and its test, a place's column and its test."""
+
+    head: str
+    head_test: str
+    place: str
+    place_test: str
+
+
+WAITING_FAIR = Columns(
+    "run_at", f"{WAITING} AND fair_key IS NOT NULL", "fair_at", f"{WAITING} AND fair_at IS NOT NULL"
+)
+"""The columns and the partial indexes' conditions (PostgreSQL's and SQLite's)."""
+
+
+def statement(columns: Columns) -> str:
+    """The reads of a derived table ``g`` of keys (``{groups}``) with the clock (``{now}``).
+
+    Each read is an ORDER BY ... LIMIT 1 on its index, never MIN() or MAX(): PostgreSQL turns
+    an aggregate into that only when its statistics say it pays, and on a table filled since
+    the last ANALYZE it read the whole queue's fair jobs for the head (2.7 ms at 20,000).
+    """
+    head, head_test, place, place_test = columns
+    key = "queue = g.queue AND priority = g.priority AND fair_key = g.fair_key"
+    last = f"SELECT {place} FROM {JOB} WHERE {key} AND {place_test} ORDER BY {place} DESC LIMIT 1"
+    return f"""SELECT g.i,
+    (SELECT {head} FROM {JOB}
+     WHERE queue = g.queue AND priority = g.priority AND {head_test}
+     ORDER BY {head} LIMIT 1),
+    ({last}),
+    (SELECT COUNT(*) FROM {JOB} WHERE {key} AND {place_test} AND {place} = ({last})),
     {{now}}
 FROM ({{groups}}) AS g"""
+
+
 _GROUP = "SELECT %({n}_i)s AS i, %({n}_q)s AS queue, %({n}_p)s AS priority, %({n}_k)s AS fair_key"
 """One key's row of the derived table ``g`` (the first names its columns for every database:
 MariaDB takes no column list after a ``VALUES`` table)."""
@@ -68,7 +87,7 @@ class Line(NamedTuple):
     now: dt.datetime
 
 
-def read_lines(alias: str, groups: Sequence[Group]) -> list[Line]:
+def read_lines(alias: str, groups: Sequence[Group], columns: Columns = WAITING_FAIR) -> list[Line]:
     """Each group's line, in the order given."""
     connection = connections[alias]
     compiler = Query(None).get_compiler(connection=connection)
@@ -85,9 +104,9 @@ def read_lines(alias: str, groups: Sequence[Group]) -> list[Line]:
             params.update(
                 {f"{n}_i": i, f"{n}_q": group.queue, f"{n}_p": group.priority, f"{n}_k": group.key}
             )
-        statement = _STATEMENT.format(now=now_sql, groups=" UNION ALL ".join(rows))
+        text = statement(columns).format(now=now_sql, groups=" UNION ALL ".join(rows))
         with connection.cursor() as cursor:
-            cursor.execute(statement, params)
+            cursor.execute(text, params)
             found = sorted(cursor.fetchall())
         lines.extend(
             Line(

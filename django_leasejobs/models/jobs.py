@@ -325,7 +325,7 @@ class Job(models.Model):
             ),
             # Fair ordering's reads at enqueue (dialects/fair_lines.py): a queue's head, a key's
             # last place. Partial: no entry for jobs without a key, none written by a claim.
-            # No head index on MySQL (0027): there leasejobs_claimable, plain, serves.
+            # On MySQL both index virtual columns instead (0027): no partial indexes there.
             models.Index(
                 fields=["queue", "priority", "run_at"],
                 name="leasejobs_fair_head",

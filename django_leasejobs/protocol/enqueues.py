@@ -22,7 +22,7 @@ from ..db.dbtime import db_now
 from ..errors import JobArgumentsError, JobValidationError
 from ..models import Job
 from ..models.databases import using_database
-from . import dedupe, fair_stamps, routes
+from . import dedupe, routes
 from .base import job_database, logger, send_enqueued_signal
 from .new_rows import (
     ENQUEUE_OPTIONS,
@@ -47,8 +47,6 @@ def insert(values: dict[str, Any], using: str) -> Inserted:
     before the lookup that sends it.
     """
     dialect = dialects.for_alias(using)
-    if values.get("fair_key") is not None:
-        fair_stamps.stamp(using, [values])
     key = values["dedupe_key"]
     if key is None:
         job = dialect.insert(using, values)
@@ -230,16 +228,13 @@ def _enqueue_many(name: str, items: list[Any]) -> list[Job]:
                 order.append(row)
 
     dialect = dialects.for_alias(using)
-    rows = bulk_rows()
-    if defaults.fairness or any(isinstance(item, dict) and "fair_key" in item for item in items):
-        rows = fair_stamps.stamped(using, rows)
     with (
         tracing.sending(shared["queue"], name, count=len(items)) as send,
         transaction.atomic(using=using),
     ):
         if send.carrier is not None:  # every job of the call stores the call's span
             shared["trace_context"] = send.carrier
-        inserted = iter(dialect.insert_many(using, rows))
+        inserted = iter(dialect.insert_many(using, bulk_rows()))
         result = [next(inserted) if row is None else insert(row, using).job for row in order]
         dialect.announce(using, sorted(due_queues))
     if signals.wanted(signals.job_enqueued):

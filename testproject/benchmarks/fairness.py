@@ -13,7 +13,10 @@ Cost, each against the same job without a fair key (``testapp.jobs.account_work`
 variants alternated round by round from an empty table, medians of the rounds:
 
 - ``fair_single_vs_plain``: ``enqueue()`` of jobs over 1,000 keys, one at a time;
-- ``fair_bulk_vs_plain``: ``enqueue_many`` in lists of 1,000 over 1,000 keys;
+- ``fair_bulk_vs_plain``: ``enqueue_many`` in lists of 1,000 over 1,000 keys, every job of a
+  list a key of its own (the worst case: a read per key); ``fair_bulk_10_vs_plain``: the same
+  with 10 keys per list (one customer's import is one key); ``fair_bulk_read_ms``: the read of
+  a list's 1,000 keys alone (the dialect's ``_fair_lines``, on the table the last list left);
 - ``fair_drain_vs_plain``: ``runjobworker --burst`` processes draining N no-op jobs that
   ``enqueue_many`` spread over 1,000 keys (timed as every drain is: first start to last
   finish, database time).
@@ -26,9 +29,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from django.db import DEFAULT_DB_ALIAS
 from testapp import jobs
 
-from django_leasejobs import protocol
+from django_leasejobs import dialects, protocol
+from django_leasejobs.dialects.fair_lines import Group as FairGroup
 
 from . import database, drain
 from .database import Target
@@ -75,8 +80,9 @@ def heavy_share(target: Target) -> float:
     return keys.count("heavy") / len(keys)
 
 
-def _items(count: int) -> list[tuple[tuple[str], dict[str, int]]]:
-    return [((f"a{n % KEYS}",), {"n": n}) for n in range(count)]
+def _items(count: int, keys: int = KEYS) -> list[tuple[tuple[str], dict[str, int]]]:
+    """Jobs dealt over ``keys`` keys: each list of 1,000 holds every key (at most 1,000)."""
+    return [((f"a{n % keys}",), {"n": n}) for n in range(count)]
 
 
 def _timed(call: Callable[[], Any]) -> float:
@@ -93,14 +99,26 @@ def _single(job: Any, count: int) -> Callable[[], Any]:
     return run
 
 
-def _bulk(job: Any, count: int) -> Callable[[], Any]:
-    items = _items(count)
+def _bulk(job: Any, count: int, keys: int = KEYS) -> Callable[[], Any]:
+    items = _items(count, keys)
 
     def run() -> None:
         for start in range(0, count, LIST):
             job.enqueue_many(items[start : start + LIST])
 
     return run
+
+
+def _read_ms(target: Target, count: int) -> float:
+    """Milliseconds of one read of 1,000 keys' lines, on a table of ``count`` fair jobs."""
+    _reset(target)
+    _bulk(jobs.per_account, count)()
+    groups = [FairGroup("default", 0, f"account:a{n}") for n in range(KEYS)]
+    read = dialects.for_alias(DEFAULT_DB_ALIAS)._fair_lines
+    read(DEFAULT_DB_ALIAS, groups)
+    return 1000 * statistics.median(
+        _timed(lambda: read(DEFAULT_DB_ALIAS, groups)) for _ in range(5)
+    )
 
 
 def _alternated(
@@ -141,15 +159,19 @@ def run(
             "single_fair": lambda: _timed(_single(jobs.per_account, single_count)),
             "single_plain": lambda: _timed(_single(jobs.account_work, single_count)),
             "bulk_fair": lambda: _timed(_bulk(jobs.per_account, jobs_count)),
+            "bulk_10_fair": lambda: _timed(_bulk(jobs.per_account, jobs_count, keys=10)),
             "bulk_plain": lambda: _timed(_bulk(jobs.account_work, jobs_count)),
         },
     )
+    out["fair_bulk_10_fair_per_s"] = jobs_count / enqueues["bulk_10_fair"]
+    out["fair_bulk_read_ms"] = _read_ms(target, jobs_count)
     for kind, count in (("single", single_count), ("bulk", jobs_count)):
         for variant in ("fair", "plain"):
             out[f"fair_{kind}_{variant}_per_s"] = count / enqueues[f"{kind}_{variant}"]
         out[f"fair_{kind}_vs_plain"] = (
             out[f"fair_{kind}_fair_per_s"] / out[f"fair_{kind}_plain_per_s"]
         )
+    out["fair_bulk_10_vs_plain"] = out["fair_bulk_10_fair_per_s"] / out["fair_bulk_plain_per_s"]
     argv = drain.worker_argv("--burst", batch=batch, threads=threads)
     for p in procs:
         rates: dict[str, list[float]] = {"fair": [], "plain": []}

@@ -245,6 +245,12 @@ GOALS = [
         ">= 0.90",
     ),
     Goal(
+        "enqueue_many in lists of 1,000 with fair keys (10 keys a list) vs without",
+        "fair_bulk_10_vs_plain",
+        lambda v: v >= 0.9,
+        ">= 0.90",
+    ),
+    Goal(
         "drain of jobs with fair keys (1,000 keys) vs without, 2 processes",
         "fair_p2_drain_vs_plain",
         lambda v: v >= 0.9,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
@@ -167,6 +168,13 @@ class TestDetail:
         assert "4 starts per 60 s" in page
         plain = admin_client.get(url("job_change", jobs.noop.enqueue().pk)).content.decode()
         assert "starts per" not in plain
+
+    def test_the_fair_key_and_weight_are_shown(self, admin_client) -> None:
+        job = jobs.per_account.using(fair_weight=3).enqueue("acme")
+        page = admin_client.get(url("job_change", job.pk)).content.decode()
+        assert "Limits and fairness" in page
+        assert "account:acme" in page
+        assert re.search(r"Fair weight:</label>\s*<div class=\"readonly\">3</div>", page)
 
     def test_search_by_concurrency_key(self, admin_client) -> None:
         wanted = jobs.per_customer.enqueue(5)

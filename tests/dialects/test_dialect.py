@@ -25,6 +25,7 @@ from django_leasejobs import dialects
 from django_leasejobs.core import notify
 from django_leasejobs.db.dbtime import db_now
 from django_leasejobs.dialects import Completion, Token, base, sql
+from django_leasejobs.dialects.fair_lines import Group as FairGroup
 from django_leasejobs.dialects.mysql import MySQLDialect
 from django_leasejobs.dialects.postgresql import PostgreSQLDialect
 from django_leasejobs.dialects.postgresql import sql as postgresql_sql
@@ -421,8 +422,6 @@ OPERATIONS = {
     "complete_one", "announce_finished",
     # A batch of workflow successes, with their steps and runs (test_complete_steps.py).
     "complete_steps", "count_steps",
-    # Where each fair key of an enqueue stands (test_fair_lines below).
-    "fair_lines",
 }  # fmt: skip
 CAPABILITIES = {"notifies", "utc_session", "journal_mode_query", "replication"}
 
@@ -504,8 +503,9 @@ def test_insert_logs_writes_each_attempts_row_as_given(dialect: dialects.Dialect
 
 
 def test_fair_lines_read_each_keys_place_and_its_queues_head(dialect: dialects.Dialect) -> None:
-    """The head is the queue's earliest waiting fair job at the key's priority; a key's last
-    place is among its waiting jobs only, counted; the clock is the database's."""
+    """The step of the inserts that reads a fair key's line (``_fair_lines``). The head is the
+    queue's earliest waiting fair job at the key's priority; a key's last place is among its
+    waiting jobs only, counted; the clock is the database's."""
     jobs.per_account.enqueue_many([(("a",), {"n": n}) for n in range(3)])
     jobs.per_account.using(fair_weight=2).enqueue_many([(("b",), {"n": n}) for n in range(3)])
     c = jobs.per_account.using(priority=5).enqueue("c")
@@ -517,13 +517,13 @@ def test_fair_lines_read_each_keys_place_and_its_queues_head(dialect: dialects.D
     Job.objects.filter(fair_key__isnull=False).update(fair_at=F("run_at"))
     before = db_now()
     groups = [
-        dialects.FairGroup("default", 0, "account:a"),
-        dialects.FairGroup("default", 0, "account:b"),
-        dialects.FairGroup("default", 0, "account:new"),
-        dialects.FairGroup("default", 5, "account:a"),
-        dialects.FairGroup("elsewhere", 0, "account:a"),
+        FairGroup("default", 0, "account:a"),
+        FairGroup("default", 0, "account:b"),
+        FairGroup("default", 0, "account:new"),
+        FairGroup("default", 5, "account:a"),
+        FairGroup("elsewhere", 0, "account:a"),
     ]
-    lines = dialect.fair_lines(DEFAULT_DB_ALIAS, groups)
+    lines = dialect._fair_lines(DEFAULT_DB_ALIAS, groups)
     hour = dt.timedelta(hours=1)
     head = a[0].run_at - hour
     assert [line.head for line in lines] == [head, head, head, c.run_at - hour, None]
@@ -536,4 +536,33 @@ def test_fair_lines_read_each_keys_place_and_its_queues_head(dialect: dialects.D
     ]
     assert b[0].run_at == b[1].run_at < b[2].run_at
     assert all(before <= line.now <= db_now() for line in lines)
-    assert dialect.fair_lines(DEFAULT_DB_ALIAS, []) == []
+    assert dialect._fair_lines(DEFAULT_DB_ALIAS, []) == []
+
+
+def test_an_insert_places_a_fair_row_behind_its_key_or_at_its_queues_head(
+    dialect: dialects.Dialect,
+) -> None:
+    """Each database's ``insert`` (PostgreSQL's in its own statement) gives a fair row the
+    place ``core.fairness.Place`` says, and returns the row as stored."""
+    from django_leasejobs.protocol.new_rows import row_values
+
+    def insert(key: str, n: int, **options: Any) -> Job:
+        values = row_values("testapp.jobs.per_account", [key, n], {}, **options)
+        return dialect.insert(DEFAULT_DB_ALIAS, values)
+
+    step = dt.timedelta(microseconds=1)
+    first = insert("a", 0)
+    second = insert("a", 1)
+    newcomer = insert("b", 0)
+    heavy = [insert("c", n, fair_weight=2) for n in range(3)]
+    later = insert("a", 2, delay=3600)
+    assert first.fair_at is not None
+    assert second.fair_at == first.fair_at + step
+    assert newcomer.fair_at == first.fair_at  # the head: behind it by id
+    assert [job.fair_at for job in heavy] == [first.fair_at, first.fair_at, first.fair_at + step]
+    assert later.fair_at is None
+    assert later.run_at > first.run_at + dt.timedelta(minutes=59)
+    for job in (first, second, newcomer, *heavy, later):
+        stored = Job.objects.values_list("run_at", "fair_at").get(pk=job.pk)
+        assert stored == (job.run_at, job.fair_at)
+        assert job.fair_at in (None, job.run_at)

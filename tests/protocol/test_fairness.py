@@ -10,8 +10,9 @@ from django.db.models import F
 from testapp import jobs
 
 from django_leasejobs import protocol
+from django_leasejobs.core.fairness import STEP
 from django_leasejobs.errors import JobValidationError
-from django_leasejobs.models import Job, Status
+from django_leasejobs.models import DeadLetter, Job, Status
 from django_leasejobs.protocol import Failure, Outcome
 
 pytestmark = pytest.mark.django_db
@@ -163,3 +164,16 @@ def test_a_weight_needs_a_key() -> None:
     with pytest.raises(JobValidationError, match="fair_weight needs a fair_key"):
         jobs.noop.using(fair_weight=2).enqueue()
     assert not Job.objects.exists()
+
+
+def test_a_replay_takes_a_place_in_its_keys_line() -> None:
+    job = jobs.per_account.using(max_attempts=1).enqueue("a")
+    back_an_hour()
+    (claimed,) = protocol.claim("w1", batch=1)
+    assert protocol.fail(claimed.pk, claimed.attempt, Failure("boom")) is Outcome.DEAD
+    jobs.per_account.enqueue_many([(("a",), {"n": n}) for n in range(3)])
+    letter = DeadLetter.objects.get(job_id=job.pk)
+    replayed = Job.objects.get(pk=protocol.replay(letter.pk).pk)
+    last = Job.objects.filter(fair_key="account:a", status=Status.PENDING).exclude(pk=replayed.pk)
+    assert replayed.fair_key == "account:a"
+    assert replayed.fair_at == replayed.run_at == max(j.fair_at for j in last) + STEP

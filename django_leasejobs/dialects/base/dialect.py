@@ -4,8 +4,7 @@ One public method per operation the protocol calls whose SQL differs per databas
 ``base.OPERATIONS``): ``insert``, ``insert_many``, ``insert_rows``, ``claim_limited``,
 ``renew``, ``complete_one``, ``complete_many``, ``complete_steps``, ``count_steps``,
 ``announce``, ``announce_cancel``, ``announce_finished``, ``prune_limiters``,
-``upsert_worker``, ``insert_logs``, ``check_sendable``, ``require_utf8`` and
-``fair_lines`` (one SQL statement of ``dialects/fair_lines.py`` here). Beside them, the
+``upsert_worker``, ``insert_logs``, ``check_sendable`` and ``require_utf8``. Beside them, the
 database's capabilities are attributes (``notifies``, ``utc_session``, ``journal_mode_query``),
 as Django's ``connection.features`` are, so that no code outside ``dialects/`` names a
 database.
@@ -35,7 +34,7 @@ from django.db.models.expressions import DatabaseDefault
 from ...db.dbtime import DbNow
 from ...db.deadlocks import retry_deadlocks
 from ...models import Job, JobLog, Limiter, Status, Worker
-from .. import fair_lines
+from .. import fair_lines, fair_stamps
 from ..tokens import Completion, Token, succeeded_fields, tokens_q
 from . import limiter_pruning
 from .expressions import after
@@ -123,7 +122,6 @@ OPERATIONS = (
     "insert_logs",
     "check_sendable",
     "require_utf8",
-    "fair_lines",
 )
 """The dialect's public methods: what the layers above call, and nothing else
 (tests/dialects/test_interface.py)."""
@@ -154,15 +152,19 @@ class Dialect(LeaseSteps):
     for the admin reading a replica (``LEASEJOBS_READ_DATABASES``); here: none to ask."""
 
     def insert(self, alias: str, values: dict[str, Any]) -> Job:
-        """INSERT one row of ``values`` (field name or attname to value) and return it."""
+        """INSERT one row of ``values`` (field name or attname to value) and return it; a
+        row with a fair key gets its place first (``fair_stamps``)."""
+        if fair_stamps.needs_place(values):
+            fair_stamps.stamp(self._fair_lines, alias, [values])
         job = Job(**values)
         job.save(using=alias, force_insert=True)
         refresh_defaults(job, alias)
         return job
 
     def insert_many(self, alias: str, rows: Iterable[dict[str, Any]]) -> list[Job]:
-        """INSERT rows in bulk, in the caller's transaction; return them in order."""
-        jobs = [Job(**values) for values in rows]
+        """INSERT rows in bulk, in the caller's transaction; return them in order, each with
+        a fair key given its place first."""
+        jobs = [Job(**values) for values in fair_stamps.stamped(self._fair_lines, alias, rows)]
         self.insert_rows(alias, jobs)
         for job in jobs:
             refresh_defaults(job, alias)
@@ -293,9 +295,10 @@ class Dialect(LeaseSteps):
             deleted, _ = doomed.filter(key__in=keys).delete()
         return deleted, keys[-1]
 
-    def fair_lines(self, alias: str, groups: Sequence[fair_lines.Group]) -> list[fair_lines.Line]:
-        """Where each fair key of an enqueue stands (its queue's head, its last place, the
-        clock), in the order given: one statement (``dialects/fair_lines.py``)."""
+    def _fair_lines(self, alias: str, groups: Sequence[fair_lines.Group]) -> list[fair_lines.Line]:
+        """The step of ``insert`` and ``insert_many`` that reads where each fair key of an
+        enqueue stands (its queue's head, its last place, the clock), in the order given: one
+        statement (``dialects/fair_lines.py``)."""
         return fair_lines.read_lines(alias, groups)
 
     def insert_logs(self, alias: str, rows: Sequence[LogRow]) -> None:

@@ -20,7 +20,7 @@ from django.db.models import JSONField
 
 from ...db.deadlocks import retry_deadlocks
 from ...models import Job
-from .. import fair_lines
+from .. import fair_lines, fair_stamps
 from ..base.dialect import (
     Completed,
     Completion,
@@ -44,6 +44,7 @@ from .sql import (
     SUCCEEDED_SET,
     TOKENS,
 )
+from .timestamps import timestamps_in_c
 
 RENEW = f"""
 UPDATE {JOB} AS j
@@ -130,7 +131,8 @@ class PostgreSQLDialect(Dialect):
         return postgresql_insert.insert_one(values, alias)
 
     def insert_many(self, alias: str, rows: Iterable[dict[str, Any]]) -> list[Job]:
-        return postgresql_insert.insert_many(rows, alias)
+        stamped = fair_stamps.stamped(self._fair_lines, alias, rows)
+        return postgresql_insert.insert_many(stamped, alias)
 
     def announce(self, alias: str, queues: Sequence[str]) -> None:
         if queues and notify.supported(alias):
@@ -234,7 +236,7 @@ class PostgreSQLDialect(Dialect):
             rows = cursor.fetchall()
         return Renewed({row[0] for row in rows}, {row[0] for row in rows if row[1]})
 
-    def fair_lines(self, alias: str, groups: Sequence[fair_lines.Group]) -> list[fair_lines.Line]:
+    def _fair_lines(self, alias: str, groups: Sequence[fair_lines.Group]) -> list[fair_lines.Line]:
         # The reads as a function of migration 0027's, planned once per session.
         return postgresql_fair_lines.read_lines(alias, groups)
 
@@ -318,7 +320,7 @@ def fetch_jobs(
     converter.
     """
     with connection.cursor() as cursor:
-        postgresql_insert.timestamps_in_c(cursor.cursor)
+        timestamps_in_c(cursor.cursor)
         cursor.execute(sql, params)
         columns = [str(column[0]) for column in cursor.description]
         rows = cursor.fetchall()

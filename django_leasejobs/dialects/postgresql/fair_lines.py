@@ -1,13 +1,14 @@
-"""PostgreSQL's reads of fair keys' lines: one key by a function, many in one statement.
+"""PostgreSQL's fair places: one row's in the INSERT itself, many rows' read in one statement.
 
-One key (an ``enqueue()``): ``leasejobs_fair_line(queue, priority, key)``, migration 0027's
-PL/pgSQL function of the three reads of ``dialects.fair_lines``, whose statements are planned
-once per session. Django sends statements unprepared, and planning the reads (the partial
-indexes' conditions, the partitions) cost several times their execution: an enqueue's read
-took 0.5 ms more as a plain statement. Many keys (an ``enqueue_many``): one statement over the
-keys as three arrays, planned once for all of them, the key's last place and its count read
+An ``enqueue()``: its INSERT takes the row's place from ``leasejobs_fair_place`` (migration
+0027), the reads and ``core.fairness.Place``'s rule in PL/pgSQL, whose statements are planned
+once per session, in the INSERT's own round trip (``placed``). Django sends statements
+unprepared, and planning the reads (the partial indexes' conditions, the partitions) cost
+several times their execution: as a statement of its own the read added 0.5 ms to an enqueue,
+in the INSERT 0.1 ms (docs/benchmarks.md#fairness). An ``enqueue_many``: one statement reads
+every key's line (``MANY``), planned once for all of them, the key's last place and its count
 in one backward range of ``leasejobs_fair_key``; its text is the same for two keys or a
-thousand. In the function, a call per key cost 1.7 times as much (docs/benchmarks.md).
+thousand, and ``fair_stamps`` hands out the places.
 """
 
 from __future__ import annotations
@@ -20,9 +21,7 @@ from django.db import connections
 from ...db.dbtime import as_aware
 from ..fair_lines import Group, Line
 from ..sql import JOB, WAITING
-from .insert import timestamps_in_c
-
-ONE = "SELECT head, last, at_last, now FROM leasejobs_fair_line(%(queue)s, %(priority)s, %(key)s)"
+from .timestamps import timestamps_in_c
 
 MANY = f"""
 SELECT
@@ -42,26 +41,36 @@ ORDER BY g.i
 """
 
 
-def read_lines(alias: str, groups: Sequence[Group]) -> list[Line]:
-    """Each group's line, in the order given: one statement."""
-    if len(groups) == 1:
-        (group,) = groups
-        statement = ONE
-        params: dict[str, Any] = {
-            "queue": group.queue,
-            "priority": group.priority,
-            "key": group.key,
-        }
+def placed(given: tuple[str, ...], columns: list[str], values: list[str]) -> str:
+    """Make an INSERT's ``columns`` and ``values`` (quoted names, placeholders) of one fair row
+    take its place from ``leasejobs_fair_place``, and return the ``WITH`` that computes it. A
+    row asked to run later keeps its ``run_at`` (the function gives NULL)."""
+    at = "(SELECT at FROM place)"
+    if "run_at" in given:
+        asked = "%(run_at)s"
+        values[columns.index('"run_at"')] = f"COALESCE({at}, %(run_at)s)"
     else:
-        statement = MANY
-        params = {
-            "queues": [group.queue for group in groups],
-            "priorities": [group.priority for group in groups],
-            "keys": [group.key for group in groups],
-        }
+        asked = "NULL"
+        columns.append('"run_at"')
+        values.append(at)
+    columns.append('"fair_at"')
+    values.append(at)
+    return (
+        "WITH place AS (SELECT leasejobs_fair_place("
+        f"%(queue)s, %(priority)s, %(fair_key)s, %(fair_weight)s, {asked}) AS at) "
+    )
+
+
+def read_lines(alias: str, groups: Sequence[Group]) -> list[Line]:
+    """Each group's line, in the order given: one statement (``MANY``)."""
+    params: dict[str, Any] = {
+        "queues": [group.queue for group in groups],
+        "priorities": [group.priority for group in groups],
+        "keys": [group.key for group in groups],
+    }
     with connections[alias].cursor() as cursor:
         timestamps_in_c(cursor.cursor)
-        cursor.execute(statement, params)
+        cursor.execute(MANY, params)
         return [
             Line(
                 None if head is None else as_aware(head),

@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from django.conf import settings
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import NOT_PROVIDED, Field
@@ -34,7 +33,9 @@ from django.db.models.fields.json import JSONField
 
 from ...core import json_values
 from ...models import Job
-from . import client_encoding, job_rows, notify
+from .. import fair_stamps
+from . import client_encoding, fair_lines, job_rows, notify
+from .timestamps import timestamps_in_c
 
 CHUNK = 2000
 """Rows per bulk statement: small enough that the database has the first chunk to insert
@@ -44,9 +45,11 @@ _FIELDS = [f for f in Job._meta.concrete_fields if not f.primary_key]
 
 
 class InsertShape:
-    """The columns of an INSERT whose rows give values for ``given`` (field names)."""
+    """The columns of an INSERT whose rows give values for ``given`` (field names); with
+    ``placed``, the database works out the row's place in line (``run_at`` and ``fair_at``
+    come back)."""
 
-    def __init__(self, alias: str, given: tuple[str, ...]) -> None:
+    def __init__(self, alias: str, given: tuple[str, ...], placed: bool = False) -> None:
         connection = connections[alias]
         template = Job()
         by_name = {**{f.name: f for f in _FIELDS}, **{str(f.attname): f for f in _FIELDS}}
@@ -74,6 +77,10 @@ class InsertShape:
                 if isinstance(getattr(template, f.attname), DatabaseDefault) and f not in self.given
             ),
         ]
+        if placed:
+            self.returned += [Job._meta.get_field("fair_at")]
+            if "run_at" in given:
+                self.returned += [Job._meta.get_field("run_at")]
         self._keys = [(key, str(f.attname), f) for key, f in zip(given, self.given, strict=True)]
         # The loaded job's attributes: every field's model default, then per row the given
         # values (by attname: a key given by field name is renamed), the returned columns (or
@@ -146,8 +153,8 @@ _NULL_BY_DEFAULT = frozenset(
 
 
 @functools.lru_cache(maxsize=64)
-def shape(alias: str, given: tuple[str, ...]) -> InsertShape:
-    return InsertShape(alias, given)
+def shape(alias: str, given: tuple[str, ...], placed: bool = False) -> InsertShape:
+    return InsertShape(alias, given, placed)
 
 
 def placeholder(field: Field[Any, Any]) -> str:
@@ -160,19 +167,26 @@ NOTIFY_CHANNEL = "notify_channel"
 
 
 @functools.lru_cache(maxsize=64)
-def insert_one_statement(alias: str, given: tuple[str, ...], announce: bool) -> str:
+def insert_one_statement(
+    alias: str, given: tuple[str, ...], announce: bool, placed: bool = False
+) -> str:
     """``INSERT INTO job (...) VALUES (...) RETURNING ...`` for one row giving ``given``.
 
     Its parameters are named after the columns (``%(queue)s``), the shape's given ones then its
-    constant ones; with ``announce``, ``%(notify_channel)s`` too.
+    constant ones; with ``announce``, ``%(notify_channel)s`` too. With ``placed``, a fair row's
+    place in line is worked out by the same statement (``fair_lines.placed``).
     """
-    row = shape(alias, given)
+    row = shape(alias, given, placed)
     qn = connections[alias].ops.quote_name
     fields = [*row.given, *row.constant]
-    columns = ", ".join(qn(str(f.column)) for f in fields)
-    values = ", ".join(placeholder(f) for f in fields)
+    columns = [qn(str(f.column)) for f in fields]
+    values = [placeholder(f) for f in fields]
+    place = fair_lines.placed(given, columns, values) if placed else ""
     names = ", ".join(qn(str(f.column)) for f in row.returned)
-    insert = f"INSERT INTO {qn(Job._meta.db_table)} ({columns}) VALUES ({values}) RETURNING {names}"
+    insert = (
+        f"{place}INSERT INTO {qn(Job._meta.db_table)} ({', '.join(columns)}) "
+        f"VALUES ({', '.join(values)}) RETURNING {names}"
+    )
     if not announce:
         return insert
     # In RETURNING, not a CTE around the INSERT: the same NOTIFY for a job due now, and a
@@ -196,14 +210,15 @@ def insert_one(values: dict[str, Any], alias: str) -> Job:
     connection.ensure_connection()
     client_encoding.check_sendable(given.items(), connection)
     names = tuple(given)
-    row = shape(alias, names)
+    placed = fair_stamps.needs_place(given)
+    row = shape(alias, names, placed)
     params = row.params(given, connection)
     announce = notify.supported_on(connection)
     if announce:
         params[NOTIFY_CHANNEL] = notify.CHANNEL
     with connection.cursor() as cursor:
         timestamps_in_c(cursor.cursor)
-        cursor.execute(insert_one_statement(alias, names, announce), params)
+        cursor.execute(insert_one_statement(alias, names, announce, placed), params)
         returned = cursor.fetchone()
     return row.instance(job_rows.builder(alias), given, returned[: len(row.returned)])
 
@@ -362,18 +377,3 @@ def _same_json(a: Any, b: Any) -> bool:
 
 def _jsonable(value: Any) -> Any:
     return value.isoformat() if isinstance(value, dt.datetime) else value
-
-
-def timestamps_in_c(cursor: Any) -> None:
-    """Let psycopg's C loader parse ``timestamptz`` on this cursor only.
-
-    Django registers a Python subclass of it that swaps in the connection's zone; with
-    ``USE_TZ`` the session already runs in that zone, so both give the same instants.
-    """
-    if not settings.USE_TZ:
-        return
-    try:
-        from psycopg.types.datetime import TimestamptzLoader
-    except ImportError:  # psycopg2: its C loader is already in use
-        return
-    cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
