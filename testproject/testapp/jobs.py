@@ -338,6 +338,11 @@ def per_account_one_at_a_time(account: str, n: int = 0) -> None:
     """Fair, and at most one at once per account."""
 
 
+@job(fair_key="account:{account}", rate_limit="2/m", rate_key="account:{account}")
+def per_account_throttled(account: str, n: int = 0) -> None:
+    """Fair, and at most two starts a minute per account."""
+
+
 @job(
     concurrency_key="first:{items[0]}",
     concurrency_limit=1,

@@ -118,6 +118,15 @@ def test_a_key_at_its_concurrency_limit_is_passed_over() -> None:
     assert {job.pk for job in others} <= {job.pk for job in claimed}
 
 
+def test_a_key_at_its_rate_limit_is_passed_over() -> None:
+    jobs.per_account_throttled.enqueue_many([(("big",), {"n": n}) for n in range(30)])
+    back_an_hour()
+    small = jobs.per_account_throttled.enqueue("small")
+    claimed = protocol.claim("w1", batch=10)
+    assert Counter(job.rate_key for job in claimed) == {"account:big": 2, "account:small": 1}
+    assert small.pk in {job.pk for job in claimed}
+
+
 def test_a_dedupe_key_returns_the_live_job_of_a_fair_key() -> None:
     first = jobs.per_account.using(dedupe_key="once").enqueue("a")
     again = jobs.per_account.using(dedupe_key="once").enqueue("a")
