@@ -79,7 +79,8 @@ class Fairness:
         self, args: Any, kwargs: dict[str, Any], key: str | None = None, weight: int | None = None
     ) -> dict[str, Any]:
         """The fair columns of one job: the call's ``key`` and ``weight`` over the decorated
-        ones; empty for a job without a fair key."""
+        ones, and no place yet; all None for a job without a fair key (every row of a bulk
+        insert has the same columns)."""
         if key is not None:
             key = check_key(key)
         elif self.key is not None:
@@ -89,8 +90,9 @@ class Fairness:
         if key is None:
             if weight is not None:
                 raise JobValidationError("fair_weight needs a fair_key (whose share it sets).")
-            return {}
-        return {"fair_key": key, "fair_weight": weight if weight is not None else self.weight}
+            return {"fair_key": None, "fair_weight": None, "fair_at": None}
+        weight = weight if weight is not None else self.weight
+        return {"fair_key": key, "fair_weight": weight, "fair_at": None}
 
 
 @dataclass

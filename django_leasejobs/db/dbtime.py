@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.conf import settings
 from django.db import connections
 from django.db.models.functions import Now
 from django.db.models.sql import Query
@@ -33,7 +34,8 @@ class DbNow(Now):
 
 def db_now(alias: str | None = None) -> dt.datetime:
     """The database's clock, read in one cheap query (for delays computed before an INSERT);
-    by default the clock of the database jobs are written to."""
+    by default the clock of the database jobs are written to. Aware, or naive UTC with
+    ``USE_TZ = False`` (``as_set``), as the rows it is written into."""
     if alias is None:
         from ..models.databases import job_database
 
@@ -45,7 +47,7 @@ def db_now(alias: str | None = None) -> dt.datetime:
     sql, params = compiler.compile(DbNow())
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {sql}", params)
-        return as_aware(cursor.fetchone()[0])
+        return as_set(cursor.fetchone()[0])
 
 
 def as_aware(raw: Any) -> dt.datetime:
@@ -55,3 +57,10 @@ def as_aware(raw: Any) -> dt.datetime:
     if raw.tzinfo is None:
         raw = raw.replace(tzinfo=dt.timezone.utc)
     return raw
+
+
+def as_set(raw: Any) -> dt.datetime:
+    """A datetime the database gave back, as the project's rows hold them: aware in UTC, or
+    naive UTC with ``USE_TZ = False`` (whose ``TIME_ZONE`` must be UTC: check E009)."""
+    moment = as_aware(raw)
+    return moment if settings.USE_TZ else moment.astimezone(dt.timezone.utc).replace(tzinfo=None)

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from django.db import connections
 from django.db.models.sql import Query
 
-from ..db.dbtime import DbNow, as_aware
+from ..db.dbtime import DbNow, as_set
 from .sql import JOB, WAITING
 
 
@@ -76,7 +76,7 @@ class Group(NamedTuple):
 
 
 class Line(NamedTuple):
-    """What the database says of a key's line (each time aware, in UTC)."""
+    """What the database says of a key's line (each time as the rows hold them: ``as_set``)."""
 
     head: dt.datetime | None
     """The earliest ``run_at`` of the queue's waiting fair jobs at the key's priority."""
@@ -110,10 +110,10 @@ def read_lines(alias: str, groups: Sequence[Group], columns: Columns = WAITING_F
             found = sorted(cursor.fetchall())
         lines.extend(
             Line(
-                None if head is None else as_aware(head),
-                None if last is None else as_aware(last),
+                None if head is None else as_set(head),
+                None if last is None else as_set(last),
                 int(count),
-                as_aware(now),
+                as_set(now),
             )
             for _, head, last, count, now in found
         )

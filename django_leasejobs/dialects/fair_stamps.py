@@ -51,7 +51,7 @@ def stamp(
         run_at = row.get("run_at")
         if run_at is not None and run_at > now:
             continue  # a later time asked for: ordered by it, as a job without a key
-        row["fair_at"] = row["run_at"] = place.take(row["fair_weight"])
+        row["fair_at"] = row["run_at"] = place.take(row.get("fair_weight") or 1)
 
 
 def stamped(

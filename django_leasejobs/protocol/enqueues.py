@@ -26,6 +26,7 @@ from . import dedupe, routes
 from .base import job_database, logger, send_enqueued_signal
 from .new_rows import (
     ENQUEUE_OPTIONS,
+    NO_FAIRNESS,
     Defaults,
     call_values,
     check_options,
@@ -203,6 +204,7 @@ def _enqueue_many(name: str, items: list[Any]) -> list[Job]:
     # What items without options share (all but their arguments), validated once.
     shared = call_values(name, defaults, now=now)
     shared["dedupe_key"] = shared["live_dedupe_key"] = None
+    shared.update(NO_FAIRNESS.values((), {}))  # every row has the fair columns (an item's own)
     if defaults.version != 1:
         shared["version"] = defaults.version
     # In item order: None for a row of the bulk insert, the row itself for one with a dedupe

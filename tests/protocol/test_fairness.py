@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
+from typing import Any
 
 import pytest
 from django.db.models import F
+from django.test import override_settings
 from testapp import jobs
 
 from django_leasejobs import protocol
@@ -99,9 +101,14 @@ def test_jobs_without_a_key_keep_their_run_at() -> None:
     plain = jobs.noop.enqueue()
     jobs.per_account.enqueue_many([(("a",), {"n": n}) for n in range(5)])
     plain_later = jobs.noop.enqueue()
-    rows = Job.objects.filter(pk__in=[plain.pk, plain_later.pk])
+    plain_many = jobs.noop.enqueue_many([((), {}), ((), {})])
+    rows = Job.objects.filter(pk__in=[plain.pk, plain_later.pk, *(j.pk for j in plain_many)])
     assert {(job.fair_key, job.fair_at, job.fair_weight) for job in rows} == {(None, None, None)}
-    assert [job.run_at for job in rows.order_by("pk")] == [plain.run_at, plain_later.run_at]
+    # Due at their enqueue's own time, as they always were: none moved to a place.
+    single = rows.filter(pk__in=[plain.pk, plain_later.pk])
+    assert all(job.run_at == job.created_at for job in single)
+    bulk = list(rows.exclude(pk__in=[plain.pk, plain_later.pk]))
+    assert bulk[0].run_at == bulk[1].run_at <= bulk[0].created_at
 
 
 def test_a_key_at_its_concurrency_limit_is_passed_over() -> None:
@@ -131,7 +138,9 @@ def test_a_dedupe_key_returns_the_live_job_of_a_fair_key() -> None:
     first = jobs.per_account.using(dedupe_key="once").enqueue("a")
     again = jobs.per_account.using(dedupe_key="once").enqueue("a")
     assert again.pk == first.pk
-    assert Job.objects.get(pk=first.pk).fair_at is not None
+    assert Job.objects.count() == 1
+    row = Job.objects.get(pk=first.pk)
+    assert row.fair_at == row.run_at == first.run_at  # the holder keeps its place
 
 
 def test_a_retry_is_ordered_by_its_backoff_not_its_old_place() -> None:
@@ -186,3 +195,33 @@ def test_a_replay_takes_a_place_in_its_keys_line() -> None:
     last = Job.objects.filter(fair_key="account:a", status=Status.PENDING).exclude(pk=replayed.pk)
     assert replayed.fair_key == "account:a"
     assert replayed.fair_at == replayed.run_at == max(j.fair_at for j in last) + STEP
+
+
+@pytest.mark.parametrize("fair_first", [True, False])
+def test_enqueue_many_mixes_items_with_and_without_a_key(fair_first: bool) -> None:
+    """A job without a key template: one item given a key, the others none, in either order;
+    each row keeps what its item said."""
+    items: list[Any] = [((), {}), {"args": [], "fair_key": "acme"}, ((), {})]
+    if fair_first:
+        items.reverse()
+    enqueued = jobs.noop.enqueue_many(items)
+    stored = dict(Job.objects.values_list("pk", "fair_key"))
+    assert [stored[job.pk] for job in enqueued] == [job.fair_key for job in enqueued]
+    assert Counter(stored.values()) == {"acme": 1, None: 2}
+    fair = Job.objects.get(fair_key="acme")
+    assert fair.fair_at == fair.run_at
+    assert fair.fair_weight == 1
+
+
+def test_fair_jobs_without_time_zones() -> None:
+    """``USE_TZ = False`` (UTC): places are naive UTC, like every other time of the row."""
+    with override_settings(USE_TZ=False):
+        one = jobs.per_account.enqueue("a")
+        many = jobs.per_account.enqueue_many([(("a",), {"n": n}) for n in range(3)])
+        later = jobs.per_account.using(delay=3600).enqueue("a")
+        rows = {job.pk: job for job in Job.objects.all()}
+        assert all(job.fair_at is None or job.fair_at.tzinfo is None for job in rows.values())
+        places = [rows[job.pk].fair_at for job in (one, *many)]
+        assert places == [places[0] + n * STEP for n in range(4)]
+        assert rows[later.pk].fair_at is None
+        assert rows[later.pk].run_at.tzinfo is None

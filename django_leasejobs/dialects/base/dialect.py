@@ -155,6 +155,7 @@ class Dialect(LeaseSteps):
         """INSERT one row of ``values`` (field name or attname to value) and return it; a
         row with a fair key gets its place first (``fair_stamps``)."""
         if fair_stamps.needs_place(values):
+            values = dict(values)  # the caller's (a dedupe's retry) stays as it was
             fair_stamps.stamp(self._fair_lines, alias, [values])
         job = Job(**values)
         job.save(using=alias, force_insert=True)

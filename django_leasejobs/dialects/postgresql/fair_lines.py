@@ -18,7 +18,7 @@ from typing import Any
 
 from django.db import connections
 
-from ...db.dbtime import as_aware
+from ...db.dbtime import as_set
 from ..fair_lines import Group, Line
 from ..sql import JOB, WAITING
 from .timestamps import timestamps_in_c
@@ -55,9 +55,10 @@ def placed(given: tuple[str, ...], columns: list[str], values: list[str]) -> str
         values.append(at)
     columns.append('"fair_at"')
     values.append(at)
+    weight = "%(fair_weight)s" if "fair_weight" in given else "1"
     return (
         "WITH place AS (SELECT leasejobs_fair_place("
-        f"%(queue)s, %(priority)s, %(fair_key)s, %(fair_weight)s, {asked}) AS at) "
+        f"%(queue)s, %(priority)s, %(fair_key)s, {weight}, {asked}) AS at) "
     )
 
 
@@ -73,10 +74,10 @@ def read_lines(alias: str, groups: Sequence[Group]) -> list[Line]:
         cursor.execute(MANY, params)
         return [
             Line(
-                None if head is None else as_aware(head),
-                None if last is None else as_aware(last),
+                None if head is None else as_set(head),
+                None if last is None else as_set(last),
                 int(at_last),
-                as_aware(now),
+                as_set(now),
             )
             for head, last, at_last, now in cursor.fetchall()
         ]
