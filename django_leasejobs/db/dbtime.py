@@ -41,13 +41,16 @@ def db_now(alias: str | None = None) -> dt.datetime:
 
         alias = job_database()
     connection = connections[alias]
-    # The clock expression as this database's backend writes it (SQL text of the backend's,
-    # no value in it; its parameters, if any, stay parameters).
-    compiler = Query(None).get_compiler(connection=connection)
-    sql, params = compiler.compile(DbNow())
+    sql, params = now_sql(connection)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {sql}", params)
         return as_set(cursor.fetchone()[0])
+
+
+def now_sql(connection: Any) -> tuple[str, Any]:
+    """The clock expression as this connection's backend writes it (SQL text of the backend's,
+    no value in it; its parameters, if any, stay parameters)."""
+    return Query(None).get_compiler(connection=connection).compile(DbNow())
 
 
 def as_aware(raw: Any) -> dt.datetime:

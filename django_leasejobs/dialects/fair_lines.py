@@ -18,9 +18,8 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from django.db import connections
-from django.db.models.sql import Query
 
-from ..db.dbtime import DbNow, as_set
+from ..db.dbtime import as_set, now_sql
 from .sql import JOB, WAITING
 
 
@@ -86,13 +85,22 @@ class Line(NamedTuple):
     """How many of the key's waiting jobs are at ``last``."""
     now: dt.datetime
 
+    @classmethod
+    def of(cls, head: Any, last: Any, at_last: Any, now: Any) -> Line:
+        """A line from the database's values (SQLite's times are text)."""
+        return cls(
+            None if head is None else as_set(head),
+            None if last is None else as_set(last),
+            int(at_last),
+            as_set(now),
+        )
+
 
 def read_lines(alias: str, groups: Sequence[Group], columns: Columns = WAITING_FAIR) -> list[Line]:
     """Each group's line, in the order given."""
     connection = connections[alias]
-    compiler = Query(None).get_compiler(connection=connection)
-    now_sql, now_params = compiler.compile(DbNow())
-    assert not now_params  # the clock of every backend is SQL text alone
+    clock, clock_params = now_sql(connection)
+    assert not clock_params  # the clock of every backend is SQL text alone
     lines: list[Line] = []
     for start in range(0, len(groups), MAX_KEYS):
         chunk = groups[start : start + MAX_KEYS]
@@ -104,17 +112,9 @@ def read_lines(alias: str, groups: Sequence[Group], columns: Columns = WAITING_F
             params.update(
                 {f"{n}_i": i, f"{n}_q": group.queue, f"{n}_p": group.priority, f"{n}_k": group.key}
             )
-        text = statement(columns).format(now=now_sql, groups=" UNION ALL ".join(rows))
+        text = statement(columns).format(now=clock, groups=" UNION ALL ".join(rows))
         with connection.cursor() as cursor:
             cursor.execute(text, params)
             found = sorted(cursor.fetchall())
-        lines.extend(
-            Line(
-                None if head is None else as_set(head),
-                None if last is None else as_set(last),
-                int(count),
-                as_set(now),
-            )
-            for _, head, last, count, now in found
-        )
+        lines.extend(Line.of(*row[1:]) for row in found)
     return lines

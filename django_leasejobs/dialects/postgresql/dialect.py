@@ -237,7 +237,7 @@ class PostgreSQLDialect(Dialect):
         return Renewed({row[0] for row in rows}, {row[0] for row in rows if row[1]})
 
     def _fair_lines(self, alias: str, groups: Sequence[fair_lines.Group]) -> list[fair_lines.Line]:
-        # The reads as a function of migration 0027's, planned once per session.
+        # Its own statement: the keys as arrays (an enqueue()'s INSERT reads in itself).
         return postgresql_fair_lines.read_lines(alias, groups)
 
     def insert_logs(self, alias: str, rows: Sequence[LogRow]) -> None:

@@ -18,7 +18,6 @@ from typing import Any
 
 from django.db import connections
 
-from ...db.dbtime import as_set
 from ..fair_lines import Group, Line
 from ..sql import JOB, WAITING
 from .timestamps import timestamps_in_c
@@ -72,12 +71,4 @@ def read_lines(alias: str, groups: Sequence[Group]) -> list[Line]:
     with connections[alias].cursor() as cursor:
         timestamps_in_c(cursor.cursor)
         cursor.execute(MANY, params)
-        return [
-            Line(
-                None if head is None else as_set(head),
-                None if last is None else as_set(last),
-                int(at_last),
-                as_set(now),
-            )
-            for head, last, at_last, now in cursor.fetchall()
-        ]
+        return [Line.of(*row) for row in cursor.fetchall()]
