@@ -11,6 +11,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from django_leasejobs.models import Job
+
 
 @pytest.mark.parametrize(
     ("args", "message"),
@@ -233,8 +235,35 @@ def test_fairness_smoke_run_orders_and_times_every_variant(tmp_path: Path) -> No
         "fair_bulk_10_vs_plain",
         "fair_p1_drain_vs_plain",
         "fair_bulk_read_ms",
+        "fair_statement_single_vs_plain",
+        "fair_given_single_vs_plain",
+        "fair_statement_bulk_vs_plain",
+        "fair_given_bulk_vs_plain",
     ):
         assert median[key] > 0, key
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fairness_ceiling_replays_the_statements_with_the_place_given() -> None:
+    """The ceiling's fair statements are the enqueue's own, less what reads a place: the single
+    INSERT's function and the bulk list's read of the keys' lines."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the fair places are read in these statements on PostgreSQL only")
+    from benchmarks import fairness_ceiling
+    from testapp import jobs
+
+    single = fairness_ceiling.captured(lambda: jobs.per_account.enqueue("a1", 1))
+    bulk = fairness_ceiling.captured(
+        lambda: jobs.per_account.enqueue_many([(("a1",), {"n": 1}), (("a2",), {"n": 2})])
+    )
+    assert any("leasejobs_fair_place" in sql for sql, _ in single)
+    assert any("fair_key = g.fair_key" in sql for sql, _ in bulk)
+    for statements in (single, bulk):
+        kept = fairness_ceiling.given(statements)
+        assert not any("leasejobs_fair_place" in sql or "g.fair_key" in sql for sql, _ in kept)
+        assert any(sql.lstrip().startswith("INSERT") for sql, _ in kept)
+        fairness_ceiling._replay(kept)
+    assert Job.objects.filter(fair_key__isnull=False).count() == 6
 
 
 @pytest.mark.benchmark_run

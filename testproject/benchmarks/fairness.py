@@ -17,6 +17,8 @@ variants alternated round by round from an empty table, medians of the rounds:
   list a key of its own (the worst case: a read per key); ``fair_bulk_10_vs_plain``: the same
   with 10 keys per list (one customer's import is one key); ``fair_bulk_read_ms``: the read of
   a list's 1,000 keys alone (the dialect's ``_fair_lines``, on the table the last list left);
+- ``fair_statement_*_vs_plain`` and ``fair_given_*_vs_plain``: the ceilings, the enqueues'
+  own statements replayed with nothing around them (benchmarks/fairness_ceiling.py);
 - ``fair_drain_vs_plain``: ``runjobworker --burst`` processes draining N no-op jobs that
   ``enqueue_many`` spread over 1,000 keys (timed as every drain is: first start to last
   finish, database time).
@@ -35,7 +37,7 @@ from testapp import jobs
 from django_leasejobs import dialects, protocol
 from django_leasejobs.dialects.fair_lines import Group as FairGroup
 
-from . import database, drain
+from . import database, drain, fairness_ceiling
 from .database import Target
 
 NEWCOMERS = 100
@@ -172,6 +174,9 @@ def run(
             out[f"fair_{kind}_fair_per_s"] / out[f"fair_{kind}_plain_per_s"]
         )
     out["fair_bulk_10_vs_plain"] = out["fair_bulk_10_fair_per_s"] / out["fair_bulk_plain_per_s"]
+    lists = max(1, jobs_count // LIST)
+    statements = fairness_ceiling.variants(single_count, lists, keys=10)
+    out.update(fairness_ceiling.ratios(_alternated(target, rounds, statements)))
     argv = drain.worker_argv("--burst", batch=batch, threads=threads)
     for p in procs:
         rates: dict[str, list[float]] = {"fair": [], "plain": []}
