@@ -11,7 +11,7 @@ from django.db.models import F
 from django.test import override_settings
 from testapp import jobs
 
-from django_leasejobs import protocol
+from django_leasejobs import Workflow, protocol
 from django_leasejobs.core.fairness import STEP
 from django_leasejobs.errors import JobValidationError
 from django_leasejobs.models import DeadLetter, Job, Status
@@ -225,3 +225,25 @@ def test_fair_jobs_without_time_zones() -> None:
         assert places == [places[0] + n * STEP for n in range(4)]
         assert rows[later.pk].fair_at is None
         assert rows[later.pk].run_at.tzinfo is None
+
+
+def test_workflow_steps_take_their_keys_and_a_released_step_a_place_in_its_line() -> None:
+    """A step's job is keyed as its enqueue would be (the decorator's template, ``.using``);
+    a step released when its parent succeeds takes its place behind its key's waiting jobs."""
+    first = jobs.per_account.using(max_attempts=1).enqueue("a")
+    wf = Workflow("fair steps")
+    parent = wf.add(jobs.per_account.si("b"))
+    wf.add(jobs.account_work.using(fair_key="account:a", fair_weight=2).si("x", 1), after=[parent])
+    wf.enqueue()
+    (parent_job,) = Job.objects.filter(fair_key="account:b")
+    assert (parent_job.fair_weight, parent_job.fair_at) == (1, parent_job.run_at)
+    jobs.per_account.enqueue_many([(("a",), {"n": n}) for n in range(3)])
+    back_an_hour()
+    claimed = protocol.claim("w1", batch=2)
+    assert [job.pk for job in claimed] == [first.pk, parent_job.pk]
+    assert protocol.complete(parent_job.pk, claimed[1].attempt, None) is Outcome.SUCCEEDED
+    released = Job.objects.get(name="testapp.jobs.account_work")
+    line = Job.objects.filter(fair_key="account:a", status=Status.PENDING).exclude(pk=released.pk)
+    assert (released.fair_key, released.fair_weight) == ("account:a", 2)
+    # Its weight (2) lets it share the microsecond of the key's last job, alone there.
+    assert released.fair_at == released.run_at == max(job.fair_at for job in line)
