@@ -66,8 +66,9 @@ def history_migration(connection: BaseDatabaseWrapper, step: str) -> None:
     ``"unpartition"``), each doing nothing when already done; nothing on another database."""
     if connection.vendor != "postgresql":
         return
-    from .postgresql import history
+    from .postgresql import claim_table, history
 
+    claim_table.forget()
     with connection.cursor() as cursor:
         if step == "check":
             if not history.is_partitioned(cursor):

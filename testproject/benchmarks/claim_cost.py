@@ -27,6 +27,9 @@ from django_leasejobs import protocol
 from . import database
 from .database import Target
 
+PLAN_FIGURES = ("seq_scan", "sort", "scan", "rows_read", "buffers", "explain_ms", "planning_ms")
+"""What ``explain`` reads of the claim's plan, each a figure of the section."""
+
 FORMS: dict[str, list[str] | None] = {"one_queue": ["default"], "all_queues": None}
 
 BACK_TO_PENDING = "status = 'pending', lease_owner = '', finished_at = NULL"
@@ -100,6 +103,7 @@ def explain(queues: list[str] | None, batch: int) -> dict[str, Any]:
         ),
         "buffers": int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0)),
         "explain_ms": float(plan[0].get("Execution Time", 0.0)),
+        "planning_ms": float(plan[0].get("Planning Time", 0.0)),
         "plan": text,
     }
 
@@ -127,7 +131,7 @@ def run(target: Target, *, backlogs: list[int], batch: int, reps: int) -> dict[s
                 prefix = f"claim_{form}_{label}"
                 out[f"{prefix}_ms"] = statistics.median(times) * 1000
                 out[f"{prefix}_p95_ms"] = _quantile(times, 0.95) * 1000
-                for key in ("seq_scan", "sort", "scan", "rows_read", "buffers", "explain_ms"):
+                for key in PLAN_FIGURES:
                     out[f"{prefix}_{key}"] = plan[key]
                 out[f"{prefix}_plan"] = plan["plan"]
         out.update(_limited(raw, backlogs[-1], batch, reps))

@@ -32,13 +32,13 @@ from ..base.dialect import (
     Token,
 )
 from ..base.within_limits import CANDIDATES_PER_SLOT, Bucket, Fill
-from . import client_encoding, job_rows, notify, replication_status
+from . import claim_table, client_encoding, job_rows, notify, replication_status
 from . import fair_lines as postgresql_fair_lines
 from . import insert as postgresql_insert
 from . import job_logs as postgresql_job_logs
 from . import limited as postgresql_limited
 from . import steps as postgresql_steps
-from .claims import CLAIM_EVERY_QUEUE, CLAIM_GIVEN_QUEUES, CLAIM_ONE_QUEUE
+from .claims import CLAIMS
 from .sql import (
     JOB,
     SUCCEEDED_SET,
@@ -166,22 +166,30 @@ class PostgreSQLDialect(Dialect):
             "batch": batch,
             "spare": 2 * batch,
         }
+        connection = connections[alias]
         if queues is not None and len(queues) == 1:
             params["queue"] = queues[0]
-            return fetch_jobs(connections[alias], alias, CLAIM_ONE_QUEUE, params)
-        if queues is None:
-            sql = CLAIM_EVERY_QUEUE
-        else:
-            sql, params["queues"] = CLAIM_GIVEN_QUEUES, list(queues)
-        jobs = fetch_jobs(connections[alias], alias, sql, params)
-        if not jobs:
-            # The candidates come from the statement's snapshot: rows a concurrent claimer
-            # committed after it (still waiting in it) and rows it is locking now can be all
-            # of them, and this claim comes back empty while jobs are due, which sends a
-            # worker to sleep (or a --burst worker home). A second statement has a newer
-            # snapshot; where nothing is due it costs one more cheap probe of the index.
-            jobs = fetch_jobs(connections[alias], alias, sql, params)
-        return jobs
+            return claim_table.read(
+                alias,
+                lambda table: fetch_jobs(connection, alias, CLAIMS[table].one_queue, params),
+            )
+        if queues is not None:
+            params["queues"] = list(queues)
+
+        def claim(table: str) -> list[Job]:
+            claims = CLAIMS[table]
+            sql = claims.every_queue if queues is None else claims.given_queues
+            jobs = fetch_jobs(connection, alias, sql, params)
+            if not jobs:
+                # The candidates come from the statement's snapshot: rows a concurrent claimer
+                # committed after it (still waiting in it) and rows it is locking now can be
+                # all of them, and this claim comes back empty while jobs are due, which sends
+                # a worker to sleep (or a --burst worker home). A second statement has a newer
+                # snapshot; where nothing is due it costs one more cheap probe of the index.
+                jobs = fetch_jobs(connection, alias, sql, params)
+            return jobs
+
+        return claim_table.read(alias, claim)
 
     def claim_limited(
         self,

@@ -32,8 +32,8 @@ from psycopg import sql
 
 from ...models import Job
 from ..sql import JOB
+from .sql import LIVE
 
-LIVE = f"{JOB}_live"
 HISTORY = f"{JOB}_history"
 FINAL_STATES = ("succeeded", "dead", "cancelled")
 EPOCH = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)

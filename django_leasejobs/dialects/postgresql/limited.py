@@ -20,6 +20,8 @@ from django.db import connections, transaction
 
 from ..base.limiter_pruning import prunable
 from ..base.within_limits import Bucket, Candidate, Fill, Head, Held, limiter_keys
+from . import claim_table
+from .claim_table import TABLES
 from .sql import (
     ATTEMPT_START,
     CLAIM_ORDER,
@@ -139,12 +141,12 @@ RETURNING {CLAIMED_COLUMNS}
 # planner pick a sequential scan whenever most rows have limits (it expects a match early),
 # and that scan read past every claimed and finished row on each claim, so a drain slowed as
 # it went.
-def _limited_due(queues: str) -> str:
+def _limited_due(queues: str, table: str) -> str:
     return f"""
 WITH RECURSIVE queues(queue) AS ({queues})
 SELECT EXISTS (
     SELECT FROM queues AS q CROSS JOIN LATERAL (
-        SELECT FROM {JOB}
+        SELECT FROM {table}
         WHERE {DUE} AND queue = q.queue AND {WITH_LIMITS}
         ORDER BY {CLAIM_ORDER}
         LIMIT 1
@@ -154,8 +156,11 @@ SELECT EXISTS (
 """
 
 
-LIMITED_DUE_IN_QUEUES = _limited_due(GIVEN_QUEUES)
-LIMITED_DUE_EVERY_QUEUE = _limited_due(queue_scan(WITH_LIMITS, "queues"))
+LIMITED_DUE_IN_QUEUES = {table: _limited_due(GIVEN_QUEUES, table) for table in TABLES}
+LIMITED_DUE_EVERY_QUEUE = {
+    table: _limited_due(queue_scan(WITH_LIMITS, "queues", table), table) for table in TABLES
+}
+"""Each claim's first statement, by the table it reads (``claim_table``)."""
 
 # The keys as array parameters: an IN list of a few hundred placeholders changes the
 # statement's text with every claim, and the driver splits such a text again each time.
@@ -196,10 +201,11 @@ def _run(alias: str, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 def limited_due(alias: str, queues: Sequence[str] | None) -> bool:
     """Whether a job with limits is due in ``queues`` (every queue: None)."""
-    if queues is None:
-        rows = _run(alias, LIMITED_DUE_EVERY_QUEUE, {})
-    else:
-        rows = _run(alias, LIMITED_DUE_IN_QUEUES, {"queues": list(queues)})
+    params: dict[str, Any] = {}
+    statements = LIMITED_DUE_EVERY_QUEUE
+    if queues is not None:
+        params["queues"], statements = list(queues), LIMITED_DUE_IN_QUEUES
+    rows = claim_table.read(alias, lambda table: _run(alias, statements[table], params))
     return bool(rows[0][0])
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "GIVEN_QUEUES",
     "JOB",
     "LIMITER",
+    "LIVE",
     "NOT_CLAIMED",
     "PAUSE",
     "RATE_LOCK",
@@ -35,6 +36,9 @@ __all__ = [
     "queue_scan",
     "try_lock",
 ]
+
+LIVE = f"{JOB}_live"
+"""The job table's live partition, once migration 0026 has partitioned it (``history``)."""
 
 DUE = f"{WAITING} AND run_at <= STATEMENT_TIMESTAMP()"
 """A waiting job whose time has come (the database's clock)."""
@@ -69,13 +73,14 @@ def not_paused(row: str) -> str:
     )"""
 
 
-def queue_scan(kind: str, cte: str) -> str:
+def queue_scan(kind: str, cte: str, table: str = JOB) -> str:
     """The queues that have waiting jobs of ``kind`` (``WITH_LIMITS`` or ``WITHOUT_LIMITS``),
-    one index entry read per queue (a loose index scan), as the recursive CTE named ``cte``."""
+    one index entry read per queue (a loose index scan), as the recursive CTE named ``cte``;
+    read in ``table`` (the job table, or its live partition: ``claim_table``)."""
     return f"""
-    (SELECT queue FROM {JOB} WHERE {WAITING} AND {kind} ORDER BY queue LIMIT 1)
+    (SELECT queue FROM {table} WHERE {WAITING} AND {kind} ORDER BY queue LIMIT 1)
     UNION ALL
-    SELECT (SELECT t.queue FROM {JOB} AS t
+    SELECT (SELECT t.queue FROM {table} AS t
             WHERE {WAITING} AND {kind} AND t.queue > q.queue
             ORDER BY t.queue LIMIT 1)
     FROM {cte} AS q WHERE q.queue IS NOT NULL
