@@ -5,9 +5,9 @@ so PostgreSQL plans every claim afresh, and a statement over the partitioned par
 twice the planning of the same statement over its live partition: the parent is expanded and
 pruned for each of its references before the partition's indexes are weighed
 (docs/benchmarks.md). Waiting and running rows are always in the live partition (``in_history``
-is false until a final state), so the claims and their first probe, which read waiting rows and
-make them running, name it; the writes that end a job name the parent, which moves the row to
-the history.
+is false until a final state), so the claims (with limits or without, and their probe for
+jobs with limits), which read waiting and running rows and make waiting ones running, name it;
+the writes that end a job name the parent, which moves the row to the history.
 
 Which table is read from the catalog once per database alias and kept. Migration 0026's steps
 forget it (``forget``); a process that kept the partition after another one undid 0026 finds it

@@ -223,7 +223,11 @@ class PostgreSQLDialect(Dialect):
 
     def _take(self, alias: str, worker_id: str, ids: list[int], lease_seconds: float) -> list[Job]:
         params = {"worker_id": worker_id, "lease_seconds": lease_seconds, "ids": int_array(ids)}
-        return fetch_jobs(connections[alias], alias, postgresql_limited.TAKE, params)
+        connection = connections[alias]
+        return claim_table.read(
+            alias,
+            lambda table: fetch_jobs(connection, alias, postgresql_limited.TAKE[table], params),
+        )
 
     def prune_limiters(
         self, alias: str, older_than: dt.timedelta, batch: int, after_key: str

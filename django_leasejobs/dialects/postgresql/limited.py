@@ -7,7 +7,9 @@ candidate reads take each queue's first rows from its index (the queues given, o
 loose index scan, ``sql.queue_scan``) and keep the best: ordering the due rows of
 every queue at once would sort the whole backlog on each claim. Each statement that reads
 queues comes in two variants, ``..._IN_QUEUES`` (the ``queues`` parameter) and
-``..._EVERY_QUEUE``; every value is a named parameter.
+``..._EVERY_QUEUE``; every value is a named parameter. Those that read or lease the job table's
+rows come written for the table and for its live partition, which a claim names where the
+table is partitioned (``claim_table``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from .sql import (
     CONCURRENCY_LOCK,
     DUE,
     GIVEN_QUEUES,
-    JOB,
     LIMITER,
     RATE_LOCK,
     WITH_LIMITS,
@@ -44,8 +45,10 @@ _CANDIDATE_FIELDS = ", ".join(Candidate._fields)
 # A head's row has the candidate's columns, NULL for those a head lacks.
 _HEAD_FIELDS = ", ".join([*Head._fields, *["NULL"] * (len(Candidate._fields) - len(Head._fields))])
 
-_LIMITED_ROWS = f"""
-    SELECT {_CANDIDATE_FIELDS} FROM {JOB} AS t
+
+def _limited_rows(table: str) -> str:
+    return f"""
+    SELECT {_CANDIDATE_FIELDS} FROM {table} AS t
     WHERE {DUE} AND queue = q.queue AND {WITH_LIMITS}
       -- A full key's or spent bucket's backlog is left out here, so it cannot fill the
       -- read and hide the keys behind it.
@@ -57,15 +60,17 @@ _LIMITED_ROWS = f"""
     LIMIT %(count)s
 """
 
-_HEAD_ROWS = f"""
-    SELECT id, priority, run_at FROM {JOB} AS t
+
+def _head_rows(table: str) -> str:
+    return f"""
+    SELECT id, priority, run_at FROM {table} AS t
     WHERE {DUE} AND queue = q.queue AND {WITHOUT_LIMITS} AND {not_paused("t")}
     ORDER BY {CLAIM_ORDER}
     LIMIT %(batch)s
 """
 
 
-def _hold(queues: str, head_queues: str) -> str:
+def _hold(queues: str, head_queues: str, table: str) -> str:
     return f"""
 WITH RECURSIVE queues(queue) AS ({queues}),
 head_queues(queue) AS ({head_queues}),
@@ -73,7 +78,7 @@ full_slots AS (
     -- (key, limit) for every limit a key's running jobs fill now: a job whose own limit is
     -- among them must wait. As pairs, so the test below is one hashed lookup per row; a hint
     -- only, the claim counts again under the key's lock.
-    SELECT concurrency_key, generate_series(1, count(*)::int) AS full_limit FROM {JOB}
+    SELECT concurrency_key, generate_series(1, count(*)::int) AS full_limit FROM {table}
     WHERE status = 'running' AND concurrency_key IS NOT NULL
     GROUP BY concurrency_key
 ),
@@ -82,7 +87,7 @@ candidates AS MATERIALIZED (
     SELECT c.*, row_number() OVER (
         PARTITION BY c.concurrency_key, c.concurrency_limit ORDER BY {CLAIM_ORDER}
     ) AS nth_of_key
-    FROM queues AS q CROSS JOIN LATERAL ({_LIMITED_ROWS}) AS c
+    FROM queues AS q CROSS JOIN LATERAL ({_limited_rows(table)}) AS c
     WHERE q.queue IS NOT NULL
     ORDER BY {CLAIM_ORDER}
     LIMIT %(count)s
@@ -104,7 +109,7 @@ held AS (
     LIMIT %(batch)s
 ),
 heads AS (
-    SELECT c.* FROM head_queues AS q CROSS JOIN LATERAL ({_HEAD_ROWS}) AS c
+    SELECT c.* FROM head_queues AS q CROSS JOIN LATERAL ({_head_rows(table)}) AS c
     WHERE q.queue IS NOT NULL
     ORDER BY {CLAIM_ORDER}
     LIMIT %(batch)s
@@ -115,18 +120,25 @@ SELECT false, {_HEAD_FIELDS} FROM heads
 """
 
 
-HOLD_IN_QUEUES = _hold(GIVEN_QUEUES, GIVEN_QUEUES)
-HOLD_EVERY_QUEUE = _hold(
-    queue_scan(WITH_LIMITS, "queues"), queue_scan(WITHOUT_LIMITS, "head_queues")
-)
+HOLD_IN_QUEUES = {table: _hold(GIVEN_QUEUES, GIVEN_QUEUES, table) for table in TABLES}
+HOLD_EVERY_QUEUE = {
+    table: _hold(
+        queue_scan(WITH_LIMITS, "queues", table),
+        queue_scan(WITHOUT_LIMITS, "head_queues", table),
+        table,
+    )
+    for table in TABLES
+}
 """Candidates (a hint: read before the locks), their keys locked, and the heads of the jobs
 without limits, in one statement at the start of the claim's transaction. The locks are
 transaction-level advisory locks (``sql.try_lock``), tried and never waited for: no
 row is written to take one (a row lock is a write on PostgreSQL). Parameters: ``count``
 (candidates to read), ``batch``, and ``queues`` for ``HOLD_IN_QUEUES``."""
 
-TAKE = f"""
-UPDATE {JOB} AS j
+
+def _take(table: str) -> str:
+    return f"""
+UPDATE {table} AS j
 SET {ATTEMPT_START}
 -- The compare-and-set: still waiting and due (the candidates were read before the locks).
 WHERE id = ANY(%(ids)s::bigint[]) AND {DUE}
@@ -134,6 +146,10 @@ WHERE id = ANY(%(ids)s::bigint[]) AND {DUE}
   AND {not_paused("j")}
 RETURNING {CLAIMED_COLUMNS}
 """
+
+
+TAKE = {table: _take(table) for table in TABLES}
+"""The lease of the candidates held, by the table the claim reads (``claim_table``)."""
 
 
 # The fast path's test: is a job with limits due in any of the queues? Each queue is read in
@@ -162,10 +178,12 @@ LIMITED_DUE_EVERY_QUEUE = {
 }
 """Each claim's first statement, by the table it reads (``claim_table``)."""
 
+
 # The keys as array parameters: an IN list of a few hundred placeholders changes the
 # statement's text with every claim, and the driver splits such a text again each time.
-LIMITER_STATE = f"""
-SELECT 'c', concurrency_key, count(*)::int, NULL::timestamptz, STATEMENT_TIMESTAMP() FROM {JOB}
+def _limiter_state(table: str) -> str:
+    return f"""
+SELECT 'c', concurrency_key, count(*)::int, NULL::timestamptz, STATEMENT_TIMESTAMP() FROM {table}
 WHERE status = 'running' AND concurrency_key = ANY(%(concurrency_keys)s::text[])
 GROUP BY concurrency_key
 UNION ALL
@@ -173,6 +191,10 @@ UNION ALL
 SELECT 'r', rate_key, COALESCE(l.started, 0), l.window_start, STATEMENT_TIMESTAMP()
 FROM unnest(%(rate_keys)s::text[]) AS rate_key LEFT JOIN {LIMITER} AS l ON l.key = {RATE_LOCK}
 """
+
+
+LIMITER_STATE = {table: _limiter_state(table) for table in TABLES}
+"""The running jobs of the keys (running rows are live ones) and the buckets' rows."""
 
 # An upsert: the claim holds the key's lock, so no one else writes the row meanwhile.
 FILL_BUCKETS = f"""
@@ -212,13 +234,13 @@ def limited_due(alias: str, queues: Sequence[str] | None) -> bool:
 def hold(alias: str, queues: Sequence[str] | None, count: int, batch: int) -> Held:
     """Run ``HOLD``: the candidates whose keys it locked, and the heads."""
     params: dict[str, Any] = {"count": count, "batch": batch}
-    if queues is None:
-        sql = HOLD_EVERY_QUEUE
-    else:
-        sql, params["queues"] = HOLD_IN_QUEUES, list(queues)
+    statements = HOLD_EVERY_QUEUE
+    if queues is not None:
+        params["queues"], statements = list(queues), HOLD_IN_QUEUES
     candidates: list[Candidate] = []
     heads: list[Head] = []
-    for limited, *row in _run(alias, sql, params):
+    rows = claim_table.read(alias, lambda table: _run(alias, statements[table], params))
+    for limited, *row in rows:
         if limited:
             candidates.append(Candidate(*row))
         else:
@@ -232,7 +254,8 @@ def limiter_state(
     params = {"concurrency_keys": concurrency_keys, "rate_keys": rate_keys}
     running: dict[str, int] = {}
     buckets: dict[str, Bucket] = {}
-    for kind, key, number, start, now in _run(alias, LIMITER_STATE, params):
+    rows = claim_table.read(alias, lambda table: _run(alias, LIMITER_STATE[table], params))
+    for kind, key, number, start, now in rows:
         if kind == "c":
             running[key] = number
         else:

@@ -74,6 +74,25 @@ def test_a_claim_and_its_probe_read_the_live_partition(queues: list[str] | None)
         assert not PARENT.search(sql), sql
 
 
+@pytest.mark.parametrize("queues", [None, ["default"]])
+def test_a_claim_of_jobs_with_limits_reads_and_leases_the_live_partition(
+    queues: list[str] | None,
+) -> None:
+    from django_leasejobs.dialects.postgresql import claim_table
+
+    limited = [jobs.limited_both.enqueue(1), jobs.limited_both.enqueue(1)]
+    plain = jobs.noop.enqueue()
+    assert claim_table.table(DEFAULT_DB_ALIAS) == claim_table.LIVE
+    claimed, sent = claimed_with(lambda: protocol.claim("w1", queues=queues, batch=10))
+    # One of the customer's two (its limit is 1), and the job without limits beside it.
+    assert sorted(j.pk for j in claimed) == [limited[0].pk, plain.pk]
+    reads = [sql for sql in sent if "SAVEPOINT" not in sql and "django_leasejobs_job" in sql]
+    assert len(reads) >= 4  # the probe, the hold, the limiters' state, the lease
+    for sql in reads:
+        assert "django_leasejobs_job_live" in sql
+        assert not PARENT.search(sql), sql
+
+
 def test_a_claim_finds_the_partition_gone_and_claims_from_the_table() -> None:
     from django_leasejobs.dialects.postgresql import claim_table
 
