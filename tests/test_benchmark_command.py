@@ -266,6 +266,37 @@ def test_fairness_ceiling_replays_the_statements_with_the_place_given() -> None:
     assert Job.objects.filter(fair_key__isnull=False).count() == 6
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_logs_bounds_keep_and_write_what_the_logging_job_keeps() -> None:
+    """The observability section's bounds on kept logs: the floor's handler keeps the fields a
+    job's own logs keep, and the job handing its attempt a row writes the row the logging
+    job's capture writes, through the same worker flush."""
+    import logging
+
+    from benchmarks.log_floor import KeepFields
+    from testapp import jobs
+
+    from django_leasejobs.runtime.worker import Worker
+
+    bench = logging.getLogger("testapp.bench")
+    floor, level = KeepFields(), bench.level
+    bench.addHandler(floor)
+    bench.setLevel(logging.INFO)
+    try:
+        logged, given = jobs.log_line.enqueue(), jobs.log_row_given.enqueue()
+        Worker(queues=None, concurrency=1, poll=0.05, scheduler=False, worker_id="w-b").run(
+            burst=True
+        )
+    finally:
+        bench.removeHandler(floor)
+        bench.setLevel(level)
+    assert floor.last is not None
+    assert floor.last[:3] == ("INFO", "testapp.bench", "one line")
+    expected = [{"attempt": 1, "level": "INFO", "logger": "testapp.bench", "message": "one line"}]
+    for row in (logged, given):
+        assert [{k: v for k, v in e.items() if k != "at"} for e in row.logs()] == expected
+
+
 @pytest.mark.benchmark_run
 def test_shards_smoke_run_drains_each_database_and_checks_it(tmp_path: Path) -> None:
     """A tiny shards run: both drains complete, every check is 0, each database holds its

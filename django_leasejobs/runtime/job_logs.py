@@ -4,8 +4,10 @@ How a record reaches an attempt's buffer, without changing the project's logging
 
 * One :class:`Router` (a ``logging.Handler``) is on the root logger while at least one attempt
   is being captured in this process, and taken off when the last one ends, so a process that
-  runs no job never has it. It never formats, filters or stops a record: the project's own
-  handlers see every record as they would without it.
+  runs no job never has it. A worker keeping logs holds it for its whole run (:class:`routing`):
+  put on and taken off per attempt, it cost a drain of logging jobs (docs/benchmarks.md). It
+  never formats, filters or stops a record: the project's own handlers see every record as
+  they would without it.
 * Around a handler's call, :class:`capturing` sets the context variable
   :data:`~django_leasejobs.core.job_log_context.CURRENT` and this module's capture in the
   handler's context: a sync handler's thread, an async handler's task (and what they start with
@@ -131,7 +133,7 @@ class Router(logging.Handler):
 
     def handle(self, record: logging.LogRecord) -> bool:
         # No lock and no filters: the buffer has its own lock, and the record goes on as it came.
-        if alone(record):
+        if not below_last_resort(record) and alone(record):
             last_resort(record)
         attempt = CURRENT.get()
         if attempt is None:
@@ -165,6 +167,13 @@ def alone(record: logging.LogRecord) -> bool:
     return True
 
 
+def below_last_resort(record: logging.LogRecord) -> bool:
+    """Whether Python's last resort would print nothing of the record anyway (an INFO line,
+    most of a job's): then whether the router is alone need not be looked at."""
+    resort = logging.lastResort
+    return resort is None or record.levelno < resort.level
+
+
 def last_resort(record: logging.LogRecord) -> None:
     """What Python does with a record no handler took, which the router must not change."""
     resort = logging.lastResort
@@ -194,6 +203,23 @@ def _detach() -> None:
         _users -= 1
         if _users == 0:
             logging.getLogger().removeHandler(ROUTER)
+
+
+class routing:
+    """While a worker runs with logs kept: the router stays on the root, so its attempts do not
+    put it on and take it off each (the logging module's lock, taken by every thread of the
+    pool in turn)."""
+
+    __slots__ = ("held",)
+
+    def __enter__(self) -> None:
+        self.held = settings.JOB_LOGS is not None
+        if self.held:
+            _attach()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.held:
+            _detach()
 
 
 class capturing:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from ..models.databases import using_database
 from ..reports import queue_gauges
 from ..reports.summary import Summary
+from . import job_logs
 from .async_runner import AsyncPool
 from .claim_sizing import ClaimRoom, ClaimSizer
 from .completions import Completer
@@ -137,7 +138,11 @@ class Worker:
         """Run until stopped (or, with ``burst``, until nothing is due and nothing runs)."""
         # The claim loop runs on the caller's thread, in the queue database it serves; the
         # threads it starts work there too (runtime.threads).
-        with using_database(self.options.database), self.connection_keeper.adopted():
+        with (
+            using_database(self.options.database),
+            self.connection_keeper.adopted(),
+            job_logs.routing(),
+        ):
             return self._run(burst)
 
     def stop(self, reason: str = "stop requested", *, grace: float | None = None) -> None:

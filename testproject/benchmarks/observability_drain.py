@@ -8,7 +8,9 @@ the extra and set nothing gets), ``sdk10`` and ``sdk100`` (the SDK's tracer prov
 10% and 100% of traces, spans through a batch processor to an in-memory exporter, metrics read
 by an in-memory reader). The ratios are each variant's rate over ``absent``'s. Then jobs that
 log one INFO line each, with each job's own logs off (``LEASEJOBS_JOB_LOGS = None``) and kept
-(the default): ``logs_on_vs_off``.
+(the default): ``logs_on_vs_off``; beside them what bounds it, in the same run: a handler of
+the project's keeping each record's fields, logs off (``logs_floor_vs_off``), and the same log
+rows written with nothing captured (``logs_given_vs_off``).
 
 Beside the rates, the CPU under them: the worker processes' CPU per job in each drain (their
 start-up, timed on an empty table, taken out), what the SDK's variants added to ``absent``'s
@@ -35,6 +37,17 @@ VARIANTS = ("absent", "api", "sdk10", "sdk100")
 
 LOG_LINE = "testapp.jobs.log_line"
 """Jobs that log one INFO line each: drained with each job's own logs off, then kept."""
+
+LOG_VARIANTS = {
+    "off": (LOG_LINE, "off"),
+    "floor": (LOG_LINE, "floor"),
+    "given": ("testapp.jobs.log_row_given", "on"),
+    "on": (LOG_LINE, "on"),
+}
+"""The logs' drains: the job and ``BENCHMARK_JOB_LOGS``. ``floor``: logs off, the project's
+own handler on the job's logger keeping each record's fields (benchmarks/log_floor.py), the
+least a capture through ``logging`` costs; ``given``: logs kept, the job makes no record and
+hands its attempt the row ``on`` writes, so only the writing is paid."""
 
 
 def sdk_calls_us(ratio: float) -> float:
@@ -72,15 +85,15 @@ def run(target: Target, *, jobs_count: int, procs: Sequence[int], timeout: float
         out[f"observability_{variant}_calls_us"] = sdk_calls_us(ratio)
         added = out[f"observability_{variant}_cpu_us"] - out["observability_absent_cpu_us"]
         out[f"observability_{variant}_added_cpu_us"] = added
-    for logs in ("off", "on"):
-        drain.prepare(target, jobs_count, name=LOG_LINE)
-        env = database.environment(target, BENCHMARK_JOB_LOGS=logs)
+    for logs, (name, setting) in LOG_VARIANTS.items():
+        drain.prepare(target, jobs_count, name=name)
+        env = database.environment(target, BENCHMARK_JOB_LOGS=setting)
         figures = drained(target, argvs, jobs_count, env, timeout)
         out[f"observability_logs_{logs}_per_s"] = figures["per_s"]
         out[f"observability_logs_{logs}_cpu_us"] = figures["cpu_us_per_job"]
-    out["observability_logs_on_vs_off"] = (
-        out["observability_logs_on_per_s"] / out["observability_logs_off_per_s"]
-    )
+    off = out["observability_logs_off_per_s"]
+    for logs in LOG_VARIANTS:
+        out[f"observability_logs_{logs}_vs_off"] = out[f"observability_logs_{logs}_per_s"] / off
     out["observability_logs_cpu_on_vs_off"] = (
         out["observability_logs_on_cpu_us"] / out["observability_logs_off_cpu_us"]
     )

@@ -44,8 +44,20 @@ if env.bool("BENCHMARK_STARTPROJECT", default=False):
     DEBUG = True
     LOGGING = {}
 LEASEJOBS_NOTIFY = env.bool("BENCHMARK_NOTIFY", default=True)
-if env.str("BENCHMARK_JOB_LOGS", default="on") == "off":
+if env.str("BENCHMARK_JOB_LOGS", default="on") in {"off", "floor"}:
     LEASEJOBS_JOB_LOGS = None
+if env.str("BENCHMARK_JOB_LOGS", default="on") == "floor":
+    LOGGING = {
+        **LOGGING,
+        "handlers": {
+            **cast(dict[str, Any], LOGGING.get("handlers", {})),
+            "floor": {"class": "benchmarks.log_floor.KeepFields"},
+        },
+        "loggers": {
+            **cast(dict[str, Any], LOGGING.get("loggers", {})),
+            "testapp.bench": {"level": "INFO", "handlers": ["floor"]},
+        },
+    }
 # The retention and history sections set it (a JSON object); no retention otherwise.
 LEASEJOBS_RETENTION = env.json("BENCHMARK_RETENTION", default={})
 # The shards section routes a queue to the "shard" alias (the scratch database's name with

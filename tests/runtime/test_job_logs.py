@@ -85,6 +85,28 @@ def test_the_router_is_on_the_root_only_while_a_job_runs(project_logging) -> Non
     assert project_logging.lines[-1] == "None/None testapp.work outside any job"
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("kept", "added"), [(True, 1), (False, 0)])
+def test_a_worker_keeps_the_router_on_the_root_for_its_whole_run(
+    project_logging, monkeypatch, settings, kept, added
+) -> None:
+    """Put on once for the run, not once per attempt (each put and take takes the logging
+    module's lock); never while logs are off; off the root once the run ends."""
+    if not kept:
+        settings.LEASEJOBS_JOB_LOGS = None
+    root = logging.getLogger()
+    puts: list[logging.Handler] = []
+    add_handler = root.addHandler
+    monkeypatch.setattr(root, "addHandler", lambda h: (puts.append(h), add_handler(h))[1])
+    rows = [jobs.logs_lines.enqueue(1) for _ in range(4)]
+    Worker(queues=None, concurrency=1, poll=0.05, scheduler=False, worker_id="w-route").run(
+        burst=True
+    )
+    assert puts.count(ROUTER) == added
+    assert ROUTER not in root.handlers
+    assert all(len(messages(row)) == (2 if kept else 0) for row in rows)
+
+
 def test_an_async_handler_s_records_and_its_child_task_s(project_logging) -> None:
     run_job(jobs.async_logs_lines, 2)
     job = Job.objects.get(name=jobs.async_logs_lines.name)
