@@ -40,9 +40,10 @@ writes what its handler logged until it returned.
 from __future__ import annotations
 
 import collections
-import datetime as dt
 import logging
+import math
 import threading
+import time
 from collections.abc import Iterable
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
@@ -69,29 +70,44 @@ OVERHEAD = 48
 _FORMATTER = logging.Formatter()
 
 
+Kept = tuple[str, str, str, float]
+"""What a buffer holds of a record until its attempt's logs are written: level, logger,
+message, time (``record.created``). The entry a job's logs show is made from it then."""
+
+
 class Buffer:
     """One attempt's records. Its handler's thread, the threads and tasks it starts with its
-    context, and the runner (after the handler returned) touch it, under ``_lock``."""
+    context, and the runner (after the handler returned) touch it, under ``_LOCK``.
+
+    A record is kept as a tuple and its entry (a dict, its time in ISO 8601) made when the
+    logs are written: a capture does as little as it can on the handler's thread, and a buffer
+    is a few small objects with no lock of its own (every attempt makes one)."""
+
+    __slots__ = ("dropped", "half", "head", "head_size", "level", "tail", "tail_size")
 
     def __init__(self, level: int, cap: int = ATTEMPT_CAP) -> None:
         self.level = level
         self.half = cap // 2
-        self.head: list[dict[str, Any]] = []
-        self.tail: collections.deque[tuple[int, dict[str, Any]]] = collections.deque()
+        self.head: list[Kept] = []
+        self.tail: collections.deque[tuple[int, Kept]] | None = None
+        """Made once the head is full: the last records, oldest dropped first."""
         self.head_size = 0
         self.tail_size = 0
         self.dropped = 0
-        self._lock = threading.Lock()
 
     def add(self, record: logging.LogRecord) -> None:
-        entry = entry_of(record)
-        size = OVERHEAD + len(entry["message"].encode(errors="replace")) + len(entry["logger"])
-        with self._lock:
-            if not self.tail and self.head_size + size <= self.half:
-                self.head.append(entry)
-                self.head_size += size
-                return
-            self.tail.append((size, entry))
+        kept = kept_of(record)
+        message = kept[2]
+        length = len(message) if message.isascii() else len(message.encode(errors="replace"))
+        size = OVERHEAD + length + len(kept[1])
+        with _LOCK:
+            if self.tail is None:
+                if self.head_size + size <= self.half:
+                    self.head.append(kept)
+                    self.head_size += size
+                    return
+                self.tail = collections.deque()
+            self.tail.append((size, kept))
             self.tail_size += size
             while self.tail_size > self.half and len(self.tail) > 1:
                 dropped, _ = self.tail.popleft()
@@ -100,13 +116,19 @@ class Buffer:
 
     def records(self) -> tuple[list[dict[str, Any]], int]:
         """The records kept, with a ``{"dropped": N}`` where some were, and their size."""
-        with self._lock:
-            middle = [{"dropped": self.dropped}] if self.dropped else []
-            kept = [*self.head, *middle, *(entry for _, entry in self.tail)]
-            return kept, self.head_size + self.tail_size
+        with _LOCK:
+            head = list(self.head)
+            tail = [kept for _, kept in self.tail] if self.tail else []
+            dropped, size = self.dropped, self.head_size + self.tail_size
+        middle = [{"dropped": dropped}] if dropped else []
+        return [*map(entry_of, head), *middle, *map(entry_of, tail)], size
 
 
-def entry_of(record: logging.LogRecord) -> dict[str, Any]:
+_LOCK = threading.Lock()
+"""Held for a few appends to one buffer: one lock for all of them, none made per attempt."""
+
+
+def kept_of(record: logging.LogRecord) -> Kept:
     """What is kept of a record: level, logger, message (its traceback too), time."""
     try:
         message = record.getMessage()
@@ -116,13 +138,34 @@ def entry_of(record: logging.LogRecord) -> dict[str, Any]:
         message = f"{message}\n{_FORMATTER.formatException(record.exc_info)}"
     if len(message) > MESSAGE_CAP:
         message = f"{message[:MESSAGE_CAP]}… ({len(message) - MESSAGE_CAP} characters cut)"
-    at = dt.datetime.fromtimestamp(record.created, tz=dt.timezone.utc)
-    return {
-        "level": record.levelname,
-        "logger": record.name,
-        "message": message,
-        "at": at.isoformat().replace("+00:00", "Z"),
-    }
+    return (record.levelname, record.name, message, record.created)
+
+
+def entry_of(kept: Kept) -> dict[str, Any]:
+    """A kept record as a job's logs show it."""
+    level, name, message, created = kept
+    return {"level": level, "logger": name, "message": message, "at": iso_at(created)}
+
+
+_SECOND: tuple[int, str] = (-1, "")
+"""The last second :func:`iso_at` wrote, and its date and time."""
+
+
+def iso_at(created: float) -> str:
+    """A record's time in UTC as ``datetime.isoformat`` writes it, ``Z`` for ``+00:00``,
+    rounded to the microsecond as ``datetime.fromtimestamp`` rounds it. The date and time of
+    a second are made once: a flush's records mostly share one, and the datetime's own
+    making and formatting were most of the cost of writing a record's entry."""
+    global _SECOND
+    fraction, whole = math.modf(created)
+    second, micros = int(whole), round(fraction * 1e6)
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    cached, text = _SECOND
+    if cached != second:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _SECOND = (second, text)
+    return f"{text}.{micros:06d}Z" if micros else f"{text}Z"
 
 
 _CAPTURE: ContextVar[capturing | None] = ContextVar("django_leasejobs_job_logs", default=None)
