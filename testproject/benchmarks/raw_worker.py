@@ -15,15 +15,15 @@ from typing import Any
 
 import psycopg
 
-CLAIM = """
+_CLAIM = """
 WITH due AS (
-    SELECT id FROM django_leasejobs_job
+    SELECT id FROM {table}
     WHERE status IN ('pending', 'failed') AND run_at <= STATEMENT_TIMESTAMP() AND queue = %s
     ORDER BY priority DESC, run_at, id
     LIMIT %s
     FOR UPDATE SKIP LOCKED
 )
-UPDATE django_leasejobs_job AS j
+UPDATE {table} AS j
 SET status = 'running', attempt = j.attempt + 1, lease_owner = %s,
     lease_expires_at = STATEMENT_TIMESTAMP() + INTERVAL '60 seconds',
     started_at = STATEMENT_TIMESTAMP()
@@ -31,6 +31,11 @@ SET status = 'running', attempt = j.attempt + 1, lease_owner = %s,
 WHERE j.id = ANY(ARRAY(SELECT id FROM due)) AND j.status IN ('pending', 'failed')
 RETURNING j.id, j.attempt, j.name, j.args, j.kwargs
 """
+# Where the job table is partitioned, the claim reads its live partition, as the library's
+# claims do (planned over the parent, a claim cost twice as much to plan).
+CLAIM = _CLAIM.format(table="django_leasejobs_job")
+CLAIM_LIVE = _CLAIM.format(table="django_leasejobs_job_live")
+LIVE_PARTITION = "SELECT to_regclass('django_leasejobs_job_live') IS NOT NULL"
 
 _COMPLETE = """
 UPDATE django_leasejobs_job AS j
@@ -60,8 +65,15 @@ def main(conninfo: str, batch: int, worker_id: str) -> int:
     with psycopg.connect(conninfo, autocommit=True, prepare_threshold=None) as conn:
         found = conn.execute(HISTORY_COLUMN).fetchone()
         complete = COMPLETE if found and found[0] else COMPLETE_WITHOUT_HISTORY
+        live = conn.execute(LIVE_PARTITION).fetchone()
+        claim = CLAIM_LIVE if live and live[0] else CLAIM
         while True:
-            rows = conn.execute(CLAIM, ["default", batch, worker_id]).fetchall()
+            try:
+                rows = conn.execute(claim, ["default", batch, worker_id]).fetchall()
+            except psycopg.errors.SerializationFailure:
+                # A row it read was completed and moved to a history partition meanwhile
+                # (SQLSTATE 40001 at READ COMMITTED): claimed again at once, as the library does.
+                continue
             if not rows:
                 return done
             for _id, _attempt, _name, args, kwargs in rows:
