@@ -266,6 +266,20 @@ def test_fairness_ceiling_replays_the_statements_with_the_place_given() -> None:
     assert Job.objects.filter(fair_key__isnull=False).count() == 6
 
 
+def test_the_observability_section_mirrors_the_order_of_its_tightest_pair() -> None:
+    from benchmarks.observability_drain import mirrored
+
+    order: list[str] = []
+
+    def drain_one(variant: str) -> dict[str, float]:
+        order.append(variant)
+        return {"per_s": float(len(order))}
+
+    figures = mirrored(drain_one, ["off", "on", "floor"])
+    assert order == ["off", "on", "on", "off", "floor"]
+    assert figures == {"off": {"per_s": 2.5}, "on": {"per_s": 2.5}, "floor": {"per_s": 5.0}}
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_logs_bounds_keep_and_write_what_the_logging_job_keeps() -> None:
     """The observability section's bounds on kept logs: the floor's handler keeps the fields a

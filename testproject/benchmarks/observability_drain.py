@@ -8,9 +8,11 @@ the extra and set nothing gets), ``sdk10`` and ``sdk100`` (the SDK's tracer prov
 10% and 100% of traces, spans through a batch processor to an in-memory exporter, metrics read
 by an in-memory reader). The ratios are each variant's rate over ``absent``'s. Then jobs that
 log one INFO line each, with each job's own logs off (``LEASEJOBS_JOB_LOGS = None``) and kept
-(the default): ``logs_on_vs_off``; beside them what bounds it, in the same run: a handler of
-the project's keeping each record's fields, logs off (``logs_floor_vs_off``), and the same log
-rows written with nothing captured (``logs_given_vs_off``).
+(the default): ``logs_on_vs_off``. The two drains of each of the tightest ratios (``absent``
+and ``api``, logs off and kept) run in mirrored order, twice each (``mirrored``). Beside them
+what bounds the logs' cost, in the same run: a handler of the project's keeping each record's
+fields, logs off (``logs_floor_vs_off``), and the same log rows written with nothing
+captured (``logs_given_vs_off``).
 
 Beside the rates, the CPU under them: the worker processes' CPU per job in each drain (their
 start-up, timed on an empty table, taken out), what the SDK's variants added to ``absent``'s
@@ -21,9 +23,10 @@ a rate when the machine is shared: ``logs_cpu_on_vs_off`` is the logs' cost in C
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +43,9 @@ LOG_LINE = "testapp.jobs.log_line"
 
 LOG_VARIANTS = {
     "off": (LOG_LINE, "off"),
+    "on": (LOG_LINE, "on"),
     "floor": (LOG_LINE, "floor"),
     "given": ("testapp.jobs.log_row_given", "on"),
-    "on": (LOG_LINE, "on"),
 }
 """The logs' drains: the job and ``BENCHMARK_JOB_LOGS``. ``floor``: logs off, the project's
 own handler on the job's logger keeping each record's fields (benchmarks/log_floor.py), the
@@ -70,25 +73,47 @@ def drained(
     return {**figures, "cpu_us_per_job": figures["cpu_us_per_job"] - start_up_per_job}
 
 
+def mirrored(
+    drain_one: Callable[[str], dict[str, float]], variants: Sequence[str]
+) -> dict[str, dict[str, float]]:
+    """Each variant's figures, the first two drained first, second, second, first and each the
+    mean of its two drains (a machine that slows down through the run moves both alike: their
+    ratio is the section's tightest target), the others once after them."""
+    first, second, *rest = variants
+    drains: dict[str, list[dict[str, float]]] = {variant: [] for variant in variants}
+    for variant in (first, second, second, first, *rest):
+        drains[variant].append(drain_one(variant))
+    return {
+        variant: {key: statistics.fmean(d[key] for d in done) for key in done[0]}
+        for variant, done in drains.items()
+    }
+
+
 def run(target: Target, *, jobs_count: int, procs: Sequence[int], timeout: float) -> dict[str, Any]:
     """Drain each variant with the largest process count; rates and ratios to ``absent``."""
     p = max(procs)
     argvs = [drain.worker_argv("--burst", batch=None, threads=None)] * p
     out: dict[str, Any] = {"observability_jobs": jobs_count, "observability_procs": p}
-    for variant in VARIANTS:
+
+    def traced(variant: str) -> dict[str, float]:
         drain.prepare(target, jobs_count)
         env = database.environment(target, BENCHMARK_OTEL=variant)
-        figures = drained(target, argvs, jobs_count, env, timeout)
+        return drained(target, argvs, jobs_count, env, timeout)
+
+    def logged(variant: str) -> dict[str, float]:
+        name, setting = LOG_VARIANTS[variant]
+        drain.prepare(target, jobs_count, name=name)
+        env = database.environment(target, BENCHMARK_JOB_LOGS=setting)
+        return drained(target, argvs, jobs_count, env, timeout)
+
+    for variant, figures in mirrored(traced, VARIANTS).items():
         out[f"observability_{variant}_per_s"] = figures["per_s"]
         out[f"observability_{variant}_cpu_us"] = figures["cpu_us_per_job"]
     for variant, ratio in otel_setup.RATIOS.items():
         out[f"observability_{variant}_calls_us"] = sdk_calls_us(ratio)
         added = out[f"observability_{variant}_cpu_us"] - out["observability_absent_cpu_us"]
         out[f"observability_{variant}_added_cpu_us"] = added
-    for logs, (name, setting) in LOG_VARIANTS.items():
-        drain.prepare(target, jobs_count, name=name)
-        env = database.environment(target, BENCHMARK_JOB_LOGS=setting)
-        figures = drained(target, argvs, jobs_count, env, timeout)
+    for logs, figures in mirrored(logged, list(LOG_VARIANTS)).items():
         out[f"observability_logs_{logs}_per_s"] = figures["per_s"]
         out[f"observability_logs_{logs}_cpu_us"] = figures["cpu_us_per_job"]
     off = out["observability_logs_off_per_s"]

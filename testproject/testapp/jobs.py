@@ -488,4 +488,3 @@ def log_row_given(ctx: JobContext) -> None:
         buffer.add(record)
         _GIVEN_LOGS.append(buffer)
     ctx.logs = _GIVEN_LOGS[0]
-
