@@ -15,10 +15,11 @@ fields, logs off (``logs_floor_vs_off``), and the same log rows written with not
 captured (``logs_given_vs_off``).
 
 Beside the rates, the CPU under them: the worker processes' CPU per job in each drain (their
-start-up, timed on an empty table, taken out), what the SDK's variants added to ``absent``'s
-(``added_cpu_us``), and the SDK's own calls for one attempt timed in a loop with nothing of
-the library around them (``calls_us``, benchmarks/sdk_calls.py). CPU per job moves less than
-a rate when the machine is shared: ``logs_cpu_on_vs_off`` is the logs' cost in CPU.
+start-up, timed on an empty table, taken out), what each variant added to ``absent``'s
+(``added_cpu_us``), and the SDK's own calls for one attempt (the API's, for ``api``) timed in
+a loop with nothing of the library around them (``calls_us``, benchmarks/sdk_calls.py). CPU
+per job moves less than a rate when the machine is shared: ``logs_cpu_on_vs_off`` is the
+logs' cost in CPU.
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ least a capture through ``logging`` costs; ``given``: logs kept, the job makes n
 hands its attempt the row ``on`` writes, so only the writing is paid."""
 
 
-def sdk_calls_us(ratio: float) -> float:
-    """The SDK's own calls for one attempt, in a loop in a new process (``sdk_calls.py``)."""
+def sdk_calls_us(ratio: float | str) -> float:
+    """The SDK's own calls for one attempt (or the API's, ``"api"``), in a loop in a new
+    process (``sdk_calls.py``)."""
     argv = [sys.executable, str(SDK_CALLS), str(ratio)]
     done = subprocess.run(argv, capture_output=True, text=True, check=True)
     return float(done.stdout.strip())
@@ -109,7 +111,8 @@ def run(target: Target, *, jobs_count: int, procs: Sequence[int], timeout: float
     for variant, figures in mirrored(traced, VARIANTS).items():
         out[f"observability_{variant}_per_s"] = figures["per_s"]
         out[f"observability_{variant}_cpu_us"] = figures["cpu_us_per_job"]
-    for variant, ratio in otel_setup.RATIOS.items():
+    calls: dict[str, float | str] = {"api": "api", **otel_setup.RATIOS}
+    for variant, ratio in calls.items():
         out[f"observability_{variant}_calls_us"] = sdk_calls_us(ratio)
         added = out[f"observability_{variant}_cpu_us"] - out["observability_absent_cpu_us"]
         out[f"observability_{variant}_added_cpu_us"] = added
