@@ -2,12 +2,12 @@
 
 How a record reaches an attempt's buffer, without changing the project's logging:
 
-* One :class:`Router` (a ``logging.Handler``) is on the root logger while at least one attempt
-  is being captured in this process, and taken off when the last one ends, so a process that
-  runs no job never has it. A worker keeping logs holds it for its whole run (:class:`routing`):
-  put on and taken off per attempt, it cost a drain of logging jobs (docs/benchmarks.md). It
-  never formats, filters or stops a record: the project's own handlers see every record as
-  they would without it.
+* One :class:`Router` (a ``logging.Handler``) is on the root logger while an attempt is being
+  captured in this process or a worker keeping logs runs (:class:`routing`: put on and taken
+  off per attempt, it cost a drain of logging jobs, docs/benchmarks.md), and taken off when
+  the last of them ends, so a process that runs no job never has it; an attempt puts it back
+  if a logging reconfiguration took it off. It never formats, filters or stops a record: the
+  project's own handlers see every record as they would without it.
 * Around a handler's call, :class:`capturing` sets the context variable
   :data:`~django_leasejobs.core.job_log_context.CURRENT` and this module's capture in the
   handler's context: a sync handler's thread, an async handler's task (and what they start with
@@ -161,6 +161,8 @@ def iso_at(created: float) -> str:
     second, micros = int(whole), round(fraction * 1e6)
     if micros >= 1_000_000:
         second, micros = second + 1, micros - 1_000_000
+    elif micros < 0:  # before 1970: the fraction is negative
+        second, micros = second - 1, micros + 1_000_000
     cached, text = _SECOND
     if cached != second:
         text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
@@ -175,7 +177,7 @@ class Router(logging.Handler):
     """Sends a record to the current attempt's buffer, if there is one (see the module)."""
 
     def handle(self, record: logging.LogRecord) -> bool:
-        # No lock and no filters: the buffer has its own lock, and the record goes on as it came.
+        # No lock and no filters: the buffers' lock is their own, and the record goes on as it came.
         if not below_last_resort(record) and alone(record):
             last_resort(record)
         attempt = CURRENT.get()
@@ -233,11 +235,15 @@ at once."""
 
 
 def _attach() -> None:
+    """One more attempt (or worker) needs the router; put it on the root if it is not there,
+    as after a logging reconfiguration (``dictConfig`` with a root, ``basicConfig(force=True)``)
+    took it off while a worker held it."""
     global _users
     with _users_lock:
         _users += 1
-        if _users == 1:
-            logging.getLogger().addHandler(ROUTER)
+        root = logging.getLogger()
+        if ROUTER not in root.handlers:
+            root.addHandler(ROUTER)
 
 
 def _detach() -> None:

@@ -441,6 +441,17 @@ async def async_logs_until_timeout(ctx: JobContext) -> None:
 
 
 @job
+def reconfigures_logging() -> None:
+    """A job that sets the project's logging up again while the worker runs, as
+    ``dictConfig`` with a root does: the root's handlers are replaced."""
+    import logging.config
+
+    logging.config.dictConfig(
+        {"version": 1, "disable_existing_loggers": False, "root": {"level": "WARNING"}}
+    )
+
+
+@job
 def log_line() -> None:
     """The observability benchmark's job: one INFO line, which each job's own logs keep."""
     import logging

@@ -107,6 +107,22 @@ def test_a_worker_keeps_the_router_on_the_root_for_its_whole_run(
     assert all(len(messages(row)) == (2 if kept else 0) for row in rows)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_logs_are_kept_after_a_job_set_the_project_s_logging_up_again(project_logging) -> None:
+    """``dictConfig`` with a root takes every handler off it, the router held for the run
+    too: the next attempt puts it back."""
+    before = jobs.logs_lines.enqueue(1)
+    jobs.reconfigures_logging.enqueue()
+    after = jobs.logs_lines.enqueue(1)
+    Worker(queues=None, concurrency=1, batch=1, poll=0.05, scheduler=False, worker_id="w-re").run(
+        burst=True
+    )
+    assert set(Job.objects.values_list("status", flat=True)) == {Status.SUCCEEDED}
+    for row in (before, after):
+        assert [m[3] for m in messages(row)] == ["line 0 of attempt 1", "library call 1"]
+    assert ROUTER not in logging.getLogger().handlers
+
+
 def test_an_async_handler_s_records_and_its_child_task_s(project_logging) -> None:
     run_job(jobs.async_logs_lines, 2)
     job = Job.objects.get(name=jobs.async_logs_lines.name)
