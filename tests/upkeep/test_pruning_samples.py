@@ -26,30 +26,31 @@ def run(*args: Any, **options: Any) -> str:
     return out.getvalue()
 
 
-def samples_aged(*ages: dt.timedelta, queues: tuple[str, ...] = ("default",)) -> None:
-    """One sample per queue for the minute ``age`` before the database's current minute."""
+def samples_aged(*ages: dt.timedelta, queues: tuple[str, ...] = ("default",)) -> dt.datetime:
+    """One sample per queue for the minute ``age`` before the database's current minute, which
+    is returned: the ages left are read against it, not against a later minute."""
     now = db_now().replace(second=0, microsecond=0)
     QueueSample.objects.bulk_create(
         QueueSample(minute=now - age, queue=queue) for age in ages for queue in queues
     )
+    return now
 
 
-def ages_left() -> list[dt.timedelta]:
-    now = db_now().replace(second=0, microsecond=0)
+def ages_left(now: dt.datetime) -> list[dt.timedelta]:
     return sorted({now - m for m in QueueSample.objects.values_list("minute", flat=True)})
 
 
 def test_prune_samples_deletes_only_the_old_ones_in_batches() -> None:
     old = [dt.timedelta(days=8) + MINUTE * i for i in range(5)]
     kept = [dt.timedelta(days=6), MINUTE]
-    samples_aged(*old, *kept, queues=("a", "b"))
+    now = samples_aged(*old, *kept, queues=("a", "b"))
     week = dt.timedelta(days=7)
     assert upkeep.count_prunable_samples(week) == 10
     assert upkeep.prune_samples(week, batch=4) == 4
     assert upkeep.prune_samples(week, batch=4) == 4
     assert upkeep.prune_samples(week, batch=4) == 2
     assert upkeep.prune_samples(week, batch=4) == 0
-    assert ages_left() == sorted(kept)
+    assert ages_left(now) == sorted(kept)
 
 
 def test_a_batch_must_be_a_positive_whole_number() -> None:
@@ -59,22 +60,22 @@ def test_a_batch_must_be_a_positive_whole_number() -> None:
 
 
 def test_prunejobs_prunes_samples_older_than_a_week_by_default() -> None:
-    samples_aged(dt.timedelta(days=7, minutes=1), dt.timedelta(days=6, hours=23))
+    now = samples_aged(dt.timedelta(days=7, minutes=1), dt.timedelta(days=6, hours=23))
     output = run("--succeeded-older-than", "30d")
     assert "samples: deleted 1 older than 7d00h" in output
-    assert ages_left() == [dt.timedelta(days=6, hours=23)]
+    assert ages_left(now) == [dt.timedelta(days=6, hours=23)]
 
 
 def test_prunejobs_takes_the_samples_age_and_a_dry_run_deletes_nothing() -> None:
-    samples_aged(dt.timedelta(hours=3), dt.timedelta(hours=1))
+    now = samples_aged(dt.timedelta(hours=3), dt.timedelta(hours=1))
     assert "samples: would delete 1 older than 2h00m" in run(
         "--dead-older-than", "30d", "--samples-older-than", "2h", "--dry-run"
     )
-    assert len(ages_left()) == 2
+    assert len(ages_left(now)) == 2
     assert "samples: deleted 1 older than 2h00m" in run(
         "--dead-older-than", "30d", "--samples-older-than", "2h"
     )
-    assert ages_left() == [dt.timedelta(hours=1)]
+    assert ages_left(now) == [dt.timedelta(hours=1)]
 
 
 def test_a_bad_samples_age_is_refused_and_nothing_is_deleted() -> None:
