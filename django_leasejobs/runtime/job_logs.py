@@ -177,9 +177,8 @@ class Router(logging.Handler):
     """Sends a record to the current attempt's buffer, if there is one (see the module)."""
 
     def handle(self, record: logging.LogRecord) -> bool:
-        # No lock and no filters: the buffers' lock is their own, and the record goes on as it came.
-        if not below_last_resort(record) and alone(record):
-            last_resort(record)
+        # No lock and no filters: the buffers have their own, and the record goes on as it came.
+        last_resort(record)
         attempt = CURRENT.get()
         if attempt is None:
             return False
@@ -212,17 +211,12 @@ def alone(record: logging.LogRecord) -> bool:
     return True
 
 
-def below_last_resort(record: logging.LogRecord) -> bool:
-    """Whether Python's last resort would print nothing of the record anyway (an INFO line,
-    most of a job's): then whether the router is alone need not be looked at."""
-    resort = logging.lastResort
-    return resort is None or record.levelno < resort.level
-
-
 def last_resort(record: logging.LogRecord) -> None:
-    """What Python does with a record no handler took, which the router must not change."""
+    """What Python does with a record no handler took, which the router must not change. The
+    level first: the last resort prints nothing below its own (an INFO line, most of a job's),
+    and then whether the router is alone need not be looked at."""
     resort = logging.lastResort
-    if resort is not None and record.levelno >= resort.level:
+    if resort is not None and record.levelno >= resort.level and alone(record):
         resort.handle(record)
 
 

@@ -44,9 +44,10 @@ if env.bool("BENCHMARK_STARTPROJECT", default=False):
     DEBUG = True
     LOGGING = {}
 LEASEJOBS_NOTIFY = env.bool("BENCHMARK_NOTIFY", default=True)
-if env.str("BENCHMARK_JOB_LOGS", default="on") in {"off", "floor"}:
+_job_logs = env.str("BENCHMARK_JOB_LOGS", default="on")
+if _job_logs in {"off", "floor"}:
     LEASEJOBS_JOB_LOGS = None
-if env.str("BENCHMARK_JOB_LOGS", default="on") == "floor":
+if _job_logs == "floor":
     LOGGING = {
         **LOGGING,
         "handlers": {
