@@ -53,6 +53,15 @@ def project_logging() -> Iterator[Kept]:
         logging.getLogger(name).setLevel(level)
 
 
+@pytest.fixture
+def router_off(monkeypatch) -> None:
+    """The router's count of users at none and the router off the root, whatever a worker of
+    an earlier test (one still running in a thread holds the router) left behind."""
+    monkeypatch.setattr(job_logs, "_users", 0)
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [h for h in root.handlers if h is not ROUTER])
+
+
 def messages(job: Job) -> list[tuple[int, str, str, str]]:
     return [
         (entry["attempt"], entry["level"], entry["logger"], entry["message"])
@@ -78,7 +87,7 @@ def test_a_sync_handler_s_records_are_kept_with_a_library_s(project_logging) -> 
     assert f"{job.pk}/1 testlib.client library call 1" in project_logging.lines
 
 
-def test_the_router_is_on_the_root_only_while_a_job_runs(project_logging) -> None:
+def test_the_router_is_on_the_root_only_while_a_job_runs(router_off, project_logging) -> None:
     run_job(jobs.logs_lines)
     assert ROUTER not in logging.getLogger().handlers
     logging.getLogger("testapp.work").info("outside any job")
@@ -88,7 +97,7 @@ def test_the_router_is_on_the_root_only_while_a_job_runs(project_logging) -> Non
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(("kept", "added"), [(True, 1), (False, 0)])
 def test_a_worker_keeps_the_router_on_the_root_for_its_whole_run(
-    project_logging, monkeypatch, settings, kept, added
+    router_off, project_logging, monkeypatch, settings, kept, added
 ) -> None:
     """Put on once for the run, not once per attempt (each put and take takes the logging
     module's lock); never while logs are off; off the root once the run ends."""
@@ -108,7 +117,9 @@ def test_a_worker_keeps_the_router_on_the_root_for_its_whole_run(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_logs_are_kept_after_a_job_set_the_project_s_logging_up_again(project_logging) -> None:
+def test_logs_are_kept_after_a_job_set_the_project_s_logging_up_again(
+    router_off, project_logging
+) -> None:
     """``dictConfig`` with a root takes every handler off it, the router held for the run
     too: the next attempt puts it back."""
     before = jobs.logs_lines.enqueue(1)
